@@ -1,5 +1,14 @@
-//! qrsync's library crate. `wecom` holds WeCom's wire formats, `intake` the rules of the
-//! callback function (verify, persist, answer), `ports` the traits the domain needs, and
-//! `adapters` their DynamoDB, SQS and in-memory implementations.
+//! qrsync's library crate.
+//!
+//! - `wecom`: WeCom's wire formats (callback crypto, envelopes, events).
+//! - `intake`: MISSION rule 1, the callback function's verify, persist, answer.
+//! - `tenants`: tenant ids and the settings that authenticate their callbacks.
+//! - `ports`: the traits the domain needs; `adapters`: DynamoDB, SQS and in-memory versions.
+//! - `http`: how domain errors become HTTP answers, shared by every HTTP function.
 
+pub mod adapters;
+pub mod http;
+pub mod intake;
+pub mod ports;
+pub mod tenants;
 pub mod wecom;

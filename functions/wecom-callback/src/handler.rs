@@ -1,0 +1,176 @@
+//! Translates API Gateway requests on `/wecom/{tenant}/callback` into `shared::intake` calls
+//! and their results into WeCom's expected answers: the bare echostr for GET, an empty 200
+//! for POST once the inbox accepted the event, 4xx for input that will never verify, 5xx
+//! when persisting failed so WeCom retries.
+
+use lambda_http::{Body, Error, Request, RequestExt, Response};
+use shared::http::ErrorAnswer;
+use shared::intake::{CallbackRequest, Intake, IntakeError};
+use shared::ports::{Inbox, TenantDirectory};
+use std::collections::HashMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
+}
+
+fn to_callback_request(request: &Request) -> Result<CallbackRequest, Response<Body>> {
+    let tenant = request
+        .path_parameters_ref()
+        .and_then(|p| p.first("tenant"))
+        .unwrap_or_default()
+        .to_owned();
+    let query: HashMap<String, String> = request
+        .query_string_parameters_ref()
+        .map(|q| {
+            q.iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let body = match request.body() {
+        Body::Empty => String::new(),
+        Body::Text(text) => text.clone(),
+        Body::Binary(bytes) => String::from_utf8(bytes.clone()).map_err(|_| {
+            answer(
+                400,
+                "{\"code\":\"bad_xml\",\"detail\":\"body is not UTF-8\"}".into(),
+            )
+        })?,
+        _ => String::new(),
+    };
+    Ok(CallbackRequest {
+        tenant,
+        query,
+        body,
+    })
+}
+
+fn answer(status: u16, body: String) -> Response<Body> {
+    let content_type = if body.starts_with('{') {
+        "application/json"
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(Body::Text(body))
+        .expect("a response with a valid status and header builds")
+}
+
+fn refuse(error: &IntakeError, tenant: &str) -> Response<Body> {
+    let answer_ = ErrorAnswer::from(error);
+    if error.is_client_error() {
+        tracing::warn!(tenant, status = answer_.status, reason = %error, "callback refused");
+    } else {
+        tracing::error!(tenant, error = ?error, "callback not persisted; WeCom will retry");
+    }
+    answer(answer_.status, answer_.body())
+}
+
+#[tracing::instrument(skip_all, fields(method = %request.method()))]
+pub(crate) async fn handle<D: TenantDirectory, I: Inbox>(
+    intake: &Intake<D, I>,
+    request: Request,
+) -> Result<Response<Body>, Error> {
+    let callback = match to_callback_request(&request) {
+        Ok(callback) => callback,
+        Err(response) => return Ok(response),
+    };
+    let response = match request.method().as_str() {
+        "GET" => match intake.verify_url(&callback, now_ms() / 1000).await {
+            Ok(echo) => answer(200, echo),
+            Err(error) => refuse(&error, &callback.tenant),
+        },
+        "POST" => match intake.accept_event(&callback, now_ms()).await {
+            Ok(message) => {
+                tracing::info!(tenant = %message.tenant, group = %message.group_id(), event_key = %message.event_key, "callback persisted");
+                answer(200, String::new())
+            }
+            Err(error) => refuse(&error, &callback.tenant),
+        },
+        _ => answer(
+            405,
+            "{\"code\":\"method_not_allowed\",\"detail\":\"use GET or POST\"}".into(),
+        ),
+    };
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::adapters::memory::{InMemoryInbox, InMemoryTenantDirectory};
+    use shared::tenants::{CallbackSettings, TenantId};
+
+    fn intake() -> (
+        Intake<InMemoryTenantDirectory, InMemoryInbox>,
+        InMemoryInbox,
+    ) {
+        let tenants = InMemoryTenantDirectory::default();
+        tenants.insert(
+            TenantId::parse("demo").expect("valid"),
+            CallbackSettings {
+                corp_id: "wx5823bf96d3bd56c7".into(),
+                callback_token: "QDG6eK".into(),
+                encoding_aes_key: "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C".into(),
+            },
+        );
+        let inbox = InMemoryInbox::default();
+        (Intake::new(tenants, inbox.clone(), u64::MAX / 2), inbox)
+    }
+
+    fn sample(name: &str) -> Request {
+        let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
+        let json = std::fs::read_to_string(&path).expect("sample event exists");
+        lambda_http::request::from_str(&json).expect("sample event is an API Gateway request")
+    }
+
+    #[tokio::test]
+    async fn the_url_verification_sample_answers_the_bare_echostr() {
+        let (intake, _) = intake();
+        let response = handle(&intake, sample("apigw-callback-verify-url.json"))
+            .await
+            .expect("handled");
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.body(), &Body::Text("1616140317555161061".into()));
+    }
+
+    #[tokio::test]
+    async fn the_event_sample_is_persisted_and_answered_with_an_empty_200() {
+        let (intake, inbox) = intake();
+        let response = handle(&intake, sample("apigw-callback-add-contact.json"))
+            .await
+            .expect("handled");
+        assert_eq!(response.status(), 200);
+        assert_eq!(inbox.messages().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn when_the_inbox_is_down_the_answer_is_503_so_wecom_retries() {
+        let (intake, inbox) = intake();
+        inbox.set_unavailable(true);
+        let response = handle(&intake, sample("apigw-callback-add-contact.json"))
+            .await
+            .expect("handled");
+        assert_eq!(response.status(), 503);
+        assert_eq!(
+            response.body(),
+            &Body::Text("{\"code\":\"unavailable\",\"detail\":\"try again later\"}".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_bad_signature_sample_is_refused_with_401() {
+        let (intake, inbox) = intake();
+        let response = handle(&intake, sample("apigw-callback-bad-signature.json"))
+            .await
+            .expect("handled");
+        assert_eq!(response.status(), 401);
+        assert!(inbox.messages().is_empty());
+    }
+}

@@ -1,0 +1,24 @@
+//! Wiring only: configuration, clients and adapters are built once per container.
+
+mod config;
+mod handler;
+
+use lambda_http::{run, service_fn, tracing, Error};
+use shared::adapters::dynamodb::DynamoTenantDirectory;
+use shared::adapters::sqs::SqsInbox;
+use shared::intake::Intake;
+use shared::tenants::cache::CachedTenantDirectory;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tracing::init_default_subscriber();
+    let config = config::Config::from_env()?;
+    let aws = aws_config::load_from_env().await;
+    let tenants = CachedTenantDirectory::new(
+        DynamoTenantDirectory::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name),
+        config.tenant_cache_ttl,
+    );
+    let inbox = SqsInbox::new(aws_sdk_sqs::Client::new(&aws), config.inbox_queue_url);
+    let intake = Intake::new(tenants, inbox, config.max_age_secs);
+    run(service_fn(|request| handler::handle(&intake, request))).await
+}

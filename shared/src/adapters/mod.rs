@@ -1,0 +1,7 @@
+//! Implementations of `crate::ports`: DynamoDB and SQS for the deployed functions, in-memory
+//! fakes for unit tests.
+
+pub mod dynamodb;
+#[cfg(any(test, feature = "test-util"))]
+pub mod memory;
+pub mod sqs;

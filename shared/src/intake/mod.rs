@@ -1,0 +1,166 @@
+//! MISSION rule 1, "Persist before ACK": the callback function verifies, persists and
+//! answers, and nothing else. A callback is acknowledged (200) only after the inbox accepted
+//! it; if persisting fails the answer is 5xx so WeCom retries; input that fails verification
+//! is refused with a 4xx and never persisted.
+
+mod message;
+
+pub use message::{InboxMessage, MessageGroup};
+
+use crate::ports::{Inbox, StoreError, TenantDirectory};
+use crate::tenants::{CallbackSettings, TenantId};
+use crate::wecom::callback::{CallbackEvent, Envelope, XmlError};
+use crate::wecom::crypto::CryptoError;
+use std::collections::HashMap;
+
+/// Why a callback was refused or could not be stored.
+#[derive(Debug, thiserror::Error)]
+pub enum IntakeError {
+    #[error("tenant id is malformed")]
+    MalformedTenant,
+    #[error("no tenant {0}")]
+    UnknownTenant(TenantId),
+    #[error("query parameter {0} is missing")]
+    MissingParameter(&'static str),
+    #[error("timestamp is outside the accepted window of {max_age_secs} s")]
+    StaleTimestamp { max_age_secs: u64 },
+    #[error(transparent)]
+    Crypto(#[from] CryptoError),
+    #[error("callback addressed to another corp")]
+    WrongReceiverCorp,
+    #[error(transparent)]
+    Xml(#[from] XmlError),
+    #[error("tenant's stored callback settings are invalid")]
+    BrokenTenantSettings(#[source] CryptoError),
+    #[error(transparent)]
+    Unavailable(#[from] StoreError),
+}
+
+impl IntakeError {
+    /// Client errors are final: WeCom must not retry them and nothing was persisted.
+    pub fn is_client_error(&self) -> bool {
+        !matches!(self, Self::Unavailable(_) | Self::BrokenTenantSettings(_))
+    }
+}
+
+/// One HTTP request to `/wecom/{tenant}/callback`, already decoded from its transport.
+#[derive(Debug, Clone)]
+pub struct CallbackRequest {
+    pub tenant: String,
+    pub query: HashMap<String, String>,
+    pub body: String,
+}
+
+impl CallbackRequest {
+    fn param(&self, name: &'static str) -> Result<&str, IntakeError> {
+        self.query
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+            .ok_or(IntakeError::MissingParameter(name))
+    }
+}
+
+/// The callback rules, with the tenant store and the inbox as ports.
+pub struct Intake<D, I> {
+    tenants: D,
+    inbox: I,
+    max_age_secs: u64,
+}
+
+impl<D: TenantDirectory, I: Inbox> Intake<D, I> {
+    /// `max_age_secs` bounds how far the signed `timestamp` may be from now, in either
+    /// direction, so a captured request cannot be replayed later.
+    pub fn new(tenants: D, inbox: I, max_age_secs: u64) -> Self {
+        Self {
+            tenants,
+            inbox,
+            max_age_secs,
+        }
+    }
+
+    /// URL verification (GET): returns the decrypted `echostr`, to be sent as the bare body.
+    pub async fn verify_url(
+        &self,
+        request: &CallbackRequest,
+        now_secs: u64,
+    ) -> Result<String, IntakeError> {
+        let (_, settings) = self.tenant(request).await?;
+        let signature = request.param("msg_signature")?;
+        let timestamp = request.param("timestamp")?;
+        let nonce = request.param("nonce")?;
+        // A raw '+' that reached us unencoded arrives as a space; base64 has no spaces.
+        let echostr = request.param("echostr")?.replace(' ', "+");
+        self.check_timestamp(timestamp, now_secs)?;
+        let crypto = settings
+            .crypto()
+            .map_err(IntakeError::BrokenTenantSettings)?;
+        crypto.verify(signature, timestamp, nonce, &echostr)?;
+        Ok(crypto.decrypt(&echostr)?.message)
+    }
+
+    /// Event delivery (POST): verifies, then persists the raw envelope. Returns the stored
+    /// message once the inbox accepted it.
+    pub async fn accept_event(
+        &self,
+        request: &CallbackRequest,
+        now_ms: u64,
+    ) -> Result<InboxMessage, IntakeError> {
+        let (tenant, settings) = self.tenant(request).await?;
+        let signature = request.param("msg_signature")?;
+        let timestamp = request.param("timestamp")?;
+        let nonce = request.param("nonce")?;
+        self.check_timestamp(timestamp, now_ms / 1000)?;
+        let envelope = Envelope::parse(&request.body)?;
+        if envelope.to_user_name != settings.corp_id {
+            return Err(IntakeError::WrongReceiverCorp);
+        }
+        let crypto = settings
+            .crypto()
+            .map_err(IntakeError::BrokenTenantSettings)?;
+        crypto.verify(signature, timestamp, nonce, &envelope.encrypt)?;
+        let plaintext = crypto.decrypt(&envelope.encrypt)?;
+        let event = CallbackEvent::parse(&plaintext.message)?;
+        if event.field("ToUserName") != Some(settings.corp_id.as_str()) {
+            return Err(IntakeError::WrongReceiverCorp);
+        }
+        let message = InboxMessage::new(
+            tenant,
+            &event,
+            request.body.clone(),
+            signature,
+            timestamp,
+            nonce,
+            now_ms,
+        );
+        self.inbox.persist(&message).await?;
+        Ok(message)
+    }
+
+    async fn tenant(
+        &self,
+        request: &CallbackRequest,
+    ) -> Result<(TenantId, CallbackSettings), IntakeError> {
+        let tenant = TenantId::parse(&request.tenant).map_err(|_| IntakeError::MalformedTenant)?;
+        match self.tenants.callback_settings(&tenant).await? {
+            Some(settings) => Ok((tenant, settings)),
+            None => Err(IntakeError::UnknownTenant(tenant)),
+        }
+    }
+
+    fn check_timestamp(&self, timestamp: &str, now_secs: u64) -> Result<(), IntakeError> {
+        let stale = IntakeError::StaleTimestamp {
+            max_age_secs: self.max_age_secs,
+        };
+        let signed: u64 = timestamp.parse().map_err(|_| stale)?;
+        if signed.abs_diff(now_secs) > self.max_age_secs {
+            return Err(IntakeError::StaleTimestamp {
+                max_age_secs: self.max_age_secs,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

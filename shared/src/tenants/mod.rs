@@ -1,0 +1,103 @@
+//! Tenants (WeCom corps) and the settings the callback needs to trust their callbacks.
+
+pub mod cache;
+
+use crate::wecom::crypto::{CallbackCrypto, CryptoError};
+use std::fmt;
+
+/// A tenant id as it appears in `/wecom/{tenant}/callback`: 1 to 64 of `[A-Za-z0-9_-]`, so it
+/// is safe inside DynamoDB keys and SQS group ids.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "String", into = "String")]
+pub struct TenantId(String);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("tenant id must be 1 to 64 characters of letters, digits, '-' or '_'")]
+pub struct InvalidTenantId;
+
+impl TenantId {
+    pub fn parse(raw: &str) -> Result<Self, InvalidTenantId> {
+        let valid = (1..=64).contains(&raw.len())
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if valid {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err(InvalidTenantId)
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for TenantId {
+    type Error = InvalidTenantId;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::parse(&value)
+    }
+}
+
+impl From<TenantId> for String {
+    fn from(value: TenantId) -> Self {
+        value.0
+    }
+}
+
+impl fmt::Display for TenantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What the callback function needs from a tenant's profile. `Debug` hides the secrets.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CallbackSettings {
+    pub corp_id: String,
+    pub callback_token: String,
+    pub encoding_aes_key: String,
+}
+
+impl fmt::Debug for CallbackSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallbackSettings")
+            .field("corp_id", &self.corp_id)
+            .field("callback_token", &"[redacted]")
+            .field("encoding_aes_key", &"[redacted]")
+            .finish()
+    }
+}
+
+impl CallbackSettings {
+    pub fn crypto(&self) -> Result<CallbackCrypto, CryptoError> {
+        CallbackCrypto::new(&self.callback_token, &self.encoding_aes_key, &self.corp_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenant_ids_are_limited_to_key_safe_characters() {
+        assert!(TenantId::parse("acme-01_x").is_ok());
+        for bad in ["", "a#b", "a/b", "空", &"a".repeat(65)] {
+            assert_eq!(TenantId::parse(bad), Err(InvalidTenantId), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn callback_settings_never_print_their_secrets() {
+        let settings = CallbackSettings {
+            corp_id: "corp".into(),
+            callback_token: "tok123".into(),
+            encoding_aes_key: "k".repeat(43),
+        };
+        let shown = format!("{settings:?}");
+        assert!(shown.contains("corp") && !shown.contains("tok123") && !shown.contains("kkkk"));
+    }
+}
