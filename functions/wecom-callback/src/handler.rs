@@ -17,7 +17,7 @@ fn now_ms() -> u64 {
         .unwrap_or_default()
 }
 
-fn to_callback_request(request: &Request) -> Result<CallbackRequest, Response<Body>> {
+fn to_callback_request(request: &Request) -> CallbackRequest {
     let tenant = request
         .path_parameters_ref()
         .and_then(|p| p.first("tenant"))
@@ -42,11 +42,11 @@ fn to_callback_request(request: &Request) -> Result<CallbackRequest, Response<Bo
         })?,
         _ => String::new(),
     };
-    Ok(CallbackRequest {
+    CallbackRequest {
         tenant,
         query,
         body,
-    })
+    }
 }
 
 fn answer(status: u16, body: String) -> Response<Body> {
@@ -77,10 +77,7 @@ pub(crate) async fn handle<D: TenantDirectory, I: Inbox>(
     intake: &Intake<D, I>,
     request: Request,
 ) -> Result<Response<Body>, Error> {
-    let callback = match to_callback_request(&request) {
-        Ok(callback) => callback,
-        Err(response) => return Ok(response),
-    };
+    let callback = to_callback_request(&request);
     let response = match request.method().as_str() {
         "GET" => match intake.verify_url(&callback, now_ms() / 1000).await {
             Ok(echo) => answer(200, echo),
