@@ -34,12 +34,8 @@ fn to_callback_request(request: &Request) -> CallbackRequest {
     let body = match request.body() {
         Body::Empty => String::new(),
         Body::Text(text) => text.clone(),
-        Body::Binary(bytes) => String::from_utf8(bytes.clone()).map_err(|_| {
-            answer(
-                400,
-                "{\"code\":\"bad_xml\",\"detail\":\"body is not UTF-8\"}".into(),
-            )
-        })?,
+        // Bytes that are not UTF-8 cannot form a valid envelope; the XML check refuses them.
+        Body::Binary(bytes) => String::from_utf8_lossy(bytes).into_owned(),
         _ => String::new(),
     };
     CallbackRequest {
