@@ -75,6 +75,15 @@ fn logged_request(
     }
 }
 
+/// The answer as logged: an issued token is a secret too.
+fn logged_response(answer: &Value) -> Value {
+    let mut logged = answer.clone();
+    if let Some(token) = logged.get_mut("access_token") {
+        *token = json!(REDACTED);
+    }
+    logged
+}
+
 fn dispatch(
     state: &mut State,
     api: Api,
@@ -198,7 +207,7 @@ async fn call(AxumState(app): AxumState<SharedApp>, request: Request) -> Respons
             state.stats.faults_injected += 1;
         }
         let (http_status, response) = match &reply {
-            Reply::Json(value) => (Some(200), value.clone()),
+            Reply::Json(value) => (Some(200), logged_response(value)),
             Reply::Status(status) => (Some(*status), Value::Null),
             Reply::Drop => (None, Value::Null),
         };

@@ -33,9 +33,20 @@ impl App {
         }))
     }
 
-    /// Never held across an `.await`. A panic while holding it cannot leave the state half
-    /// written in a way that matters more than losing the sandbox, so poisoning is ignored.
+    /// Never held across an `.await`. A panic while it is held leaves at worst one request half
+    /// applied; refusing every later request would be worse for a test tool, so poisoning is
+    /// ignored.
     pub fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Campaign tasks hold the app alive; they must not outlive the server that owns them.
+    pub fn stop_campaigns(&self) {
+        for campaign in self.lock().campaigns.values_mut() {
+            if let Some(abort) = campaign.abort.take() {
+                abort.abort();
+            }
+            campaign.running = false;
+        }
     }
 }

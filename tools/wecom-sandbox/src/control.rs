@@ -394,13 +394,8 @@ async fn get_contact_way(
 /// Back to the state at start: no corps, tokens, codes, logs or campaigns; the startup
 /// settings and seed; the real clock.
 async fn reset(AxumState(app): AxumState<SharedApp>) -> Reply {
-    let mut state = app.lock();
-    for campaign in state.campaigns.values_mut() {
-        if let Some(abort) = campaign.abort.take() {
-            abort.abort();
-        }
-    }
-    *state = State::new(&app.startup, app.startup_seed);
+    app.stop_campaigns();
+    *app.lock() = State::new(&app.startup, app.startup_seed);
     reply(StatusCode::OK, json!({ "reset": true }))
 }
 

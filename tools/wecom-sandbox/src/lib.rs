@@ -45,17 +45,26 @@ fn io_error(error: impl std::error::Error + Send + Sync + 'static) -> std::io::E
     std::io::Error::other(error)
 }
 
+async fn run(
+    listener: TcpListener,
+    app: app::SharedApp,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let service = router(app.clone()).into_make_service_with_connect_info::<ConnHandle>();
+    let served = axum::serve(CuttableListener::new(listener), service)
+        .with_graceful_shutdown(shutdown)
+        .await;
+    app.stop_campaigns();
+    served
+}
+
 /// Serves on `listener` until `shutdown` resolves.
 pub async fn serve_with_shutdown(
     listener: TcpListener,
     config: SandboxConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = App::new(config).map_err(io_error)?;
-    let service = router(app).into_make_service_with_connect_info::<ConnHandle>();
-    axum::serve(CuttableListener::new(listener), service)
-        .with_graceful_shutdown(shutdown)
-        .await
+    run(listener, App::new(config).map_err(io_error)?, shutdown).await
 }
 
 /// Serves on `listener` until the task is dropped or the process ends.
@@ -66,6 +75,7 @@ pub async fn serve(listener: TcpListener, config: SandboxConfig) -> std::io::Res
 /// A sandbox running on a background task; stopped when dropped.
 pub struct Sandbox {
     addr: SocketAddr,
+    app: app::SharedApp,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<std::io::Result<()>>,
 }
@@ -79,13 +89,15 @@ impl Sandbox {
     /// Must be called within a Tokio runtime.
     pub fn start_on(listener: TcpListener, config: SandboxConfig) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
+        let app = App::new(config).map_err(io_error)?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve_with_shutdown(listener, config, async {
+        let task = tokio::spawn(run(listener, app.clone(), async {
             // A dropped sender means the same as an explicit stop.
             let _ = stopped.await;
         }));
         Ok(Self {
             addr,
+            app,
             stop: Some(stop),
             task,
         })
@@ -111,6 +123,7 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
+        self.app.stop_campaigns();
         self.task.abort();
     }
 }
