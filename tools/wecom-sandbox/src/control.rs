@@ -107,6 +107,11 @@ fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, ControlError> {
     serde_json::from_slice(text).map_err(|e| ControlError::bad_request(format!("body: {e}")))
 }
 
+/// A filter parameter; `?corp_id=` (empty) means no filter, as in a form left blank.
+fn given(param: &Option<String>) -> Option<&str> {
+    param.as_deref().filter(|v| !v.is_empty())
+}
+
 async fn health() -> Reply {
     reply(StatusCode::OK, json!({ "status": "ok" }))
 }
@@ -315,8 +320,8 @@ async fn expire_tokens(
     body: Bytes,
 ) -> Reply {
     let body: CorpFilter = parse(&body)?;
-    let corp_id = body.corp_id.or(query.corp_id);
-    let expired = tokens::expire(&mut app.lock(), corp_id.as_deref());
+    let corp_id = given(&body.corp_id).or(given(&query.corp_id));
+    let expired = tokens::expire(&mut app.lock(), corp_id);
     reply(StatusCode::OK, json!({ "expired": expired }))
 }
 
@@ -340,9 +345,10 @@ async fn list_calls(
     let calls = state.calls.after(query.since, |c| {
         query
             .corp_id
-            .as_deref()
-            .is_none_or(|corp| c.corp_id.as_deref() == Some(corp))
-            && query.api.as_deref().is_none_or(|api| c.api == api)
+            .as_ref()
+            .filter(|corp| !corp.is_empty())
+            .is_none_or(|corp| c.corp_id.as_ref() == Some(corp))
+            && given(&query.api).is_none_or(|api| c.api == api)
     });
     let next = state.calls.last_seq().max(query.since);
     reply(StatusCode::OK, json!({ "calls": calls, "next": next }))
@@ -373,7 +379,7 @@ async fn list_contact_ways(
     let ways: Vec<Value> = state
         .contact_ways
         .values()
-        .filter(|w| query.corp_id.as_deref().is_none_or(|c| w.corp_id == c))
+        .filter(|w| given(&query.corp_id).is_none_or(|c| w.corp_id == c))
         .map(to_json)
         .collect();
     reply(StatusCode::OK, json!({ "contact_ways": ways }))
@@ -436,8 +442,8 @@ async fn list_scans(
 ) -> Reply {
     let state = app.lock();
     let scans = state.scans.after(query.since, |s| {
-        query.corp_id.as_deref().is_none_or(|c| s.corp_id == c)
-            && query.config_id.as_deref().is_none_or(|c| s.config_id == c)
+        given(&query.corp_id).is_none_or(|c| s.corp_id == c)
+            && given(&query.config_id).is_none_or(|c| s.config_id == c)
     });
     let next = state.scans.last_seq().max(query.since);
     reply(StatusCode::OK, json!({ "scans": scans, "next": next }))
