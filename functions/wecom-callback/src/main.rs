@@ -3,11 +3,13 @@
 mod config;
 mod handler;
 
+use aws_config::timeout::TimeoutConfig;
 use lambda_http::{run, service_fn, tracing, Error};
 use shared::adapters::dynamodb::DynamoTenantDirectory;
 use shared::adapters::sqs::SqsInbox;
 use shared::intake::Intake;
 use shared::tenants::cache::CachedTenantDirectory;
+use std::time::Duration;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -18,7 +20,19 @@ async fn main() -> Result<(), Error> {
         DynamoTenantDirectory::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name),
         config.tenant_cache_ttl,
     );
-    let inbox = SqsInbox::new(aws_sdk_sqs::Client::new(&aws), config.inbox_queue_url);
+    // WeCom gives up after 5 s; answering 503 in time lets its retry start sooner than a
+    // silent timeout would.
+    let sqs_config = aws_sdk_sqs::config::Builder::from(&aws)
+        .timeout_config(
+            TimeoutConfig::builder()
+                .operation_timeout(Duration::from_secs(3))
+                .build(),
+        )
+        .build();
+    let inbox = SqsInbox::new(
+        aws_sdk_sqs::Client::from_conf(sqs_config),
+        config.inbox_queue_url,
+    );
     let intake = Intake::new(tenants, inbox, config.max_age_secs);
     run(service_fn(|request| handler::handle(&intake, request))).await
 }

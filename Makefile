@@ -1,0 +1,75 @@
+# The two commands a newcomer needs are `make demo` and `make test`; everything else here is
+# what they are made of. Tools come from the pinned files under tools/requirements/ into
+# project-local virtual environments; nothing is installed globally.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+TOOLS := $(VENV)/tools/bin
+MINISTACK := $(VENV)/ministack/bin
+export PATH := $(CURDIR)/$(TOOLS):$(PATH)
+export SAM_CLI_TELEMETRY := 0
+export QRSYNC_STACK ?= qrsync-local
+export QRSYNC_AWS_PORT ?= 4566
+export QRSYNC_SANDBOX_PORT ?= 4580
+# Dummy credentials and the local endpoint, for every AWS client a target starts.
+LOCAL_AWS := AWS_ENDPOINT_URL=http://127.0.0.1:$(QRSYNC_AWS_PORT) AWS_ACCESS_KEY_ID=test \
+	AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
+
+.PHONY: tools build local up deploy down lint check unit integration test demo clean
+
+$(VENV)/tools/.installed: tools/requirements/sam.txt
+	$(PYTHON) -m venv $(VENV)/tools
+	$(TOOLS)/pip install --quiet --disable-pip-version-check -r $<
+	touch $@
+
+$(VENV)/ministack/.installed: tools/requirements/ministack.txt
+	$(PYTHON) -m venv $(VENV)/ministack
+	$(MINISTACK)/pip install --quiet --disable-pip-version-check -r $<
+	touch $@
+
+tools: $(VENV)/tools/.installed $(VENV)/ministack/.installed
+
+## build: sam build through cargo-lambda, one bootstrap per function (no Docker)
+build: $(VENV)/tools/.installed
+	sam build --template-file template.yaml --build-dir .aws-sam/build --beta-features
+	@ls -l .aws-sam/build/*/bootstrap
+
+## local: MiniStack + sandbox on 127.0.0.1, deploy template.yaml, print outputs, stay in the foreground
+local: tools build
+	cargo build -q -p wecom-sandbox
+	$(TOOLS)/python tools/local/stack.py serve
+
+up: tools
+	cargo build -q -p wecom-sandbox
+	$(TOOLS)/python tools/local/stack.py up
+
+deploy: build up
+	$(TOOLS)/python tools/local/stack.py deploy
+
+down:
+	-$(TOOLS)/python tools/local/stack.py down
+
+## lint: formatting, clippy, cfn-lint and sam validate
+lint: $(VENV)/tools/.installed
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+	$(TOOLS)/cfn-lint template.yaml
+	sam validate --template-file template.yaml --lint
+
+unit:
+	cargo test --workspace --locked --exclude integration-tests
+
+## integration: the tests/ crate against the deployed local stack and the sandbox
+integration:
+	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
+		cargo test --locked -p integration-tests
+
+## test: every check, against a freshly deployed local stack; services are stopped afterwards
+test: tools lint
+	$(MAKE) deploy
+	$(MAKE) unit
+	$(MAKE) integration; status=$$?; $(MAKE) down; exit $$status
+
+clean: down
+	rm -rf .aws-sam .local

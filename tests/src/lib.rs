@@ -1,0 +1,352 @@
+//! The harness for tests against the deployed local stack. It finds everything through the
+//! stack's outputs (CloudFormation `DescribeStacks`) and the standard AWS settings
+//! (`AWS_ENDPOINT_URL` and friends), exactly as a client in AWS would.
+//!
+//! Settings: `QRSYNC_STACK` (default `qrsync-local`), `QRSYNC_SANDBOX_URL`, and optionally
+//! `QRSYNC_API_URL` to override the API base derived for MiniStack.
+
+mod sandbox;
+
+pub use sandbox::Sandbox;
+
+use anyhow::{anyhow, Context, Result};
+use aws_sdk_sqs::types::MessageSystemAttributeName;
+use rand::distributions::{Alphanumeric, DistString};
+use shared::adapters::dynamodb::{DynamoTenantDirectory, TenantProfile};
+use shared::intake::InboxMessage;
+use shared::tenants::TenantId;
+use shared::wecom::callback::{write_flat_xml, Envelope};
+use shared::wecom::crypto::CallbackCrypto;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs()
+}
+
+pub fn random_id(len: usize) -> String {
+    Alphanumeric.sample_string(&mut rand::thread_rng(), len)
+}
+
+/// The deployed stack, its outputs and clients for it.
+pub struct World {
+    pub outputs: HashMap<String, String>,
+    pub api_url: String,
+    pub sandbox_url: String,
+    pub http: reqwest::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub lambda: aws_sdk_lambda::Client,
+}
+
+impl World {
+    pub async fn connect() -> Result<Self> {
+        let aws = aws_config::load_from_env().await;
+        let stack = std::env::var("QRSYNC_STACK").unwrap_or_else(|_| "qrsync-local".into());
+        let described = aws_sdk_cloudformation::Client::new(&aws)
+            .describe_stacks()
+            .stack_name(&stack)
+            .send()
+            .await
+            .with_context(|| format!("stack {stack} is not deployed (run `make deploy`)"))?;
+        let outputs: HashMap<String, String> = described
+            .stacks()
+            .first()
+            .ok_or_else(|| anyhow!("no stack {stack}"))?
+            .outputs()
+            .iter()
+            .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
+            .collect();
+        let api_url = match std::env::var("QRSYNC_API_URL") {
+            Ok(url) => url,
+            Err(_) => {
+                // MiniStack serves REST APIs under /_aws/execute-api/<id>/<stage> on its own port.
+                let endpoint = std::env::var("AWS_ENDPOINT_URL")
+                    .context("AWS_ENDPOINT_URL must point at the local stack")?;
+                format!(
+                    "{}/_aws/execute-api/{}/{}",
+                    endpoint.trim_end_matches('/'),
+                    outputs["ApiId"],
+                    outputs["ApiStage"]
+                )
+            }
+        };
+        let sandbox_url =
+            std::env::var("QRSYNC_SANDBOX_URL").unwrap_or_else(|_| "http://127.0.0.1:4580".into());
+        Ok(Self {
+            outputs,
+            api_url,
+            sandbox_url,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()?,
+            sqs: aws_sdk_sqs::Client::new(&aws),
+            dynamodb: aws_sdk_dynamodb::Client::new(&aws),
+            lambda: aws_sdk_lambda::Client::new(&aws),
+        })
+    }
+
+    pub fn output(&self, key: &str) -> &str {
+        self.outputs
+            .get(key)
+            .unwrap_or_else(|| panic!("stack output {key} missing"))
+    }
+
+    pub fn callback_url(&self, tenant: &str) -> String {
+        format!("{}/wecom/{tenant}/callback", self.api_url)
+    }
+
+    /// Registers a fresh tenant (random id, corp, token and key) in the table.
+    pub async fn new_tenant(&self) -> Result<TestTenant> {
+        let tenant = TestTenant::random();
+        self.register(&tenant).await?;
+        Ok(tenant)
+    }
+
+    pub async fn register(&self, tenant: &TestTenant) -> Result<()> {
+        DynamoTenantDirectory::new(self.dynamodb.clone(), self.output("TableName").to_owned())
+            .put_profile(
+                &TenantId::parse(&tenant.id)?,
+                &TenantProfile {
+                    corp_id: tenant.corp_id.clone(),
+                    callback_token: tenant.token.clone(),
+                    encoding_aes_key: tenant.aes_key.clone(),
+                    corp_secret: tenant.corp_secret.clone(),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Drains the inbox until it is empty and returns every message seen so far for `tenant`.
+    /// Callers invoke it after their POSTs were answered, i.e. after SQS accepted (or
+    /// deduplicated) each send, so an empty receive means nothing more is coming.
+    pub async fn inbox_messages(&self, tenant: &str) -> Result<Vec<Persisted>> {
+        inbox_tap()
+            .drain(&self.sqs, self.output("InboxQueueUrl"))
+            .await?;
+        Ok(inbox_tap().messages_for(tenant).await)
+    }
+
+    pub async fn post_callback(
+        &self,
+        tenant: &str,
+        query: &[(&str, &str)],
+        body: String,
+    ) -> Result<(u16, String)> {
+        let response = self
+            .http
+            .post(self.callback_url(tenant))
+            .query(query)
+            .header("content-type", "text/xml")
+            .body(body)
+            .send()
+            .await?;
+        Ok((response.status().as_u16(), response.text().await?))
+    }
+
+    pub async fn get_callback(
+        &self,
+        tenant: &str,
+        query: &[(&str, &str)],
+    ) -> Result<(u16, String)> {
+        let response = self
+            .http
+            .get(self.callback_url(tenant))
+            .query(query)
+            .send()
+            .await?;
+        Ok((response.status().as_u16(), response.text().await?))
+    }
+}
+
+/// Every inbox message any test of this binary has drained. The tests of one binary run in
+/// parallel and share the queue, so one of them receiving another's message must not lose it.
+struct InboxTap {
+    seen: tokio::sync::Mutex<Vec<Persisted>>,
+}
+
+/// An inbox message with the SQS attributes it was sent with.
+#[derive(Debug, Clone)]
+pub struct Persisted {
+    pub group_id: String,
+    pub deduplication_id: String,
+    pub message: InboxMessage,
+}
+
+fn inbox_tap() -> &'static InboxTap {
+    static TAP: OnceLock<InboxTap> = OnceLock::new();
+    TAP.get_or_init(|| InboxTap {
+        seen: tokio::sync::Mutex::new(Vec::new()),
+    })
+}
+
+impl InboxTap {
+    async fn drain(&self, sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<()> {
+        // Holding the lock across receive and delete: no other test can hold a message of
+        // this queue in flight, which would hide its group from our receive.
+        let mut seen = self.seen.lock().await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let received = sqs
+                .receive_message()
+                .queue_url(queue_url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(0)
+                .message_system_attribute_names(MessageSystemAttributeName::All)
+                .send()
+                .await?;
+            let messages = received.messages();
+            if messages.is_empty() {
+                return Ok(());
+            }
+            for message in messages {
+                let body = message.body().unwrap_or_default();
+                let attribute = |name| {
+                    message
+                        .attributes()
+                        .and_then(|a| a.get(&name))
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                seen.push(Persisted {
+                    group_id: attribute(MessageSystemAttributeName::MessageGroupId),
+                    deduplication_id: attribute(MessageSystemAttributeName::MessageDeduplicationId),
+                    message: serde_json::from_str(body)
+                        .with_context(|| format!("inbox body {body}"))?,
+                });
+                sqs.delete_message()
+                    .queue_url(queue_url)
+                    .receipt_handle(message.receipt_handle().unwrap_or_default())
+                    .send()
+                    .await?;
+            }
+            if Instant::now() > deadline {
+                return Err(anyhow!("inbox did not drain within 60 s"));
+            }
+        }
+    }
+
+    async fn messages_for(&self, tenant: &str) -> Vec<Persisted> {
+        self.seen
+            .lock()
+            .await
+            .iter()
+            .filter(|m| m.message.tenant.as_str() == tenant)
+            .cloned()
+            .collect()
+    }
+}
+
+/// A tenant with its WeCom callback secrets, able to sign and encrypt like WeCom.
+#[derive(Clone)]
+pub struct TestTenant {
+    pub id: String,
+    pub corp_id: String,
+    pub token: String,
+    pub aes_key: String,
+    pub corp_secret: String,
+}
+
+/// A signed, encrypted POST as WeCom sends it.
+pub struct SignedPost {
+    pub msg_signature: String,
+    pub timestamp: String,
+    pub nonce: String,
+    pub body: String,
+}
+
+impl SignedPost {
+    pub fn query(&self) -> [(&str, &str); 3] {
+        [
+            ("msg_signature", self.msg_signature.as_str()),
+            ("timestamp", self.timestamp.as_str()),
+            ("nonce", self.nonce.as_str()),
+        ]
+    }
+}
+
+impl TestTenant {
+    pub fn random() -> Self {
+        Self {
+            id: format!("t-{}", random_id(12)),
+            corp_id: format!("ww{}", random_id(16)),
+            token: random_id(24),
+            aes_key: random_id(43),
+            corp_secret: random_id(32),
+        }
+    }
+
+    pub fn crypto(&self) -> CallbackCrypto {
+        CallbackCrypto::new(&self.token, &self.aes_key, &self.corp_id)
+            .expect("random settings are valid")
+    }
+
+    /// An `add_external_contact` event through code `state`, as WeCom's sample shows it.
+    pub fn add_event(
+        &self,
+        state: &str,
+        user: &str,
+        external_user: &str,
+        create_time: u64,
+    ) -> String {
+        write_flat_xml(&[
+            ("ToUserName", &self.corp_id),
+            ("FromUserName", "sys"),
+            ("CreateTime", &create_time.to_string()),
+            ("MsgType", "event"),
+            ("Event", "change_external_contact"),
+            ("ChangeType", "add_external_contact"),
+            ("UserID", user),
+            ("ExternalUserID", external_user),
+            ("State", state),
+            ("WelcomeCode", &random_id(16)),
+        ])
+    }
+
+    pub fn sign_post(&self, plaintext: &str, timestamp: u64) -> SignedPost {
+        let crypto = self.crypto();
+        let encrypt = crypto.encrypt(plaintext);
+        self.sign_envelope(&self.corp_id, encrypt, timestamp)
+    }
+
+    /// Signs an envelope whose ciphertext and addressee the caller chose.
+    pub fn sign_envelope(&self, to_user_name: &str, encrypt: String, timestamp: u64) -> SignedPost {
+        let timestamp = timestamp.to_string();
+        let nonce = random_id(10);
+        let msg_signature = self.crypto().sign(&timestamp, &nonce, &encrypt);
+        SignedPost {
+            msg_signature,
+            timestamp,
+            nonce,
+            body: Envelope {
+                to_user_name: to_user_name.to_owned(),
+                agent_id: None,
+                encrypt,
+            }
+            .to_xml(),
+        }
+    }
+}
+
+/// Polls `check` until it yields `Some`, or fails after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await? {
+            return Ok(value);
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow!("{what}: not reached within {timeout:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
