@@ -65,10 +65,12 @@ integration:
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
 		cargo test --locked -p integration-tests
 
-## test: every check, against a freshly deployed local stack; services are stopped afterwards
+## test: every check, against a fresh local world (any earlier one of this checkout is stopped
+## first), which is stopped again afterwards
 test: tools lint
-	$(MAKE) deploy
+	$(MAKE) down
 	$(MAKE) unit
+	$(MAKE) deploy || { $(MAKE) down; exit 1; }
 	$(MAKE) integration; status=$$?; $(MAKE) down; exit $$status
 
 clean: down

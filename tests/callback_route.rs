@@ -126,6 +126,9 @@ async fn url_verification_answers_the_bare_echostr() -> Result<()> {
     Ok(())
 }
 
+/// What was wrong, the query, the body, and the status it must get.
+type BadCase = (&'static str, Vec<(String, String)>, String, u16);
+
 /// Each case: what was wrong, the request, and the status it must get.
 #[tokio::test]
 async fn bad_input_of_every_kind_is_refused_with_a_4xx_and_nothing_is_persisted() -> Result<()> {
@@ -134,7 +137,7 @@ async fn bad_input_of_every_kind_is_refused_with_a_4xx_and_nothing_is_persisted(
     let now = now_secs();
     let event = tenant.add_event("code-9", "zhaoliu", "wmBad", now);
     let good = tenant.sign_post(&event, now);
-    let mut cases: Vec<(&str, Vec<(String, String)>, String, u16)> = Vec::new();
+    let mut cases: Vec<BadCase> = Vec::new();
     let query = |post: &integration_tests::SignedPost| -> Vec<(String, String)> {
         post.query()
             .iter()
