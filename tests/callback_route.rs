@@ -15,9 +15,7 @@ async fn a_signed_add_event_is_persisted_with_its_code_as_message_group() -> Res
         now_secs(),
     );
 
-    let (status, body) = world
-        .post_callback(&tenant.id, &post.query(), post.body.clone())
-        .await?;
+    let (status, body) = world.deliver(&tenant.id, &post).await?;
 
     assert_eq!((status, body.as_str()), (200, ""));
     let stored = world.inbox_messages(&tenant.id).await?;
@@ -62,13 +60,7 @@ async fn different_customers_in_the_same_second_are_two_messages() -> Result<()>
     let now = now_secs();
     for customer in ["wmC1", "wmC2"] {
         let post = tenant.sign_post(&tenant.add_event("code-1", "lisi", customer, now), now);
-        assert_eq!(
-            world
-                .post_callback(&tenant.id, &post.query(), post.body.clone())
-                .await?
-                .0,
-            200
-        );
+        assert_eq!(world.deliver(&tenant.id, &post).await?.0, 200);
     }
     assert_eq!(world.inbox_messages(&tenant.id).await?.len(), 2);
     Ok(())
@@ -88,13 +80,7 @@ async fn events_without_a_code_are_grouped_per_staff_member() -> Result<()> {
         ("UserID", "wangwu"),
     ]);
     let post = tenant.sign_post(&event, now_secs());
-    assert_eq!(
-        world
-            .post_callback(&tenant.id, &post.query(), post.body.clone())
-            .await?
-            .0,
-        200
-    );
+    assert_eq!(world.deliver(&tenant.id, &post).await?.0, 200);
     let stored = world.inbox_messages(&tenant.id).await?;
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].group_id, format!("{}#staff#wangwu", tenant.id));
@@ -287,13 +273,7 @@ async fn bad_input_of_every_kind_is_refused_with_a_4xx_and_nothing_is_persisted(
         "a refused callback was persisted"
     );
     // The good request still goes through afterwards: the refusals were about the input.
-    assert_eq!(
-        world
-            .post_callback(&tenant.id, &good.query(), good.body.clone())
-            .await?
-            .0,
-        200
-    );
+    assert_eq!(world.deliver(&tenant.id, &good).await?.0, 200);
     assert_eq!(world.inbox_messages(&tenant.id).await?.len(), 1);
     Ok(())
 }

@@ -149,6 +149,12 @@ impl World {
         Ok((response.status().as_u16(), response.text().await?))
     }
 
+    /// Posts a signed callback as WeCom would: its query parameters and its envelope.
+    pub async fn deliver(&self, tenant: &str, post: &SignedPost) -> Result<(u16, String)> {
+        self.post_callback(tenant, &post.query(), post.body.clone())
+            .await
+    }
+
     pub async fn get_callback(
         &self,
         tenant: &str,

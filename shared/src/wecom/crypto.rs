@@ -213,101 +213,64 @@ impl CallbackCrypto {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wecom::reference_vectors::{self as vectors, Settings, Signed};
 
-    // Vectors from ../shared/reference/wecom-api.md §1.8.
-    const V1_TOKEN: &str = "QDG6eK";
-    const V1_KEY: &str = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C";
-    const V1_CORP: &str = "wx5823bf96d3bd56c7";
-    const V4_TOKEN: &str = "123456";
-    const V4_KEY: &str = "kWxPEV2UEDyxWpmPdKC3F4dgPDmOvfKX1HGnEUDS1aR";
-    const V4_CORP: &str = "wx49f0ab532d5d035a";
-
-    fn v1() -> CallbackCrypto {
-        CallbackCrypto::new(V1_TOKEN, V1_KEY, V1_CORP).expect("V1 settings are valid")
+    fn crypto(settings: &Settings) -> CallbackCrypto {
+        CallbackCrypto::new(settings.token, settings.encoding_aes_key, settings.corp_id)
+            .expect("reference settings are valid")
     }
 
-    fn v4() -> CallbackCrypto {
-        CallbackCrypto::new(V4_TOKEN, V4_KEY, V4_CORP).expect("V4 settings are valid")
+    fn verify(settings: &Settings, signed: &Signed) -> Result<(), CryptoError> {
+        crypto(settings).verify(
+            signed.msg_signature,
+            signed.timestamp,
+            signed.nonce,
+            signed.encrypt,
+        )
     }
 
     #[test]
     fn v1_url_verification_signature_matches_and_echostr_decrypts() {
-        let echostr = "P9nAzCzyDtyTWESHep1vC5X9xho/qYX3Zpb4yKa9SKld1DsH3Iyt3tP3zNdtp+4RPcs8TgAE7OaBO+FZXvnaqQ==";
-        let crypto = v1();
-        crypto
-            .verify(
-                "5c45ff5e21c57e6ad56bac8758b79b1d9ac89fd3",
-                "1409659589",
-                "263014780",
-                echostr,
-            )
-            .expect("V1 signature");
-        let plain = crypto.decrypt(echostr).expect("V1 decrypts");
-        assert_eq!(plain.message, "1616140317555161061");
-        assert_eq!(plain.receive_id, V1_CORP);
+        verify(&vectors::V1, &vectors::V1_VERIFY).expect("V1 signature");
+        let plain = crypto(&vectors::V1)
+            .decrypt(vectors::V1_VERIFY.encrypt)
+            .expect("V1 decrypts");
+        assert_eq!(plain.message, vectors::V1_REPLY);
+        assert_eq!(plain.receive_id, vectors::V1.corp_id);
     }
-
-    const V2_ENCRYPT: &str = "RypEvHKD8QQKFhvQ6QleEB4J58tiPdvo+rtK1I9qca6aM/wvqnLSV5zEPeusUiX5L5X/0lWfrf0QADHHhGd3QczcdCUpj911L3vg3W/sYYvuJTs3TUUkSUXxaccAS0qhxchrRYt66wiSpGLYL42aM6A8dTT+6k4aSknmPj48kzJs8qLjvd4Xgpue06DOdnLxAUHzM6+kDZ+HMZfJYuR+LtwGc2hgf5gsijff0ekUNXZiqATP7PF5mZxZ3Izoun1s4zG4LUMnvw2r+KqCKIw+3IQH03v+BCA9nMELNqbSf6tiWSrXJB3LAVGUcallcrw8V2t9EL4EhzJWrQUax5wLVMNS0+rUPA3k22Ncx4XXZS9o0MBH27Bo6BpNelZpS+/uh9KsNlY6bHCmJU9p8g7m3fVKn28H3KDYA5Pl/T8Z1ptDAVe0lXdQ2YoyyH2uyPIGHBZZIs2pDBS8R07+qN+E7Q==";
 
     #[test]
     fn v2_post_with_pad_byte_30_decrypts_to_the_documented_284_bytes() {
-        let crypto = v1();
-        crypto
-            .verify(
-                "477715d11cdb4164915debcba66cb864d751f3e6",
-                "1409659813",
-                "1372623149",
-                V2_ENCRYPT,
-            )
-            .expect("V2 signature");
-        let plain = crypto.decrypt(V2_ENCRYPT).expect("V2 decrypts");
-        let expected = "<xml><ToUserName><![CDATA[wx5823bf96d3bd56c7]]></ToUserName>\n<FromUserName><![CDATA[mycreate]]></FromUserName>\n<CreateTime>1409659813</CreateTime>\n<MsgType><![CDATA[text]]></MsgType>\n<Content><![CDATA[hello]]></Content>\n<MsgId>4561255354251345929</MsgId>\n<AgentID>218</AgentID>\n</xml>";
+        verify(&vectors::V1, &vectors::V2_POST).expect("V2 signature");
+        let plain = crypto(&vectors::V1)
+            .decrypt(vectors::V2_POST.encrypt)
+            .expect("V2 decrypts");
         assert_eq!(plain.message.len(), 284);
-        assert_eq!(plain.message, expected);
+        assert_eq!(plain.message, vectors::V2_PLAINTEXT);
     }
 
     #[test]
     fn v4_url_verification_passes_and_a_changed_nonce_fails() {
-        let echostr = "4ByGGj+sVCYcvGeQYhaKIk1o0pQRNbRjxybjTGblXrBaXlTXeOo1+bXFXDQQb1o6co6Yh9Bv41n7hOchLF6p+Q==";
-        let crypto = v4();
-        crypto
-            .verify(
-                "dd6b9c95b495b3f7e2901bfbc76c664930ffdb96",
-                "1411443780",
-                "437374425",
-                echostr,
-            )
-            .expect("V4 signature");
+        verify(&vectors::V4, &vectors::V4_VERIFY).expect("V4 signature");
+        let plain = crypto(&vectors::V4)
+            .decrypt(vectors::V4_VERIFY.encrypt)
+            .expect("V4 decrypts");
+        assert_eq!(plain.message, vectors::V4_REPLY);
+        let wrong_nonce = Signed {
+            nonce: vectors::V4_WRONG_NONCE,
+            ..vectors::V4_VERIFY
+        };
         assert_eq!(
-            crypto.decrypt(echostr).expect("V4 decrypts").message,
-            "5927782489442352469"
-        );
-        assert_eq!(
-            crypto.verify(
-                "dd6b9c95b495b3f7e2901bfbc76c664930ffdb96",
-                "1411443780",
-                "437374424",
-                echostr
-            ),
+            verify(&vectors::V4, &wrong_nonce),
             Err(CryptoError::BadSignature)
         );
     }
 
-    const V4_ENCRYPT: &str = "RgqEoJj5A4EMYlLvWO1F86ioRjZfaex/gePD0gOXTxpsq5Yj4GNglrBb8I2BAJVODGajiFnXBu7mCPatfjsu6IHCrsTyeDXzF6Bv283dGymzxh6ydJRvZsryDyZbLTE7rhnus50qGPMfp2wASFlzEgMW9z1ef/RD8XzaFYgm7iTdaXpXaG4+BiYyolBug/gYNx410cvkKR2/nPwBiT+P4hIiOAQqGp/TywZBtDh1yCF2KOd0gpiMZ5jSw3e29mTvmUHzkVQiMS6td7vXUaWOMZnYZlF3So2SjHnwh4jYFxdgpkHHqIrH/54SNdshoQgWYEvccTKe7FS709/5t6NMxuGhcUGAPOQipvWTT4dShyqio7mlsl5noTrb++x6En749zCpQVhDpbV6GDnTbcX2e8K9QaNWHp91eBdCRxthuL0=";
-
     #[test]
     fn v4_message_with_pad_byte_1_decrypts() {
-        let crypto = v4();
-        crypto
-            .verify(
-                "74d92dfeb87ba7c714f89d98870ae5eb62dff26d",
-                "1411525903",
-                "461056294",
-                V4_ENCRYPT,
-            )
-            .expect("V4 message signature");
-        let plain = crypto
-            .decrypt(V4_ENCRYPT)
+        verify(&vectors::V4, &vectors::V4_POST).expect("V4 message signature");
+        let plain = crypto(&vectors::V4)
+            .decrypt(vectors::V4_POST.encrypt)
             .expect("V4 message decrypts")
             .message;
         assert!(plain.contains("<Content><![CDATA[test]]></Content>"));
@@ -317,20 +280,20 @@ mod tests {
 
     #[test]
     fn v4b_deterministic_encryption_matches_byte_for_byte() {
-        let reply = "<xml>\n<MsgType><![CDATA[text]]></MsgType>\n<Content><![CDATA[test]]></Content>\n<FromUserName><![CDATA[wx49f0ab532d5d035a]]></FromUserName>\n<ToUserName><![CDATA[messense]]></ToUserName>\n<AgentID>1</AgentID>\n<CreateTime>1411525903</CreateTime>\n</xml>";
-        assert_eq!(reply.len(), 247);
-        let crypto = v4();
-        let encrypted = crypto.encrypt_with_random(b"1234567890123456", reply);
-        assert_eq!(encrypted, "9s4gMv99m88kKTh/H8IdkOiMg6bisoy3ypwy9H4hvSPe9nsGaqyw5hhSjdYbcrKk+j3nba4HMOTzHrluLBYqxgNcBqGsL8GqxlhZgURnAtObvesEl5nZ+uBE8bviY0LWke8Zy9V/QYKxNV2FqllNXcfmstttyIkMKCCmVbCFM2JTF5wY0nFhHZSjPUL2Q1qvSUCUld+/WIXrx0oyKQmpB6o8NRrrNrsDf03oxI1p9FxUgMnwKKZeOA/uu+2IEvEBtb7muXsVbwbgX05UPPJvFurDXafG0RQyPR+mf1nDnAtQmmNOuiR5MIkdQ39xn1vWwi1O5oazPoQJz0nTYjxxEE8kv3kFxtAGVRe3ypD3WeK2XeFYFMNMpatF9XiKzHo3");
+        assert_eq!(vectors::V4B_PLAINTEXT.len(), 247);
+        let reply = vectors::V4B_REPLY;
+        let crypto = crypto(&vectors::V4);
+        let encrypted = crypto.encrypt_with_random(vectors::V4B_RANDOM, vectors::V4B_PLAINTEXT);
+        assert_eq!(encrypted, reply.encrypt);
         assert_eq!(
-            crypto.sign("1411525903", "461056294", &encrypted),
-            "407518b7649e86ef23978113f92d27afa9296533"
+            crypto.sign(reply.timestamp, reply.nonce, &encrypted),
+            reply.msg_signature
         );
     }
 
     #[test]
     fn every_pad_length_from_1_to_32_round_trips() {
-        let crypto = v1();
+        let crypto = crypto(&vectors::V1);
         // random (16) + length (4) + corp id (18) = 38 bytes; a message of n bytes pads by 32 - (38 + n) % 32.
         let mut seen = std::collections::BTreeSet::new();
         for n in 0..64 {
@@ -347,16 +310,18 @@ mod tests {
 
     #[test]
     fn a_message_for_another_corp_is_rejected() {
-        let sender = CallbackCrypto::new(V1_TOKEN, V1_KEY, "another-corp").expect("valid");
+        let v1 = &vectors::V1;
+        let sender =
+            CallbackCrypto::new(v1.token, v1.encoding_aes_key, "another-corp").expect("valid");
         assert_eq!(
-            v1().decrypt(&sender.encrypt("hi")),
+            crypto(v1).decrypt(&sender.encrypt("hi")),
             Err(CryptoError::WrongReceiver)
         );
     }
 
     #[test]
     fn garbage_ciphertext_is_rejected_not_panicked_on() {
-        let crypto = v1();
+        let crypto = crypto(&vectors::V1);
         assert_eq!(crypto.decrypt("not base64 !!"), Err(CryptoError::BadBase64));
         assert_eq!(crypto.decrypt("AAAA"), Err(CryptoError::BadCiphertext));
         assert!(crypto.decrypt(&STANDARD.encode([7u8; 64])).is_err());
@@ -364,15 +329,16 @@ mod tests {
 
     #[test]
     fn settings_are_validated() {
+        let v1 = &vectors::V1;
         assert_eq!(
-            CallbackCrypto::new("", V1_KEY, V1_CORP).unwrap_err(),
+            CallbackCrypto::new("", v1.encoding_aes_key, v1.corp_id).unwrap_err(),
             CryptoError::BadToken
         );
         assert_eq!(
-            CallbackCrypto::new(V1_TOKEN, "short", V1_CORP).unwrap_err(),
+            CallbackCrypto::new(v1.token, "short", v1.corp_id).unwrap_err(),
             CryptoError::BadAesKey
         );
-        let debug = format!("{:?}", v1());
-        assert!(!debug.contains(V1_TOKEN) && !debug.contains("jWmYm7"));
+        let debug = format!("{:?}", crypto(v1));
+        assert!(!debug.contains(v1.token) && !debug.contains("jWmYm7"));
     }
 }

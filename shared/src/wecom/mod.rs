@@ -2,3 +2,5 @@
 
 pub mod callback;
 pub mod crypto;
+#[cfg(any(test, feature = "test-util"))]
+pub mod reference_vectors;
