@@ -8,6 +8,7 @@
 //! - `http`: how domain errors become HTTP answers, shared by every HTTP function.
 
 pub mod adapters;
+pub mod admin;
 pub mod http;
 pub mod intake;
 pub mod membership;

@@ -1,0 +1,458 @@
+//! Translates API Gateway requests on `/admin/tenants/...` into `shared::admin` commands and
+//! their results into JSON answers. Routes (all behind IAM auth):
+//!
+//! - `PUT /admin/tenants/{tenant}`: 200
+//! - `PUT /admin/tenants/{tenant}/staff/{staff}`: 200
+//! - `PUT /admin/tenants/{tenant}/codes/{code}`: 201 when it created the contact way, else 200
+//! - `GET /admin/tenants/{tenant}/codes/{code}`: 200
+//!
+//! Errors carry `{code, detail}`: 400 `invalid`, 404 `not_found`, 405 `method_not_allowed`,
+//! 409 `no_eligible_member`, 502 `wecom_error`, 503 `unavailable` (cause logged only). Bodies
+//! are never logged: the tenant body holds the corp's secrets.
+
+use lambda_http::{Body, Error, Request, RequestExt, Response};
+use serde::Serialize;
+use shared::admin::{
+    Admin, AdminError, AdminStore, ContactWays, GetCode, PutCode, PutStaff, PutTenant,
+};
+use shared::facts::ReasonQueue;
+use shared::http::ErrorAnswer;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Route {
+    Tenant { tenant: String },
+    Staff { tenant: String, staff: String },
+    Code { tenant: String, code: String },
+}
+
+impl Route {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Tenant { .. } => "tenant",
+            Self::Staff { .. } => "staff",
+            Self::Code { .. } => "code",
+        }
+    }
+}
+
+/// The route from the path's shape after `/admin`, wherever the API is mounted. Ids come from
+/// API Gateway's (decoded) path parameters, or from the path when there are none.
+fn route(request: &Request) -> Option<Route> {
+    let path = match request.raw_http_path() {
+        "" => request.uri().path(),
+        raw => raw,
+    };
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let admin = segments.iter().position(|s| *s == "admin")?;
+    let params = request.path_parameters_ref();
+    let param = |name: &str, fallback: &str| {
+        params
+            .and_then(|p| p.first(name))
+            .unwrap_or(fallback)
+            .to_owned()
+    };
+    match segments[admin + 1..] {
+        ["tenants", tenant] => Some(Route::Tenant {
+            tenant: param("tenant", tenant),
+        }),
+        ["tenants", tenant, "staff", staff] => Some(Route::Staff {
+            tenant: param("tenant", tenant),
+            staff: param("staff", staff),
+        }),
+        ["tenants", tenant, "codes", code] => Some(Route::Code {
+            tenant: param("tenant", tenant),
+            code: param("code", code),
+        }),
+        _ => None,
+    }
+}
+
+fn body_text(request: &Request) -> Result<&str, AdminError> {
+    match request.body() {
+        Body::Text(text) => Ok(text),
+        Body::Binary(bytes) => {
+            std::str::from_utf8(bytes).map_err(|_| AdminError::invalid("body", "is not UTF-8"))
+        }
+        _ => Ok(""),
+    }
+}
+
+fn json(status: u16, body: String) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Body::Text(body))
+        .expect("a response with a valid status and header builds")
+}
+
+fn answer(status: u16, value: &impl Serialize) -> Result<Response<Body>, AdminError> {
+    let body = serde_json::to_string(value).expect("admin answers always serialise");
+    Ok(json(status, body))
+}
+
+fn not_allowed(allow: &'static str) -> Response<Body> {
+    let mut response = json(
+        405,
+        serde_json::json!({ "code": "method_not_allowed", "detail": format!("use {allow}") })
+            .to_string(),
+    );
+    response.headers_mut().insert(
+        "allow",
+        allow.parse().expect("method names are a valid header"),
+    );
+    response
+}
+
+fn refuse(error: &AdminError) -> Response<Body> {
+    let answer_ = ErrorAnswer::from(error);
+    if error.is_client_error() {
+        tracing::warn!(status = answer_.status, reason = %error, "admin request refused");
+    } else {
+        tracing::error!(status = answer_.status, error = ?error, "admin request failed");
+    }
+    json(answer_.status, answer_.body())
+}
+
+async fn dispatch<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays>(
+    admin: &Admin<S, Q, W>,
+    route: Route,
+    request: &Request,
+) -> Result<Response<Body>, AdminError> {
+    let method = request.method().as_str();
+    match (route, method) {
+        (Route::Tenant { tenant }, "PUT") => {
+            let command = PutTenant::parse(&tenant, body_text(request)?)?;
+            answer(200, &admin.put_tenant(command).await?)
+        }
+        (Route::Staff { tenant, staff }, "PUT") => {
+            let command = PutStaff::parse(&tenant, &staff, body_text(request)?)?;
+            answer(200, &admin.put_staff(command).await?)
+        }
+        (Route::Code { tenant, code }, "PUT") => {
+            let command = PutCode::parse(&tenant, &code, body_text(request)?)?;
+            let stored = admin.put_code(command).await?;
+            answer(if stored.created { 201 } else { 200 }, &stored)
+        }
+        (Route::Code { tenant, code }, "GET") => {
+            let query = GetCode::parse(&tenant, &code)?;
+            answer(200, &admin.code_status(query).await?)
+        }
+        (Route::Code { .. }, _) => Ok(not_allowed("GET, PUT")),
+        (Route::Tenant { .. } | Route::Staff { .. }, _) => Ok(not_allowed("PUT")),
+    }
+}
+
+#[tracing::instrument(skip_all, fields(method = %request.method(), route, tenant))]
+pub(crate) async fn handle<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays>(
+    admin: &Admin<S, Q, W>,
+    request: Request,
+) -> Result<Response<Body>, Error> {
+    let Some(route) = route(&request) else {
+        tracing::warn!(path = request.raw_http_path(), "no such admin route");
+        return Ok(json(
+            404,
+            ErrorAnswer::from(&AdminError::not_found("route")).body(),
+        ));
+    };
+    let span = tracing::Span::current();
+    span.record("route", route.name());
+    match &route {
+        Route::Tenant { tenant } | Route::Staff { tenant, .. } | Route::Code { tenant, .. } => {
+            span.record("tenant", tenant.as_str());
+        }
+    }
+    let response = dispatch(admin, route, &request)
+        .await
+        .unwrap_or_else(|error| refuse(&error));
+    tracing::info!(
+        status = response.status().as_u16(),
+        "admin request answered"
+    );
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lambda_http::http::Method;
+    use serde_json::{json, Value};
+    use shared::admin::fakes::{FakeContactWays, InMemoryAdminStore, InMemoryReasonQueue};
+    use shared::membership::{StaffFacts, StaffId};
+    use shared::tenants::TenantId;
+    use shared::wecom::api::WeComError;
+
+    type TestAdmin = Admin<InMemoryAdminStore, InMemoryReasonQueue, FakeContactWays>;
+
+    struct World {
+        store: InMemoryAdminStore,
+        queue: InMemoryReasonQueue,
+        wecom: FakeContactWays,
+        admin: TestAdmin,
+    }
+
+    fn fixed_clock() -> u64 {
+        1_788_264_000_000
+    }
+
+    fn world() -> World {
+        let store = InMemoryAdminStore::default();
+        let queue = InMemoryReasonQueue::default();
+        let wecom = FakeContactWays::default();
+        let admin = Admin::new(store.clone(), queue.clone(), wecom.clone(), fixed_clock);
+        World {
+            store,
+            queue,
+            wecom,
+            admin,
+        }
+    }
+
+    /// The world after the tenant sample was sent, with the code sample's members on duty.
+    async fn set_up_world() -> World {
+        let w = world();
+        let response = send(&w, sample("apigw-admin-put-tenant.json")).await;
+        assert_eq!(response.status(), 200);
+        let tenant = TenantId::parse("demo").expect("valid");
+        for name in ["zhangsan", "lisi", "wangwu", "manager"] {
+            let staff = StaffId::parse(name).expect("valid");
+            w.store
+                .insert_staff(&tenant, &staff, StaffFacts::ACTIVE_ONLINE);
+        }
+        w
+    }
+
+    fn sample(name: &str) -> Request {
+        let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
+        let json = std::fs::read_to_string(&path).expect("sample event exists");
+        lambda_http::request::from_str(&json).expect("sample event is an API Gateway request")
+    }
+
+    async fn send(w: &World, request: Request) -> Response<Body> {
+        handle(&w.admin, request).await.expect("handled")
+    }
+
+    fn body_json(response: &Response<Body>) -> Value {
+        match response.body() {
+            Body::Text(text) => serde_json::from_str(text).expect("a JSON answer"),
+            other => panic!("expected a text body, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_tenant_sample_is_stored_and_answered_without_its_secrets() {
+        let w = world();
+
+        let response = send(&w, sample("apigw-admin-put-tenant.json")).await;
+
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            body_json(&response),
+            json!({"tenant": "demo", "corp_id": "wx5823bf96d3bd56c7", "timezone": "Asia/Shanghai",
+                   "company_daily_cap": 50, "codes_refreshed": 0})
+        );
+        let tenant = TenantId::parse("demo").expect("valid");
+        let stored = w.store.stored_profile(&tenant).expect("stored");
+        assert_eq!(stored.corp_secret, "demo-contact-app-secret");
+    }
+
+    #[tokio::test]
+    async fn the_code_sample_creates_the_contact_way_with_201_then_updates_with_200() {
+        let w = set_up_world().await;
+
+        let first = send(&w, sample("apigw-admin-put-code.json")).await;
+        let second = send(&w, sample("apigw-admin-put-code.json")).await;
+
+        assert_eq!(first.status(), 201);
+        assert_eq!(
+            body_json(&first),
+            json!({"code": "spring-01", "config_id": "cw-1", "version": 1, "created": true,
+                   "qr_code": "https://wework.example/qr/cw-1"})
+        );
+        assert_eq!(second.status(), 200);
+        assert_eq!(
+            body_json(&second),
+            json!({"code": "spring-01", "config_id": "cw-1", "version": 2, "created": false})
+        );
+        assert_eq!(w.wecom.created()[0].1.users, ["zhangsan", "lisi", "wangwu"]);
+        assert_eq!(w.queue.reasons().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn the_staff_sample_takes_the_member_offline_and_refreshes_the_code() {
+        let w = set_up_world().await;
+        send(&w, sample("apigw-admin-put-code.json")).await;
+
+        let response = send(&w, sample("apigw-admin-put-staff.json")).await;
+
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            body_json(&response),
+            json!({"staff": "zhangsan", "online": false, "employment": "active", "codes_refreshed": 1})
+        );
+        let last = w.queue.reasons().pop().expect("a reason");
+        assert_eq!(last.code.as_str(), "spring-01");
+        assert_eq!(last.fact_key, format!("staff:zhangsan:{}", fixed_clock()));
+    }
+
+    #[tokio::test]
+    async fn the_get_code_sample_reports_the_recompute_and_the_sync_state() {
+        let w = set_up_world().await;
+        send(&w, sample("apigw-admin-put-code.json")).await;
+        send(&w, sample("apigw-admin-put-staff.json")).await;
+
+        let response = send(&w, sample("apigw-admin-get-code.json")).await;
+
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            body_json(&response),
+            json!({
+                "code": "spring-01", "family": "native", "config_id": "cw-1", "version": 1,
+                "eligible_now": ["lisi", "wangwu"], "outcome": "members",
+                "excluded": [{"staff": "zhangsan", "reason": "offline"}],
+                "last_pushed": null, "in_sync": false
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn the_duplicate_member_sample_is_refused_with_400_naming_the_member() {
+        let w = set_up_world().await;
+
+        let response = send(&w, sample("apigw-admin-put-code-duplicate-member.json")).await;
+
+        assert_eq!(response.status(), 400);
+        assert_eq!(
+            body_json(&response),
+            json!({"code": "invalid", "detail": "members[2]: repeats zhangsan"})
+        );
+        assert!(w.wecom.created().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_malformed_json_body_is_refused_with_400() {
+        let w = set_up_world().await;
+        let mut request = sample("apigw-admin-put-staff.json");
+        *request.body_mut() = Body::Text("{\"online\": ".into());
+
+        let response = send(&w, request).await;
+
+        assert_eq!(response.status(), 400);
+        assert_eq!(body_json(&response)["code"], "invalid");
+        assert!(body_json(&response)["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("body: ")));
+    }
+
+    #[tokio::test]
+    async fn other_methods_are_refused_with_405_and_the_allowed_ones() {
+        let w = set_up_world().await;
+        let mut request = sample("apigw-admin-get-code.json");
+        *request.method_mut() = Method::DELETE;
+
+        let response = send(&w, request).await;
+
+        assert_eq!(response.status(), 405);
+        assert_eq!(
+            response.headers().get("allow").map(|v| v.as_bytes()),
+            Some(&b"GET, PUT"[..])
+        );
+        assert_eq!(body_json(&response)["code"], "method_not_allowed");
+    }
+
+    #[tokio::test]
+    async fn a_staff_change_for_an_unknown_tenant_is_404() {
+        let w = world();
+
+        let response = send(&w, sample("apigw-admin-put-staff.json")).await;
+
+        assert_eq!(response.status(), 404);
+        assert_eq!(body_json(&response)["code"], "not_found");
+    }
+
+    #[tokio::test]
+    async fn the_status_of_a_code_never_put_is_404() {
+        let w = set_up_world().await;
+
+        let response = send(&w, sample("apigw-admin-get-code.json")).await;
+
+        assert_eq!(response.status(), 404);
+    }
+
+    #[tokio::test]
+    async fn when_wecom_fails_the_creation_the_answer_is_502_with_the_class_only() {
+        let w = set_up_world().await;
+        w.wecom.fail_with(WeComError::Rejected {
+            errcode: 48002,
+            errmsg: "api forbidden".into(),
+        });
+
+        let response = send(&w, sample("apigw-admin-put-code.json")).await;
+
+        assert_eq!(response.status(), 502);
+        assert_eq!(
+            body_json(&response),
+            json!({"code": "wecom_error", "detail": "rejected errcode 48002"})
+        );
+    }
+
+    #[tokio::test]
+    async fn when_nobody_is_eligible_the_creation_answers_409() {
+        let w = world();
+        send(&w, sample("apigw-admin-put-tenant.json")).await;
+
+        let response = send(&w, sample("apigw-admin-put-code.json")).await;
+
+        assert_eq!(response.status(), 409);
+        assert_eq!(body_json(&response)["code"], "no_eligible_member");
+    }
+
+    #[tokio::test]
+    async fn when_the_table_is_down_the_answer_is_an_opaque_503() {
+        let w = set_up_world().await;
+        w.store.set_unavailable(true);
+
+        let response = send(&w, sample("apigw-admin-put-tenant.json")).await;
+
+        assert_eq!(response.status(), 503);
+        assert_eq!(
+            body_json(&response),
+            json!({"code": "unavailable", "detail": "try again later"})
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unknown_admin_path_is_404() {
+        let w = world();
+        let mut request = sample("apigw-admin-get-code.json");
+        *request.uri_mut() = "https://example.com/admin/tenants/demo/widgets/x"
+            .parse()
+            .expect("valid uri");
+        let request = request.with_raw_http_path("/admin/tenants/demo/widgets/x");
+
+        let response = send(&w, request).await;
+
+        assert_eq!(response.status(), 404);
+    }
+
+    #[test]
+    fn routes_are_read_from_the_path_when_there_are_no_path_parameters() {
+        let request =
+            Request::default().with_raw_http_path("/live/admin/tenants/acme/staff/li.si@x");
+        assert_eq!(
+            route(&request),
+            Some(Route::Staff {
+                tenant: "acme".into(),
+                staff: "li.si@x".into()
+            })
+        );
+        let request = Request::default().with_raw_http_path("/admin/tenants/acme");
+        assert_eq!(
+            route(&request),
+            Some(Route::Tenant {
+                tenant: "acme".into()
+            })
+        );
+        let request = Request::default().with_raw_http_path("/admin/tenants/acme/codes");
+        assert_eq!(route(&request), None);
+    }
+}

@@ -1,0 +1,27 @@
+//! Wiring only: configuration, clients and adapters are built once per container.
+
+mod config;
+mod handler;
+
+use lambda_http::{run, service_fn, tracing, Error};
+use shared::adapters::dynamodb::DynamoStore;
+use shared::adapters::sqs::SqsReasonQueue;
+use shared::admin::Admin;
+use shared::wecom::api::WeComClient;
+use std::time::Duration;
+
+/// Per WeCom request. Creating a contact way can take four requests (token, create, and once
+/// more each if the token was stale); four of these stay inside the function's 10 s.
+const WECOM_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tracing::init_default_subscriber();
+    let config = config::Config::from_env()?;
+    let aws = aws_config::load_from_env().await;
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
+    let reasons = SqsReasonQueue::new(aws_sdk_sqs::Client::new(&aws), config.refresh_queue_url);
+    let wecom = WeComClient::new(config.wecom_api_base_url, WECOM_TIMEOUT);
+    let admin = Admin::new(store, reasons, wecom, shared::system_clock);
+    run(service_fn(|request| handler::handle(&admin, request))).await
+}

@@ -1,0 +1,179 @@
+//! The admin API's port on the table: the store's own code, staff and profile methods, plus
+//! the two it alone needs (a staff write that leaves WeCom's verdict alone, and a tenant's
+//! codes).
+
+use super::{corrupt, get_bool, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
+use crate::admin::{AdminStore, StaffChange, VersionedCode};
+use crate::membership::{CodeConfig, CodeId, Employment, StaffFacts, StaffId};
+use crate::ports::StoreError;
+use crate::tenants::{TenantId, TenantProfile};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+
+/// The stored spelling of employment, as `codes.rs` writes and reads it.
+fn employment_name(employment: Employment) -> &'static str {
+    match employment {
+        Employment::Active => "active",
+        Employment::Resigned => "resigned",
+        Employment::Disabled => "disabled",
+    }
+}
+
+fn employment_from(name: Option<&str>) -> Employment {
+    match name {
+        Some("resigned") => Employment::Resigned,
+        Some("disabled") => Employment::Disabled,
+        _ => Employment::Active,
+    }
+}
+
+impl DynamoStore {
+    /// Sets `online` (and the employment, when given) in one `UpdateItem` that leaves every
+    /// other attribute as stored: `put_staff` rewrites `rejected_by_wecom` too, which would
+    /// undo a refresh function's "WeCom rejected this user" written between a read and it.
+    /// A staff member not stored yet starts active. Answers the facts after the write.
+    /// `online` is a DynamoDB reserved word, hence the attribute-name aliases.
+    pub async fn update_staff_presence(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        change: &StaffChange,
+        now_ms: u64,
+    ) -> Result<StaffFacts, StoreError> {
+        let (employment_expression, employment) = match change.employment {
+            Some(employment) => (":employment", employment),
+            None => (
+                "if_not_exists(#employment, :employment)",
+                Employment::Active,
+            ),
+        };
+        let output = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .update_expression(format!(
+                "SET #online = :online, #employment = {employment_expression}, #updated = :now"
+            ))
+            .expression_attribute_names("#online", "online")
+            .expression_attribute_names("#employment", "employment")
+            .expression_attribute_names("#updated", "updated_at_ms")
+            .expression_attribute_values(":online", AttributeValue::Bool(change.online))
+            .expression_attribute_values(":employment", s(employment_name(employment)))
+            .expression_attribute_values(":now", n(now_ms))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        let item: Item = output
+            .attributes
+            .ok_or_else(|| corrupt("staff write answered no item"))?;
+        Ok(StaffFacts {
+            online: get_bool(&item, "online").unwrap_or(false),
+            employment: employment_from(get_s(&item, "employment")),
+            rejected_by_wecom: get_bool(&item, "rejected_by_wecom").unwrap_or(false),
+        })
+    }
+
+    /// Every code of the tenant (a query on the code items' keys, never a scan).
+    pub async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError> {
+        let mut codes = Vec::new();
+        let mut start = None;
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .expression_attribute_names("#pk", keys::PK)
+                .expression_attribute_names("#sk", keys::SK)
+                .expression_attribute_values(":pk", s(keys::tenant(tenant)))
+                .expression_attribute_values(":prefix", s(keys::CODE_PREFIX))
+                .projection_expression("#sk")
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| unavailable(e.into_service_error()))?;
+            for item in output.items() {
+                if let Some(code) =
+                    get_s(item, keys::SK).and_then(|sk| sk.strip_prefix(keys::CODE_PREFIX))
+                {
+                    codes.push(CodeId::parse(code).map_err(|_| corrupt("code key"))?);
+                }
+            }
+            start = output.last_evaluated_key;
+            if start.is_none() {
+                return Ok(codes);
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl AdminStore for DynamoStore {
+    async fn put_profile(
+        &self,
+        tenant: &TenantId,
+        profile: &TenantProfile,
+    ) -> Result<(), StoreError> {
+        DynamoStore::put_profile(self, tenant, profile).await
+    }
+
+    async fn update_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        change: &StaffChange,
+        now_ms: u64,
+    ) -> Result<StaffFacts, StoreError> {
+        self.update_staff_presence(tenant, staff, change, now_ms)
+            .await
+    }
+
+    async fn codes_of_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        DynamoStore::codes_of_staff(self, tenant, staff).await
+    }
+
+    async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError> {
+        DynamoStore::codes_of_tenant(self, tenant).await
+    }
+
+    async fn code(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+    ) -> Result<Option<VersionedCode>, StoreError> {
+        Ok(DynamoStore::code(self, tenant, code)
+            .await?
+            .map(|r| VersionedCode {
+                code: r.code,
+                version: r.version,
+            }))
+    }
+
+    async fn put_code(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        config: &CodeConfig,
+        now_ms: u64,
+    ) -> Result<VersionedCode, StoreError> {
+        let (record, _) = DynamoStore::put_code(self, tenant, code, config, now_ms).await?;
+        Ok(VersionedCode {
+            code: record.code,
+            version: record.version,
+        })
+    }
+
+    async fn set_config_id(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        config_id: &str,
+    ) -> Result<bool, StoreError> {
+        DynamoStore::set_config_id(self, tenant, code, config_id).await
+    }
+}

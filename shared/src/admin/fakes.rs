@@ -1,0 +1,404 @@
+//! In-memory versions of the admin ports, for unit tests here and in `functions/admin-api`.
+
+use super::ports::{AdminStore, ContactWays, StaffChange, VersionedCode};
+use crate::facts::{ReasonQueue, TenantProfiles};
+use crate::membership::{CodeConfig, CodeId, DailyCounts, Employment, StaffFacts, StaffId};
+use crate::ports::StoreError;
+use crate::refresh::{CodeFacts, CodeSnapshot, PushRecord, PushedList, RefreshReason, StoredCode};
+use crate::tenants::{TenantId, TenantProfile};
+use crate::wecom::api::{CorpCredentials, CreatedContactWay, NewContactWay, WeComError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+type CodeKey = (TenantId, CodeId);
+
+#[derive(Default)]
+struct Tables {
+    profiles: HashMap<TenantId, TenantProfile>,
+    staff: HashMap<(TenantId, StaffId), StaffFacts>,
+    codes: HashMap<CodeKey, VersionedCode>,
+    pushed: HashMap<CodeKey, PushedList>,
+    today: HashMap<(TenantId, CodeId, StaffId), DailyCounts>,
+    /// A contact way another request stores first, just before the next `set_config_id`.
+    race: HashMap<CodeKey, String>,
+    unavailable: bool,
+}
+
+/// The table, as the admin API sees it. Clones share their contents.
+#[derive(Clone, Default)]
+pub struct InMemoryAdminStore {
+    tables: Arc<Mutex<Tables>>,
+}
+
+impl InMemoryAdminStore {
+    fn tables(&self) -> MutexGuard<'_, Tables> {
+        self.tables.lock().expect("fake store lock")
+    }
+
+    fn available(&self) -> Result<MutexGuard<'_, Tables>, StoreError> {
+        let tables = self.tables();
+        if tables.unavailable {
+            return Err(StoreError::new("table", "the fake table is switched off"));
+        }
+        Ok(tables)
+    }
+
+    pub fn set_unavailable(&self, unavailable: bool) {
+        self.tables().unavailable = unavailable;
+    }
+
+    pub fn insert_profile(&self, tenant: &TenantId, profile: TenantProfile) {
+        self.tables().profiles.insert(tenant.clone(), profile);
+    }
+
+    pub fn stored_profile(&self, tenant: &TenantId) -> Option<TenantProfile> {
+        self.tables().profiles.get(tenant).cloned()
+    }
+
+    pub fn insert_staff(&self, tenant: &TenantId, staff: &StaffId, facts: StaffFacts) {
+        self.tables()
+            .staff
+            .insert((tenant.clone(), staff.clone()), facts);
+    }
+
+    pub fn stored_staff(&self, tenant: &TenantId, staff: &StaffId) -> Option<StaffFacts> {
+        self.tables()
+            .staff
+            .get(&(tenant.clone(), staff.clone()))
+            .copied()
+    }
+
+    pub fn stored_code(&self, tenant: &TenantId, code: &CodeId) -> Option<VersionedCode> {
+        self.tables()
+            .codes
+            .get(&(tenant.clone(), code.clone()))
+            .cloned()
+    }
+
+    pub fn set_today(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        staff: &StaffId,
+        counts: DailyCounts,
+    ) {
+        self.tables()
+            .today
+            .insert((tenant.clone(), code.clone(), staff.clone()), counts);
+    }
+
+    pub fn set_pushed(&self, tenant: &TenantId, code: &CodeId, pushed: PushedList) {
+        self.tables()
+            .pushed
+            .insert((tenant.clone(), code.clone()), pushed);
+    }
+
+    /// Makes another request win the next creation race for `code` with `config_id`.
+    pub fn lose_next_creation_race(&self, tenant: &TenantId, code: &CodeId, config_id: &str) {
+        self.tables()
+            .race
+            .insert((tenant.clone(), code.clone()), config_id.to_owned());
+    }
+}
+
+#[async_trait::async_trait]
+impl TenantProfiles for InMemoryAdminStore {
+    async fn profile(&self, tenant: &TenantId) -> Result<Option<TenantProfile>, StoreError> {
+        Ok(self.available()?.profiles.get(tenant).cloned())
+    }
+}
+
+#[async_trait::async_trait]
+impl CodeFacts for InMemoryAdminStore {
+    async fn snapshot(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        _now_ms: u64,
+    ) -> Result<Option<CodeSnapshot>, StoreError> {
+        let tables = self.available()?;
+        let key = (tenant.clone(), code.clone());
+        let (Some(profile), Some(stored)) = (tables.profiles.get(tenant), tables.codes.get(&key))
+        else {
+            return Ok(None);
+        };
+        let config = &stored.code.config;
+        let people: Vec<&StaffId> = config.members.iter().chain(&config.fallback).collect();
+        let staff = people
+            .iter()
+            .filter_map(|s| {
+                let facts = tables.staff.get(&(tenant.clone(), (*s).clone()))?;
+                Some(((*s).clone(), *facts))
+            })
+            .collect();
+        let today = people
+            .iter()
+            .filter_map(|s| {
+                let counts = tables
+                    .today
+                    .get(&(tenant.clone(), code.clone(), (*s).clone()))?;
+                Some(((*s).clone(), *counts))
+            })
+            .collect();
+        Ok(Some(CodeSnapshot {
+            profile: profile.clone(),
+            code: stored.code.clone(),
+            staff,
+            today,
+            last_pushed: tables.pushed.get(&key).cloned(),
+        }))
+    }
+
+    async fn record_push(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        push: &PushRecord,
+    ) -> Result<(), StoreError> {
+        self.available()?.pushed.insert(
+            (tenant.clone(), code.clone()),
+            PushedList {
+                users: push.users.clone(),
+                pushed_at_ms: push.pushed_at_ms,
+                starved: false,
+            },
+        );
+        Ok(())
+    }
+
+    async fn record_starved(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        at_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let pushed = tables
+            .pushed
+            .entry((tenant.clone(), code.clone()))
+            .or_insert(PushedList {
+                users: Vec::new(),
+                pushed_at_ms: at_ms,
+                starved: true,
+            });
+        pushed.starved = true;
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl AdminStore for InMemoryAdminStore {
+    async fn put_profile(
+        &self,
+        tenant: &TenantId,
+        profile: &TenantProfile,
+    ) -> Result<(), StoreError> {
+        self.available()?
+            .profiles
+            .insert(tenant.clone(), profile.clone());
+        Ok(())
+    }
+
+    async fn update_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        change: &StaffChange,
+        _now_ms: u64,
+    ) -> Result<StaffFacts, StoreError> {
+        let mut tables = self.available()?;
+        let facts = tables
+            .staff
+            .entry((tenant.clone(), staff.clone()))
+            .or_insert(StaffFacts {
+                online: false,
+                employment: Employment::Active,
+                rejected_by_wecom: false,
+            });
+        facts.online = change.online;
+        if let Some(employment) = change.employment {
+            facts.employment = employment;
+        }
+        Ok(*facts)
+    }
+
+    async fn codes_of_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        let tables = self.available()?;
+        let mut codes: Vec<CodeId> = tables
+            .codes
+            .iter()
+            .filter(|((t, _), stored)| {
+                let config = &stored.code.config;
+                t == tenant && (config.members.contains(staff) || config.fallback.contains(staff))
+            })
+            .map(|((_, code), _)| code.clone())
+            .collect();
+        codes.sort();
+        Ok(codes)
+    }
+
+    async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError> {
+        let tables = self.available()?;
+        let mut codes: Vec<CodeId> = tables
+            .codes
+            .keys()
+            .filter(|(t, _)| t == tenant)
+            .map(|(_, code)| code.clone())
+            .collect();
+        codes.sort();
+        Ok(codes)
+    }
+
+    async fn code(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+    ) -> Result<Option<VersionedCode>, StoreError> {
+        Ok(self
+            .available()?
+            .codes
+            .get(&(tenant.clone(), code.clone()))
+            .cloned())
+    }
+
+    async fn put_code(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        config: &CodeConfig,
+        _now_ms: u64,
+    ) -> Result<VersionedCode, StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), code.clone());
+        let previous = tables.codes.get(&key);
+        let stored = VersionedCode {
+            code: StoredCode {
+                config: config.clone(),
+                config_id: previous.and_then(|p| p.code.config_id.clone()),
+            },
+            version: previous.map_or(1, |p| p.version + 1),
+        };
+        tables.codes.insert(key, stored.clone());
+        Ok(stored)
+    }
+
+    async fn set_config_id(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        config_id: &str,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), code.clone());
+        let winner = tables.race.remove(&key);
+        let Some(stored) = tables.codes.get_mut(&key) else {
+            return Ok(false);
+        };
+        if let Some(winner) = winner {
+            stored.code.config_id = Some(winner);
+        }
+        if stored.code.config_id.is_some() {
+            return Ok(false);
+        }
+        stored.code.config_id = Some(config_id.to_owned());
+        Ok(true)
+    }
+}
+
+/// Collects refresh reasons, deduplicating by id as SQS FIFO does; can be switched to fail.
+#[derive(Clone, Default)]
+pub struct InMemoryReasonQueue {
+    reasons: Arc<Mutex<Vec<RefreshReason>>>,
+    unavailable: Arc<Mutex<bool>>,
+}
+
+impl InMemoryReasonQueue {
+    pub fn reasons(&self) -> Vec<RefreshReason> {
+        self.reasons.lock().expect("fake queue lock").clone()
+    }
+
+    pub fn set_unavailable(&self, unavailable: bool) {
+        *self.unavailable.lock().expect("fake queue lock") = unavailable;
+    }
+}
+
+#[async_trait::async_trait]
+impl ReasonQueue for InMemoryReasonQueue {
+    async fn send(&self, reason: &RefreshReason) -> Result<(), StoreError> {
+        if *self.unavailable.lock().expect("fake queue lock") {
+            return Err(StoreError::new(
+                "refresh queue",
+                "the fake queue is switched off",
+            ));
+        }
+        let mut reasons = self.reasons.lock().expect("fake queue lock");
+        if !reasons
+            .iter()
+            .any(|r| r.deduplication_id() == reason.deduplication_id())
+        {
+            reasons.push(reason.clone());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct WeComState {
+    created: Vec<(CorpCredentials, NewContactWay)>,
+    deleted: Vec<String>,
+    failure: Option<WeComError>,
+}
+
+/// WeCom's contact ways: numbers them `cw-1`, `cw-2`... and remembers what was asked.
+#[derive(Clone, Default)]
+pub struct FakeContactWays {
+    state: Arc<Mutex<WeComState>>,
+}
+
+impl FakeContactWays {
+    fn state(&self) -> MutexGuard<'_, WeComState> {
+        self.state.lock().expect("fake WeCom lock")
+    }
+
+    /// Every later create fails with `error`.
+    pub fn fail_with(&self, error: WeComError) {
+        self.state().failure = Some(error);
+    }
+
+    pub fn created(&self) -> Vec<(CorpCredentials, NewContactWay)> {
+        self.state().created.clone()
+    }
+
+    pub fn deleted(&self) -> Vec<String> {
+        self.state().deleted.clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl ContactWays for FakeContactWays {
+    async fn create(
+        &self,
+        corp: &CorpCredentials,
+        way: &NewContactWay,
+    ) -> Result<CreatedContactWay, WeComError> {
+        let mut state = self.state();
+        if let Some(error) = state.failure.clone() {
+            return Err(error);
+        }
+        state.created.push((corp.clone(), way.clone()));
+        let config_id = format!("cw-{}", state.created.len());
+        Ok(CreatedContactWay {
+            qr_code: Some(format!("https://wework.example/qr/{config_id}")),
+            config_id,
+        })
+    }
+
+    async fn delete(&self, _corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError> {
+        self.state().deleted.push(config_id.to_owned());
+        Ok(())
+    }
+}

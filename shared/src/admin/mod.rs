@@ -1,0 +1,412 @@
+//! The admin API: tenant admins (through the platform's backend) set up tenants, staff and
+//! codes. Like every observer of a business fact (MISSION rule 2), it writes the fact first and
+//! then emits one refresh reason per code the fact may change; it never pushes a list itself,
+//! because the refresh function is the single writer of each code's WeCom list (rule 3).
+//!
+//! The one WeCom call made here is the creation of a code's contact way, which must exist
+//! before the refresh function has anything to update. It is created with the code's current
+//! recompute, and its `config_id` is stored with a conditional write so two racing creations
+//! keep exactly one contact way.
+
+pub mod commands;
+mod error;
+#[cfg(any(test, feature = "test-util"))]
+pub mod fakes;
+mod ports;
+
+pub use commands::{GetCode, PutCode, PutStaff, PutTenant};
+pub use error::AdminError;
+pub use ports::{AdminStore, ContactWays, StaffChange, VersionedCode};
+
+use crate::facts::ReasonQueue;
+use crate::membership::{self, CodeId, Employment, Exclusion, Family, Membership, StaffId};
+use crate::ports::StoreError;
+use crate::refresh::{Cause, RefreshReason};
+use crate::tenants::{TenantId, TenantProfile};
+use crate::wecom::api::{ContactWayKind, ContactWayScene, CorpCredentials, NewContactWay};
+use crate::Clock;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// Refresh reasons of one fan-out in flight at once: a staff member on 100+ codes must not
+/// cost 100 sequential round trips, nor open 100 connections at once.
+const SEND_CONCURRENCY: usize = 16;
+
+/// The answer to `PUT /admin/tenants/{tenant}`. Holds no secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TenantAnswer {
+    pub tenant: TenantId,
+    pub corp_id: String,
+    pub timezone: String,
+    pub company_daily_cap: Option<u32>,
+    /// Codes sent for a recompute because the cap or the timezone changed.
+    pub codes_refreshed: usize,
+}
+
+/// The answer to `PUT /admin/tenants/{tenant}/staff/{staff}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StaffAnswer {
+    pub staff: StaffId,
+    pub online: bool,
+    pub employment: Employment,
+    pub codes_refreshed: usize,
+}
+
+/// The answer to `PUT /admin/tenants/{tenant}/codes/{code}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CodeAnswer {
+    pub code: CodeId,
+    pub config_id: String,
+    pub version: u64,
+    /// This request created the contact way (HTTP 201).
+    pub created: bool,
+    /// The QR code image URL WeCom answered on creation; WeCom's `get_contact_way` has it later.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qr_code: Option<String>,
+}
+
+/// The answer to `GET /admin/tenants/{tenant}/codes/{code}`: what the code should route to now,
+/// why members are left out, and whether WeCom already has that list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CodeStatus {
+    pub code: CodeId,
+    pub family: Family,
+    pub config_id: Option<String>,
+    pub version: u64,
+    /// The list a recompute gives now (the fallback staff when the outcome is `fallback`).
+    pub eligible_now: Vec<StaffId>,
+    pub outcome: RoutingOutcome,
+    pub excluded: Vec<ExcludedMember>,
+    pub last_pushed: Option<LastPushed>,
+    /// WeCom's last accepted list is `eligible_now` and the code is not starved.
+    pub in_sync: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoutingOutcome {
+    Members,
+    Fallback,
+    Starved,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExcludedMember {
+    pub staff: StaffId,
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LastPushed {
+    pub users: Vec<StaffId>,
+    pub pushed_at_ms: u64,
+    pub starved: bool,
+}
+
+/// The reason's wire name. Spelled out rather than derived so "WeCom" reads as one word.
+pub fn exclusion_name(exclusion: Exclusion) -> &'static str {
+    match exclusion {
+        Exclusion::UnknownStaff => "unknown_staff",
+        Exclusion::Resigned => "resigned",
+        Exclusion::Disabled => "disabled",
+        Exclusion::RejectedByWeCom => "rejected_by_wecom",
+        Exclusion::Offline => "offline",
+        Exclusion::DailyLimitReached => "daily_limit_reached",
+        Exclusion::CompanyCapReached => "company_cap_reached",
+        Exclusion::OverWeComCap => "over_wecom_cap",
+    }
+}
+
+pub struct Admin<S, Q, W> {
+    store: S,
+    reasons: Arc<Q>,
+    contact_ways: W,
+    clock: Clock,
+}
+
+impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
+    pub fn new(store: S, reasons: Q, contact_ways: W, clock: Clock) -> Self {
+        Self {
+            store,
+            reasons: Arc::new(reasons),
+            contact_ways,
+            clock,
+        }
+    }
+
+    /// Creates or replaces the tenant's profile. When the company cap or the timezone (which
+    /// decides "today") changed, every code of the tenant is sent for a recompute.
+    #[tracing::instrument(skip_all, fields(tenant = %command.tenant))]
+    pub async fn put_tenant(&self, command: PutTenant) -> Result<TenantAnswer, AdminError> {
+        let PutTenant { tenant, profile } = command;
+        let previous = self.store.profile(&tenant).await?;
+        let now_ms = (self.clock)();
+        self.store.put_profile(&tenant, &profile).await?;
+        let rules_changed = previous.is_some_and(|p| {
+            p.company_daily_cap != profile.company_daily_cap || p.timezone != profile.timezone
+        });
+        let codes_refreshed = if rules_changed {
+            let codes = self.store.codes_of_tenant(&tenant).await?;
+            let reasons = codes
+                .into_iter()
+                .map(|code| RefreshReason {
+                    tenant: tenant.clone(),
+                    code,
+                    cause: Cause::Requested,
+                    fact_at_ms: now_ms,
+                    fact_key: format!("tenant-rules:{now_ms}"),
+                })
+                .collect();
+            self.send_all(reasons).await?
+        } else {
+            0
+        };
+        tracing::info!(corp_id = %profile.corp_id, timezone = %profile.timezone, company_daily_cap = ?profile.company_daily_cap, codes_refreshed, "tenant profile stored");
+        Ok(answer_for_tenant(tenant, &profile, codes_refreshed))
+    }
+
+    /// Writes the staff member's facts, then sends a reason to every code they sit on.
+    #[tracing::instrument(skip_all, fields(tenant = %command.tenant, staff = %command.staff))]
+    pub async fn put_staff(&self, command: PutStaff) -> Result<StaffAnswer, AdminError> {
+        let PutStaff {
+            tenant,
+            staff,
+            change,
+        } = command;
+        self.existing_profile(&tenant).await?;
+        let now_ms = (self.clock)();
+        let facts = self
+            .store
+            .update_staff(&tenant, &staff, &change, now_ms)
+            .await?;
+        let codes = self.store.codes_of_staff(&tenant, &staff).await?;
+        let reasons = codes
+            .into_iter()
+            .map(|code| RefreshReason {
+                tenant: tenant.clone(),
+                code,
+                cause: Cause::StaffChanged,
+                fact_at_ms: now_ms,
+                fact_key: format!("staff:{staff}:{now_ms}"),
+            })
+            .collect();
+        let codes_refreshed = self.send_all(reasons).await?;
+        tracing::info!(online = facts.online, employment = ?facts.employment, codes_refreshed, "staff facts stored");
+        Ok(StaffAnswer {
+            staff,
+            online: facts.online,
+            employment: facts.employment,
+            codes_refreshed,
+        })
+    }
+
+    /// Stores the code's configuration, creates its WeCom contact way if it has none yet,
+    /// then sends the code a reason so the refresh function brings WeCom's list in step.
+    ///
+    /// Fails with `NoEligibleMember` (the configuration stays stored, and the next PUT tries
+    /// the creation again) and with `WeCom` when the creation failed.
+    #[tracing::instrument(skip_all, fields(tenant = %command.tenant, code = %command.code))]
+    pub async fn put_code(&self, command: PutCode) -> Result<CodeAnswer, AdminError> {
+        let PutCode {
+            tenant,
+            code,
+            config,
+        } = command;
+        self.existing_profile(&tenant).await?;
+        let now_ms = (self.clock)();
+        let stored = self.store.put_code(&tenant, &code, &config, now_ms).await?;
+        let (config_id, qr_code, created) = match stored.code.config_id {
+            Some(config_id) => (config_id, None, false),
+            None => self.create_contact_way(&tenant, &code, now_ms).await?,
+        };
+        self.send_all(vec![RefreshReason {
+            tenant: tenant.clone(),
+            code: code.clone(),
+            cause: Cause::CodeEdited,
+            fact_at_ms: now_ms,
+            fact_key: format!("code:{code}:v{}", stored.version),
+        }])
+        .await?;
+        tracing::info!(version = stored.version, created, config_id = %config_id, members = config.members.len(), "code stored");
+        Ok(CodeAnswer {
+            code,
+            config_id,
+            version: stored.version,
+            created,
+            qr_code,
+        })
+    }
+
+    /// The code's recompute at this moment, compared with what WeCom last accepted.
+    #[tracing::instrument(skip_all, fields(tenant = %query.tenant, code = %query.code))]
+    pub async fn code_status(&self, query: GetCode) -> Result<CodeStatus, AdminError> {
+        let GetCode { tenant, code } = query;
+        let not_found = || AdminError::not_found(format!("code {code} of tenant {tenant}"));
+        let stored = self
+            .store
+            .code(&tenant, &code)
+            .await?
+            .ok_or_else(not_found)?;
+        let snapshot = self
+            .store
+            .snapshot(&tenant, &code, (self.clock)())
+            .await?
+            .ok_or_else(not_found)?;
+        let facts = snapshot.facts();
+        let excluded = membership::assess(&facts)
+            .into_iter()
+            .filter_map(|(staff, exclusion)| {
+                exclusion.map(|e| ExcludedMember {
+                    staff,
+                    reason: exclusion_name(e),
+                })
+            })
+            .collect();
+        let recomputed = membership::recompute(&facts);
+        let outcome = match recomputed {
+            Membership::Members(_) => RoutingOutcome::Members,
+            Membership::Fallback(_) => RoutingOutcome::Fallback,
+            Membership::Starved => RoutingOutcome::Starved,
+        };
+        let eligible_now = recomputed.users().unwrap_or_default().to_vec();
+        let last_pushed = snapshot.last_pushed.map(|p| LastPushed {
+            users: p.users,
+            pushed_at_ms: p.pushed_at_ms,
+            starved: p.starved,
+        });
+        let in_sync = outcome != RoutingOutcome::Starved
+            && last_pushed
+                .as_ref()
+                .is_some_and(|p| !p.starved && p.users == eligible_now);
+        Ok(CodeStatus {
+            code,
+            family: snapshot.code.config.family,
+            config_id: snapshot.code.config_id,
+            version: stored.version,
+            eligible_now,
+            outcome,
+            excluded,
+            last_pushed,
+            in_sync,
+        })
+    }
+
+    async fn existing_profile(&self, tenant: &TenantId) -> Result<TenantProfile, AdminError> {
+        self.store
+            .profile(tenant)
+            .await?
+            .ok_or_else(|| AdminError::not_found(format!("tenant {tenant}")))
+    }
+
+    /// Creates the contact way with the code's current list and stores its `config_id`.
+    /// Answers the stored `config_id`, WeCom's QR code URL and whether this call created it.
+    async fn create_contact_way(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        now_ms: u64,
+    ) -> Result<(String, Option<String>, bool), AdminError> {
+        let snapshot = self
+            .store
+            .snapshot(tenant, code, now_ms)
+            .await?
+            .ok_or_else(|| AdminError::not_found(format!("code {code} of tenant {tenant}")))?;
+        // WeCom refuses a multi-user contact way without users, and an empty one would route
+        // nobody anyway.
+        let users = snapshot
+            .recompute()
+            .users()
+            .ok_or_else(|| AdminError::NoEligibleMember {
+                code: code.to_string(),
+            })?
+            .iter()
+            .map(|u| u.as_str().to_owned())
+            .collect();
+        let way = NewContactWay {
+            kind: ContactWayKind::Multi,
+            scene: ContactWayScene::QrCode,
+            // Add callbacks echo it, which is how the facts function knows the code.
+            state: code.as_str().to_owned(),
+            users,
+            remark: None,
+            // A live QR code exists to be added without friction; WeCom's default too.
+            skip_verify: true,
+        };
+        let creds = snapshot.credentials();
+        let created = self.contact_ways.create(&creds, &way).await.map_err(|e| {
+            // A transient failure may hide a contact way WeCom did create; the log is where
+            // an operator finds it.
+            tracing::warn!(class = %e.class(), errcode = e.errcode(), error = %e, "WeCom did not create the contact way");
+            AdminError::WeCom(e)
+        })?;
+        match self
+            .store
+            .set_config_id(tenant, code, &created.config_id)
+            .await
+        {
+            Ok(true) => Ok((created.config_id, created.qr_code, true)),
+            Ok(false) => {
+                // Another request stored its contact way first: keep that one, drop ours.
+                tracing::info!(ours = %created.config_id, "a concurrent request created the code's contact way first");
+                self.discard(&creds, &created.config_id).await;
+                let stored = self
+                    .store
+                    .code(tenant, code)
+                    .await?
+                    .and_then(|c| c.code.config_id)
+                    .ok_or_else(|| {
+                        AdminError::not_found(format!("code {code} of tenant {tenant}"))
+                    })?;
+                Ok((stored, None, false))
+            }
+            Err(e) => {
+                // Unrecorded, the contact way could never be edited; the next PUT makes another.
+                self.discard(&creds, &created.config_id).await;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Deletes a contact way this request created but could not keep.
+    async fn discard(&self, creds: &CorpCredentials, config_id: &str) {
+        if let Err(e) = self.contact_ways.delete(creds, config_id).await {
+            tracing::error!(alert = "orphan_contact_way", config_id, class = %e.class(), error = %e, "could not delete an unrecorded contact way; delete it by hand");
+        }
+    }
+
+    /// Sends every reason, a few at a time. The facts are already written, so a failure here
+    /// is answered 503 and a retry of the request sends them all again (harmless: a recompute
+    /// with nothing changed pushes nothing).
+    async fn send_all(&self, reasons: Vec<RefreshReason>) -> Result<usize, StoreError> {
+        let count = reasons.len();
+        let mut reasons = reasons.into_iter().peekable();
+        while reasons.peek().is_some() {
+            let mut sends = tokio::task::JoinSet::new();
+            for reason in reasons.by_ref().take(SEND_CONCURRENCY) {
+                let queue = Arc::clone(&self.reasons);
+                sends.spawn(async move { queue.send(&reason).await });
+            }
+            while let Some(sent) = sends.join_next().await {
+                sent.map_err(|e| StoreError::new("refresh queue", e))??;
+            }
+        }
+        Ok(count)
+    }
+}
+
+fn answer_for_tenant(
+    tenant: TenantId,
+    profile: &TenantProfile,
+    codes_refreshed: usize,
+) -> TenantAnswer {
+    TenantAnswer {
+        tenant,
+        corp_id: profile.corp_id.clone(),
+        timezone: profile.timezone.name().to_owned(),
+        company_daily_cap: profile.company_daily_cap,
+        codes_refreshed,
+    }
+}
+
+#[cfg(test)]
+mod tests;

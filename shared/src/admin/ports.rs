@@ -1,0 +1,111 @@
+//! What the admin API needs from storage and from WeCom, beyond the ports it shares with the
+//! other functions (`facts::TenantProfiles`, `refresh::CodeFacts`, `facts::ReasonQueue`).
+//! `DynamoStore` implements `AdminStore` in `adapters::dynamodb`; `WeComClient` implements
+//! `ContactWays` below; `admin::fakes` has in-memory versions of both for tests.
+
+use crate::facts::TenantProfiles;
+use crate::membership::{CodeConfig, CodeId, Employment, StaffFacts, StaffId};
+use crate::ports::StoreError;
+use crate::refresh::{CodeFacts, StoredCode};
+use crate::tenants::{TenantId, TenantProfile};
+use crate::wecom::api::{
+    CorpCredentials, CreatedContactWay, NewContactWay, WeComClient, WeComError,
+};
+
+/// A stored code and the version its last write gave it (1 for the first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionedCode {
+    pub code: StoredCode,
+    pub version: u64,
+}
+
+/// What an admin sets on a staff member. `rejected_by_wecom` is not here on purpose: only
+/// WeCom's answers set it, and an admin write must not clear it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaffChange {
+    pub online: bool,
+    /// `None` keeps the stored employment (active for a staff member not stored yet).
+    pub employment: Option<Employment>,
+}
+
+#[async_trait::async_trait]
+pub trait AdminStore: TenantProfiles + CodeFacts {
+    /// Creates or replaces a tenant's profile.
+    async fn put_profile(
+        &self,
+        tenant: &TenantId,
+        profile: &TenantProfile,
+    ) -> Result<(), StoreError>;
+
+    /// Applies `change` in one write that leaves every other staff fact as stored (so a
+    /// concurrent "rejected by WeCom" mark is never lost), and answers the facts after it.
+    async fn update_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        change: &StaffChange,
+        now_ms: u64,
+    ) -> Result<StaffFacts, StoreError>;
+
+    /// Every code the staff member sits on, as member or fallback.
+    async fn codes_of_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<Vec<CodeId>, StoreError>;
+
+    /// Every code of the tenant.
+    async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError>;
+
+    async fn code(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+    ) -> Result<Option<VersionedCode>, StoreError>;
+
+    /// Creates or replaces a code's configuration (keeping its `config_id`) and its seats in
+    /// the staff -> codes index; a concurrent edit of the same code makes one of them fail.
+    async fn put_code(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        config: &CodeConfig,
+        now_ms: u64,
+    ) -> Result<VersionedCode, StoreError>;
+
+    /// Stores the contact way created for a code. `false` when the code already has one
+    /// (another request created it first): the stored one is kept.
+    async fn set_config_id(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        config_id: &str,
+    ) -> Result<bool, StoreError>;
+}
+
+/// Creating and deleting WeCom contact ways. Updating their lists is the refresh function's
+/// job alone (`refresh::ContactWayPusher`).
+#[async_trait::async_trait]
+pub trait ContactWays: Send + Sync {
+    async fn create(
+        &self,
+        corp: &CorpCredentials,
+        way: &NewContactWay,
+    ) -> Result<CreatedContactWay, WeComError>;
+    async fn delete(&self, corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError>;
+}
+
+#[async_trait::async_trait]
+impl ContactWays for WeComClient {
+    async fn create(
+        &self,
+        corp: &CorpCredentials,
+        way: &NewContactWay,
+    ) -> Result<CreatedContactWay, WeComError> {
+        self.add_contact_way(corp, way).await
+    }
+
+    async fn delete(&self, corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError> {
+        self.del_contact_way(corp, config_id).await
+    }
+}

@@ -1,0 +1,848 @@
+use super::fakes::{FakeContactWays, InMemoryAdminStore, InMemoryReasonQueue};
+use super::*;
+use crate::http::ErrorAnswer;
+use crate::membership::{CodeConfig, DailyCounts, StaffFacts, Switches};
+use crate::refresh::PushedList;
+use crate::wecom::api::WeComError;
+use serde_json::json;
+
+const NOW_MS: u64 = 1_796_054_399_000;
+const TOKEN: &str = "QDG6eK";
+const AES_KEY: &str = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C";
+const SECRET: &str = "s3cr3t-corp-secret";
+
+fn fixed_clock() -> u64 {
+    NOW_MS
+}
+
+fn tenant() -> TenantId {
+    TenantId::parse("demo").expect("valid tenant")
+}
+
+fn staff(raw: &str) -> StaffId {
+    StaffId::parse(raw).expect("valid staff id")
+}
+
+fn code(raw: &str) -> CodeId {
+    CodeId::parse(raw).expect("valid code id")
+}
+
+fn profile() -> TenantProfile {
+    TenantProfile {
+        corp_id: "wx5823bf96d3bd56c7".into(),
+        callback_token: TOKEN.into(),
+        encoding_aes_key: AES_KEY.into(),
+        corp_secret: SECRET.into(),
+        timezone: Default::default(),
+        company_daily_cap: None,
+    }
+}
+
+fn tenant_body() -> serde_json::Value {
+    json!({
+        "corp_id": "wx5823bf96d3bd56c7",
+        "corp_secret": SECRET,
+        "callback_token": TOKEN,
+        "encoding_aes_key": AES_KEY,
+        "timezone": "Europe/Paris",
+        "company_daily_cap": 40
+    })
+}
+
+fn online(facts_online: bool) -> StaffFacts {
+    StaffFacts {
+        online: facts_online,
+        ..StaffFacts::ACTIVE_ONLINE
+    }
+}
+
+struct World {
+    store: InMemoryAdminStore,
+    queue: InMemoryReasonQueue,
+    wecom: FakeContactWays,
+    admin: Admin<InMemoryAdminStore, InMemoryReasonQueue, FakeContactWays>,
+}
+
+/// A tenant `demo` with staff a, b (online) and c (offline).
+fn world() -> World {
+    let store = InMemoryAdminStore::default();
+    store.insert_profile(&tenant(), profile());
+    store.insert_staff(&tenant(), &staff("a"), online(true));
+    store.insert_staff(&tenant(), &staff("b"), online(true));
+    store.insert_staff(&tenant(), &staff("c"), online(false));
+    let queue = InMemoryReasonQueue::default();
+    let wecom = FakeContactWays::default();
+    let admin = Admin::new(store.clone(), queue.clone(), wecom.clone(), fixed_clock);
+    World {
+        store,
+        queue,
+        wecom,
+        admin,
+    }
+}
+
+fn put_code(id: &str, body: serde_json::Value) -> PutCode {
+    PutCode::parse("demo", id, &body.to_string()).expect("valid code body")
+}
+
+fn offline_checked(members: &[&str]) -> serde_json::Value {
+    json!({"family": "native", "members": members, "switches": {"offline_check": true}})
+}
+
+fn invalid_field(result: Result<impl std::fmt::Debug, AdminError>) -> String {
+    match result {
+        Err(AdminError::Invalid { field, .. }) => field,
+        other => panic!("expected an invalid field, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------- validation
+
+#[test]
+fn a_full_tenant_body_becomes_a_profile() {
+    let command = PutTenant::parse("demo", &tenant_body().to_string()).expect("valid");
+    assert_eq!(command.tenant, tenant());
+    assert_eq!(command.profile.corp_secret, SECRET);
+    assert_eq!(command.profile.timezone.name(), "Europe/Paris");
+    assert_eq!(command.profile.company_daily_cap, Some(40));
+}
+
+#[test]
+fn a_tenant_without_timezone_or_cap_gets_shanghai_and_no_cap() {
+    let mut body = tenant_body();
+    body["company_daily_cap"] = json!(null);
+    body.as_object_mut().expect("object").remove("timezone");
+    let command = PutTenant::parse("demo", &body.to_string()).expect("valid");
+    assert_eq!(command.profile.timezone.name(), "Asia/Shanghai");
+    assert_eq!(command.profile.company_daily_cap, None);
+}
+
+#[test]
+fn each_bad_tenant_field_is_named() {
+    let cases: Vec<(&str, serde_json::Value, &str)> = vec![
+        ("corp_id", json!(""), "corp_id"),
+        ("corp_id", json!("w".repeat(65)), "corp_id"),
+        ("corp_id", json!(7), "corp_id"),
+        ("corp_secret", json!(""), "corp_secret"),
+        ("corp_secret", json!(null), "corp_secret"),
+        ("callback_token", json!("has space"), "callback_token"),
+        ("callback_token", json!("t".repeat(33)), "callback_token"),
+        ("encoding_aes_key", json!("short"), "encoding_aes_key"),
+        ("timezone", json!("Mars/Olympus"), "timezone"),
+        ("company_daily_cap", json!(0), "company_daily_cap"),
+        ("company_daily_cap", json!(-1), "company_daily_cap"),
+        ("company_daily_cap", json!(1.5), "company_daily_cap"),
+        ("company_daily_cap", json!("10"), "company_daily_cap"),
+        ("compnay_daily_cap", json!(10), "compnay_daily_cap"),
+    ];
+    for (name, value, field) in cases {
+        let mut body = tenant_body();
+        body[name] = value.clone();
+        let result = PutTenant::parse("demo", &body.to_string());
+        assert_eq!(invalid_field(result), field, "{name} = {value}");
+    }
+}
+
+#[test]
+fn a_body_that_is_not_a_json_object_is_invalid_as_a_body() {
+    for body in ["", "not json", "[1]", "\"x\"", "{\"corp_id\": "] {
+        assert_eq!(
+            invalid_field(PutTenant::parse("demo", body)),
+            "body",
+            "{body:?}"
+        );
+    }
+}
+
+#[test]
+fn refusals_never_echo_the_secrets_of_the_body() {
+    let mut bad_zone = tenant_body();
+    bad_zone["timezone"] = json!("Nowhere/Land");
+    let truncated = format!("{{\"corp_secret\": \"{SECRET}\", \"callback_token\": \"{TOKEN}");
+    for body in [bad_zone.to_string(), truncated] {
+        let error = PutTenant::parse("demo", &body).expect_err("refused");
+        let shown = format!("{error} {error:?} {}", ErrorAnswer::from(&error).body());
+        for secret in [SECRET, TOKEN, AES_KEY] {
+            assert!(!shown.contains(secret), "{secret} leaked in {shown}");
+        }
+    }
+}
+
+#[test]
+fn bad_path_parameters_are_named() {
+    let body = tenant_body().to_string();
+    assert_eq!(invalid_field(PutTenant::parse("a/b", &body)), "tenant");
+    let staff_body = r#"{"online": true}"#;
+    assert_eq!(
+        invalid_field(PutStaff::parse("demo", "a b", staff_body)),
+        "staff"
+    );
+    assert_eq!(
+        invalid_field(GetCode::parse("demo", &"c".repeat(31))),
+        "code"
+    );
+    assert_eq!(invalid_field(GetCode::parse("", "c1")), "tenant");
+}
+
+#[test]
+fn a_staff_body_needs_online_and_accepts_the_three_employments() {
+    let parsed = PutStaff::parse("demo", "a", r#"{"online": false}"#).expect("valid");
+    assert_eq!(
+        parsed.change,
+        StaffChange {
+            online: false,
+            employment: None
+        }
+    );
+    for (name, employment) in [
+        ("active", Employment::Active),
+        ("resigned", Employment::Resigned),
+        ("disabled", Employment::Disabled),
+    ] {
+        let body = json!({"online": true, "employment": name}).to_string();
+        let parsed = PutStaff::parse("demo", "a", &body).expect("valid");
+        assert_eq!(parsed.change.employment, Some(employment));
+    }
+    let cases = [
+        (json!({}), "online"),
+        (json!({"online": "yes"}), "online"),
+        (
+            json!({"online": true, "employment": "rejected_by_wecom"}),
+            "employment",
+        ),
+        (
+            json!({"online": true, "rejected_by_wecom": false}),
+            "rejected_by_wecom",
+        ),
+    ];
+    for (body, field) in cases {
+        let result = PutStaff::parse("demo", "a", &body.to_string());
+        assert_eq!(invalid_field(result), field, "{body}");
+    }
+}
+
+#[test]
+fn a_code_body_becomes_a_configuration() {
+    let body = json!({
+        "family": "quota",
+        "members": ["a", "b"],
+        "fallback": ["z"],
+        "switches": {"offline_check": true, "daily_limit": 5}
+    });
+    let command = put_code("spring-01", body);
+    assert_eq!(
+        command.config,
+        CodeConfig {
+            family: Family::Quota,
+            members: vec![staff("a"), staff("b")],
+            fallback: vec![staff("z")],
+            switches: Switches {
+                offline_check: true,
+                daily_limit: Some(5)
+            },
+        }
+    );
+    let minimal = put_code("c1", json!({"family": "native", "members": ["a"]}));
+    assert_eq!(minimal.config.fallback, Vec::<StaffId>::new());
+    assert_eq!(minimal.config.switches, Switches::default());
+}
+
+#[test]
+fn each_bad_code_field_is_named() {
+    let too_many: Vec<String> = (0..=commands::MAX_MEMBERS)
+        .map(|i| format!("s{i}"))
+        .collect();
+    let cases = [
+        (json!({"members": ["a"]}), "family"),
+        (json!({"family": "random", "members": ["a"]}), "family"),
+        (json!({"family": "native"}), "members"),
+        (json!({"family": "native", "members": []}), "members"),
+        (json!({"family": "native", "members": "a"}), "members"),
+        (json!({"family": "native", "members": too_many}), "members"),
+        (
+            json!({"family": "native", "members": ["a", "b", "a"]}),
+            "members[2]",
+        ),
+        (
+            json!({"family": "native", "members": ["a", "b c"]}),
+            "members[1]",
+        ),
+        (json!({"family": "native", "members": [1]}), "members[0]"),
+        (
+            json!({"family": "native", "members": ["a"], "fallback": ["z", "z"]}),
+            "fallback[1]",
+        ),
+        (
+            json!({"family": "native", "members": ["a"], "switches": true}),
+            "switches",
+        ),
+        (
+            json!({"family": "native", "members": ["a"], "switches": {"daily_limit": 0}}),
+            "switches.daily_limit",
+        ),
+        (
+            json!({"family": "native", "members": ["a"], "switches": {"offline_check": 1}}),
+            "switches.offline_check",
+        ),
+        (
+            json!({"family": "native", "members": ["a"], "switches": {"round_limit": 2}}),
+            "switches.round_limit",
+        ),
+        (
+            json!({"family": "native", "members": ["a"], "name": "x"}),
+            "name",
+        ),
+    ];
+    for (body, field) in cases {
+        let result = PutCode::parse("demo", "c1", &body.to_string());
+        assert_eq!(invalid_field(result), field, "{body}");
+    }
+}
+
+// ---------------------------------------------------------------- tenants
+
+#[tokio::test]
+async fn putting_a_tenant_stores_the_profile_and_answers_without_secrets() {
+    let store = InMemoryAdminStore::default();
+    let admin = Admin::new(
+        store.clone(),
+        InMemoryReasonQueue::default(),
+        FakeContactWays::default(),
+        fixed_clock,
+    );
+    let command = PutTenant::parse("acme", &tenant_body().to_string()).expect("valid");
+
+    let answer = admin.put_tenant(command).await.expect("stored");
+
+    let acme = TenantId::parse("acme").expect("valid");
+    assert_eq!(
+        store.stored_profile(&acme).map(|p| p.corp_secret),
+        Some(SECRET.into())
+    );
+    let shown = serde_json::to_value(&answer).expect("serialises");
+    assert_eq!(
+        shown,
+        json!({"tenant": "acme", "corp_id": "wx5823bf96d3bd56c7", "timezone": "Europe/Paris",
+               "company_daily_cap": 40, "codes_refreshed": 0})
+    );
+}
+
+#[tokio::test]
+async fn changing_the_company_cap_sends_every_code_of_the_tenant_for_a_recompute() {
+    let w = world();
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect("stored");
+    w.admin
+        .put_code(put_code("c2", offline_checked(&["b"])))
+        .await
+        .expect("stored");
+    let before = w.queue.reasons().len();
+
+    let mut body = tenant_body();
+    body["timezone"] = json!("Asia/Shanghai");
+    let answer = w
+        .admin
+        .put_tenant(PutTenant::parse("demo", &body.to_string()).expect("valid"))
+        .await
+        .expect("stored");
+
+    assert_eq!(answer.codes_refreshed, 2);
+    let sent: Vec<_> = w.queue.reasons().into_iter().skip(before).collect();
+    assert_eq!(
+        sent.iter().map(|r| r.code.as_str()).collect::<Vec<_>>(),
+        ["c1", "c2"]
+    );
+    assert!(sent
+        .iter()
+        .all(|r| r.cause == Cause::Requested && r.fact_at_ms == NOW_MS));
+}
+
+#[tokio::test]
+async fn resending_the_same_tenant_rules_refreshes_nothing() {
+    let w = world();
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect("stored");
+    let mut body = tenant_body();
+    body["timezone"] = json!("Asia/Shanghai");
+    body["company_daily_cap"] = json!(null);
+
+    let answer = w
+        .admin
+        .put_tenant(PutTenant::parse("demo", &body.to_string()).expect("valid"))
+        .await
+        .expect("stored");
+
+    assert_eq!(answer.codes_refreshed, 0);
+}
+
+// ---------------------------------------------------------------- staff
+
+#[tokio::test]
+async fn a_staff_change_is_written_then_sent_to_every_code_the_staff_sits_on() {
+    let w = world();
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a", "b"])))
+        .await
+        .expect("stored");
+    w.admin
+        .put_code(put_code(
+            "c2",
+            json!({"family": "native", "members": ["b"], "fallback": ["a"]}),
+        ))
+        .await
+        .expect("stored");
+    w.admin
+        .put_code(put_code("c3", offline_checked(&["b"])))
+        .await
+        .expect("stored");
+    let before = w.queue.reasons().len();
+
+    let command = PutStaff::parse("demo", "a", r#"{"online": false}"#).expect("valid");
+    let answer = w.admin.put_staff(command).await.expect("stored");
+
+    assert_eq!(
+        w.store.stored_staff(&tenant(), &staff("a")),
+        Some(online(false))
+    );
+    assert_eq!(answer.codes_refreshed, 2);
+    let sent: Vec<_> = w.queue.reasons().into_iter().skip(before).collect();
+    assert_eq!(
+        sent.iter().map(|r| r.code.as_str()).collect::<Vec<_>>(),
+        ["c1", "c2"]
+    );
+    for reason in sent {
+        assert_eq!(reason.cause, Cause::StaffChanged);
+        assert_eq!(reason.fact_at_ms, NOW_MS);
+        assert_eq!(reason.fact_key, format!("staff:a:{NOW_MS}"));
+    }
+    assert_eq!(
+        serde_json::to_value(&answer).expect("serialises"),
+        json!({"staff": "a", "online": false, "employment": "active", "codes_refreshed": 2})
+    );
+}
+
+#[tokio::test]
+async fn a_staff_change_keeps_the_stored_employment_and_wecoms_rejection() {
+    let w = world();
+    let rejected_resigned = StaffFacts {
+        online: false,
+        employment: Employment::Resigned,
+        rejected_by_wecom: true,
+    };
+    w.store
+        .insert_staff(&tenant(), &staff("r"), rejected_resigned);
+
+    let command = PutStaff::parse("demo", "r", r#"{"online": true}"#).expect("valid");
+    let answer = w.admin.put_staff(command).await.expect("stored");
+
+    assert_eq!(answer.employment, Employment::Resigned);
+    assert_eq!(
+        w.store.stored_staff(&tenant(), &staff("r")),
+        Some(StaffFacts {
+            online: true,
+            ..rejected_resigned
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_new_staff_member_without_employment_starts_active_on_no_code() {
+    let w = world();
+    let command = PutStaff::parse("demo", "newbie", r#"{"online": true}"#).expect("valid");
+
+    let answer = w.admin.put_staff(command).await.expect("stored");
+
+    assert_eq!(answer.employment, Employment::Active);
+    assert_eq!(answer.codes_refreshed, 0);
+    assert_eq!(
+        w.store.stored_staff(&tenant(), &staff("newbie")),
+        Some(StaffFacts::ACTIVE_ONLINE)
+    );
+}
+
+#[tokio::test]
+async fn a_staff_change_for_an_unknown_tenant_is_not_found_and_writes_nothing() {
+    let w = world();
+    let command = PutStaff::parse("nobody", "a", r#"{"online": true}"#).expect("valid");
+
+    let error = w.admin.put_staff(command).await.expect_err("refused");
+
+    assert!(matches!(error, AdminError::NotFound { .. }), "{error:?}");
+    let nobody = TenantId::parse("nobody").expect("valid");
+    assert_eq!(w.store.stored_staff(&nobody, &staff("a")), None);
+}
+
+#[tokio::test]
+async fn a_staff_member_on_many_codes_sends_one_reason_per_code() {
+    let w = world();
+    for i in 0..40 {
+        w.admin
+            .put_code(put_code(&format!("c{i:02}"), offline_checked(&["a"])))
+            .await
+            .expect("stored");
+    }
+    let before = w.queue.reasons().len();
+
+    let command = PutStaff::parse("demo", "a", r#"{"online": true}"#).expect("valid");
+    let answer = w.admin.put_staff(command).await.expect("stored");
+
+    assert_eq!(answer.codes_refreshed, 40);
+    let mut sent: Vec<String> = w
+        .queue
+        .reasons()
+        .into_iter()
+        .skip(before)
+        .map(|r| r.code.to_string())
+        .collect();
+    sent.sort();
+    let expected: Vec<String> = (0..40).map(|i| format!("c{i:02}")).collect();
+    assert_eq!(sent, expected);
+}
+
+#[tokio::test]
+async fn when_the_queue_is_down_a_staff_change_is_unavailable_but_its_fact_is_kept() {
+    let w = world();
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect("stored");
+    w.queue.set_unavailable(true);
+
+    let command = PutStaff::parse("demo", "a", r#"{"online": false}"#).expect("valid");
+    let error = w.admin.put_staff(command).await.expect_err("refused");
+
+    assert!(matches!(error, AdminError::Unavailable(_)), "{error:?}");
+    assert_eq!(
+        w.store.stored_staff(&tenant(), &staff("a")),
+        Some(online(false))
+    );
+}
+
+// ---------------------------------------------------------------- codes
+
+#[tokio::test]
+async fn a_new_code_gets_a_multi_user_qr_contact_way_listing_who_is_eligible_now() {
+    let w = world();
+
+    let answer = w
+        .admin
+        .put_code(put_code("spring-01", offline_checked(&["c", "a", "b"])))
+        .await
+        .expect("stored");
+
+    assert_eq!(
+        answer,
+        CodeAnswer {
+            code: code("spring-01"),
+            config_id: "cw-1".into(),
+            version: 1,
+            created: true,
+            qr_code: Some("https://wework.example/qr/cw-1".into()),
+        }
+    );
+    let created = w.wecom.created();
+    assert_eq!(created.len(), 1);
+    let (creds, way) = &created[0];
+    assert_eq!(creds.corp_id, "wx5823bf96d3bd56c7");
+    assert_eq!(creds.corp_secret, SECRET);
+    assert_eq!(way.kind, ContactWayKind::Multi);
+    assert_eq!(way.scene, ContactWayScene::QrCode);
+    assert_eq!(way.state, "spring-01");
+    assert_eq!(way.users, ["a", "b"]);
+    let stored = w
+        .store
+        .stored_code(&tenant(), &code("spring-01"))
+        .expect("stored");
+    assert_eq!(stored.code.config_id.as_deref(), Some("cw-1"));
+    let reasons = w.queue.reasons();
+    assert_eq!(reasons.len(), 1);
+    assert_eq!(reasons[0].cause, Cause::CodeEdited);
+    assert_eq!(reasons[0].fact_key, "code:spring-01:v1");
+    assert_eq!(reasons[0].fact_at_ms, NOW_MS);
+}
+
+#[tokio::test]
+async fn editing_a_code_keeps_its_contact_way_and_leaves_the_list_to_the_refresh() {
+    let w = world();
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect("stored");
+
+    let answer = w
+        .admin
+        .put_code(put_code("c1", offline_checked(&["a", "b"])))
+        .await
+        .expect("stored");
+
+    assert_eq!(
+        (answer.config_id.as_str(), answer.version, answer.created),
+        ("cw-1", 2, false)
+    );
+    assert_eq!(answer.qr_code, None);
+    assert_eq!(w.wecom.created().len(), 1);
+    let keys: Vec<String> = w.queue.reasons().into_iter().map(|r| r.fact_key).collect();
+    assert_eq!(keys, ["code:c1:v1", "code:c1:v2"]);
+}
+
+#[tokio::test]
+async fn a_new_code_nobody_can_take_is_stored_and_created_by_a_later_put() {
+    let w = world();
+
+    let error = w
+        .admin
+        .put_code(put_code("c1", offline_checked(&["c"])))
+        .await
+        .expect_err("starved");
+
+    assert!(
+        matches!(error, AdminError::NoEligibleMember { .. }),
+        "{error:?}"
+    );
+    let stored = w
+        .store
+        .stored_code(&tenant(), &code("c1"))
+        .expect("config kept");
+    assert_eq!(stored.code.config_id, None);
+    assert!(w.wecom.created().is_empty());
+    assert!(w.queue.reasons().is_empty());
+
+    w.store.insert_staff(&tenant(), &staff("c"), online(true));
+    let answer = w
+        .admin
+        .put_code(put_code("c1", offline_checked(&["c"])))
+        .await
+        .expect("created");
+    assert_eq!((answer.created, answer.version), (true, 2));
+    assert_eq!(w.wecom.created()[0].1.users, ["c"]);
+}
+
+#[tokio::test]
+async fn a_new_code_whose_members_are_all_out_is_created_with_its_fallback() {
+    let w = world();
+    let body = json!({"family": "native", "members": ["c"], "fallback": ["b"], "switches": {"offline_check": true}});
+
+    w.admin
+        .put_code(put_code("c1", body))
+        .await
+        .expect("created");
+
+    assert_eq!(w.wecom.created()[0].1.users, ["b"]);
+}
+
+#[tokio::test]
+async fn when_wecom_refuses_the_creation_the_config_stays_without_contact_way() {
+    let w = world();
+    w.wecom.fail_with(WeComError::Throttled { errcode: 45009 });
+
+    let error = w
+        .admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect_err("refused");
+
+    assert_eq!(
+        ErrorAnswer::from(&error),
+        ErrorAnswer {
+            status: 502,
+            code: "wecom_error",
+            detail: "throttled errcode 45009".into()
+        }
+    );
+    let stored = w
+        .store
+        .stored_code(&tenant(), &code("c1"))
+        .expect("config kept");
+    assert_eq!(stored.code.config_id, None);
+    assert!(w.queue.reasons().is_empty());
+}
+
+#[tokio::test]
+async fn losing_the_creation_race_deletes_our_contact_way_and_answers_the_winners() {
+    let w = world();
+    w.store
+        .lose_next_creation_race(&tenant(), &code("c1"), "cw-winner");
+
+    let answer = w
+        .admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect("stored");
+
+    assert_eq!(
+        (answer.config_id.as_str(), answer.created),
+        ("cw-winner", false)
+    );
+    assert_eq!(w.wecom.deleted(), ["cw-1"]);
+    let stored = w.store.stored_code(&tenant(), &code("c1")).expect("stored");
+    assert_eq!(stored.code.config_id.as_deref(), Some("cw-winner"));
+    assert_eq!(w.queue.reasons().len(), 1);
+}
+
+#[tokio::test]
+async fn a_code_for_an_unknown_tenant_is_not_found_and_stores_nothing() {
+    let w = world();
+    let command =
+        PutCode::parse("nobody", "c1", &offline_checked(&["a"]).to_string()).expect("valid");
+
+    let error = w.admin.put_code(command).await.expect_err("refused");
+
+    assert_eq!(ErrorAnswer::from(&error).status, 404);
+    let nobody = TenantId::parse("nobody").expect("valid");
+    assert_eq!(w.store.stored_code(&nobody, &code("c1")), None);
+}
+
+#[tokio::test]
+async fn when_the_table_is_down_a_code_edit_is_unavailable_with_an_opaque_answer() {
+    let w = world();
+    w.store.set_unavailable(true);
+
+    let error = w
+        .admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect_err("refused");
+
+    assert_eq!(
+        ErrorAnswer::from(&error).body(),
+        r#"{"code":"unavailable","detail":"try again later"}"#
+    );
+}
+
+// ---------------------------------------------------------------- code status
+
+#[tokio::test]
+async fn the_status_shows_who_is_eligible_who_is_not_and_why() {
+    let w = world();
+    let body = json!({"family": "sequenced", "members": ["a", "b", "c", "ghost"], "switches": {"offline_check": true, "daily_limit": 3}});
+    w.admin
+        .put_code(put_code("c1", body))
+        .await
+        .expect("stored");
+    let counts = DailyCounts {
+        on_code: 3,
+        all_codes: 3,
+    };
+    w.store
+        .set_today(&tenant(), &code("c1"), &staff("b"), counts);
+
+    let status = w
+        .admin
+        .code_status(GetCode::parse("demo", "c1").expect("valid"))
+        .await
+        .expect("found");
+
+    assert_eq!(
+        serde_json::to_value(&status).expect("serialises"),
+        json!({
+            "code": "c1", "family": "sequenced", "config_id": "cw-1", "version": 1,
+            "eligible_now": ["a"], "outcome": "members",
+            "excluded": [
+                {"staff": "b", "reason": "daily_limit_reached"},
+                {"staff": "c", "reason": "offline"},
+                {"staff": "ghost", "reason": "unknown_staff"}
+            ],
+            "last_pushed": null, "in_sync": false
+        })
+    );
+}
+
+#[tokio::test]
+async fn the_status_is_in_sync_once_wecom_has_the_recomputed_list() {
+    let w = world();
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a", "b"])))
+        .await
+        .expect("stored");
+    let pushed = |users: &[&str]| PushedList {
+        users: users.iter().map(|u| staff(u)).collect(),
+        pushed_at_ms: NOW_MS - 1,
+        starved: false,
+    };
+    let status = || {
+        w.admin
+            .code_status(GetCode::parse("demo", "c1").expect("valid"))
+    };
+
+    w.store
+        .set_pushed(&tenant(), &code("c1"), pushed(&["a", "b"]));
+    let synced = status().await.expect("found");
+    assert!(synced.in_sync);
+    assert_eq!(
+        synced.last_pushed,
+        Some(LastPushed {
+            users: vec![staff("a"), staff("b")],
+            pushed_at_ms: NOW_MS - 1,
+            starved: false
+        })
+    );
+
+    w.store
+        .set_pushed(&tenant(), &code("c1"), pushed(&["b", "a"]));
+    assert!(
+        !status().await.expect("found").in_sync,
+        "order matters to rotation"
+    );
+}
+
+#[tokio::test]
+async fn a_starved_code_is_never_in_sync() {
+    let w = world();
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect("stored");
+    w.store.set_pushed(
+        &tenant(),
+        &code("c1"),
+        PushedList {
+            users: vec![staff("a")],
+            pushed_at_ms: NOW_MS - 1,
+            starved: false,
+        },
+    );
+    w.store.insert_staff(&tenant(), &staff("a"), online(false));
+
+    let status = w
+        .admin
+        .code_status(GetCode::parse("demo", "c1").expect("valid"))
+        .await
+        .expect("found");
+
+    assert_eq!(status.outcome, RoutingOutcome::Starved);
+    assert!(status.eligible_now.is_empty());
+    assert!(!status.in_sync);
+}
+
+#[tokio::test]
+async fn the_status_of_an_unknown_code_is_not_found() {
+    let w = world();
+
+    let error = w
+        .admin
+        .code_status(GetCode::parse("demo", "nope").expect("valid"))
+        .await
+        .expect_err("refused");
+
+    assert_eq!(
+        ErrorAnswer::from(&error),
+        ErrorAnswer {
+            status: 404,
+            code: "not_found",
+            detail: "code nope of tenant demo does not exist".into()
+        }
+    );
+}
+
+#[test]
+fn every_exclusion_has_a_wire_name() {
+    assert_eq!(
+        exclusion_name(Exclusion::RejectedByWeCom),
+        "rejected_by_wecom"
+    );
+    assert_eq!(exclusion_name(Exclusion::OverWeComCap), "over_wecom_cap");
+}
