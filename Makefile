@@ -32,7 +32,8 @@ tools: $(VENV)/tools/.installed $(VENV)/ministack/.installed
 
 ## build: sam build through cargo-lambda, one bootstrap per function (no Docker)
 build: $(VENV)/tools/.installed
-	sam build --template-file template.yaml --build-dir .aws-sam/build --beta-features
+	@mkdir -p .aws-sam
+	flock .aws-sam/build.lock sam build --template-file template.yaml --build-dir .aws-sam/build --beta-features
 	@ls -l .aws-sam/build/*/bootstrap
 
 ## local: MiniStack + sandbox on 127.0.0.1, deploy template.yaml, print outputs, stay in the foreground
@@ -72,6 +73,15 @@ test: tools lint
 	$(MAKE) unit
 	$(MAKE) deploy || { $(MAKE) down; exit 1; }
 	$(MAKE) integration; status=$$?; $(MAKE) down; exit $$status
+
+## demo: the local world through a small campaign (tools/demo): deploys, seeds a tenant through
+## the admin API, drives scans through the sandbox, prints the report, stops the world again and
+## exits with the demo's status. Flags for qrsync-demo go in DEMO_ARGS (e.g. DEMO_ARGS="--seed 7").
+demo: tools
+	cargo build -q --locked -p qrsync-demo
+	$(MAKE) deploy || { $(MAKE) down; exit 1; }
+	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
+		cargo run -q --locked -p qrsync-demo -- $(DEMO_ARGS); status=$$?; $(MAKE) down; exit $$status
 
 clean: down
 	rm -rf .aws-sam .local

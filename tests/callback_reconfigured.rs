@@ -91,6 +91,9 @@ async fn set_function_environment(world: &World, variables: HashMap<String, Stri
 #[tokio::test]
 async fn reconfigured_callback_function() -> Result<()> {
     let world = World::connect().await?;
+    world
+        .set_consumer_enabled("RecordFactsFunctionName", false)
+        .await?;
     let original = function_environment(&world).await?;
     let outcome = async {
         reference_vectors_answer_through_the_route(&world, &original).await?;

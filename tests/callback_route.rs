@@ -9,6 +9,9 @@ use shared::wecom::crypto::CallbackCrypto;
 #[tokio::test]
 async fn a_signed_add_event_is_persisted_with_its_code_as_message_group() -> Result<()> {
     let world = World::connect().await?;
+    world
+        .set_consumer_enabled("RecordFactsFunctionName", false)
+        .await?;
     let tenant = world.new_tenant().await?;
     let post = tenant.sign_post(
         &tenant.add_event("code-7", "zhangsan", "wmA", now_secs()),
@@ -34,6 +37,9 @@ async fn a_signed_add_event_is_persisted_with_its_code_as_message_group() -> Res
 #[tokio::test]
 async fn the_same_callback_posted_twice_concurrently_yields_one_inbox_message() -> Result<()> {
     let world = World::connect().await?;
+    world
+        .set_consumer_enabled("RecordFactsFunctionName", false)
+        .await?;
     let tenant = world.new_tenant().await?;
     let event = tenant.add_event("code-1", "lisi", "wmB", now_secs());
     // Two deliveries of one event: WeCom re-encrypts and re-signs a retry, so the copies
@@ -56,6 +62,9 @@ async fn the_same_callback_posted_twice_concurrently_yields_one_inbox_message() 
 #[tokio::test]
 async fn different_customers_in_the_same_second_are_two_messages() -> Result<()> {
     let world = World::connect().await?;
+    world
+        .set_consumer_enabled("RecordFactsFunctionName", false)
+        .await?;
     let tenant = world.new_tenant().await?;
     let now = now_secs();
     for customer in ["wmC1", "wmC2"] {
@@ -69,6 +78,9 @@ async fn different_customers_in_the_same_second_are_two_messages() -> Result<()>
 #[tokio::test]
 async fn events_without_a_code_are_grouped_per_staff_member() -> Result<()> {
     let world = World::connect().await?;
+    world
+        .set_consumer_enabled("RecordFactsFunctionName", false)
+        .await?;
     let tenant = world.new_tenant().await?;
     let event = shared::wecom::callback::write_flat_xml(&[
         ("ToUserName", &tenant.corp_id),
@@ -90,6 +102,9 @@ async fn events_without_a_code_are_grouped_per_staff_member() -> Result<()> {
 #[tokio::test]
 async fn url_verification_answers_the_bare_echostr() -> Result<()> {
     let world = World::connect().await?;
+    world
+        .set_consumer_enabled("RecordFactsFunctionName", false)
+        .await?;
     let tenant = world.new_tenant().await?;
     let crypto = tenant.crypto();
     let echostr = crypto.encrypt("7311951207651374302");
@@ -119,6 +134,9 @@ type BadCase = (&'static str, Vec<(String, String)>, String, u16);
 #[tokio::test]
 async fn bad_input_of_every_kind_is_refused_with_a_4xx_and_nothing_is_persisted() -> Result<()> {
     let world = World::connect().await?;
+    world
+        .set_consumer_enabled("RecordFactsFunctionName", false)
+        .await?;
     let tenant = world.new_tenant().await?;
     let now = now_secs();
     let event = tenant.add_event("code-9", "zhaoliu", "wmBad", now);
@@ -282,6 +300,9 @@ async fn bad_input_of_every_kind_is_refused_with_a_4xx_and_nothing_is_persisted(
 async fn a_sandbox_scan_reaches_the_inbox_through_the_route_once_even_when_delivered_twice(
 ) -> Result<()> {
     let world = World::connect().await?;
+    world
+        .set_consumer_enabled("RecordFactsFunctionName", false)
+        .await?;
     let tenant = world.new_tenant().await?;
     let sandbox = world.sandbox();
     sandbox

@@ -41,3 +41,17 @@ pub trait TenantDirectory: Send + Sync {
 pub trait Inbox: Send + Sync {
     async fn persist(&self, message: &InboxMessage) -> Result<(), StoreError>;
 }
+
+/// A dead-letter queue a consumer moves messages to itself, with their failure class, when
+/// retrying cannot help (the queue's own redrive only counts receives).
+#[async_trait::async_trait]
+pub trait DeadLetters: Send + Sync {
+    async fn park(
+        &self,
+        group: &str,
+        message_id: &str,
+        body: &str,
+        failure_class: &str,
+        reason: &str,
+    ) -> Result<(), StoreError>;
+}

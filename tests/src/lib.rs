@@ -5,16 +5,21 @@
 //! Settings: `QRSYNC_STACK` (default `qrsync-local`), `QRSYNC_SANDBOX_URL`, and optionally
 //! `QRSYNC_API_URL` to override the API base derived for MiniStack.
 
+mod admin;
 mod sandbox;
+mod tenant_setup;
 
+pub use admin::Admin;
 pub use sandbox::Sandbox;
+pub use tenant_setup::LiveTenant;
 
 use anyhow::{anyhow, Context, Result};
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use rand::distributions::{Alphanumeric, DistString};
-use shared::adapters::dynamodb::{DynamoTenantDirectory, TenantProfile};
+use shared::adapters::dynamodb::DynamoStore;
 use shared::intake::InboxMessage;
 use shared::tenants::TenantId;
+use shared::tenants::TenantProfile;
 use shared::wecom::callback::{write_flat_xml, Envelope};
 use shared::wecom::crypto::CallbackCrypto;
 use std::collections::HashMap;
@@ -34,6 +39,7 @@ pub fn random_id(len: usize) -> String {
 
 /// The deployed stack, its outputs and clients for it.
 pub struct World {
+    pub aws: aws_config::SdkConfig,
     pub outputs: HashMap<String, String>,
     pub api_url: String,
     pub sandbox_url: String,
@@ -78,6 +84,7 @@ impl World {
         let sandbox_url =
             std::env::var("QRSYNC_SANDBOX_URL").unwrap_or_else(|_| "http://127.0.0.1:4580".into());
         Ok(Self {
+            aws: aws.clone(),
             outputs,
             api_url,
             sandbox_url,
@@ -88,6 +95,78 @@ impl World {
             dynamodb: aws_sdk_dynamodb::Client::new(&aws),
             lambda: aws_sdk_lambda::Client::new(&aws),
         })
+    }
+
+    /// Pauses or resumes a function's SQS event source mapping, as an operator would, and
+    /// waits until Lambda reports the new state. The callback tests read inbox.fifo
+    /// themselves, so they pause its consumer; the pipeline tests need it running.
+    pub async fn set_consumer_enabled(&self, function_output: &str, enabled: bool) -> Result<()> {
+        let function = self.output(function_output);
+        let mappings = self
+            .lambda
+            .list_event_source_mappings()
+            .function_name(function)
+            .send()
+            .await?;
+        for mapping in mappings.event_source_mappings() {
+            let uuid = mapping.uuid().unwrap_or_default();
+            self.lambda
+                .update_event_source_mapping()
+                .uuid(uuid)
+                .enabled(enabled)
+                .send()
+                .await?;
+            let wanted = if enabled { "Enabled" } else { "Disabled" };
+            eventually(
+                "event source mapping state",
+                Duration::from_secs(60),
+                || async {
+                    let state = self
+                        .lambda
+                        .get_event_source_mapping()
+                        .uuid(uuid)
+                        .send()
+                        .await?;
+                    Ok((state.state() == Some(wanted)).then_some(()))
+                },
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Messages in a queue, visible, in flight or delayed.
+    pub async fn queue_depth(&self, queue_output: &str) -> Result<u64> {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let attributes = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(self.output(queue_output))
+            .attribute_names(A::ApproximateNumberOfMessages)
+            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+            .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+            .send()
+            .await?;
+        Ok(attributes
+            .attributes()
+            .map(|a| a.values().filter_map(|v| v.parse::<u64>().ok()).sum())
+            .unwrap_or(0))
+    }
+
+    /// Waits until inbox.fifo and refresh.fifo are both empty, twice in a row.
+    pub async fn wait_until_drained(&self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut empty_polls = 0;
+        while empty_polls < 2 {
+            let depth = self.queue_depth("InboxQueueUrl").await?
+                + self.queue_depth("RefreshQueueUrl").await?;
+            empty_polls = if depth == 0 { empty_polls + 1 } else { 0 };
+            if Instant::now() > deadline {
+                return Err(anyhow!("queues not drained within 120 s"));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(())
     }
 
     pub fn output(&self, key: &str) -> &str {
@@ -108,7 +187,7 @@ impl World {
     }
 
     pub async fn register(&self, tenant: &TestTenant) -> Result<()> {
-        DynamoTenantDirectory::new(self.dynamodb.clone(), self.output("TableName").to_owned())
+        DynamoStore::new(self.dynamodb.clone(), self.output("TableName").to_owned())
             .put_profile(
                 &TenantId::parse(&tenant.id)?,
                 &TenantProfile {
@@ -116,6 +195,8 @@ impl World {
                     callback_token: tenant.token.clone(),
                     encoding_aes_key: tenant.aes_key.clone(),
                     corp_secret: tenant.corp_secret.clone(),
+                    timezone: Default::default(),
+                    company_daily_cap: None,
                 },
             )
             .await?;

@@ -73,7 +73,8 @@ def wait_until(what: str, check, timeout: float, process: subprocess.Popen | Non
 
 
 def pid_file(name: str) -> Path:
-    return STATE / f"{name}.pid"
+    # Named by port, so two local worlds of one checkout (on other ports) keep apart.
+    return STATE / f"{name}-{AWS_PORT}.pid"
 
 
 def running_pid(name: str) -> int | None:
@@ -94,7 +95,7 @@ def start(name: str, command: list[str], env: dict[str, str], health: str, timeo
             f"something not started by this project answers at {health}; stop it or set the port"
         )
     STATE.mkdir(exist_ok=True)
-    output = open(STATE / f"{name}.log", "ab")
+    output = open(STATE / f"{name}-{AWS_PORT}.log", "ab")
     process = subprocess.Popen(
         command,
         cwd=ROOT,
@@ -106,7 +107,7 @@ def start(name: str, command: list[str], env: dict[str, str], health: str, timeo
     )
     pid_file(name).write_text(str(process.pid))
     wait_until(name, lambda: answers(health), timeout, process)
-    log(f"{name} up (pid {process.pid}), log in {STATE / (name + '.log')}")
+    log(f"{name} up (pid {process.pid}), log in {STATE / f'{name}-{AWS_PORT}.log'}")
 
 
 def stop(name: str) -> None:
@@ -146,7 +147,7 @@ def up() -> None:
             "GATEWAY_PORT": str(AWS_PORT),
             "BIND_HOST": "127.0.0.1",
             "MINISTACK_HOST": "127.0.0.1",
-            "STATE_DIR": str(STATE / "ministack-state"),
+            "STATE_DIR": str(STATE / f"ministack-state-{AWS_PORT}"),
             "PERSIST_STATE": "0",
             "LOG_LEVEL": os.environ.get("MINISTACK_LOG_LEVEL", "WARNING"),
         },
@@ -198,9 +199,10 @@ def deploy() -> None:
         "--no-fail-on-empty-changeset",
         "--no-progressbar",
     ]
-    overrides = os.environ.get("QRSYNC_PARAMETER_OVERRIDES")
-    if overrides:
-        command += ["--parameter-overrides", overrides]
+    # Locally WeCom is the sandbox; anything else comes from QRSYNC_PARAMETER_OVERRIDES.
+    overrides = [f"WeComApiBaseUrl={SANDBOX_URL}"]
+    overrides += os.environ.get("QRSYNC_PARAMETER_OVERRIDES", "").split()
+    command += ["--parameter-overrides", *overrides]
     log(f"sam deploy --stack-name {STACK} (to {AWS_URL})")
     subprocess.run(command, cwd=ROOT, env={**os.environ, **AWS_ENV, "SAM_CLI_TELEMETRY": "0"}, check=True)
     write_outputs()
@@ -226,7 +228,7 @@ def write_outputs() -> dict[str, str]:
     outputs = stack_outputs()
     everything = {**outputs, **local_urls(outputs)}
     STATE.mkdir(exist_ok=True)
-    (STATE / "stack.json").write_text(json.dumps(everything, indent=2) + "\n")
+    (STATE / f"stack-{STACK}-{AWS_PORT}.json").write_text(json.dumps(everything, indent=2) + "\n")
     return everything
 
 

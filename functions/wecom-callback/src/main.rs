@@ -5,7 +5,7 @@ mod handler;
 
 use aws_config::timeout::TimeoutConfig;
 use lambda_http::{run, service_fn, tracing, Error};
-use shared::adapters::dynamodb::DynamoTenantDirectory;
+use shared::adapters::dynamodb::DynamoStore;
 use shared::adapters::sqs::SqsInbox;
 use shared::intake::Intake;
 use shared::tenants::cache::CachedTenantDirectory;
@@ -17,7 +17,7 @@ async fn main() -> Result<(), Error> {
     let config = config::Config::from_env()?;
     let aws = aws_config::load_from_env().await;
     let tenants = CachedTenantDirectory::new(
-        DynamoTenantDirectory::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name),
+        DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name),
         config.tenant_cache_ttl,
     );
     // WeCom gives up after 5 s; answering 503 in time lets its retry start sooner than a

@@ -1,7 +1,8 @@
-//! Implementations of `crate::ports`: DynamoDB and SQS for the deployed functions, in-memory
-//! fakes for unit tests.
+//! Implementations of the ports: DynamoDB, SQS and WeCom for the deployed functions,
+//! in-memory fakes for unit tests.
 
 pub mod dynamodb;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 pub mod sqs;
+mod wecom;

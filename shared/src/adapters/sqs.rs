@@ -1,7 +1,9 @@
-//! `Inbox` on an SQS FIFO queue.
+//! SQS FIFO queues: the inbox (stored callbacks) and the refresh queue (refresh reasons).
 
+use crate::facts::ReasonQueue;
 use crate::intake::InboxMessage;
 use crate::ports::{Inbox, StoreError};
+use crate::refresh::RefreshReason;
 
 pub struct SqsInbox {
     client: aws_sdk_sqs::Client,
@@ -27,6 +29,85 @@ impl Inbox for SqsInbox {
             .send()
             .await
             .map_err(|e| StoreError::new("inbox queue", e.into_service_error()))?;
+        Ok(())
+    }
+}
+
+/// `ReasonQueue` on refresh.fifo: one message group per code, deduplicated by fact.
+pub struct SqsReasonQueue {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+impl SqsReasonQueue {
+    pub fn new(client: aws_sdk_sqs::Client, queue_url: String) -> Self {
+        Self { client, queue_url }
+    }
+}
+
+#[async_trait::async_trait]
+impl ReasonQueue for SqsReasonQueue {
+    #[tracing::instrument(skip_all, fields(tenant = %reason.tenant, code = %reason.code, cause = ?reason.cause))]
+    async fn send(&self, reason: &RefreshReason) -> Result<(), StoreError> {
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_group_id(reason.group_id())
+            .message_deduplication_id(reason.deduplication_id())
+            .message_body(reason.to_json())
+            .send()
+            .await
+            .map_err(|e| StoreError::new("refresh queue", e.into_service_error()))?;
+        Ok(())
+    }
+}
+
+/// `DeadLetters` on a FIFO dead-letter queue. The class and reason travel as message
+/// attributes so an operator can filter and replay by class.
+pub struct SqsDeadLetters {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+impl SqsDeadLetters {
+    pub fn new(client: aws_sdk_sqs::Client, queue_url: String) -> Self {
+        Self { client, queue_url }
+    }
+}
+
+fn text_attribute(value: &str) -> Result<aws_sdk_sqs::types::MessageAttributeValue, StoreError> {
+    aws_sdk_sqs::types::MessageAttributeValue::builder()
+        .data_type("String")
+        .string_value(value)
+        .build()
+        .map_err(|e| StoreError::new("dead-letter queue", e))
+}
+
+#[async_trait::async_trait]
+impl crate::ports::DeadLetters for SqsDeadLetters {
+    async fn park(
+        &self,
+        group: &str,
+        message_id: &str,
+        body: &str,
+        failure_class: &str,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        // SQS caps message attribute values at 256 KiB, reasons are short; keep them so.
+        let reason: String = reason.chars().take(1000).collect();
+        let group = if group.is_empty() { "unknown" } else { group };
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_group_id(group)
+            .message_deduplication_id(message_id)
+            .message_body(body)
+            .message_attributes("failure_class", text_attribute(failure_class)?)
+            .message_attributes("failure_reason", text_attribute(&reason)?)
+            .message_attributes("original_message_id", text_attribute(message_id)?)
+            .send()
+            .await
+            .map_err(|e| StoreError::new("dead-letter queue", e.into_service_error()))?;
         Ok(())
     }
 }

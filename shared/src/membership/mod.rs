@@ -5,7 +5,7 @@
 
 mod staff;
 
-pub use staff::{InvalidStaffId, StaffId};
+pub use staff::{CodeId, InvalidCodeId, InvalidStaffId, StaffId};
 
 use std::collections::HashMap;
 
@@ -73,10 +73,6 @@ impl StaffFacts {
         employment: Employment::Active,
         rejected_by_wecom: false,
     };
-
-    fn usable(&self) -> bool {
-        self.employment == Employment::Active && !self.rejected_by_wecom
-    }
 }
 
 /// Adds counted for one staff member on the tenant's current day.

@@ -1,6 +1,9 @@
 //! Tenants (WeCom corps) and the settings the callback needs to trust their callbacks.
 
 pub mod cache;
+mod day;
+
+pub use day::{tenant_day, Timezone, DEFAULT_TIMEZONE};
 
 use crate::wecom::crypto::{CallbackCrypto, CryptoError};
 use std::fmt;
@@ -69,6 +72,39 @@ impl fmt::Debug for CallbackSettings {
             .field("callback_token", &"[redacted]")
             .field("encoding_aes_key", &"[redacted]")
             .finish()
+    }
+}
+
+/// A tenant's stored profile: its WeCom corp, the secrets qrsync holds for it, and its rules.
+/// `Debug` shows none of the secrets.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TenantProfile {
+    pub corp_id: String,
+    pub callback_token: String,
+    pub encoding_aes_key: String,
+    pub corp_secret: String,
+    pub timezone: Timezone,
+    /// Adds per staff member per tenant-day across all codes; `None` is off.
+    pub company_daily_cap: Option<u32>,
+}
+
+impl fmt::Debug for TenantProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TenantProfile")
+            .field("corp_id", &self.corp_id)
+            .field("timezone", &self.timezone)
+            .field("company_daily_cap", &self.company_daily_cap)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TenantProfile {
+    pub fn callback_settings(&self) -> CallbackSettings {
+        CallbackSettings {
+            corp_id: self.corp_id.clone(),
+            callback_token: self.callback_token.clone(),
+            encoding_aes_key: self.encoding_aes_key.clone(),
+        }
     }
 }
 

@@ -1,0 +1,29 @@
+//! Wiring only: configuration, clients and adapters are built once per container.
+
+mod config;
+mod handler;
+
+use lambda_runtime::{run, service_fn, tracing, Error};
+use shared::adapters::dynamodb::DynamoStore;
+use shared::adapters::sqs::{SqsDeadLetters, SqsReasonQueue};
+use shared::facts::FactRecorder;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tracing::init_default_subscriber();
+    let config = config::Config::from_env()?;
+    let aws = aws_config::load_from_env().await;
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
+    let recorder = FactRecorder::new(
+        store.clone(),
+        store,
+        SqsReasonQueue::new(sqs.clone(), config.refresh_queue_url),
+        shared::system_clock,
+    );
+    let dead_letters = SqsDeadLetters::new(sqs, config.dead_letter_queue_url);
+    run(service_fn(|event| {
+        handler::handle(&recorder, &dead_letters, event)
+    }))
+    .await
+}

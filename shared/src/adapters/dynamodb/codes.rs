@@ -1,0 +1,443 @@
+//! Codes, staff, the staff -> codes index, and the refresh function's push records.
+
+use super::{
+    corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, strings, unavailable,
+    DynamoStore, Item,
+};
+use crate::membership::{CodeConfig, CodeId, DailyCounts, Employment, StaffFacts, StaffId};
+use crate::ports::StoreError;
+use crate::refresh::{CodeFacts, CodeSnapshot, PushRecord, PushedList, StoredCode, Tally};
+use crate::tenants::{tenant_day, TenantId};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use std::collections::{BTreeSet, HashMap};
+
+/// Push history is kept for reports and audits, then collected.
+const PUSH_LOG_TTL_SECS: u64 = 30 * 24 * 3600;
+
+/// A code item as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeRecord {
+    pub code: StoredCode,
+    pub version: u64,
+    pub created_at_ms: u64,
+    pub updated_at_ms: u64,
+}
+
+/// Which staff -> code index entries an edit added and removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SeatChange {
+    pub added: Vec<StaffId>,
+    pub removed: Vec<StaffId>,
+}
+
+fn seated(config: &CodeConfig) -> BTreeSet<StaffId> {
+    config
+        .members
+        .iter()
+        .chain(&config.fallback)
+        .cloned()
+        .collect()
+}
+
+fn code_from(item: &Item) -> Result<CodeRecord, StoreError> {
+    let config: CodeConfig =
+        serde_json::from_str(get_s(item, "config").ok_or_else(|| corrupt("code config"))?)
+            .map_err(|_| corrupt("code config"))?;
+    Ok(CodeRecord {
+        code: StoredCode {
+            config,
+            config_id: get_s(item, "config_id").map(str::to_owned),
+        },
+        version: get_n(item, "version").unwrap_or(0),
+        created_at_ms: get_n(item, "created_at_ms").unwrap_or(0),
+        updated_at_ms: get_n(item, "updated_at_ms").unwrap_or(0),
+    })
+}
+
+fn staff_from(item: &Item) -> StaffFacts {
+    StaffFacts {
+        online: get_bool(item, "online").unwrap_or(false),
+        employment: match get_s(item, "employment") {
+            Some("resigned") => Employment::Resigned,
+            Some("disabled") => Employment::Disabled,
+            _ => Employment::Active,
+        },
+        rejected_by_wecom: get_bool(item, "rejected_by_wecom").unwrap_or(false),
+    }
+}
+
+fn parse_staff(raw: &[String]) -> Vec<StaffId> {
+    raw.iter().filter_map(|u| StaffId::parse(u).ok()).collect()
+}
+
+impl DynamoStore {
+    pub async fn code(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+    ) -> Result<Option<CodeRecord>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::code(code))))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        output.item.as_ref().map(code_from).transpose()
+    }
+
+    /// Creates or replaces a code's configuration and keeps the staff -> codes index in step,
+    /// in one transaction conditioned on the version read, so two concurrent edits cannot
+    /// leave the index describing a configuration that lost.
+    pub async fn put_code(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        config: &CodeConfig,
+        now_ms: u64,
+    ) -> Result<(CodeRecord, SeatChange), StoreError> {
+        let previous = self.code(tenant, code).await?;
+        let pk = keys::tenant(tenant);
+        let before = previous
+            .as_ref()
+            .map(|p| seated(&p.code.config))
+            .unwrap_or_default();
+        let after = seated(config);
+        let change = SeatChange {
+            added: after.difference(&before).cloned().collect(),
+            removed: before.difference(&after).cloned().collect(),
+        };
+        let version = previous.as_ref().map_or(1, |p| p.version + 1);
+        let created_at_ms = previous.as_ref().map_or(now_ms, |p| p.created_at_ms);
+        let mut item = key(pk.clone(), keys::code(code));
+        item.insert(
+            "config".into(),
+            s(serde_json::to_string(config).map_err(|_| corrupt("config"))?),
+        );
+        item.insert("version".into(), n(version));
+        item.insert("created_at_ms".into(), n(created_at_ms));
+        item.insert("updated_at_ms".into(), n(now_ms));
+        if let Some(config_id) = previous.as_ref().and_then(|p| p.code.config_id.clone()) {
+            item.insert("config_id".into(), s(config_id));
+        }
+        let mut put = Put::builder().table_name(&self.table).set_item(Some(item));
+        put = match &previous {
+            Some(p) => put
+                .condition_expression("version = :seen")
+                .expression_attribute_values(":seen", n(p.version)),
+            None => put.condition_expression("attribute_not_exists(pk)"),
+        };
+        let mut writes = vec![TransactWriteItem::builder()
+            .put(put.build().map_err(unavailable)?)
+            .build()];
+        for staff in &change.added {
+            let seat = key(pk.clone(), keys::seat(staff, code));
+            writes.push(
+                TransactWriteItem::builder()
+                    .put(
+                        Put::builder()
+                            .table_name(&self.table)
+                            .set_item(Some(seat))
+                            .build()
+                            .map_err(unavailable)?,
+                    )
+                    .build(),
+            );
+        }
+        for staff in &change.removed {
+            writes.push(
+                TransactWriteItem::builder()
+                    .delete(
+                        Delete::builder()
+                            .table_name(&self.table)
+                            .set_key(Some(key(pk.clone(), keys::seat(staff, code))))
+                            .build()
+                            .map_err(unavailable)?,
+                    )
+                    .build(),
+            );
+        }
+        // DynamoDB transactions take at most 100 items; a code lists at most a few hundred
+        // staff, and an edit rarely changes more than a handful of seats.
+        for chunk in writes.chunks(100) {
+            self.client
+                .transact_write_items()
+                .set_transact_items(Some(chunk.to_vec()))
+                .send()
+                .await
+                .map_err(|e| unavailable(e.into_service_error()))?;
+        }
+        let record = CodeRecord {
+            code: StoredCode {
+                config: config.clone(),
+                config_id: previous.and_then(|p| p.code.config_id),
+            },
+            version,
+            created_at_ms,
+            updated_at_ms: now_ms,
+        };
+        Ok((record, change))
+    }
+
+    /// Stores the WeCom contact way created for a code; refuses to overwrite another one.
+    pub async fn set_config_id(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        config_id: &str,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::code(code))))
+            .update_expression("SET config_id = :id")
+            .condition_expression("attribute_exists(pk) AND attribute_not_exists(config_id)")
+            .expression_attribute_values(":id", s(config_id))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(unavailable(e.into_service_error())),
+        }
+    }
+
+    /// Every code the staff member sits on, through the index (a query, never a scan).
+    pub async fn codes_of_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        let prefix = keys::seats_of(staff);
+        let mut codes = Vec::new();
+        let mut start = None;
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":pk", s(keys::tenant(tenant)))
+                .expression_attribute_values(":prefix", s(&prefix))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| unavailable(e.into_service_error()))?;
+            for item in output.items() {
+                if let Some(code) = get_s(item, keys::SK).and_then(|sk| sk.strip_prefix(&prefix)) {
+                    codes.push(CodeId::parse(code).map_err(|_| corrupt("seat"))?);
+                }
+            }
+            start = output.last_evaluated_key;
+            if start.is_none() {
+                return Ok(codes);
+            }
+        }
+    }
+
+    /// Every item of a tenant whose sort key starts with `prefix`, e.g. a code's push history.
+    pub async fn query_prefix(
+        &self,
+        tenant: &TenantId,
+        prefix: &str,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":pk", s(keys::tenant(tenant)))
+                .expression_attribute_values(":prefix", s(prefix))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| unavailable(e.into_service_error()))?;
+            items.extend(output.items.unwrap_or_default());
+            start = output.last_evaluated_key;
+            if start.is_none() {
+                return Ok(items);
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CodeFacts for DynamoStore {
+    #[tracing::instrument(skip(self), fields(tenant = %tenant, code = %code))]
+    async fn snapshot(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        now_ms: u64,
+    ) -> Result<Option<CodeSnapshot>, StoreError> {
+        let pk = keys::tenant(tenant);
+        let first = self
+            .batch_get(vec![
+                key(pk.clone(), keys::PROFILE.to_owned()),
+                key(pk.clone(), keys::code(code)),
+                key(pk.clone(), keys::pushed(code)),
+            ])
+            .await?;
+        let by_sk: HashMap<String, Item> = first
+            .into_iter()
+            .filter_map(|item| Some((get_s(&item, keys::SK)?.to_owned(), item)))
+            .collect();
+        let (Some(profile), Some(code_item)) =
+            (by_sk.get(keys::PROFILE), by_sk.get(&keys::code(code)))
+        else {
+            return Ok(None);
+        };
+        let profile = Self::profile_from(profile)?;
+        let record = code_from(code_item)?;
+        let last_pushed = by_sk.get(&keys::pushed(code)).map(|item| PushedList {
+            users: parse_staff(&get_strings(item, "users")),
+            pushed_at_ms: get_n(item, "pushed_at_ms").unwrap_or(0),
+            starved: get_bool(item, "starved").unwrap_or(false),
+        });
+
+        let day = tenant_day(now_ms, profile.timezone);
+        let people = seated(&record.code.config);
+        let mut wanted = Vec::with_capacity(people.len() * 3);
+        for staff in &people {
+            wanted.push(key(pk.clone(), keys::staff(staff)));
+            wanted.push(key(pk.clone(), keys::adds_today_on_code(&day, code, staff)));
+            wanted.push(key(pk.clone(), keys::adds_today_all_codes(&day, staff)));
+        }
+        let second: HashMap<String, Item> = self
+            .batch_get(wanted)
+            .await?
+            .into_iter()
+            .filter_map(|item| Some((get_s(&item, keys::SK)?.to_owned(), item)))
+            .collect();
+        let mut staff = HashMap::new();
+        let mut today = HashMap::new();
+        for person in people {
+            if let Some(item) = second.get(&keys::staff(&person)) {
+                staff.insert(person.clone(), staff_from(item));
+            }
+            let adds = |sk: String| {
+                second
+                    .get(&sk)
+                    .and_then(|item| get_n::<u32>(item, "adds"))
+                    .unwrap_or(0)
+            };
+            today.insert(
+                person.clone(),
+                DailyCounts {
+                    on_code: adds(keys::adds_today_on_code(&day, code, &person)),
+                    all_codes: adds(keys::adds_today_all_codes(&day, &person)),
+                },
+            );
+        }
+        Ok(Some(CodeSnapshot {
+            profile,
+            code: record.code,
+            staff,
+            today,
+            last_pushed,
+        }))
+    }
+
+    async fn record_push(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        push: &PushRecord,
+    ) -> Result<(), StoreError> {
+        let pk = keys::tenant(tenant);
+        let users = push.users.iter().map(|u| u.as_str().to_owned());
+        let mut pushed = key(pk.clone(), keys::pushed(code));
+        pushed.insert("users".into(), strings(users.clone()));
+        pushed.insert("pushed_at_ms".into(), n(push.pushed_at_ms));
+        pushed.insert("fallback".into(), AttributeValue::Bool(push.fallback));
+        pushed.insert("starved".into(), AttributeValue::Bool(false));
+        // Two pushes of one code in the same millisecond must not overwrite each other's entry.
+        let nonce = format!("{:06}", rand::random::<u32>() % 1_000_000);
+        let mut log = key(pk, keys::push_log(code, push.pushed_at_ms, &nonce));
+        log.insert("users".into(), strings(users));
+        log.insert("pushed_at_ms".into(), n(push.pushed_at_ms));
+        log.insert("fallback".into(), AttributeValue::Bool(push.fallback));
+        log.insert(
+            "fact_at_ms".into(),
+            AttributeValue::L(push.fact_at_ms.iter().map(n).collect()),
+        );
+        log.insert(
+            keys::EXPIRES_AT.into(),
+            n(push.pushed_at_ms / 1000 + PUSH_LOG_TTL_SECS),
+        );
+        let writes = [pushed, log]
+            .into_iter()
+            .map(|item| {
+                Ok(TransactWriteItem::builder()
+                    .put(
+                        Put::builder()
+                            .table_name(&self.table)
+                            .set_item(Some(item))
+                            .build()
+                            .map_err(unavailable)?,
+                    )
+                    .build())
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        self.client
+            .transact_write_items()
+            .set_transact_items(Some(writes))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+
+    async fn record_starved(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        at_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::pushed(code))))
+            .update_expression("SET starved = :yes, starved_at_ms = :at")
+            .expression_attribute_values(":yes", AttributeValue::Bool(true))
+            .expression_attribute_values(":at", n(at_ms))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+
+    async fn record_tally(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        tally: &Tally,
+    ) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::refresh_tally(day))))
+            .update_expression("ADD reasons :r, recomputes :c, pushes :p, unchanged :u, starved :s")
+            .expression_attribute_values(":r", n(tally.reasons))
+            .expression_attribute_values(":c", n(tally.recomputes))
+            .expression_attribute_values(":p", n(tally.pushes))
+            .expression_attribute_values(":u", n(tally.unchanged))
+            .expression_attribute_values(":s", n(tally.starved))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+}

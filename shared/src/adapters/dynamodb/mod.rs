@@ -1,0 +1,120 @@
+//! The DynamoDB adapter: one table holds every item, and `DynamoStore` implements every port
+//! that reads or writes it. `keys` is the only place that knows how items are keyed.
+
+mod admin;
+mod codes;
+pub mod keys;
+mod ledger;
+mod tenants;
+
+pub use codes::{CodeRecord, SeatChange};
+
+use crate::ports::StoreError;
+use aws_sdk_dynamodb::types::AttributeValue;
+use std::collections::HashMap;
+
+pub(crate) type Item = HashMap<String, AttributeValue>;
+
+#[derive(Clone)]
+pub struct DynamoStore {
+    client: aws_sdk_dynamodb::Client,
+    table: String,
+}
+
+impl DynamoStore {
+    pub fn new(client: aws_sdk_dynamodb::Client, table: String) -> Self {
+        Self { client, table }
+    }
+}
+
+fn unavailable(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::new("table", error)
+}
+
+fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+fn key(pk: String, sk: String) -> Item {
+    HashMap::from([(keys::PK.to_owned(), s(pk)), (keys::SK.to_owned(), s(sk))])
+}
+
+fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+}
+
+fn get_n<T: std::str::FromStr>(item: &Item, name: &str) -> Option<T> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+fn get_bool(item: &Item, name: &str) -> Option<bool> {
+    item.get(name).and_then(|v| v.as_bool().ok()).copied()
+}
+
+fn get_strings(item: &Item, name: &str) -> Vec<String> {
+    item.get(name)
+        .and_then(|v| v.as_l().ok())
+        .map(|list| list.iter().filter_map(|v| v.as_s().ok().cloned()).collect())
+        .unwrap_or_default()
+}
+
+fn strings(values: impl IntoIterator<Item = impl Into<String>>) -> AttributeValue {
+    AttributeValue::L(values.into_iter().map(|v| s(v)).collect())
+}
+
+fn corrupt(what: &str) -> StoreError {
+    StoreError::new("table", format!("stored item is malformed: {what}"))
+}
+
+impl DynamoStore {
+    /// Strongly consistent `BatchGetItem` of any number of keys, retrying unprocessed keys.
+    async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+        let mut found = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(100) {
+            let mut pending = chunk.to_vec();
+            let mut attempts = 0;
+            while !pending.is_empty() {
+                attempts += 1;
+                let request = aws_sdk_dynamodb::types::KeysAndAttributes::builder()
+                    .set_keys(Some(pending))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(unavailable)?;
+                let output = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, request)
+                    .send()
+                    .await
+                    .map_err(|e| unavailable(e.into_service_error()))?;
+                if let Some(mut responses) = output.responses {
+                    found.extend(responses.remove(&self.table).unwrap_or_default());
+                }
+                pending = output
+                    .unprocessed_keys
+                    .and_then(|mut u| u.remove(&self.table))
+                    .map(|k| k.keys)
+                    .unwrap_or_default();
+                if !pending.is_empty() {
+                    if attempts >= 8 {
+                        return Err(StoreError::new(
+                            "table",
+                            "BatchGetItem left keys unprocessed",
+                        ));
+                    }
+                    // Unprocessed keys mean throttling: back off before asking again.
+                    tokio::time::sleep(std::time::Duration::from_millis(25 << attempts)).await;
+                }
+            }
+        }
+        Ok(found)
+    }
+}

@@ -1,0 +1,47 @@
+//! MISSION rule 7, "ack and redeliver, never hold a stream": a failing code must not stall
+//! other codes. SQS FIFO partial batch responses, the order-safe way: after a message of a
+//! group fails, every later message of that group in the batch is reported as failed too
+//! (so the group is redelivered in order), while other groups carry on.
+
+use std::collections::HashSet;
+
+#[derive(Debug, Default)]
+pub struct PartialBatch {
+    failed_groups: HashSet<String>,
+    failed_messages: Vec<String>,
+}
+
+impl PartialBatch {
+    /// True when an earlier message of `group` failed in this batch: this one must not be
+    /// processed out of order, only reported.
+    pub fn group_failed(&self, group: &str) -> bool {
+        self.failed_groups.contains(group)
+    }
+
+    pub fn fail(&mut self, group: &str, message_id: &str) {
+        self.failed_groups.insert(group.to_owned());
+        self.failed_messages.push(message_id.to_owned());
+    }
+
+    /// The message ids to report in `batchItemFailures`.
+    pub fn failures(self) -> Vec<String> {
+        self.failed_messages
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_fails_the_rest_of_its_group_but_not_other_groups() {
+        let batch = [("a", "1"), ("b", "2"), ("a", "3"), ("b", "4")];
+        let mut result = PartialBatch::default();
+        for (group, id) in batch {
+            if result.group_failed(group) || id == "1" {
+                result.fail(group, id);
+            }
+        }
+        assert_eq!(result.failures(), ["1", "3"]);
+    }
+}

@@ -1,0 +1,124 @@
+//! A tenant set up the way the platform does it: its corp in WeCom (the sandbox) with the
+//! callback URL pointing at the deployed route, and its profile, staff and codes through the
+//! admin API.
+
+use crate::{random_id, TestTenant, World};
+use anyhow::{ensure, Result};
+use serde_json::{json, Value};
+use shared::adapters::dynamodb::{keys, DynamoStore};
+use shared::membership::{CodeId, StaffId};
+use shared::tenants::TenantId;
+
+pub struct LiveTenant<'a> {
+    pub world: &'a World,
+    pub tenant: TestTenant,
+    pub staff: Vec<String>,
+}
+
+impl<'a> LiveTenant<'a> {
+    /// A fresh tenant with `staff` in its WeCom directory, all online.
+    pub async fn create(world: &'a World, staff: usize) -> Result<Self> {
+        let tenant = TestTenant::random();
+        let staff: Vec<String> = (0..staff)
+            .map(|i| format!("s{i}-{}", random_id(4)))
+            .collect();
+        let users: Vec<&str> = staff.iter().map(String::as_str).collect();
+        world
+            .sandbox()
+            .add_corp(&tenant, Some(&world.callback_url(&tenant.id)), &users)
+            .await?;
+        world
+            .admin()
+            .put(
+                &format!("/tenants/{}", tenant.id),
+                json!({
+                    "corp_id": tenant.corp_id,
+                    "corp_secret": tenant.corp_secret,
+                    "callback_token": tenant.token,
+                    "encoding_aes_key": tenant.aes_key,
+                }),
+            )
+            .await?;
+        let live = Self {
+            world,
+            tenant,
+            staff,
+        };
+        for person in &live.staff {
+            live.set_online(person, true).await?;
+        }
+        Ok(live)
+    }
+
+    pub async fn set_online(&self, staff: &str, online: bool) -> Result<Value> {
+        self.world
+            .admin()
+            .put(
+                &format!("/tenants/{}/staff/{staff}", self.tenant.id),
+                json!({ "online": online }),
+            )
+            .await
+    }
+
+    /// Creates (or edits) a native code with the offline check on; answers its config id.
+    pub async fn put_code(
+        &self,
+        code: &str,
+        members: &[&str],
+        daily_limit: Option<u32>,
+    ) -> Result<String> {
+        let answer = self
+            .world
+            .admin()
+            .put(
+                &format!("/tenants/{}/codes/{code}", self.tenant.id),
+                json!({
+                    "family": "native",
+                    "members": members,
+                    "switches": {"offline_check": true, "daily_limit": daily_limit},
+                }),
+            )
+            .await?;
+        let config_id = answer["config_id"].as_str().unwrap_or_default().to_owned();
+        ensure!(!config_id.is_empty(), "no config id in {answer}");
+        Ok(config_id)
+    }
+
+    /// The user list WeCom (the sandbox) holds for a contact way now.
+    pub async fn wecom_list(&self, config_id: &str) -> Result<Vec<String>> {
+        let way = self
+            .world
+            .sandbox()
+            .get(&format!("/_sandbox/contact-ways/{config_id}"))
+            .await?;
+        let users = way["user"]
+            .as_array()
+            .or_else(|| way["contact_way"]["user"].as_array())
+            .cloned()
+            .unwrap_or_default();
+        Ok(users
+            .iter()
+            .filter_map(|u| u.as_str().map(str::to_owned))
+            .collect())
+    }
+
+    /// Adds counted in total for `staff` through `code`.
+    pub async fn adds_counted(&self, code: &str, staff: &str) -> Result<u64> {
+        let store = DynamoStore::new(
+            self.world.dynamodb.clone(),
+            self.world.output("TableName").to_owned(),
+        );
+        let prefix = keys::adds_total(&CodeId::parse(code)?, &StaffId::parse(staff)?);
+        let items = store
+            .query_prefix(&TenantId::parse(&self.tenant.id)?, &prefix)
+            .await?;
+        Ok(items
+            .iter()
+            .filter_map(|item| {
+                item.get("adds")
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|n| n.parse::<u64>().ok())
+            })
+            .sum())
+    }
+}
