@@ -1,0 +1,185 @@
+//! The campaign's cast, drawn from the seed: staff, codes and their members, which codes have
+//! a daily limit or a fallback, who goes offline and when.
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub seed: u64,
+    pub staff: usize,
+    pub codes: usize,
+    pub limited_codes: usize,
+    pub daily_limit: u32,
+    pub limited_weight: usize,
+    pub fallback_codes: usize,
+    pub offline: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct CodePlan {
+    pub id: String,
+    pub members: Vec<String>,
+    pub fallback: Vec<String>,
+    pub daily_limit: Option<u32>,
+    /// How often the code appears in the campaign's list (the sandbox draws uniformly).
+    pub weight: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct OfflineFlip {
+    pub staff: String,
+    /// Flip once this fraction of the campaign's scans has started.
+    pub at_fraction: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub staff: Vec<String>,
+    pub codes: Vec<CodePlan>,
+    pub offline: Vec<OfflineFlip>,
+}
+
+/// Staff kept as fallback: never taken offline and never members of a code they back up, so
+/// a scan routed to them by the fallback rule is never mistaken for a wrong route.
+const FALLBACK_STAFF: usize = 2;
+
+impl Plan {
+    pub fn draw(settings: &Settings) -> Plan {
+        let mut rng = StdRng::seed_from_u64(settings.seed);
+        let staff: Vec<String> = (1..=settings.staff)
+            .map(|i| format!("staff{i:02}"))
+            .collect();
+        let mut shuffled = staff.clone();
+        shuffled.shuffle(&mut rng);
+        let backups: Vec<String> = shuffled.iter().take(FALLBACK_STAFF).cloned().collect();
+        let offline: Vec<OfflineFlip> = shuffled
+            .iter()
+            .skip(FALLBACK_STAFF)
+            .take(settings.offline)
+            .enumerate()
+            .map(|(i, staff)| OfflineFlip {
+                staff: staff.clone(),
+                // Spread over the middle of the campaign: 25% .. 65% of the scans started.
+                at_fraction: if settings.offline > 1 {
+                    0.25 + 0.4 * i as f64 / (settings.offline - 1) as f64
+                } else {
+                    0.4
+                },
+            })
+            .collect();
+
+        // Members: 4 to 6 per code, always from the staff on the fewest codes so far (ties
+        // broken at random), so everybody sits on several codes.
+        let mut seats: HashMap<String, usize> = staff.iter().map(|s| (s.clone(), 0)).collect();
+        let mut codes = Vec::with_capacity(settings.codes);
+        for i in 0..settings.codes {
+            let limited = i < settings.limited_codes;
+            let has_fallback = limited || i < settings.limited_codes + settings.fallback_codes;
+            let wanted = rng.gen_range(4..=6usize);
+            let mut candidates: Vec<String> = staff
+                .iter()
+                .filter(|s| !(has_fallback && backups.contains(s)))
+                .cloned()
+                .collect();
+            candidates.shuffle(&mut rng);
+            candidates.sort_by_key(|s| seats[s]);
+            let mut members: Vec<String> = candidates.into_iter().take(wanted).collect();
+            members.sort();
+            for member in &members {
+                *seats.entry(member.clone()).or_default() += 1;
+            }
+            codes.push(CodePlan {
+                id: format!("code-{i:02}"),
+                members,
+                fallback: if has_fallback {
+                    backups.clone()
+                } else {
+                    Vec::new()
+                },
+                daily_limit: limited.then_some(settings.daily_limit),
+                weight: if limited {
+                    settings.limited_weight.max(1)
+                } else {
+                    1
+                },
+            });
+        }
+        // Which codes are limited or backed up should not depend on their position.
+        codes.shuffle(&mut rng);
+        Plan {
+            staff,
+            codes,
+            offline,
+        }
+    }
+
+    pub fn code(&self, id: &str) -> Option<&CodePlan> {
+        self.codes.iter().find(|c| c.id == id)
+    }
+
+    /// Codes each staff member sits on as a member.
+    pub fn seats(&self) -> HashMap<&str, usize> {
+        let mut seats: HashMap<&str, usize> = self.staff.iter().map(|s| (s.as_str(), 0)).collect();
+        for code in &self.codes {
+            for member in &code.members {
+                *seats.entry(member.as_str()).or_default() += 1;
+            }
+        }
+        seats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        Settings {
+            seed: 7,
+            staff: 24,
+            codes: 50,
+            limited_codes: 10,
+            daily_limit: 15,
+            limited_weight: 2,
+            fallback_codes: 5,
+            offline: 3,
+        }
+    }
+
+    #[test]
+    fn the_same_seed_draws_the_same_plan() {
+        let (a, b) = (Plan::draw(&settings()), Plan::draw(&settings()));
+        assert_eq!(
+            a.codes.iter().map(|c| &c.members).collect::<Vec<_>>(),
+            b.codes.iter().map(|c| &c.members).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn everybody_sits_on_several_codes_and_backups_never_back_up_their_own_code() {
+        let plan = Plan::draw(&settings());
+        assert!(plan.seats().values().all(|&n| n >= 3), "{:?}", plan.seats());
+        for code in &plan.codes {
+            assert!((4..=6).contains(&code.members.len()));
+            assert!(code.fallback.iter().all(|f| !code.members.contains(f)));
+            assert!(plan
+                .offline
+                .iter()
+                .all(|o| !code.fallback.contains(&o.staff)));
+        }
+        assert_eq!(
+            plan.codes
+                .iter()
+                .filter(|c| c.daily_limit.is_some())
+                .count(),
+            10
+        );
+        assert_eq!(
+            plan.codes.iter().filter(|c| !c.fallback.is_empty()).count(),
+            15
+        );
+    }
+}

@@ -1,0 +1,282 @@
+//! The WeCom sandbox's control API (`/_sandbox`, see tools/wecom-sandbox/README.md): only the
+//! parts the demo steers and reads.
+
+use anyhow::{bail, Context, Result};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+pub struct Sandbox {
+    base: String,
+    http: reqwest::Client,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Stats {
+    pub api_calls: u64,
+    pub rate_limited: u64,
+    pub scans: u64,
+    pub unroutable_scans: u64,
+    pub callbacks: u64,
+    pub callbacks_delivered: u64,
+    pub failures: u64,
+    pub attempts: u64,
+    pub retried_attempts: u64,
+    pub duplicates: u64,
+}
+
+impl Stats {
+    /// What happened between `before` and `self`.
+    pub fn since(&self, before: &Stats) -> Stats {
+        Stats {
+            api_calls: self.api_calls.saturating_sub(before.api_calls),
+            rate_limited: self.rate_limited.saturating_sub(before.rate_limited),
+            scans: self.scans.saturating_sub(before.scans),
+            unroutable_scans: self
+                .unroutable_scans
+                .saturating_sub(before.unroutable_scans),
+            callbacks: self.callbacks.saturating_sub(before.callbacks),
+            callbacks_delivered: self
+                .callbacks_delivered
+                .saturating_sub(before.callbacks_delivered),
+            failures: self.failures.saturating_sub(before.failures),
+            attempts: self.attempts.saturating_sub(before.attempts),
+            retried_attempts: self
+                .retried_attempts
+                .saturating_sub(before.retried_attempts),
+            duplicates: self.duplicates.saturating_sub(before.duplicates),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Campaign {
+    pub total: u64,
+    pub started: u64,
+    pub done: u64,
+    pub failures: u64,
+    pub unroutable: u64,
+    pub duplicates: u64,
+    pub running: bool,
+    pub started_at_ms: u64,
+    pub finished_at_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Delivery {
+    pub delivered: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Scan {
+    pub seq: u64,
+    pub at_ms: u64,
+    pub config_id: String,
+    pub state: String,
+    pub userid: Option<String>,
+    pub external_userid: Option<String>,
+    pub delivery: Option<Delivery>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ContactWay {
+    pub config_id: String,
+    pub user: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Call {
+    /// The JSON body the caller sent.
+    pub request: Value,
+    pub response: Value,
+}
+
+impl Call {
+    /// WeCom's errcode, when WeCom answered at all.
+    pub fn errcode(&self) -> Option<i64> {
+        self.response.get("errcode").and_then(Value::as_i64)
+    }
+}
+
+/// The callback the sandbox delivers a corp's events to.
+pub struct Callback<'a> {
+    pub url: &'a str,
+    pub token: &'a str,
+    pub encoding_aes_key: &'a str,
+}
+
+impl Sandbox {
+    pub fn new(base: &str) -> Result<Self> {
+        Ok(Self {
+            base: base.trim_end_matches('/').to_owned(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()?,
+        })
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<T> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self.http.request(method.clone(), &url);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.with_context(|| {
+            format!(
+                "the WeCom sandbox at {} does not answer ({method} {path})",
+                self.base
+            )
+        })?;
+        let status = response.status();
+        let text = response.text().await?;
+        if !status.is_success() {
+            bail!("sandbox {method} {path}: {status} {text}");
+        }
+        serde_json::from_str(&text)
+            .with_context(|| format!("sandbox {method} {path}: unexpected answer"))
+    }
+
+    pub async fn health(&self) -> Result<()> {
+        let _: Value = self
+            .call(reqwest::Method::GET, "/_sandbox/health", None)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn set_retry_pause(&self, retry_pause_ms: u64) -> Result<()> {
+        let _: Value = self
+            .call(
+                reqwest::Method::PUT,
+                "/_sandbox/config",
+                Some(json!({ "retry_pause_ms": retry_pause_ms })),
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn put_corp(
+        &self,
+        corp_id: &str,
+        corp_secret: &str,
+        users: &[String],
+        callback: &Callback<'_>,
+    ) -> Result<()> {
+        let body = json!({
+            "corp_secret": corp_secret,
+            "users": users,
+            "callback": {
+                "url": callback.url,
+                "token": callback.token,
+                "encoding_aes_key": callback.encoding_aes_key,
+            },
+        });
+        let _: Value = self
+            .call(
+                reqwest::Method::PUT,
+                &format!("/_sandbox/corps/{corp_id}"),
+                Some(body),
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn stats(&self) -> Result<Stats> {
+        self.call(reqwest::Method::GET, "/_sandbox/stats", None)
+            .await
+    }
+
+    pub async fn start_campaign(
+        &self,
+        corp_id: &str,
+        config_ids: &[String],
+        scans: u64,
+        per_second: f64,
+        duplicate_fraction: f64,
+    ) -> Result<u64> {
+        let body = json!({
+            "corp_id": corp_id,
+            "config_ids": config_ids,
+            "scans": scans,
+            "per_second": per_second,
+            "duplicate_fraction": duplicate_fraction,
+        });
+        let answer: Value = self
+            .call(reqwest::Method::POST, "/_sandbox/campaigns", Some(body))
+            .await?;
+        answer
+            .get("campaign_id")
+            .and_then(Value::as_u64)
+            .with_context(|| format!("campaign answer without an id: {answer}"))
+    }
+
+    pub async fn campaign(&self, campaign_id: u64) -> Result<Campaign> {
+        self.call(
+            reqwest::Method::GET,
+            &format!("/_sandbox/campaigns/{campaign_id}"),
+            None,
+        )
+        .await
+    }
+
+    pub async fn stop_campaign(&self, campaign_id: u64) -> Result<()> {
+        let _: Value = self
+            .call(
+                reqwest::Method::DELETE,
+                &format!("/_sandbox/campaigns/{campaign_id}"),
+                None,
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn scans(&self, corp_id: &str) -> Result<Vec<Scan>> {
+        #[derive(Deserialize)]
+        struct Page {
+            scans: Vec<Scan>,
+        }
+        let page: Page = self
+            .call(
+                reqwest::Method::GET,
+                &format!("/_sandbox/scans?corp_id={corp_id}"),
+                None,
+            )
+            .await?;
+        Ok(page.scans)
+    }
+
+    pub async fn calls(&self, corp_id: &str, api: &str) -> Result<Vec<Call>> {
+        #[derive(Deserialize)]
+        struct Page {
+            calls: Vec<Call>,
+        }
+        let page: Page = self
+            .call(
+                reqwest::Method::GET,
+                &format!("/_sandbox/calls?corp_id={corp_id}&api={api}"),
+                None,
+            )
+            .await?;
+        Ok(page.calls)
+    }
+
+    pub async fn contact_ways(&self, corp_id: &str) -> Result<Vec<ContactWay>> {
+        #[derive(Deserialize)]
+        struct Page {
+            contact_ways: Vec<ContactWay>,
+        }
+        let page: Page = self
+            .call(
+                reqwest::Method::GET,
+                &format!("/_sandbox/contact-ways?corp_id={corp_id}"),
+                None,
+            )
+            .await?;
+        Ok(page.contact_ways)
+    }
+}
