@@ -30,23 +30,27 @@ $(VENV)/ministack/.installed: tools/requirements/ministack.txt
 
 tools: $(VENV)/tools/.installed $(VENV)/ministack/.installed
 
+SAM_BUILD := sam build --template-file template.yaml --build-dir .aws-sam/build --beta-features
+# Two local worlds of one checkout (on other ports) share .aws-sam/build: a lock keeps one
+# from rebuilding it between another's build and deploy.
+LOCKED := mkdir -p .aws-sam && flock .aws-sam/build.lock
+
 ## build: sam build through cargo-lambda, one bootstrap per function (no Docker)
 build: $(VENV)/tools/.installed
-	@mkdir -p .aws-sam
-	flock .aws-sam/build.lock sam build --template-file template.yaml --build-dir .aws-sam/build --beta-features
+	$(LOCKED) $(SAM_BUILD)
 	@ls -l .aws-sam/build/*/bootstrap
 
 ## local: MiniStack + sandbox on 127.0.0.1, deploy template.yaml, print outputs, stay in the foreground
-local: tools build
-	cargo build -q -p wecom-sandbox
+local: deploy
 	$(TOOLS)/python tools/local/stack.py serve
 
 up: tools
 	cargo build -q -p wecom-sandbox
 	$(TOOLS)/python tools/local/stack.py up
 
-deploy: build up
-	$(TOOLS)/python tools/local/stack.py deploy
+deploy: up
+	$(LOCKED) sh -c '$(SAM_BUILD) && $(TOOLS)/python tools/local/stack.py deploy'
+
 
 down:
 	-$(TOOLS)/python tools/local/stack.py down

@@ -2,7 +2,7 @@
 //! the way an operator would. They run alone in this binary, one step after another, and put
 //! the original configuration back before asserting.
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use integration_tests::{eventually, now_secs, random_id, TestTenant, World};
 use shared::wecom::reference_vectors::{self as vectors, Settings, Signed};
 use std::collections::HashMap;
@@ -35,66 +35,13 @@ fn envelope(corp_id: &str, signed: &Signed) -> String {
     format!("<xml><ToUserName><![CDATA[{corp_id}]]></ToUserName><Encrypt><![CDATA[{}]]></Encrypt></xml>", signed.encrypt)
 }
 
-async fn function_environment(world: &World) -> Result<HashMap<String, String>> {
-    let config = world
-        .lambda
-        .get_function_configuration()
-        .function_name(world.output("CallbackFunctionName"))
-        .send()
-        .await?;
-    Ok(config
-        .environment()
-        .and_then(|e| e.variables())
-        .cloned()
-        .unwrap_or_default())
-}
-
-/// Updates the environment and waits, as on AWS, until the update is no longer in progress.
-async fn set_function_environment(world: &World, variables: HashMap<String, String>) -> Result<()> {
-    let name = world.output("CallbackFunctionName");
-    world
-        .lambda
-        .update_function_configuration()
-        .function_name(name)
-        .environment(
-            aws_sdk_lambda::types::Environment::builder()
-                .set_variables(Some(variables))
-                .build(),
-        )
-        .send()
-        .await?;
-    eventually(
-        "function update applied",
-        Duration::from_secs(60),
-        || async {
-            let config = world
-                .lambda
-                .get_function_configuration()
-                .function_name(name)
-                .send()
-                .await?;
-            Ok(match config.last_update_status() {
-                Some(aws_sdk_lambda::types::LastUpdateStatus::InProgress) => None,
-                Some(aws_sdk_lambda::types::LastUpdateStatus::Failed) => {
-                    return Err(anyhow!(
-                        "function update failed: {:?}",
-                        config.last_update_status_reason()
-                    ))
-                }
-                _ => Some(()),
-            })
-        },
-    )
-    .await
-}
-
 #[tokio::test]
 async fn reconfigured_callback_function() -> Result<()> {
     let world = World::connect().await?;
     world
         .set_consumer_enabled("RecordFactsFunctionName", false)
         .await?;
-    let original = function_environment(&world).await?;
+    let original = world.function_environment("CallbackFunctionName").await?;
     let outcome = async {
         reference_vectors_answer_through_the_route(&world, &original).await?;
         an_unavailable_inbox_answers_5xx_persists_nothing_and_the_retry_is_stored_once(
@@ -103,7 +50,9 @@ async fn reconfigured_callback_function() -> Result<()> {
         .await
     }
     .await;
-    set_function_environment(&world, original).await?;
+    world
+        .set_function_environment("CallbackFunctionName", original)
+        .await?;
     outcome
 }
 
@@ -114,7 +63,9 @@ async fn reference_vectors_answer_through_the_route(
 ) -> Result<()> {
     let mut widened = original.clone();
     widened.insert("CALLBACK_MAX_AGE_SECONDS".into(), "3000000000".into());
-    set_function_environment(world, widened).await?;
+    world
+        .set_function_environment("CallbackFunctionName", widened)
+        .await?;
     let v1 = vector_tenant(&vectors::V1);
     let v4 = vector_tenant(&vectors::V4);
     world.register(&v1).await?;
@@ -192,7 +143,9 @@ async fn an_unavailable_inbox_answers_5xx_persists_nothing_and_the_retry_is_stor
     let mut broken = original.clone();
     // Nothing listens on the discard port: every SQS call of the function fails to connect.
     broken.insert("AWS_ENDPOINT_URL_SQS".into(), "http://127.0.0.1:9".into());
-    set_function_environment(world, broken).await?;
+    world
+        .set_function_environment("CallbackFunctionName", broken)
+        .await?;
     // Lambda applies the update to new invocations; probe until the function sees it.
     eventually(
         "the function uses the broken endpoint",
@@ -220,7 +173,9 @@ async fn an_unavailable_inbox_answers_5xx_persists_nothing_and_the_retry_is_stor
         "the 5xx body must stay opaque: {body}"
     );
 
-    set_function_environment(world, original.clone()).await?;
+    world
+        .set_function_environment("CallbackFunctionName", original.clone())
+        .await?;
     assert!(
         world.inbox_messages(&tenant.id).await?.is_empty(),
         "persisted while the inbox was down"

@@ -6,6 +6,7 @@
 //! `QRSYNC_API_URL` to override the API base derived for MiniStack.
 
 mod admin;
+pub mod proxy;
 mod sandbox;
 mod tenant_setup;
 
@@ -167,6 +168,66 @@ impl World {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         Ok(())
+    }
+
+    /// A function's environment variables, by the stack output naming the function.
+    pub async fn function_environment(
+        &self,
+        function_output: &str,
+    ) -> Result<HashMap<String, String>> {
+        let config = self
+            .lambda
+            .get_function_configuration()
+            .function_name(self.output(function_output))
+            .send()
+            .await?;
+        Ok(config
+            .environment()
+            .and_then(|e| e.variables())
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    /// Replaces a function's environment, as an operator would, and waits (as on AWS) until
+    /// the update is no longer in progress.
+    pub async fn set_function_environment(
+        &self,
+        function_output: &str,
+        variables: HashMap<String, String>,
+    ) -> Result<()> {
+        use aws_sdk_lambda::types::{Environment, LastUpdateStatus};
+        let name = self.output(function_output);
+        self.lambda
+            .update_function_configuration()
+            .function_name(name)
+            .environment(
+                Environment::builder()
+                    .set_variables(Some(variables))
+                    .build(),
+            )
+            .send()
+            .await?;
+        eventually(
+            "function update applied",
+            Duration::from_secs(60),
+            || async {
+                let config = self
+                    .lambda
+                    .get_function_configuration()
+                    .function_name(name)
+                    .send()
+                    .await?;
+                match config.last_update_status() {
+                    Some(LastUpdateStatus::InProgress) => Ok(None),
+                    Some(LastUpdateStatus::Failed) => Err(anyhow!(
+                        "function update failed: {:?}",
+                        config.last_update_status_reason()
+                    )),
+                    _ => Ok(Some(())),
+                }
+            },
+        )
+        .await
     }
 
     pub fn output(&self, key: &str) -> &str {

@@ -8,7 +8,8 @@ own. It starts and stops services by the process ids it recorded, never by name.
     stack.py deploy      sam deploy the built template (.aws-sam/build) to MiniStack
     stack.py outputs     print the stack's outputs and the local URLs derived from them
     stack.py down        stop what `up` started
-    stack.py serve       up + deploy + outputs, then stay in the foreground until Ctrl-C
+    stack.py serve       print the outputs, then stay in the foreground until Ctrl-C, and stop
+                         the local world then (`make local` deploys first)
 
 Settings (environment): QRSYNC_STACK (stack name, default qrsync-local), QRSYNC_AWS_PORT
 (MiniStack port, default 4566), QRSYNC_SANDBOX_PORT (default 4580).
@@ -247,8 +248,6 @@ def down() -> None:
 
 
 def serve() -> None:
-    up()
-    deploy()
     print_outputs()
     log("serving; Ctrl-C stops MiniStack and the sandbox")
     pid = running_pid("ministack")
