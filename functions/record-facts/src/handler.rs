@@ -69,3 +69,119 @@ pub(crate) async fn handle<T: TenantProfiles, L: AddLedger, Q: ReasonQueue, D: D
     response.set_failures(batch.failures());
     Ok(response)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lambda_runtime::Context;
+    use shared::facts::{AddFact, CountOutcome};
+    use shared::ports::StoreError;
+    use shared::refresh::RefreshReason;
+    use shared::tenants::{TenantId, TenantProfile};
+    use shared::wecom::reference_vectors::V1;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Fakes {
+        counted: Mutex<Vec<AddFact>>,
+        reasons: Mutex<Vec<RefreshReason>>,
+        parked: Mutex<Vec<(String, String)>>,
+    }
+
+    #[async_trait::async_trait]
+    impl TenantProfiles for &Fakes {
+        async fn profile(&self, tenant: &TenantId) -> Result<Option<TenantProfile>, StoreError> {
+            Ok((tenant.as_str() == "demo").then(|| TenantProfile {
+                corp_id: V1.corp_id.into(),
+                callback_token: V1.token.into(),
+                encoding_aes_key: V1.encoding_aes_key.into(),
+                corp_secret: "s".into(),
+                timezone: Default::default(),
+                company_daily_cap: None,
+            }))
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl AddLedger for &Fakes {
+        async fn count_add(&self, add: &AddFact, now_ms: u64) -> Result<CountOutcome, StoreError> {
+            self.counted.lock().expect("lock").push(add.clone());
+            Ok(CountOutcome::Counted { at_ms: now_ms })
+        }
+        async fn record_ignored(&self, _: &TenantId, _: &str) -> Result<(), StoreError> {
+            Ok(())
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ReasonQueue for &Fakes {
+        async fn send(&self, reason: &RefreshReason) -> Result<(), StoreError> {
+            self.reasons.lock().expect("lock").push(reason.clone());
+            Ok(())
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl DeadLetters for &Fakes {
+        async fn park(
+            &self,
+            _: &str,
+            id: &str,
+            _: &str,
+            class: &str,
+            _: &str,
+        ) -> Result<(), StoreError> {
+            self.parked
+                .lock()
+                .expect("lock")
+                .push((id.to_owned(), class.to_owned()));
+            Ok(())
+        }
+    }
+
+    fn clock() -> u64 {
+        7
+    }
+
+    #[tokio::test]
+    async fn the_add_is_counted_and_the_poison_message_is_parked_not_retried() {
+        let path = format!(
+            "{}/../../events/sqs-inbox-add-and-poison.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let event = serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
+            .expect("an SQS event");
+        let fakes = Fakes::default();
+        let recorder = FactRecorder::new(&fakes, &fakes, &fakes, clock);
+
+        let response = handle(
+            &recorder,
+            &&fakes,
+            LambdaEvent::new(event, Context::default()),
+        )
+        .await
+        .expect("handled");
+
+        assert!(
+            response.batch_item_failures.is_empty(),
+            "nothing is left for redelivery"
+        );
+        let counted = fakes.counted.lock().expect("lock");
+        assert_eq!(
+            (
+                counted.len(),
+                counted[0].code.as_str(),
+                counted[0].staff.as_str()
+            ),
+            (1, "code-1", "zhangsan")
+        );
+        assert_eq!(fakes.reasons.lock().expect("lock").len(), 1);
+        assert_eq!(
+            *fakes.parked.lock().expect("lock"),
+            [(
+                "9a1f0c2e-0001-4c7e-9d3b-000000000002".to_owned(),
+                "poison".to_owned()
+            )]
+        );
+    }
+}

@@ -91,3 +91,165 @@ pub(crate) async fn handle<F: CodeFacts, P: ContactWayPusher, D: DeadLetters>(
     response.set_failures(batch.failures());
     Ok(response)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lambda_runtime::Context;
+    use shared::membership::{CodeConfig, CodeId, Family, StaffFacts, StaffId, Switches};
+    use shared::ports::StoreError;
+    use shared::refresh::{CodeSnapshot, PushRecord, StoredCode};
+    use shared::tenants::{TenantId, TenantProfile};
+    use shared::wecom::api::{CorpCredentials, WeComError};
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Fakes {
+        snapshots_read: Mutex<Vec<String>>,
+        pushes: Mutex<Vec<(String, Vec<String>)>>,
+        failing_config: Option<&'static str>,
+        parked: Mutex<Vec<String>>,
+    }
+
+    #[async_trait::async_trait]
+    impl CodeFacts for &Fakes {
+        async fn snapshot(
+            &self,
+            _: &TenantId,
+            code: &CodeId,
+            _: u64,
+        ) -> Result<Option<CodeSnapshot>, StoreError> {
+            self.snapshots_read
+                .lock()
+                .expect("lock")
+                .push(code.to_string());
+            let alice = StaffId::parse("alice").expect("valid");
+            Ok(Some(CodeSnapshot {
+                profile: TenantProfile {
+                    corp_id: "corp".into(),
+                    callback_token: "t".into(),
+                    encoding_aes_key: "k".into(),
+                    corp_secret: "s".into(),
+                    timezone: Default::default(),
+                    company_daily_cap: None,
+                },
+                code: StoredCode {
+                    config: CodeConfig {
+                        family: Family::Native,
+                        members: vec![alice.clone()],
+                        fallback: vec![],
+                        switches: Switches::default(),
+                    },
+                    config_id: Some(format!("cfg-{code}")),
+                },
+                staff: [(alice, StaffFacts::ACTIVE_ONLINE)].into_iter().collect(),
+                today: Default::default(),
+                last_pushed: None,
+            }))
+        }
+        async fn record_push(
+            &self,
+            _: &TenantId,
+            _: &CodeId,
+            _: &PushRecord,
+        ) -> Result<(), StoreError> {
+            Ok(())
+        }
+        async fn record_starved(&self, _: &TenantId, _: &CodeId, _: u64) -> Result<(), StoreError> {
+            Ok(())
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ContactWayPusher for &Fakes {
+        async fn replace_users(
+            &self,
+            _: &CorpCredentials,
+            config_id: &str,
+            users: &[String],
+        ) -> Result<(), WeComError> {
+            if self.failing_config == Some(config_id) {
+                return Err(WeComError::Transient {
+                    detail: "down".into(),
+                });
+            }
+            self.pushes
+                .lock()
+                .expect("lock")
+                .push((config_id.to_owned(), users.to_vec()));
+            Ok(())
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl DeadLetters for &Fakes {
+        async fn park(
+            &self,
+            _: &str,
+            id: &str,
+            _: &str,
+            _: &str,
+            _: &str,
+        ) -> Result<(), StoreError> {
+            self.parked.lock().expect("lock").push(id.to_owned());
+            Ok(())
+        }
+    }
+
+    fn sample() -> LambdaEvent<SqsEvent> {
+        let path = format!(
+            "{}/../../events/sqs-refresh-three-reasons-two-codes.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let event = serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
+            .expect("an SQS event");
+        LambdaEvent::new(event, Context::default())
+    }
+
+    fn clock() -> u64 {
+        1
+    }
+
+    #[tokio::test]
+    async fn reasons_for_one_code_in_a_batch_give_one_recompute() {
+        let fakes = Fakes::default();
+        let refresher = Refresher::new(&fakes, &fakes, clock);
+        let response = handle(&refresher, &&fakes, sample())
+            .await
+            .expect("handled");
+        assert!(response.batch_item_failures.is_empty());
+        assert_eq!(
+            *fakes.snapshots_read.lock().expect("lock"),
+            ["code-1", "code-2"]
+        );
+        assert_eq!(fakes.pushes.lock().expect("lock").len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_failing_code_reports_all_its_messages_and_the_other_code_is_pushed() {
+        let fakes = Fakes {
+            failing_config: Some("cfg-code-1"),
+            ..Fakes::default()
+        };
+        let refresher = Refresher::new(&fakes, &fakes, clock);
+        let response = handle(&refresher, &&fakes, sample())
+            .await
+            .expect("handled");
+        let failed: Vec<_> = response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.clone())
+            .collect();
+        assert_eq!(
+            failed,
+            [
+                "7b2e0d3f-0002-4a1b-8c2d-000000000001",
+                "7b2e0d3f-0002-4a1b-8c2d-000000000003"
+            ]
+        );
+        assert_eq!(
+            *fakes.pushes.lock().expect("lock"),
+            [("cfg-code-2".to_owned(), vec!["alice".to_owned()])]
+        );
+    }
+}
