@@ -13,6 +13,7 @@
 pub mod adapters;
 pub mod admin;
 pub mod batch;
+pub mod env;
 pub mod facts;
 pub mod http;
 pub mod intake;

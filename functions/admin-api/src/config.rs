@@ -1,5 +1,7 @@
 //! The environment this function reads; names match `template.yaml`.
 
+use shared::env::{required, EnvError};
+
 #[derive(Debug)]
 pub struct Config {
     pub table_name: String,
@@ -8,22 +10,8 @@ pub struct Config {
     pub wecom_api_base_url: String,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("environment variable {0} is not set")]
-    Missing(&'static str),
-}
-
-fn required(name: &'static str) -> Result<String, ConfigError> {
-    std::env::var(name)
-        .ok()
-        .filter(|v| !v.is_empty())
-        .ok_or(ConfigError::Missing(name))
-}
-
 impl Config {
-    /// Fails the cold start when a variable is missing, rather than failing each request.
-    pub fn from_env() -> Result<Self, ConfigError> {
+    pub fn from_env() -> Result<Self, EnvError> {
         Ok(Self {
             table_name: required("TABLE_NAME")?,
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,

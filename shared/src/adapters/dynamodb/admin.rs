@@ -2,29 +2,14 @@
 //! the two it alone needs (a staff write that leaves WeCom's verdict alone, and a tenant's
 //! codes).
 
-use super::{corrupt, get_bool, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
+use super::{
+    corrupt, employment_name, key, keys, n, s, staff_from, unavailable, DynamoStore, Item,
+};
 use crate::admin::{AdminStore, StaffChange, VersionedCode};
 use crate::membership::{CodeConfig, CodeId, Employment, StaffFacts, StaffId};
 use crate::ports::StoreError;
 use crate::tenants::{TenantId, TenantProfile};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
-
-/// The stored spelling of employment, as `codes.rs` writes and reads it.
-fn employment_name(employment: Employment) -> &'static str {
-    match employment {
-        Employment::Active => "active",
-        Employment::Resigned => "resigned",
-        Employment::Disabled => "disabled",
-    }
-}
-
-fn employment_from(name: Option<&str>) -> Employment {
-    match name {
-        Some("resigned") => Employment::Resigned,
-        Some("disabled") => Employment::Disabled,
-        _ => Employment::Active,
-    }
-}
 
 impl DynamoStore {
     /// Sets `online` (and the employment, when given) in one `UpdateItem` that leaves every
@@ -67,44 +52,16 @@ impl DynamoStore {
         let item: Item = output
             .attributes
             .ok_or_else(|| corrupt("staff write answered no item"))?;
-        Ok(StaffFacts {
-            online: get_bool(&item, "online").unwrap_or(false),
-            employment: employment_from(get_s(&item, "employment")),
-            rejected_by_wecom: get_bool(&item, "rejected_by_wecom").unwrap_or(false),
-        })
+        Ok(staff_from(&item))
     }
 
     /// Every code of the tenant (a query on the code items' keys, never a scan).
     pub async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError> {
-        let mut codes = Vec::new();
-        let mut start = None;
-        loop {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-                .expression_attribute_names("#pk", keys::PK)
-                .expression_attribute_names("#sk", keys::SK)
-                .expression_attribute_values(":pk", s(keys::tenant(tenant)))
-                .expression_attribute_values(":prefix", s(keys::CODE_PREFIX))
-                .projection_expression("#sk")
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| unavailable(e.into_service_error()))?;
-            for item in output.items() {
-                if let Some(code) =
-                    get_s(item, keys::SK).and_then(|sk| sk.strip_prefix(keys::CODE_PREFIX))
-                {
-                    codes.push(CodeId::parse(code).map_err(|_| corrupt("code key"))?);
-                }
-            }
-            start = output.last_evaluated_key;
-            if start.is_none() {
-                return Ok(codes);
-            }
-        }
+        self.keys_under(tenant, keys::CODE_PREFIX)
+            .await?
+            .iter()
+            .map(|code| CodeId::parse(code).map_err(|_| corrupt("code key")))
+            .collect()
     }
 }
 

@@ -1,10 +1,10 @@
 //! Codes, staff, the staff -> codes index, and the refresh function's push records.
 
 use super::{
-    corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, strings, unavailable,
-    DynamoStore, Item,
+    corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, staff_from, strings,
+    unavailable, DynamoStore, Item,
 };
-use crate::membership::{CodeConfig, CodeId, DailyCounts, Employment, StaffFacts, StaffId};
+use crate::membership::{CodeConfig, CodeId, DailyCounts, StaffId};
 use crate::ports::StoreError;
 use crate::refresh::{CodeFacts, CodeSnapshot, PushRecord, PushedList, StoredCode, Tally};
 use crate::tenants::{tenant_day, TenantId};
@@ -52,18 +52,6 @@ fn code_from(item: &Item) -> Result<CodeRecord, StoreError> {
         created_at_ms: get_n(item, "created_at_ms").unwrap_or(0),
         updated_at_ms: get_n(item, "updated_at_ms").unwrap_or(0),
     })
-}
-
-fn staff_from(item: &Item) -> StaffFacts {
-    StaffFacts {
-        online: get_bool(item, "online").unwrap_or(false),
-        employment: match get_s(item, "employment") {
-            Some("resigned") => Employment::Resigned,
-            Some("disabled") => Employment::Disabled,
-            _ => Employment::Active,
-        },
-        rejected_by_wecom: get_bool(item, "rejected_by_wecom").unwrap_or(false),
-    }
 }
 
 fn parse_staff(raw: &[String]) -> Vec<StaffId> {
@@ -216,32 +204,11 @@ impl DynamoStore {
         tenant: &TenantId,
         staff: &StaffId,
     ) -> Result<Vec<CodeId>, StoreError> {
-        let prefix = keys::seats_of(staff);
-        let mut codes = Vec::new();
-        let mut start = None;
-        loop {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-                .expression_attribute_values(":pk", s(keys::tenant(tenant)))
-                .expression_attribute_values(":prefix", s(&prefix))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| unavailable(e.into_service_error()))?;
-            for item in output.items() {
-                if let Some(code) = get_s(item, keys::SK).and_then(|sk| sk.strip_prefix(&prefix)) {
-                    codes.push(CodeId::parse(code).map_err(|_| corrupt("seat"))?);
-                }
-            }
-            start = output.last_evaluated_key;
-            if start.is_none() {
-                return Ok(codes);
-            }
-        }
+        self.keys_under(tenant, &keys::seats_of(staff))
+            .await?
+            .iter()
+            .map(|code| CodeId::parse(code).map_err(|_| corrupt("seat")))
+            .collect()
     }
 
     /// Every item of a tenant whose sort key starts with `prefix`, e.g. a code's push history.
@@ -250,26 +217,7 @@ impl DynamoStore {
         tenant: &TenantId,
         prefix: &str,
     ) -> Result<Vec<Item>, StoreError> {
-        let mut items = Vec::new();
-        let mut start = None;
-        loop {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-                .expression_attribute_values(":pk", s(keys::tenant(tenant)))
-                .expression_attribute_values(":prefix", s(prefix))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| unavailable(e.into_service_error()))?;
-            items.extend(output.items.unwrap_or_default());
-            start = output.last_evaluated_key;
-            if start.is_none() {
-                return Ok(items);
-            }
-        }
+        self.query_tenant(tenant, prefix, false).await
     }
 }
 

@@ -9,7 +9,9 @@ mod tenants;
 
 pub use codes::{CodeRecord, SeatChange};
 
+use crate::membership::{Employment, StaffFacts};
 use crate::ports::StoreError;
+use crate::tenants::TenantId;
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
@@ -74,7 +76,84 @@ fn corrupt(what: &str) -> StoreError {
     StoreError::new("table", format!("stored item is malformed: {what}"))
 }
 
+/// A staff item as the recompute reads it; absent attributes mean "not known": offline,
+/// active, not rejected.
+pub(crate) fn staff_from(item: &Item) -> StaffFacts {
+    StaffFacts {
+        online: get_bool(item, "online").unwrap_or(false),
+        employment: match get_s(item, "employment") {
+            Some("resigned") => Employment::Resigned,
+            Some("disabled") => Employment::Disabled,
+            _ => Employment::Active,
+        },
+        rejected_by_wecom: get_bool(item, "rejected_by_wecom").unwrap_or(false),
+    }
+}
+
+pub(crate) fn employment_name(employment: Employment) -> &'static str {
+    match employment {
+        Employment::Active => "active",
+        Employment::Resigned => "resigned",
+        Employment::Disabled => "disabled",
+    }
+}
+
 impl DynamoStore {
+    /// Every item of a tenant whose sort key starts with `prefix` (a query, never a scan),
+    /// following pages; `keys_only` reads just the keys.
+    pub(crate) async fn query_tenant(
+        &self,
+        tenant: &TenantId,
+        prefix: &str,
+        keys_only: bool,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let mut query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .expression_attribute_names("#pk", keys::PK)
+                .expression_attribute_names("#sk", keys::SK)
+                .expression_attribute_values(":pk", s(keys::tenant(tenant)))
+                .expression_attribute_values(":prefix", s(prefix))
+                .consistent_read(true)
+                .set_exclusive_start_key(start);
+            if keys_only {
+                query = query.projection_expression("#pk, #sk");
+            }
+            let output = query
+                .send()
+                .await
+                .map_err(|e| unavailable(e.into_service_error()))?;
+            items.extend(output.items.unwrap_or_default());
+            start = output.last_evaluated_key;
+            if start.is_none() {
+                return Ok(items);
+            }
+        }
+    }
+
+    /// The rest of each sort key under `prefix`, e.g. the code ids of `SEAT#{staff}#`.
+    pub(crate) async fn keys_under(
+        &self,
+        tenant: &TenantId,
+        prefix: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .query_tenant(tenant, prefix, true)
+            .await?
+            .iter()
+            .filter_map(|item| {
+                get_s(item, keys::SK)?
+                    .strip_prefix(prefix)
+                    .map(str::to_owned)
+            })
+            .collect())
+    }
+
     /// Strongly consistent `BatchGetItem` of any number of keys, retrying unprocessed keys.
     async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
         let mut found = Vec::with_capacity(keys.len());
