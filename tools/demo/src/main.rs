@@ -52,7 +52,8 @@ struct Args {
     /// API base URL; derived from the stack's outputs and AWS_ENDPOINT_URL when absent.
     #[arg(long, env = "QRSYNC_API_URL")]
     api_url: Option<String>,
-    /// Seed of every choice the demo makes (members, limits, who goes offline).
+    /// Seed of every choice the demo makes (members, limits, who goes offline) and of the
+    /// sandbox's random streams (which code each scan hits, which member it reaches).
     #[arg(long, default_value_t = 42)]
     seed: u64,
     #[arg(long, default_value_t = 24)]
@@ -175,7 +176,7 @@ async fn run(args: Args) -> Result<bool> {
     ));
 
     // ---------------------------------------------------------------- seed
-    sandbox.set_retry_pause(args.retry_pause_ms).await?;
+    sandbox.configure(args.retry_pause_ms, args.seed).await?;
     let callback_url = format!("{}/wecom/{}/callback", world.api_url, id.tenant);
     sandbox
         .put_corp(

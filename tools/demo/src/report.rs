@@ -711,6 +711,113 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::CodePlan;
+    use crate::sandbox::Delivery;
+
+    fn scan(seq: u64, at_ms: u64, userid: &str) -> Scan {
+        Scan {
+            seq,
+            at_ms,
+            config_id: "cfg0".into(),
+            state: "code-00".into(),
+            userid: Some(userid.into()),
+            external_userid: Some(format!("wm{seq}")),
+            delivery: Some(Delivery { delivered: true }),
+        }
+    }
+
+    fn push(pushed_at_ms: u64, users: &[&str]) -> (String, Push) {
+        let users = users.iter().map(|u| (*u).to_owned()).collect();
+        (
+            "code-00".to_owned(),
+            Push {
+                pushed_at_ms,
+                users,
+                fact_at_ms: vec![pushed_at_ms - 50],
+            },
+        )
+    }
+
+    #[test]
+    fn scans_count_against_ineligible_staff_only_after_the_push_removing_them() {
+        let plan = Plan {
+            staff: vec!["a".into(), "b".into(), "f".into()],
+            codes: vec![CodePlan {
+                id: "code-00".into(),
+                members: vec!["a".into(), "b".into()],
+                fallback: vec!["f".into()],
+                daily_limit: Some(2),
+                weight: 1,
+            }],
+            offline: Vec::new(),
+        };
+        let config_ids = BTreeMap::from([("code-00".to_owned(), "cfg0".to_owned())]);
+        let flips = [Flip {
+            staff: "b".into(),
+            sent_ms: 1000,
+            acked_ms: 1010,
+            codes_refreshed: Some(1),
+        }];
+        let claim = |staff: &str, at: u64| Claim {
+            code: "code-00".into(),
+            staff: staff.into(),
+            day: "1970-01-01".into(),
+            counted_at_ms: at,
+        };
+        let inputs = Inputs {
+            plan: &plan,
+            tenant: "t",
+            seed: 1,
+            scans_planned: 6,
+            per_second: 1.0,
+            config_ids: &config_ids,
+            flips: &flips,
+            stats: Stats::default(),
+            campaign: Campaign::default(),
+            scans: vec![
+                scan(1, 1100, "b"), // offline, before the push removing b: the window
+                scan(2, 1300, "b"), // after it: wrong
+                scan(3, 1400, "a"),
+                scan(4, 1650, "a"), // a reached the limit at 1600, push at 1700: the window
+                scan(5, 1800, "a"), // after it: wrong
+                scan(6, 1900, "f"), // the fallback: fine
+            ],
+            update_calls: Vec::new(),
+            created_lists: HashMap::from([(
+                "code-00".to_owned(),
+                vec!["a".to_owned(), "b".to_owned()],
+            )]),
+            adds_counted: 0,
+            claims: vec![
+                claim("a", 1500),
+                claim("a", 1600),
+                claim("f", 1950),
+                claim("f", 1960),
+            ],
+            refresh: None,
+            pushes: vec![
+                push(900, &["a", "b"]),
+                push(1200, &["a"]),
+                push(1700, &["f"]),
+            ],
+            final_codes: Vec::new(),
+            dead_letters: Vec::new(),
+            drained: Drain {
+                drained: true,
+                secs: 0.0,
+                inbox: 0,
+                refresh: 0,
+            },
+            run_secs: 0.0,
+        };
+        let changes = changes(&inputs);
+        // b offline, a at the limit; f is a fallback, whom the limit does not apply to.
+        assert_eq!(changes.len(), 2);
+        let routing = routing(&inputs, &changes);
+        assert_eq!(routing.after_push, BTreeSet::from([2, 5]));
+        assert_eq!(routing.window, BTreeSet::from([1, 4]));
+        assert!(routing.never_removed.is_empty());
+    }
 
     #[test]
     fn nearest_rank_percentiles() {

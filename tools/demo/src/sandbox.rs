@@ -50,7 +50,7 @@ impl Stats {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 pub struct Campaign {
     pub total: u64,
     pub started: u64,
@@ -149,12 +149,14 @@ impl Sandbox {
         Ok(())
     }
 
-    pub async fn set_retry_pause(&self, retry_pause_ms: u64) -> Result<()> {
+    /// The pause between delivery attempts, and the seed of the sandbox's random streams
+    /// (which code a campaign scan picks, which member WeCom routes to).
+    pub async fn configure(&self, retry_pause_ms: u64, seed: u64) -> Result<()> {
         let _: Value = self
             .call(
                 reqwest::Method::PUT,
                 "/_sandbox/config",
-                Some(json!({ "retry_pause_ms": retry_pause_ms })),
+                Some(json!({ "retry_pause_ms": retry_pause_ms, "seed": seed })),
             )
             .await?;
         Ok(())
