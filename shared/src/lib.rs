@@ -16,6 +16,7 @@ pub mod batch;
 pub mod env;
 pub mod facts;
 pub mod http;
+mod ids;
 pub mod intake;
 pub mod membership;
 pub mod ports;

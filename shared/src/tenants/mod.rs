@@ -8,54 +8,11 @@ pub use day::{tenant_day, Timezone, DEFAULT_TIMEZONE};
 use crate::wecom::crypto::{CallbackCrypto, CryptoError};
 use std::fmt;
 
-/// A tenant id as it appears in `/wecom/{tenant}/callback`: 1 to 64 of `[A-Za-z0-9_-]`, so it
-/// is safe inside DynamoDB keys and SQS group ids.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(try_from = "String", into = "String")]
-pub struct TenantId(String);
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("tenant id must be 1 to 64 characters of letters, digits, '-' or '_'")]
-pub struct InvalidTenantId;
-
-impl TenantId {
-    pub fn parse(raw: &str) -> Result<Self, InvalidTenantId> {
-        let valid = (1..=64).contains(&raw.len())
-            && raw
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if valid {
-            Ok(Self(raw.to_owned()))
-        } else {
-            Err(InvalidTenantId)
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for TenantId {
-    type Error = InvalidTenantId;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        Self::parse(&value)
-    }
-}
-
-impl From<TenantId> for String {
-    fn from(value: TenantId) -> Self {
-        value.0
-    }
-}
-
-impl fmt::Display for TenantId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+crate::ids::validated_id!(
+    /// A tenant id as it appears in `/wecom/{tenant}/callback`, safe inside DynamoDB keys
+    /// and SQS group ids.
+    TenantId, InvalidTenantId, "tenant id", max = 64, also = ['-', '_']
+);
 
 /// What the callback function needs from a tenant's profile. `Debug` hides the secrets.
 #[derive(Clone, PartialEq, Eq)]

@@ -1,0 +1,61 @@
+//! Ids that arrive from outside (paths, callbacks, admin input) and end up inside DynamoDB
+//! keys, SQS group ids and WeCom's `state`: each is validated once, where it enters.
+
+/// Declares a `String` newtype that can only hold 1 to `$max` ASCII letters and digits plus
+/// the listed punctuation bytes, with its error type, serde through `String`, and `Display`.
+macro_rules! validated_id {
+    ($(#[$doc:meta])* $name:ident, $error:ident, $what:literal, max = $max:literal, also = [$($extra:literal),*]) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct $error;
+
+        impl std::fmt::Display for $error {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(concat!($what, " must be 1 to ", $max, " characters of letters, digits" $(, ", '", $extra, "'")*))
+            }
+        }
+
+        impl std::error::Error for $error {}
+
+        impl $name {
+            pub fn parse(raw: &str) -> Result<Self, $error> {
+                let valid = (1..=$max).contains(&raw.len())
+                    && raw.bytes().all(|b| b.is_ascii_alphanumeric() $(|| u32::from(b) == u32::from($extra))*);
+                if valid {
+                    Ok(Self(raw.to_owned()))
+                } else {
+                    Err($error)
+                }
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = $error;
+            fn try_from(value: String) -> Result<Self, Self::Error> {
+                Self::parse(&value)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(value: $name) -> Self {
+                value.0
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+pub(crate) use validated_id;
