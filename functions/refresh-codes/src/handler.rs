@@ -141,6 +141,7 @@ mod tests {
                         switches: Switches::default(),
                     },
                     config_id: Some(format!("cfg-{code}")),
+                    created_with: vec![],
                 },
                 staff: [(alice, StaffFacts::ACTIVE_ONLINE)].into_iter().collect(),
                 today: Default::default(),

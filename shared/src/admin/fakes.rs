@@ -279,6 +279,9 @@ impl AdminStore for InMemoryAdminStore {
             code: StoredCode {
                 config: config.clone(),
                 config_id: previous.and_then(|p| p.code.config_id.clone()),
+                created_with: previous
+                    .map(|p| p.code.created_with.clone())
+                    .unwrap_or_default(),
             },
             version: previous.map_or(1, |p| p.version + 1),
         };
@@ -291,6 +294,7 @@ impl AdminStore for InMemoryAdminStore {
         tenant: &TenantId,
         code: &CodeId,
         config_id: &str,
+        created_with: &[String],
     ) -> Result<bool, StoreError> {
         let mut tables = self.available()?;
         let key = (tenant.clone(), code.clone());
@@ -305,6 +309,10 @@ impl AdminStore for InMemoryAdminStore {
             return Ok(false);
         }
         stored.code.config_id = Some(config_id.to_owned());
+        stored.code.created_with = created_with
+            .iter()
+            .filter_map(|u| StaffId::parse(u).ok())
+            .collect();
         Ok(true)
     }
 }

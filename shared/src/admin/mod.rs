@@ -78,7 +78,8 @@ pub struct CodeStatus {
     pub outcome: RoutingOutcome,
     pub excluded: Vec<ExcludedMember>,
     pub last_pushed: Option<LastPushed>,
-    /// WeCom's last accepted list is `eligible_now` and the code is not starved.
+    /// WeCom's list (the last push, or the creation's list before any) is `eligible_now` and
+    /// the code is not starved.
     pub in_sync: bool,
 }
 
@@ -269,15 +270,12 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
             Membership::Starved => RoutingOutcome::Starved,
         };
         let eligible_now = recomputed.users().unwrap_or_default().to_vec();
+        let in_sync = outcome != RoutingOutcome::Starved && snapshot.wecom_has(&eligible_now);
         let last_pushed = snapshot.last_pushed.map(|p| LastPushed {
             users: p.users,
             pushed_at_ms: p.pushed_at_ms,
             starved: p.starved,
         });
-        let in_sync = outcome != RoutingOutcome::Starved
-            && last_pushed
-                .as_ref()
-                .is_some_and(|p| !p.starved && p.users == eligible_now);
         Ok(CodeStatus {
             code,
             family: snapshot.code.config.family,
@@ -341,7 +339,7 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
         })?;
         match self
             .store
-            .set_config_id(tenant, code, &created.config_id)
+            .set_config_id(tenant, code, &created.config_id, &way.users)
             .await
         {
             Ok(true) => Ok((created.config_id, created.qr_code, true)),

@@ -73,13 +73,14 @@ pub trait AdminStore: TenantProfiles + CodeFacts {
         now_ms: u64,
     ) -> Result<VersionedCode, StoreError>;
 
-    /// Stores the contact way created for a code. `false` when the code already has one
+    /// Stores the contact way created for a code and the list WeCom created it with. `false` when the code already has one
     /// (another request created it first): the stored one is kept.
     async fn set_config_id(
         &self,
         tenant: &TenantId,
         code: &CodeId,
         config_id: &str,
+        created_with: &[String],
     ) -> Result<bool, StoreError>;
 }
 

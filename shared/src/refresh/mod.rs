@@ -23,6 +23,8 @@ pub struct StoredCode {
     pub config: CodeConfig,
     /// WeCom's id of the contact way; `None` until the admin's create call succeeded.
     pub config_id: Option<String>,
+    /// The list WeCom created the contact way with: what WeCom holds until the first push.
+    pub created_with: Vec<StaffId>,
 }
 
 /// The list WeCom last accepted for a code.
@@ -54,6 +56,21 @@ impl CodeSnapshot {
                 company_daily_cap: self.profile.company_daily_cap,
             },
         }
+    }
+
+    /// The list WeCom routes to, by our records: the last push, or before any push the list
+    /// the contact way was created with.
+    pub fn wecom_list(&self) -> &[StaffId] {
+        match &self.last_pushed {
+            Some(last) => &last.users,
+            None => &self.code.created_with,
+        }
+    }
+
+    /// WeCom already routes to exactly `users`, and the last recompute was not starved (a
+    /// starved code's record must be cleared by a push).
+    pub fn wecom_has(&self, users: &[StaffId]) -> bool {
+        !self.last_pushed.as_ref().is_some_and(|last| last.starved) && self.wecom_list() == users
     }
 
     pub fn recompute(&self) -> Membership {
@@ -247,11 +264,7 @@ impl<F: CodeFacts, P: ContactWayPusher> Refresher<F, P> {
             }
             return Ok(Outcome::Starved);
         };
-        if snapshot
-            .last_pushed
-            .as_ref()
-            .is_some_and(|last| last.users == users && !last.starved)
-        {
+        if snapshot.wecom_has(users) {
             return Ok(Outcome::Unchanged);
         }
         let wire: Vec<String> = users.iter().map(|u| u.as_str().to_owned()).collect();

@@ -111,6 +111,7 @@ fn snapshot(online: &[(&str, bool)]) -> CodeSnapshot {
                 },
             },
             config_id: Some("cfg1".into()),
+            created_with: vec![],
         },
         staff: online
             .iter()
@@ -238,6 +239,21 @@ async fn a_code_without_a_contact_way_is_left_to_its_creation() {
             .await
             .expect("ok"),
         Outcome::NotCreated
+    );
+    assert!(refresher.pusher.lists.lock().expect("lock").is_empty());
+}
+
+#[tokio::test]
+async fn a_code_created_with_its_current_list_is_not_pushed_again() {
+    let mut state = snapshot(&[("a", true), ("b", false)]);
+    state.code.created_with = vec![id("a")];
+    let refresher = refresher(state);
+    assert_eq!(
+        refresher
+            .refresh(&tenant(), &code(), &[1])
+            .await
+            .expect("ok"),
+        Outcome::Unchanged
     );
     assert!(refresher.pusher.lists.lock().expect("lock").is_empty());
 }

@@ -130,7 +130,8 @@ impl AdminStore for DynamoStore {
         tenant: &TenantId,
         code: &CodeId,
         config_id: &str,
+        created_with: &[String],
     ) -> Result<bool, StoreError> {
-        DynamoStore::set_config_id(self, tenant, code, config_id).await
+        DynamoStore::set_config_id(self, tenant, code, config_id, created_with).await
     }
 }

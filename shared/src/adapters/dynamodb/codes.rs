@@ -47,6 +47,7 @@ fn code_from(item: &Item) -> Result<CodeRecord, StoreError> {
         code: StoredCode {
             config,
             config_id: get_s(item, "config_id").map(str::to_owned),
+            created_with: parse_staff(&get_strings(item, "created_with")),
         },
         version: get_n(item, "version").unwrap_or(0),
         created_at_ms: get_n(item, "created_at_ms").unwrap_or(0),
@@ -107,8 +108,16 @@ impl DynamoStore {
         item.insert("version".into(), n(version));
         item.insert("created_at_ms".into(), n(created_at_ms));
         item.insert("updated_at_ms".into(), n(now_ms));
-        if let Some(config_id) = previous.as_ref().and_then(|p| p.code.config_id.clone()) {
-            item.insert("config_id".into(), s(config_id));
+        if let Some(previous) = &previous {
+            if let Some(config_id) = &previous.code.config_id {
+                let created_with = previous
+                    .code
+                    .created_with
+                    .iter()
+                    .map(|u| u.as_str().to_owned());
+                item.insert("config_id".into(), s(config_id));
+                item.insert("created_with".into(), strings(created_with));
+            }
         }
         let mut put = Put::builder().table_name(&self.table).set_item(Some(item));
         put = match &previous {
@@ -160,7 +169,8 @@ impl DynamoStore {
         let record = CodeRecord {
             code: StoredCode {
                 config: config.clone(),
-                config_id: previous.and_then(|p| p.code.config_id),
+                config_id: previous.as_ref().and_then(|p| p.code.config_id.clone()),
+                created_with: previous.map(|p| p.code.created_with).unwrap_or_default(),
             },
             version,
             created_at_ms,
@@ -169,19 +179,22 @@ impl DynamoStore {
         Ok((record, change))
     }
 
-    /// Stores the WeCom contact way created for a code; refuses to overwrite another one.
+    /// Stores the WeCom contact way created for a code and the list WeCom created it with;
+    /// refuses to overwrite another one.
     pub async fn set_config_id(
         &self,
         tenant: &TenantId,
         code: &CodeId,
         config_id: &str,
+        created_with: &[String],
     ) -> Result<bool, StoreError> {
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(key(keys::tenant(tenant), keys::code(code))))
-            .update_expression("SET config_id = :id")
+            .update_expression("SET config_id = :id, created_with = :users")
+            .expression_attribute_values(":users", strings(created_with.iter().cloned()))
             .condition_expression("attribute_exists(pk) AND attribute_not_exists(config_id)")
             .expression_attribute_values(":id", s(config_id))
             .send()
