@@ -23,6 +23,7 @@ use shared::tenants::TenantId;
 use shared::tenants::TenantProfile;
 use shared::wecom::callback::{write_flat_xml, Envelope};
 use shared::wecom::crypto::CallbackCrypto;
+use stack_client::Stack;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -53,35 +54,10 @@ pub struct World {
 impl World {
     pub async fn connect() -> Result<Self> {
         let aws = aws_config::load_from_env().await;
-        let stack = std::env::var("QRSYNC_STACK").unwrap_or_else(|_| "qrsync-local".into());
-        let described = aws_sdk_cloudformation::Client::new(&aws)
-            .describe_stacks()
-            .stack_name(&stack)
-            .send()
-            .await
-            .with_context(|| format!("stack {stack} is not deployed (run `make deploy`)"))?;
-        let outputs: HashMap<String, String> = described
-            .stacks()
-            .first()
-            .ok_or_else(|| anyhow!("no stack {stack}"))?
-            .outputs()
-            .iter()
-            .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
-            .collect();
-        let api_url = match std::env::var("QRSYNC_API_URL") {
-            Ok(url) => url,
-            Err(_) => {
-                // MiniStack serves REST APIs under /_aws/execute-api/<id>/<stage> on its own port.
-                let endpoint = std::env::var("AWS_ENDPOINT_URL")
-                    .context("AWS_ENDPOINT_URL must point at the local stack")?;
-                format!(
-                    "{}/_aws/execute-api/{}/{}",
-                    endpoint.trim_end_matches('/'),
-                    outputs["ApiId"],
-                    outputs["ApiStage"]
-                )
-            }
-        };
+        let name = std::env::var("QRSYNC_STACK").unwrap_or_else(|_| "qrsync-local".into());
+        let api_override = std::env::var("QRSYNC_API_URL").ok();
+        let stack = Stack::discover(&aws, &name, api_override.as_deref()).await?;
+        let (outputs, api_url) = (stack.outputs, stack.api_url);
         let sandbox_url =
             std::env::var("QRSYNC_SANDBOX_URL").unwrap_or_else(|_| "http://127.0.0.1:4580".into());
         Ok(Self {
@@ -138,20 +114,7 @@ impl World {
 
     /// Messages in a queue, visible, in flight or delayed.
     pub async fn queue_depth(&self, queue_output: &str) -> Result<u64> {
-        use aws_sdk_sqs::types::QueueAttributeName as A;
-        let attributes = self
-            .sqs
-            .get_queue_attributes()
-            .queue_url(self.output(queue_output))
-            .attribute_names(A::ApproximateNumberOfMessages)
-            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
-            .attribute_names(A::ApproximateNumberOfMessagesDelayed)
-            .send()
-            .await?;
-        Ok(attributes
-            .attributes()
-            .map(|a| a.values().filter_map(|v| v.parse::<u64>().ok()).sum())
-            .unwrap_or(0))
+        stack_client::queue_depth(&self.sqs, self.output(queue_output)).await
     }
 
     /// Waits until inbox.fifo and refresh.fifo are both empty, twice in a row.

@@ -10,13 +10,11 @@
 //! Settings: `QRSYNC_STACK`, `QRSYNC_SANDBOX_URL`, optionally `QRSYNC_API_URL`, and the
 //! standard AWS ones (`AWS_ENDPOINT_URL`, credentials, `AWS_REGION`).
 
-mod admin;
 mod plan;
 mod report;
 mod sandbox;
 mod world;
 
-use admin::AdminApi;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use futures::{StreamExt, TryStreamExt};
@@ -28,6 +26,7 @@ use serde_json::{json, Value};
 use shared::membership::{CodeId, Membership};
 use shared::refresh::CodeFacts;
 use shared::tenants::TenantId;
+use stack_client::AdminApi;
 use std::collections::{BTreeMap, HashMap};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};

@@ -1,10 +1,9 @@
 //! The deployed stack, found only through its CloudFormation outputs and the standard AWS
-//! settings (`AWS_ENDPOINT_URL`, credentials, region), as tests/src/lib.rs does.
+//! settings (`AWS_ENDPOINT_URL`, credentials, region), through `stack_client`.
 
-use anyhow::{anyhow, Context, Result};
-use aws_sdk_sqs::types::QueueAttributeName;
+use anyhow::Result;
 use shared::adapters::dynamodb::DynamoStore;
-use std::collections::HashMap;
+use stack_client::{queue_depth, Stack};
 
 pub struct World {
     pub aws: aws_config::SdkConfig,
@@ -21,41 +20,9 @@ pub struct World {
 impl World {
     pub async fn connect(stack: &str, api_override: Option<&str>) -> Result<Self> {
         let aws = aws_config::load_from_env().await;
-        let described = aws_sdk_cloudformation::Client::new(&aws)
-            .describe_stacks()
-            .stack_name(stack)
-            .send()
-            .await
-            .with_context(|| format!("stack {stack} is not deployed (run `make deploy`)"))?;
-        let outputs: HashMap<String, String> = described
-            .stacks()
-            .first()
-            .ok_or_else(|| anyhow!("no stack {stack}"))?
-            .outputs()
-            .iter()
-            .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
-            .collect();
-        let output = |key: &str| {
-            outputs
-                .get(key)
-                .cloned()
-                .ok_or_else(|| anyhow!("stack {stack} has no output {key}"))
-        };
-        let api_url = match api_override {
-            Some(url) => url.trim_end_matches('/').to_owned(),
-            None => {
-                // MiniStack serves a REST API under /_aws/execute-api/<id>/<stage> on its port.
-                let endpoint = std::env::var("AWS_ENDPOINT_URL")
-                    .context("AWS_ENDPOINT_URL must point at the local stack")?;
-                format!(
-                    "{}/_aws/execute-api/{}/{}",
-                    endpoint.trim_end_matches('/'),
-                    output("ApiId")?,
-                    output("ApiStage")?
-                )
-            }
-        };
-        let dead_letters = outputs
+        let found = Stack::discover(&aws, stack, api_override).await?;
+        let dead_letters = found
+            .outputs
             .iter()
             .filter(|(key, _)| key.ends_with("DeadLetterQueueUrl"))
             .map(|(key, url)| {
@@ -67,12 +34,12 @@ impl World {
             .collect::<std::collections::BTreeMap<_, _>>()
             .into_iter()
             .collect();
-        let table = output("TableName")?;
+        let table = found.output("TableName")?.to_owned();
         Ok(Self {
             stack: stack.to_owned(),
-            api_url,
-            inbox: output("InboxQueueUrl")?,
-            refresh: output("RefreshQueueUrl")?,
+            inbox: found.output("InboxQueueUrl")?.to_owned(),
+            refresh: found.output("RefreshQueueUrl")?.to_owned(),
+            api_url: found.api_url,
             dead_letters,
             sqs: aws_sdk_sqs::Client::new(&aws),
             store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), table.clone()),
@@ -83,20 +50,7 @@ impl World {
 
     /// Visible + in flight + delayed messages, as the queue reports them.
     pub async fn queue_depth(&self, url: &str) -> Result<u64> {
-        let answer = self
-            .sqs
-            .get_queue_attributes()
-            .queue_url(url)
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesDelayed)
-            .send()
-            .await
-            .with_context(|| format!("GetQueueAttributes {url}"))?;
-        Ok(answer
-            .attributes()
-            .map(|a| a.values().filter_map(|v| v.parse::<u64>().ok()).sum())
-            .unwrap_or(0))
+        queue_depth(&self.sqs, url).await
     }
 
     /// Inbox and refresh queue depths.
