@@ -3,6 +3,7 @@
 //! group fails, every later message of that group in the batch is reported as failed too
 //! (so the group is redelivered in order), while other groups carry on.
 
+use crate::ports::DeadLetters;
 use std::collections::HashSet;
 
 #[derive(Debug, Default)]
@@ -21,6 +22,31 @@ impl PartialBatch {
     pub fn fail(&mut self, group: &str, message_id: &str) {
         self.failed_groups.insert(group.to_owned());
         self.failed_messages.push(message_id.to_owned());
+    }
+
+    /// A poison message can never succeed: it is moved to the dead-letter queue with its
+    /// class and acknowledged; only if parking fails is it reported for redelivery.
+    pub async fn park_poison<D: DeadLetters>(
+        &mut self,
+        dead_letters: &D,
+        group: &str,
+        message_id: &str,
+        body: &str,
+        reason: &str,
+    ) {
+        tracing::error!(
+            message_id,
+            group,
+            reason,
+            "poison message moved to the dead-letter queue"
+        );
+        if let Err(error) = dead_letters
+            .park(group, message_id, body, "poison", reason)
+            .await
+        {
+            tracing::error!(message_id, error = ?error, "could not park the poison message; it will be redelivered");
+            self.fail(group, message_id);
+        }
     }
 
     /// The message ids to report in `batchItemFailures`.

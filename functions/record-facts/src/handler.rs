@@ -48,16 +48,9 @@ pub(crate) async fn handle<T: TenantProfiles, L: AddLedger, Q: ReasonQueue, D: D
                 tracing::info!(message_id = id, kind, "event acknowledged")
             }
             Err(FactsError::Poison(reason)) => {
-                tracing::error!(
-                    message_id = id,
-                    group,
-                    reason,
-                    "poison message moved to the dead-letter queue"
-                );
-                if let Err(error) = dead_letters.park(group, id, body, "poison", &reason).await {
-                    tracing::error!(message_id = id, error = ?error, "could not park the poison message; it will be redelivered");
-                    batch.fail(group, id);
-                }
+                batch
+                    .park_poison(dead_letters, group, id, body, &reason)
+                    .await;
             }
             Err(FactsError::Store(error)) => {
                 tracing::warn!(message_id = id, group, error = ?error, "fact not written; redelivered later");

@@ -53,19 +53,9 @@ pub(crate) async fn handle<F: CodeFacts, P: ContactWayPusher, D: DeadLetters>(
             },
             Err(error) => {
                 let reason = format!("not a refresh reason: {error}");
-                tracing::error!(
-                    message_id = id,
-                    group,
-                    reason,
-                    "poison message moved to the dead-letter queue"
-                );
-                if dead_letters
-                    .park(group, id, body, "poison", &reason)
-                    .await
-                    .is_err()
-                {
-                    batch.fail(group, id);
-                }
+                batch
+                    .park_poison(dead_letters, group, id, body, &reason)
+                    .await;
             }
         }
     }
