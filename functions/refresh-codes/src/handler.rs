@@ -127,6 +127,7 @@ mod tests {
                     config: CodeConfig {
                         family: Family::Native,
                         members: vec![alice.clone()],
+                        departments: vec![],
                         fallback: vec![],
                         switches: Switches::default(),
                     },
@@ -134,7 +135,9 @@ mod tests {
                     created_with: vec![],
                 },
                 staff: [(alice, StaffFacts::ACTIVE_ONLINE)].into_iter().collect(),
-                today: Default::default(),
+                adds: Default::default(),
+                departments: Default::default(),
+                now_ms: 0,
                 last_pushed: None,
             }))
         }

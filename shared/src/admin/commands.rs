@@ -158,7 +158,9 @@ impl PutCode {
                 };
                 let parsed = Switches {
                     offline_check: switches.optional_boolean("offline_check")?.unwrap_or(false),
+                    add_limit: switches.optional_limit("add_limit")?,
                     daily_limit: switches.optional_limit("daily_limit")?,
+                    round_limit: switches.optional_limit("round_limit")?,
                 };
                 switches.finish()?;
                 parsed
@@ -173,6 +175,7 @@ impl PutCode {
             config: CodeConfig {
                 family,
                 members,
+                departments: Vec::new(),
                 fallback,
                 switches,
             },

@@ -2,7 +2,7 @@
 
 use super::ports::{AdminStore, ContactWays, StaffChange, VersionedCode};
 use crate::facts::{ReasonQueue, TenantProfiles};
-use crate::membership::{CodeConfig, CodeId, DailyCounts, Employment, StaffFacts, StaffId};
+use crate::membership::{AddCounts, CodeConfig, CodeId, Employment, StaffFacts, StaffId};
 use crate::ports::StoreError;
 use crate::refresh::{CodeFacts, CodeSnapshot, PushRecord, PushedList, RefreshReason, StoredCode};
 use crate::tenants::{TenantId, TenantProfile};
@@ -18,7 +18,7 @@ struct Tables {
     staff: HashMap<(TenantId, StaffId), StaffFacts>,
     codes: HashMap<CodeKey, VersionedCode>,
     pushed: HashMap<CodeKey, PushedList>,
-    today: HashMap<(TenantId, CodeId, StaffId), DailyCounts>,
+    today: HashMap<(TenantId, CodeId, StaffId), AddCounts>,
     /// A contact way another request stores first, just before the next `set_config_id`.
     race: HashMap<CodeKey, String>,
     unavailable: bool,
@@ -65,7 +65,7 @@ impl InMemoryAdminStore {
         self.tables()
             .staff
             .get(&(tenant.clone(), staff.clone()))
-            .copied()
+            .cloned()
     }
 
     pub fn stored_code(&self, tenant: &TenantId, code: &CodeId) -> Option<VersionedCode> {
@@ -75,13 +75,7 @@ impl InMemoryAdminStore {
             .cloned()
     }
 
-    pub fn set_today(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        staff: &StaffId,
-        counts: DailyCounts,
-    ) {
+    pub fn set_today(&self, tenant: &TenantId, code: &CodeId, staff: &StaffId, counts: AddCounts) {
         self.tables()
             .today
             .insert((tenant.clone(), code.clone(), staff.clone()), counts);
@@ -114,7 +108,7 @@ impl CodeFacts for InMemoryAdminStore {
         &self,
         tenant: &TenantId,
         code: &CodeId,
-        _now_ms: u64,
+        now_ms: u64,
     ) -> Result<Option<CodeSnapshot>, StoreError> {
         let tables = self.available()?;
         let key = (tenant.clone(), code.clone());
@@ -128,7 +122,7 @@ impl CodeFacts for InMemoryAdminStore {
             .iter()
             .filter_map(|s| {
                 let facts = tables.staff.get(&(tenant.clone(), (*s).clone()))?;
-                Some(((*s).clone(), *facts))
+                Some(((*s).clone(), facts.clone()))
             })
             .collect();
         let today = people
@@ -144,7 +138,9 @@ impl CodeFacts for InMemoryAdminStore {
             profile: profile.clone(),
             code: stored.code.clone(),
             staff,
-            today,
+            adds: today,
+            departments: Default::default(),
+            now_ms,
             last_pushed: tables.pushed.get(&key).cloned(),
         }))
     }
@@ -214,12 +210,13 @@ impl AdminStore for InMemoryAdminStore {
                 online: false,
                 employment: Employment::Active,
                 rejected_by_wecom: false,
+                schedule: None,
             });
         facts.online = change.online;
         if let Some(employment) = change.employment {
             facts.employment = employment;
         }
-        Ok(*facts)
+        Ok(facts.clone())
     }
 
     async fn codes_of_staff(

@@ -112,6 +112,8 @@ pub fn exclusion_name(exclusion: Exclusion) -> &'static str {
         Exclusion::Disabled => "disabled",
         Exclusion::RejectedByWeCom => "rejected_by_wecom",
         Exclusion::Offline => "offline",
+        Exclusion::OutsideShift => "outside_shift",
+        Exclusion::AddLimitReached => "add_limit_reached",
         Exclusion::DailyLimitReached => "daily_limit_reached",
         Exclusion::CompanyCapReached => "company_cap_reached",
         Exclusion::OverWeComCap => "over_wecom_cap",

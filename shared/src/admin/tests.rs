@@ -1,7 +1,7 @@
 use super::fakes::{FakeContactWays, InMemoryAdminStore, InMemoryReasonQueue};
 use super::*;
 use crate::http::ErrorAnswer;
-use crate::membership::{CodeConfig, DailyCounts, StaffFacts, Switches};
+use crate::membership::{AddCounts, CodeConfig, StaffFacts, Switches};
 use crate::refresh::PushedList;
 use crate::wecom::api::WeComError;
 use serde_json::json;
@@ -235,10 +235,12 @@ fn a_code_body_becomes_a_configuration() {
         CodeConfig {
             family: Family::Quota,
             members: vec![staff("a"), staff("b")],
+            departments: vec![],
             fallback: vec![staff("z")],
             switches: Switches {
                 offline_check: true,
-                daily_limit: Some(5)
+                daily_limit: Some(5),
+                ..Switches::default()
             },
         }
     );
@@ -432,6 +434,7 @@ async fn a_staff_change_keeps_the_stored_employment_and_wecoms_rejection() {
         online: false,
         employment: Employment::Resigned,
         rejected_by_wecom: true,
+        schedule: None,
     };
     w.store
         .insert_staff(&tenant(), &staff("r"), rejected_resigned);
@@ -723,9 +726,10 @@ async fn the_status_shows_who_is_eligible_who_is_not_and_why() {
         .put_code(put_code("c1", body))
         .await
         .expect("stored");
-    let counts = DailyCounts {
+    let counts = AddCounts {
         on_code: 3,
         all_codes: 3,
+        on_code_total: 3,
     };
     w.store
         .set_today(&tenant(), &code("c1"), &staff("b"), counts);

@@ -3,11 +3,17 @@
 //! caller loads the facts for the tenant's current day and passes them in, so the same facts
 //! always give the same list, whatever order they arrived in.
 
+mod schedule;
 mod staff;
 
-pub use staff::{CodeId, InvalidCodeId, InvalidStaffId, StaffId};
+pub use schedule::{InvalidSchedule, Shift, WeeklySchedule};
+pub use staff::{
+    CodeId, DepartmentId, InvalidCodeId, InvalidDepartmentId, InvalidStaffId, StaffId,
+};
 
-use std::collections::HashMap;
+use chrono::DateTime;
+use chrono_tz::Tz;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// WeCom's cap on users per contact way (departments expanded); more is refused with 41041.
 pub const MAX_USERS_PER_CODE: usize = 100;
@@ -24,15 +30,28 @@ pub enum Family {
     Quota,
 }
 
+impl Family {
+    /// Our landing page rotates through the members (and needs a rotation written with the list).
+    pub fn rotates(self) -> bool {
+        matches!(self, Self::Sequenced | Self::Quota)
+    }
+}
+
 /// The per-code switches. A limit of `None` is the switch turned off.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Switches {
-    /// Exclude staff who are offline.
+    /// Exclude staff who are offline (admin flag) or outside their work schedule.
     #[serde(default)]
     pub offline_check: bool,
+    /// Exclude staff whose adds through this code, in total, reached this number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub add_limit: Option<u32>,
     /// Exclude staff whose adds through this code today reached this number.
     #[serde(default)]
     pub daily_limit: Option<u32>,
+    /// Sequenced and quota codes: consecutive customers one member takes per rotation round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_limit: Option<u32>,
 }
 
 /// A code's configuration as the tenant admin set it.
@@ -41,6 +60,9 @@ pub struct CodeConfig {
     pub family: Family,
     /// In rotation order.
     pub members: Vec<StaffId>,
+    /// Expanded after the members, each in the listed order, its members by user id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub departments: Vec<DepartmentId>,
     /// Pushed when no member is eligible.
     #[serde(default)]
     pub fallback: Vec<StaffId>,
@@ -59,12 +81,15 @@ pub enum Employment {
 }
 
 /// What is known about one staff member now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaffFacts {
+    /// The admin's online flag.
     pub online: bool,
     pub employment: Employment,
     /// WeCom rejected this user for contact ways (60111, 41054, ...).
     pub rejected_by_wecom: bool,
+    /// Weekly shifts in the tenant's timezone; `None` is "no schedule: always on shift".
+    pub schedule: Option<WeeklySchedule>,
 }
 
 impl StaffFacts {
@@ -72,16 +97,24 @@ impl StaffFacts {
         online: true,
         employment: Employment::Active,
         rejected_by_wecom: false,
+        schedule: None,
     };
+
+    /// Online by the admin flag and, with a schedule, inside a shift at `now`.
+    pub fn available(&self, now: DateTime<Tz>) -> bool {
+        self.online && self.schedule.as_ref().is_none_or(|s| s.on_shift(now))
+    }
 }
 
-/// Adds counted for one staff member on the tenant's current day.
+/// Adds counted for one staff member.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DailyCounts {
-    /// Through this code.
+pub struct AddCounts {
+    /// Through this code, on the tenant's current day.
     pub on_code: u32,
-    /// Through every code of the tenant (for the company-wide cap).
+    /// Through every code of the tenant, on the tenant's current day (the company-wide cap).
     pub all_codes: u32,
+    /// Through this code, ever (the add limit).
+    pub on_code_total: u32,
 }
 
 /// Tenant-wide rules.
@@ -100,6 +133,8 @@ pub enum Exclusion {
     Disabled,
     RejectedByWeCom,
     Offline,
+    OutsideShift,
+    AddLimitReached,
     DailyLimitReached,
     CompanyCapReached,
     OverWeComCap,
@@ -131,8 +166,32 @@ impl Membership {
 pub struct Facts<'a> {
     pub code: &'a CodeConfig,
     pub staff: &'a HashMap<StaffId, StaffFacts>,
-    pub today: &'a HashMap<StaffId, DailyCounts>,
+    pub adds: &'a HashMap<StaffId, AddCounts>,
+    /// Stored membership of the departments the code lists.
+    pub departments: &'a HashMap<DepartmentId, BTreeSet<StaffId>>,
     pub tenant: TenantRules,
+    /// Now, in the tenant's timezone (work schedules are read in it).
+    pub now: DateTime<Tz>,
+}
+
+/// The code's candidates in order: its members, then each listed department's members (by
+/// user id), each person once.
+pub fn candidates(
+    code: &CodeConfig,
+    departments: &HashMap<DepartmentId, BTreeSet<StaffId>>,
+) -> Vec<StaffId> {
+    let mut seen = HashSet::new();
+    code.members
+        .iter()
+        .chain(
+            code.departments
+                .iter()
+                .filter_map(|department| departments.get(department))
+                .flatten(),
+        )
+        .filter(|staff| seen.insert(*staff))
+        .cloned()
+        .collect()
 }
 
 fn never_eligible(facts: Option<&StaffFacts>) -> Option<Exclusion> {
@@ -145,42 +204,49 @@ fn never_eligible(facts: Option<&StaffFacts>) -> Option<Exclusion> {
     }
 }
 
-/// Every member in order, with the reason it is excluded (or `None` when eligible).
+/// Why `staff` may not take customers of a code with `switches` now, ignoring WeCom's cap.
+fn exclusion(facts: &Facts<'_>, staff: &StaffId) -> Option<Exclusion> {
+    let person = facts.staff.get(staff);
+    let adds = facts.adds.get(staff).copied().unwrap_or_default();
+    let switches = &facts.code.switches;
+    let reached = |limit: Option<u32>, count: u32| limit.is_some_and(|limit| count >= limit);
+    never_eligible(person)
+        .or_else(|| {
+            let person = person?;
+            if !switches.offline_check {
+                None
+            } else if !person.online {
+                Some(Exclusion::Offline)
+            } else if !person.available(facts.now) {
+                Some(Exclusion::OutsideShift)
+            } else {
+                None
+            }
+        })
+        .or_else(|| {
+            reached(switches.add_limit, adds.on_code_total).then_some(Exclusion::AddLimitReached)
+        })
+        .or_else(|| {
+            reached(switches.daily_limit, adds.on_code).then_some(Exclusion::DailyLimitReached)
+        })
+        .or_else(|| {
+            reached(facts.tenant.company_daily_cap, adds.all_codes)
+                .then_some(Exclusion::CompanyCapReached)
+        })
+}
+
+/// Every candidate in order, with the reason it is excluded (or `None` when eligible).
 pub fn assess(facts: &Facts<'_>) -> Vec<(StaffId, Option<Exclusion>)> {
-    let mut seen = std::collections::HashSet::new();
     let mut eligible = 0usize;
-    facts
-        .code
-        .members
-        .iter()
-        .filter(|member| seen.insert(*member))
+    candidates(facts.code, facts.departments)
+        .into_iter()
         .map(|member| {
-            let staff = facts.staff.get(member);
-            let today = facts.today.get(member).copied().unwrap_or_default();
-            let switches = &facts.code.switches;
-            let exclusion = never_eligible(staff)
-                .or_else(|| {
-                    (switches.offline_check && !staff.is_some_and(|s| s.online))
-                        .then_some(Exclusion::Offline)
-                })
-                .or_else(|| {
-                    switches
-                        .daily_limit
-                        .filter(|&limit| today.on_code >= limit)
-                        .map(|_| Exclusion::DailyLimitReached)
-                })
-                .or_else(|| {
-                    facts
-                        .tenant
-                        .company_daily_cap
-                        .filter(|&cap| today.all_codes >= cap)
-                        .map(|_| Exclusion::CompanyCapReached)
-                })
+            let exclusion = exclusion(facts, &member)
                 .or_else(|| (eligible >= MAX_USERS_PER_CODE).then_some(Exclusion::OverWeComCap));
             if exclusion.is_none() {
                 eligible += 1;
             }
-            (member.clone(), exclusion)
+            (member, exclusion)
         })
         .collect()
 }
@@ -194,7 +260,7 @@ pub fn recompute(facts: &Facts<'_>) -> Membership {
     if !members.is_empty() {
         return Membership::Members(members);
     }
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = HashSet::new();
     let fallback: Vec<StaffId> = facts
         .code
         .fallback
@@ -208,6 +274,88 @@ pub fn recompute(facts: &Facts<'_>) -> Membership {
     } else {
         Membership::Fallback(fallback)
     }
+}
+
+/// One member's turn in a sequenced or quota code's rotation round.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RotationSlot {
+    pub staff: StaffId,
+    /// Consecutive customers this member takes before the rotation moves on.
+    pub takes: u32,
+}
+
+/// The rotation our landing page draws from, written by the same recompute as the WeCom list:
+/// the pushed users in order, each taking `round_limit` customers per round (1 without the
+/// switch); a quota code never gives a member more in a round than is left of their daily
+/// limit on the code. `None` for native codes, which WeCom routes itself.
+pub fn rotation(facts: &Facts<'_>, membership: &Membership) -> Option<Vec<RotationSlot>> {
+    if !facts.code.family.rotates() {
+        return None;
+    }
+    let switches = &facts.code.switches;
+    let per_round = switches.round_limit.unwrap_or(1).max(1);
+    let slots = membership
+        .users()
+        .unwrap_or_default()
+        .iter()
+        .map(|staff| {
+            let left_today = switches
+                .daily_limit
+                .filter(|_| facts.code.family == Family::Quota)
+                .map(|limit| {
+                    let done = facts.adds.get(staff).map_or(0, |a| a.on_code);
+                    limit.saturating_sub(done).max(1)
+                });
+            RotationSlot {
+                staff: staff.clone(),
+                takes: left_today.map_or(per_round, |left| per_round.min(left)),
+            }
+        })
+        .collect();
+    Some(slots)
+}
+
+/// A limit an add can take a staff member to; each is claimed once per tenant-day.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    /// The code's add limit (adds through the code, ever).
+    CodeTotal,
+    /// The code's daily limit.
+    CodeDaily,
+    /// The tenant's company-wide daily cap (every code the staff member sits on).
+    CompanyDaily,
+}
+
+impl Limit {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::CodeTotal => "code_total",
+            Self::CodeDaily => "code_daily",
+            Self::CompanyDaily => "company_daily",
+        }
+    }
+
+    /// Whether reaching it removes the staff member from every code they sit on.
+    pub fn company_wide(self) -> bool {
+        self == Self::CompanyDaily
+    }
+}
+
+/// The limits the counts (after an add) have reached on a code with `switches`.
+pub fn limits_reached(switches: &Switches, tenant: TenantRules, counts: AddCounts) -> Vec<Limit> {
+    let reached = |limit: Option<u32>, count: u32| limit.is_some_and(|limit| count >= limit);
+    let mut limits = Vec::new();
+    if reached(switches.add_limit, counts.on_code_total) {
+        limits.push(Limit::CodeTotal);
+    }
+    if reached(switches.daily_limit, counts.on_code) {
+        limits.push(Limit::CodeDaily);
+    }
+    if reached(tenant.company_daily_cap, counts.all_codes) {
+        limits.push(Limit::CompanyDaily);
+    }
+    limits
 }
 
 #[cfg(test)]

@@ -8,3 +8,8 @@ crate::ids::validated_id!(
     /// it); WeCom's `state` holds at most 30 characters.
     CodeId, InvalidCodeId, "code id", max = 30, also = ['-', '_']
 );
+
+crate::ids::validated_id!(
+    /// A WeCom department id (WeCom's are numbers; kept as text as WeCom sends them).
+    DepartmentId, InvalidDepartmentId, "department id", max = 32, also = []
+);

@@ -167,7 +167,7 @@ fn facts_of(
 ) -> (
     CodeConfig,
     HashMap<StaffId, StaffFacts>,
-    HashMap<StaffId, DailyCounts>,
+    HashMap<StaffId, AddCounts>,
 ) {
     let code = CodeConfig {
         family: Family::Native,
@@ -195,7 +195,7 @@ fn facts_of(
         .map(|(s, on_code, all_codes)| {
             (
                 id(s),
-                DailyCounts {
+                AddCounts {
                     on_code: *on_code,
                     all_codes: *all_codes,
                 },

@@ -9,13 +9,14 @@ mod reason;
 pub use reason::{Cause, RefreshReason};
 
 use crate::membership::{
-    self, CodeConfig, CodeId, DailyCounts, Facts, Membership, StaffFacts, StaffId, TenantRules,
+    self, AddCounts, CodeConfig, CodeId, DepartmentId, Facts, Membership, RotationSlot, StaffFacts,
+    StaffId, TenantRules,
 };
 use crate::ports::StoreError;
 use crate::tenants::{TenantId, TenantProfile};
 use crate::wecom::api::{CorpCredentials, WeComError};
 use crate::Clock;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// A code as the admin configured it, with the WeCom contact way it owns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +43,11 @@ pub struct CodeSnapshot {
     pub profile: TenantProfile,
     pub code: StoredCode,
     pub staff: HashMap<StaffId, StaffFacts>,
-    pub today: HashMap<StaffId, DailyCounts>,
+    pub adds: HashMap<StaffId, AddCounts>,
+    /// Stored membership of the departments the code lists.
+    pub departments: HashMap<DepartmentId, BTreeSet<StaffId>>,
+    /// The instant the snapshot was read for: "today" and work schedules are read at it.
+    pub now_ms: u64,
     pub last_pushed: Option<PushedList>,
 }
 
@@ -51,7 +56,9 @@ impl CodeSnapshot {
         Facts {
             code: &self.code.config,
             staff: &self.staff,
-            today: &self.today,
+            adds: &self.adds,
+            departments: &self.departments,
+            now: self.profile.timezone.at(self.now_ms),
             tenant: TenantRules {
                 company_daily_cap: self.profile.company_daily_cap,
             },
@@ -75,6 +82,11 @@ impl CodeSnapshot {
 
     pub fn recompute(&self) -> Membership {
         membership::recompute(&self.facts())
+    }
+
+    /// The landing page's rotation for `membership` (sequenced and quota codes only).
+    pub fn rotation(&self, membership: &Membership) -> Option<Vec<RotationSlot>> {
+        membership::rotation(&self.facts(), membership)
     }
 
     pub fn credentials(&self) -> CorpCredentials {

@@ -104,10 +104,11 @@ fn snapshot(online: &[(&str, bool)]) -> CodeSnapshot {
             config: CodeConfig {
                 family: Family::Native,
                 members: online.iter().map(|(s, _)| id(s)).collect(),
+                departments: vec![],
                 fallback: vec![],
                 switches: Switches {
                     offline_check: true,
-                    daily_limit: None,
+                    ..Switches::default()
                 },
             },
             config_id: Some("cfg1".into()),
@@ -125,7 +126,9 @@ fn snapshot(online: &[(&str, bool)]) -> CodeSnapshot {
                 )
             })
             .collect(),
-        today: HashMap::new(),
+        adds: HashMap::new(),
+        departments: HashMap::new(),
+        now_ms: 0,
         last_pushed: None,
     }
 }

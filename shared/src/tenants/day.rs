@@ -45,13 +45,47 @@ impl fmt::Display for Timezone {
     }
 }
 
-/// The tenant's calendar day (`YYYY-MM-DD`) at `at_ms` (milliseconds since the epoch).
-pub fn tenant_day(at_ms: u64, timezone: Timezone) -> String {
-    let at = chrono::Utc
+impl Timezone {
+    pub fn tz(&self) -> Tz {
+        self.0
+    }
+
+    /// `at_ms` (milliseconds since the epoch) as the tenant's local time.
+    pub fn at(&self, at_ms: u64) -> chrono::DateTime<Tz> {
+        utc(at_ms).with_timezone(&self.0)
+    }
+
+    /// The first instant of the tenant's next calendar day after `at_ms`, in milliseconds.
+    pub fn next_midnight_ms(&self, at_ms: u64) -> u64 {
+        let local = self.at(at_ms);
+        let tomorrow = local.date_naive().succ_opt().unwrap_or(local.date_naive());
+        let midnight = tomorrow.and_hms_opt(0, 0, 0).unwrap_or_default();
+        // A zone whose midnight is skipped by DST starts its day at the first instant after.
+        let start = self
+            .0
+            .from_local_datetime(&midnight)
+            .earliest()
+            .or_else(|| {
+                self.0
+                    .from_local_datetime(&(midnight + chrono::Duration::hours(1)))
+                    .earliest()
+            });
+        start.map_or(at_ms + 86_400_000, |t| {
+            u64::try_from(t.timestamp_millis()).unwrap_or(0)
+        })
+    }
+}
+
+pub(crate) fn utc(at_ms: u64) -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc
         .timestamp_millis_opt(i64::try_from(at_ms).unwrap_or(i64::MAX))
         .single()
-        .unwrap_or_default();
-    at.with_timezone(&timezone.0).format("%Y-%m-%d").to_string()
+        .unwrap_or_default()
+}
+
+/// The tenant's calendar day (`YYYY-MM-DD`) at `at_ms` (milliseconds since the epoch).
+pub fn tenant_day(at_ms: u64, timezone: Timezone) -> String {
+    timezone.at(at_ms).format("%Y-%m-%d").to_string()
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use super::{
     corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, staff_from, strings,
     unavailable, DynamoStore, Item,
 };
-use crate::membership::{CodeConfig, CodeId, DailyCounts, StaffId};
+use crate::membership::{candidates, AddCounts, CodeConfig, CodeId, DepartmentId, StaffId};
 use crate::ports::StoreError;
 use crate::refresh::{CodeFacts, CodeSnapshot, PushRecord, PushedList, StoredCode, Tally};
 use crate::tenants::{tenant_day, TenantId};
@@ -224,6 +224,40 @@ impl DynamoStore {
             .collect()
     }
 
+    /// Stored membership of `departments` (a department nobody is in, or that WeCom deleted,
+    /// is absent).
+    pub async fn departments(
+        &self,
+        tenant: &TenantId,
+        departments: &[DepartmentId],
+    ) -> Result<HashMap<DepartmentId, BTreeSet<StaffId>>, StoreError> {
+        if departments.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let pk = keys::tenant(tenant);
+        let items = self
+            .batch_get(
+                departments
+                    .iter()
+                    .map(|d| key(pk.clone(), keys::department(d)))
+                    .collect(),
+            )
+            .await?;
+        let mut stored = HashMap::new();
+        for item in items {
+            let Some(department) =
+                get_s(&item, "department").and_then(|d| DepartmentId::parse(d).ok())
+            else {
+                continue;
+            };
+            let members = parse_staff(&get_strings(&item, "members"))
+                .into_iter()
+                .collect();
+            stored.insert(department, members);
+        }
+        Ok(stored)
+    }
+
     /// Every item of a tenant whose sort key starts with `prefix`, e.g. a code's push history.
     pub async fn query_prefix(
         &self,
@@ -269,12 +303,19 @@ impl CodeFacts for DynamoStore {
         });
 
         let day = tenant_day(now_ms, profile.timezone);
-        let people = seated(&record.code.config);
-        let mut wanted = Vec::with_capacity(people.len() * 3);
+        let departments = self
+            .departments(tenant, &record.code.config.departments)
+            .await?;
+        let mut people: BTreeSet<StaffId> = candidates(&record.code.config, &departments)
+            .into_iter()
+            .collect();
+        people.extend(record.code.config.fallback.iter().cloned());
+        let mut wanted = Vec::with_capacity(people.len() * 4);
         for staff in &people {
             wanted.push(key(pk.clone(), keys::staff(staff)));
             wanted.push(key(pk.clone(), keys::adds_today_on_code(&day, code, staff)));
             wanted.push(key(pk.clone(), keys::adds_today_all_codes(&day, staff)));
+            wanted.push(key(pk.clone(), keys::adds_total(code, staff)));
         }
         let second: HashMap<String, Item> = self
             .batch_get(wanted)
@@ -283,30 +324,31 @@ impl CodeFacts for DynamoStore {
             .filter_map(|item| Some((get_s(&item, keys::SK)?.to_owned(), item)))
             .collect();
         let mut staff = HashMap::new();
-        let mut today = HashMap::new();
+        let mut adds = HashMap::new();
         for person in people {
             if let Some(item) = second.get(&keys::staff(&person)) {
                 staff.insert(person.clone(), staff_from(item));
             }
-            let adds = |sk: String| {
+            let count = |sk: String| {
                 second
                     .get(&sk)
                     .and_then(|item| get_n::<u32>(item, "adds"))
                     .unwrap_or(0)
             };
-            today.insert(
-                person.clone(),
-                DailyCounts {
-                    on_code: adds(keys::adds_today_on_code(&day, code, &person)),
-                    all_codes: adds(keys::adds_today_all_codes(&day, &person)),
-                },
-            );
+            let counts = AddCounts {
+                on_code: count(keys::adds_today_on_code(&day, code, &person)),
+                all_codes: count(keys::adds_today_all_codes(&day, &person)),
+                on_code_total: count(keys::adds_total(code, &person)),
+            };
+            adds.insert(person, counts);
         }
         Ok(Some(CodeSnapshot {
             profile,
             code: record.code,
             staff,
-            today,
+            adds,
+            departments,
+            now_ms,
             last_pushed,
         }))
     }

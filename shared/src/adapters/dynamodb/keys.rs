@@ -1,7 +1,7 @@
 //! How items are keyed. Everything of a tenant lives under one partition key; sort keys
 //! name the item kind first, so a kind can be read with `begins_with`.
 
-use crate::membership::{CodeId, StaffId};
+use crate::membership::{CodeId, DepartmentId, Limit, StaffId};
 use crate::tenants::TenantId;
 
 pub const PK: &str = "pk";
@@ -61,6 +61,34 @@ pub fn adds_today_on_code(day: &str, code: &CodeId, staff: &StaffId) -> String {
 
 pub fn adds_today_all_codes(day: &str, staff: &StaffId) -> String {
     format!("ADDS#DAY#{day}#ALL#{staff}")
+}
+
+/// Stored membership of a WeCom department (a string set of user ids).
+pub fn department(department: &DepartmentId) -> String {
+    format!("DEPT#{department}")
+}
+
+/// Code `code` lists department `department`: the department -> codes index.
+pub fn department_seat(department: &DepartmentId, code: &CodeId) -> String {
+    format!("DSEAT#{department}#{code}")
+}
+
+pub fn department_seats_of(department: &DepartmentId) -> String {
+    format!("DSEAT#{department}#")
+}
+
+/// The quota loop's claim: `staff` reached `limit` on the tenant-day `day` (on `code`, or on
+/// every code for the company cap). Exactly one writer creates it; the day rollover reads a
+/// day's claims to bring those staff back.
+pub fn limit_reached(day: &str, limit: Limit, staff: &StaffId, code: Option<&CodeId>) -> String {
+    match code {
+        Some(code) => format!("REMOVED#{day}#{}#{staff}#{code}", limit.name()),
+        None => format!("REMOVED#{day}#{}#{staff}", limit.name()),
+    }
+}
+
+pub fn limits_reached_on(day: &str) -> String {
+    format!("REMOVED#{day}#")
 }
 
 pub fn claim(business_key: &str) -> String {

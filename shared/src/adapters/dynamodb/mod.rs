@@ -61,11 +61,15 @@ fn get_bool(item: &Item, name: &str) -> Option<bool> {
     item.get(name).and_then(|v| v.as_bool().ok()).copied()
 }
 
+/// A list of strings, or a string set (in DynamoDB's order).
 fn get_strings(item: &Item, name: &str) -> Vec<String> {
-    item.get(name)
-        .and_then(|v| v.as_l().ok())
-        .map(|list| list.iter().filter_map(|v| v.as_s().ok().cloned()).collect())
-        .unwrap_or_default()
+    match item.get(name) {
+        Some(AttributeValue::L(list)) => {
+            list.iter().filter_map(|v| v.as_s().ok().cloned()).collect()
+        }
+        Some(AttributeValue::Ss(set)) => set.clone(),
+        _ => Vec::new(),
+    }
 }
 
 fn strings(values: impl IntoIterator<Item = impl Into<String>>) -> AttributeValue {
@@ -87,6 +91,8 @@ pub(crate) fn staff_from(item: &Item) -> StaffFacts {
             _ => Employment::Active,
         },
         rejected_by_wecom: get_bool(item, "rejected_by_wecom").unwrap_or(false),
+        // An unreadable schedule is treated as none: the admin API validates what it stores.
+        schedule: get_s(item, "schedule").and_then(|raw| serde_json::from_str(raw).ok()),
     }
 }
 
