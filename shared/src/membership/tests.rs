@@ -4,6 +4,13 @@ fn id(raw: &str) -> StaffId {
     StaffId::parse(raw).expect("valid staff id")
 }
 
+fn now() -> DateTime<Tz> {
+    use chrono::TimeZone;
+    chrono_tz::Asia::Shanghai
+        .with_ymd_and_hms(2024, 5, 6, 10, 0, 0)
+        .unwrap()
+}
+
 fn ids(raw: &[&str]) -> Vec<StaffId> {
     raw.iter().map(|r| id(r)).collect()
 }
@@ -24,18 +31,26 @@ struct Case {
 const OFFLINE_CHECK: Switches = Switches {
     offline_check: true,
     daily_limit: None,
+    add_limit: None,
+    round_limit: None,
 };
 const NO_SWITCHES: Switches = Switches {
     offline_check: false,
     daily_limit: None,
+    add_limit: None,
+    round_limit: None,
 };
 const DAILY_3: Switches = Switches {
     offline_check: false,
     daily_limit: Some(3),
+    add_limit: None,
+    round_limit: None,
 };
 const ALL: Switches = Switches {
     offline_check: true,
     daily_limit: Some(3),
+    add_limit: None,
+    round_limit: None,
 };
 use Employment::{Active, Disabled, Resigned};
 
@@ -172,8 +187,9 @@ fn facts_of(
     let code = CodeConfig {
         family: Family::Native,
         members: ids(case.members),
+        departments: vec![],
         fallback: ids(case.fallback),
-        switches: case.switches.clone(),
+        switches: case.switches,
     };
     let staff = case
         .staff
@@ -185,6 +201,7 @@ fn facts_of(
                     online: *online,
                     employment: *employment,
                     rejected_by_wecom: *rejected,
+                    schedule: None,
                 },
             )
         })
@@ -198,6 +215,7 @@ fn facts_of(
                 AddCounts {
                     on_code: *on_code,
                     all_codes: *all_codes,
+                    on_code_total: 0,
                 },
             )
         })
@@ -212,7 +230,9 @@ fn recompute_follows_the_membership_rules() {
         let facts = Facts {
             code: &code,
             staff: &staff,
-            today: &today,
+            adds: &today,
+            departments: &HashMap::new(),
+            now: now(),
             tenant: TenantRules {
                 company_daily_cap: case.cap,
             },
@@ -231,13 +251,16 @@ fn at_most_one_hundred_users_are_listed() {
     let code = CodeConfig {
         family: Family::Native,
         members: members.clone(),
+        departments: vec![],
         fallback: vec![],
         switches: Switches::default(),
     };
     let facts = Facts {
         code: &code,
         staff: &staff,
-        today: &HashMap::new(),
+        adds: &HashMap::new(),
+        departments: &HashMap::new(),
+        now: now(),
         tenant: TenantRules::default(),
     };
     assert_eq!(
@@ -258,7 +281,9 @@ fn assess_names_the_reason_for_each_exclusion() {
     let facts = Facts {
         code: &code,
         staff: &staff,
-        today: &today,
+        adds: &today,
+        departments: &HashMap::new(),
+        now: now(),
         tenant: TenantRules::default(),
     };
     let reasons: Vec<Option<Exclusion>> = assess(&facts).into_iter().map(|(_, e)| e).collect();
