@@ -2,6 +2,7 @@
 //! in-memory fakes for unit tests.
 
 pub mod dynamodb;
+pub mod eventbridge;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 pub mod sqs;

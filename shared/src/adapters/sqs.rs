@@ -60,6 +60,50 @@ impl ReasonQueue for SqsReasonQueue {
             .map_err(|e| StoreError::new("refresh queue", e.into_service_error()))?;
         Ok(())
     }
+
+    /// Ten per `SendMessageBatch` (SQS's maximum); a fan-out to 150 codes is 15 requests.
+    /// Entries SQS refused are sent again once, then reported.
+    #[tracing::instrument(skip_all, fields(reasons = reasons.len()))]
+    async fn send_all(&self, reasons: &[RefreshReason]) -> Result<(), StoreError> {
+        let unavailable = |e: String| StoreError::new("refresh queue", e);
+        for chunk in reasons.chunks(10) {
+            let mut pending: Vec<(usize, &RefreshReason)> = chunk.iter().enumerate().collect();
+            for attempt in 0..2 {
+                let entries = pending
+                    .iter()
+                    .map(|(index, reason)| {
+                        aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                            .id(index.to_string())
+                            .message_group_id(reason.group_id())
+                            .message_deduplication_id(reason.deduplication_id())
+                            .message_body(reason.to_json())
+                            .build()
+                            .map_err(|e| unavailable(e.to_string()))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let output = self
+                    .client
+                    .send_message_batch()
+                    .queue_url(&self.queue_url)
+                    .set_entries(Some(entries))
+                    .send()
+                    .await
+                    .map_err(|e| unavailable(e.into_service_error().to_string()))?;
+                let failed: Vec<String> = output.failed.iter().map(|f| f.id.clone()).collect();
+                pending.retain(|(index, _)| failed.contains(&index.to_string()));
+                if pending.is_empty() {
+                    break;
+                }
+                if attempt == 1 {
+                    return Err(unavailable(format!(
+                        "{} reasons refused by SendMessageBatch",
+                        pending.len()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `DeadLetters` on a FIFO dead-letter queue. The class and reason travel as message

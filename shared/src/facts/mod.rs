@@ -2,6 +2,14 @@
 //! as a claim keyed by the business facts (never the delivery id), and only then emits a
 //! refresh reason for each code it may change.
 
+mod quota;
+mod staff;
+
+pub use quota::{
+    ClaimOutcome, Crossing, LimitClaim, QuotaLedger, QuotaNotifier, StaffQuotaReached,
+};
+pub use staff::{MalformedContactEvent, StaffEvent, StaffLedger};
+
 use crate::intake::InboxMessage;
 use crate::membership::{CodeId, StaffId};
 use crate::ports::StoreError;
@@ -78,6 +86,14 @@ pub trait TenantProfiles: Send + Sync {
 #[async_trait::async_trait]
 pub trait ReasonQueue: Send + Sync {
     async fn send(&self, reason: &RefreshReason) -> Result<(), StoreError>;
+    /// A fan-out: every reason, or an error (a retry re-sends them all; the dedupe ids make
+    /// that harmless).
+    async fn send_all(&self, reasons: &[RefreshReason]) -> Result<(), StoreError> {
+        for reason in reasons {
+            self.send(reason).await?;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,7 +101,11 @@ pub enum Recorded {
     Add {
         fact: AddFact,
         outcome: CountOutcome,
+        /// Limits this add reached and owns the claim of.
+        crossings: Vec<Crossing>,
     },
+    /// A contact change was written; `codes` reasons were emitted.
+    StaffChanged { kind: String, codes: usize },
     /// Acknowledged without action; `kind` names the event.
     Ignored { kind: String },
 }
@@ -100,19 +120,25 @@ pub enum FactsError {
     Store(#[from] StoreError),
 }
 
-pub struct FactRecorder<T, L, Q> {
+/// Everything the fact recorder writes: add claims and counters, staff facts, limit claims.
+pub trait FactLedger: AddLedger + StaffLedger + QuotaLedger {}
+impl<L: AddLedger + StaffLedger + QuotaLedger> FactLedger for L {}
+
+pub struct FactRecorder<T, L, Q, N> {
     tenants: T,
     ledger: L,
     reasons: Q,
+    notifier: N,
     clock: Clock,
 }
 
-impl<T: TenantProfiles, L: AddLedger, Q: ReasonQueue> FactRecorder<T, L, Q> {
-    pub fn new(tenants: T, ledger: L, reasons: Q, clock: Clock) -> Self {
+impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRecorder<T, L, Q, N> {
+    pub fn new(tenants: T, ledger: L, reasons: Q, notifier: N, clock: Clock) -> Self {
         Self {
             tenants,
             ledger,
             reasons,
+            notifier,
             clock,
         }
     }
@@ -140,14 +166,29 @@ impl<T: TenantProfiles, L: AddLedger, Q: ReasonQueue> FactRecorder<T, L, Q> {
             }
             _ => None,
         };
-        let Some(fact) = fact else {
-            tracing::info!(
-                kind,
-                "event recorded and acknowledged; qrsync does not act on it"
-            );
-            self.ledger.record_ignored(&message.tenant, &kind).await?;
-            return Ok(Recorded::Ignored { kind });
-        };
+        if let Some(fact) = fact {
+            return self.record_add(fact, &profile).await;
+        }
+        let staff_event = StaffEvent::from_callback(&event)
+            .map_err(|e| FactsError::Poison(format!("{kind}: {e}")))?;
+        if let Some(staff_event) = staff_event {
+            return self
+                .record_staff_event(message, &event, &staff_event, kind)
+                .await;
+        }
+        tracing::info!(
+            kind,
+            "event recorded and acknowledged; qrsync does not act on it"
+        );
+        self.ledger.record_ignored(&message.tenant, &kind).await?;
+        Ok(Recorded::Ignored { kind })
+    }
+
+    async fn record_add(
+        &self,
+        fact: AddFact,
+        profile: &TenantProfile,
+    ) -> Result<Recorded, FactsError> {
         let outcome = self.ledger.count_add(&fact, (self.clock)()).await?;
         // Sent even when the add was already counted: the attempt that counted it may have
         // failed before sending, and a duplicate reason is harmless (same dedupe id).
@@ -160,7 +201,125 @@ impl<T: TenantProfiles, L: AddLedger, Q: ReasonQueue> FactRecorder<T, L, Q> {
                 fact_key: fact.business_key(),
             })
             .await?;
-        Ok(Recorded::Add { fact, outcome })
+        // Also run for an add counted before: its first attempt may have stopped between
+        // counting and claiming.
+        let crossings = self.quota_loop(&fact, profile).await?;
+        Ok(Recorded::Add {
+            fact,
+            outcome,
+            crossings,
+        })
+    }
+
+    /// The limits the staff member's counters reached after `fact`: claims each once per
+    /// tenant-day; the owner of a claim emits a reason per affected code, then publishes the
+    /// notification once.
+    async fn quota_loop(
+        &self,
+        fact: &AddFact,
+        profile: &TenantProfile,
+    ) -> Result<Vec<Crossing>, FactsError> {
+        let Some(switches) = self.ledger.code_switches(&fact.tenant, &fact.code).await? else {
+            return Ok(Vec::new());
+        };
+        let counts = self
+            .ledger
+            .counts(&fact.tenant, &fact.code, &fact.staff, &fact.day)
+            .await?;
+        let mut crossings = Vec::new();
+        for limit in quota::crossed(&switches, profile.company_daily_cap, counts) {
+            let claim = LimitClaim {
+                tenant: fact.tenant.clone(),
+                staff: fact.staff.clone(),
+                limit,
+                day: fact.day.clone(),
+                code: (!limit.company_wide()).then(|| fact.code.clone()),
+                owner: fact.business_key(),
+                claimed_at_ms: (self.clock)(),
+            };
+            let ClaimOutcome::Owned { notified } = self.ledger.claim_limit(&claim).await? else {
+                continue;
+            };
+            let codes = match &claim.code {
+                Some(code) => vec![code.clone()],
+                None => {
+                    self.ledger
+                        .codes_of_staff(&fact.tenant, &fact.staff)
+                        .await?
+                }
+            };
+            let reasons: Vec<RefreshReason> = codes
+                .iter()
+                .map(|code| RefreshReason {
+                    tenant: fact.tenant.clone(),
+                    code: code.clone(),
+                    cause: Cause::LimitReached,
+                    fact_at_ms: claim.claimed_at_ms,
+                    fact_key: claim.id(),
+                })
+                .collect();
+            self.reasons.send_all(&reasons).await?;
+            if !notified {
+                self.notifier
+                    .publish(&StaffQuotaReached {
+                        id: claim.id(),
+                        tenant: claim.tenant.clone(),
+                        staff: claim.staff.clone(),
+                        limit,
+                        day: claim.day.clone(),
+                        code: claim.code.clone(),
+                        codes: codes.len(),
+                        reached_at_ms: claim.claimed_at_ms,
+                    })
+                    .await?;
+                self.ledger.mark_notified(&claim, codes.len()).await?;
+            }
+            tracing::info!(
+                limit = limit.name(),
+                reasons = codes.len(),
+                notified = !notified,
+                "limit reached"
+            );
+            crossings.push(Crossing {
+                limit,
+                reasons: codes.len(),
+                notified: !notified,
+            });
+        }
+        Ok(crossings)
+    }
+
+    async fn record_staff_event(
+        &self,
+        message: &InboxMessage,
+        event: &CallbackEvent,
+        staff_event: &StaffEvent,
+        kind: String,
+    ) -> Result<Recorded, FactsError> {
+        // The fact's time is WeCom's: of two changes to one attribute the later one wins,
+        // whatever order they are delivered in.
+        let at_ms = event
+            .create_time()
+            .and_then(|t| t.parse::<u64>().ok())
+            .map_or(message.received_at_ms, |secs| secs.saturating_mul(1000));
+        let codes = staff::apply(&self.ledger, &message.tenant, staff_event, at_ms).await?;
+        let written_at_ms = (self.clock)();
+        let reasons: Vec<RefreshReason> = codes
+            .iter()
+            .map(|code| RefreshReason {
+                tenant: message.tenant.clone(),
+                code: code.clone(),
+                cause: Cause::StaffChanged,
+                fact_at_ms: written_at_ms,
+                fact_key: message.event_key.clone(),
+            })
+            .collect();
+        self.reasons.send_all(&reasons).await?;
+        tracing::info!(kind, codes = codes.len(), "contact change written");
+        Ok(Recorded::StaffChanged {
+            kind,
+            codes: codes.len(),
+        })
     }
 }
 

@@ -15,8 +15,14 @@ pub enum Cause {
     CodeEdited,
     /// A staff member on this code changed (online flag, employment).
     StaffChanged,
+    /// A counted add took a staff member on this code to a limit.
+    LimitReached,
     /// An operator or a sweep asked for a recompute.
     Requested,
+    /// A staff member on this code started or ended a shift (the schedule tick).
+    ShiftChanged,
+    /// The tenant's day ended: staff removed for a daily limit or the company cap may be back.
+    DayRolledOver,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -148,7 +148,7 @@ pub struct CallbackEvent {
 /// CreateTime, but FromUserName is always `sys` for contact events, so two adds in one
 /// second would collide; these fields tell them apart while a re-delivery (same plaintext,
 /// new ciphertext) still maps to the same key.
-const IDENTITY_FIELDS: [&str; 12] = [
+const IDENTITY_FIELDS: [&str; 13] = [
     "ToUserName",
     "MsgType",
     "Event",
@@ -158,6 +158,7 @@ const IDENTITY_FIELDS: [&str; 12] = [
     "State",
     "CreateTime",
     "NewUserID",
+    "Department",
     "Id",
     "Status",
     "MsgId",

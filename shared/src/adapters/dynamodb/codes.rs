@@ -98,6 +98,11 @@ impl DynamoStore {
             added: after.difference(&before).cloned().collect(),
             removed: before.difference(&after).cloned().collect(),
         };
+        let listed_before: BTreeSet<DepartmentId> = previous
+            .as_ref()
+            .map(|p| p.code.config.departments.iter().cloned().collect())
+            .unwrap_or_default();
+        let listed_after: BTreeSet<DepartmentId> = config.departments.iter().cloned().collect();
         let version = previous.as_ref().map_or(1, |p| p.version + 1);
         let created_at_ms = previous.as_ref().map_or(now_ms, |p| p.created_at_ms);
         let mut item = key(pk.clone(), keys::code(code));
@@ -137,6 +142,36 @@ impl DynamoStore {
                         Put::builder()
                             .table_name(&self.table)
                             .set_item(Some(seat))
+                            .build()
+                            .map_err(unavailable)?,
+                    )
+                    .build(),
+            );
+        }
+        for department in listed_after.difference(&listed_before) {
+            let seat = key(pk.clone(), keys::department_seat(department, code));
+            writes.push(
+                TransactWriteItem::builder()
+                    .put(
+                        Put::builder()
+                            .table_name(&self.table)
+                            .set_item(Some(seat))
+                            .build()
+                            .map_err(unavailable)?,
+                    )
+                    .build(),
+            );
+        }
+        for department in listed_before.difference(&listed_after) {
+            writes.push(
+                TransactWriteItem::builder()
+                    .delete(
+                        Delete::builder()
+                            .table_name(&self.table)
+                            .set_key(Some(key(
+                                pk.clone(),
+                                keys::department_seat(department, code),
+                            )))
                             .build()
                             .map_err(unavailable)?,
                     )
@@ -211,17 +246,62 @@ impl DynamoStore {
         }
     }
 
-    /// Every code the staff member sits on, through the index (a query, never a scan).
+    /// Every code the staff member sits on, as a member or fallback or through a department
+    /// the code lists: the staff -> codes and department -> codes indexes (queries, never a
+    /// scan).
     pub async fn codes_of_staff(
         &self,
         tenant: &TenantId,
         staff: &StaffId,
     ) -> Result<Vec<CodeId>, StoreError> {
-        self.keys_under(tenant, &keys::seats_of(staff))
-            .await?
-            .iter()
-            .map(|code| CodeId::parse(code).map_err(|_| corrupt("seat")))
-            .collect()
+        let mut codes = BTreeSet::new();
+        for code in self.keys_under(tenant, &keys::seats_of(staff)).await? {
+            codes.insert(CodeId::parse(&code).map_err(|_| corrupt("seat"))?);
+        }
+        for department in self.departments_of_staff(tenant, staff).await? {
+            codes.extend(self.codes_listing_department(tenant, &department).await?);
+        }
+        Ok(codes.into_iter().collect())
+    }
+
+    /// Deletes a code's configuration, its last-pushed record and its index entries; answers
+    /// what was deleted (`None`: nothing was stored, e.g. a repeat).
+    pub async fn delete_code(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+    ) -> Result<Option<CodeRecord>, StoreError> {
+        let Some(record) = self.code(tenant, code).await? else {
+            return Ok(None);
+        };
+        let pk = keys::tenant(tenant);
+        let mut doomed = vec![keys::pushed(code), keys::code(code)];
+        doomed.extend(
+            seated(&record.code.config)
+                .iter()
+                .map(|s| keys::seat(s, code)),
+        );
+        doomed.extend(
+            record
+                .code
+                .config
+                .departments
+                .iter()
+                .map(|d| keys::department_seat(d, code)),
+        );
+        // Index entries first, the code item last: a crash in between leaves the code
+        // deletable again by a retry, never an index entry pointing at nothing forever.
+        doomed.rotate_left(2);
+        for sk in doomed {
+            self.client
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(key(pk.clone(), sk)))
+                .send()
+                .await
+                .map_err(|e| unavailable(e.into_service_error()))?;
+        }
+        Ok(Some(record))
     }
 
     /// Stored membership of `departments` (a department nobody is in, or that WeCom deleted,

@@ -5,6 +5,7 @@ mod admin;
 mod codes;
 pub mod keys;
 mod ledger;
+mod staff;
 mod tenants;
 
 pub use codes::{CodeRecord, SeatChange};
