@@ -2,6 +2,7 @@
 //! name the item kind first, so a kind can be read with `begins_with`.
 
 use crate::membership::{CodeId, DepartmentId, Limit, StaffId};
+use crate::schedules::{Minute, Subject};
 use crate::tenants::TenantId;
 
 pub const PK: &str = "pk";
@@ -103,3 +104,58 @@ pub fn ignored(kind: &str) -> String {
 pub fn refresh_tally(day: &str) -> String {
     format!("STATS#REFRESH#{day}")
 }
+
+/// The schedule tick's due items (one per staff member with a schedule, one per tenant for its
+/// midnight) live under the tenant; the `gsi1` index finds them by the minute they are due.
+pub const DUE_PREFIX: &str = "DUE#";
+const DUE_SHIFT_PREFIX: &str = "DUE#STAFF#";
+const DUE_MIDNIGHT: &str = "DUE#MIDNIGHT";
+
+pub fn due(subject: &Subject) -> String {
+    match subject {
+        Subject::Shift(staff) => format!("{DUE_SHIFT_PREFIX}{staff}"),
+        Subject::Midnight => DUE_MIDNIGHT.to_owned(),
+    }
+}
+
+/// The subject of a due item's sort key; `None` for anything else.
+pub fn due_subject(sk: &str) -> Option<Subject> {
+    if sk == DUE_MIDNIGHT {
+        return Some(Subject::Midnight);
+    }
+    let staff = sk.strip_prefix(DUE_SHIFT_PREFIX)?;
+    StaffId::parse(staff).ok().map(Subject::Shift)
+}
+
+pub const GSI1: &str = "gsi1";
+pub const GSI1_PK: &str = "gsi1pk";
+pub const GSI1_SK: &str = "gsi1sk";
+
+/// Due items are spread over this many index partitions per minute, so that one minute's
+/// wave (every 09:00 shift start of a timezone) is not one partition key's write throughput.
+/// Changing it strands items written under the old count: it is part of the key format.
+pub const DUE_SHARDS: u32 = 8;
+
+/// The index partition of a due item: its UTC minute and shard, `DUE#202611300900#3`.
+pub fn due_bucket(minute: Minute, shard: u32) -> String {
+    format!("{DUE_PREFIX}{}#{shard}", minute.label())
+}
+
+/// The shard of a subject: a stable hash (FNV-1a) of the tenant and the subject's key.
+pub fn due_shard(tenant_id: &TenantId, subject: &Subject) -> u32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in tenant(tenant_id).bytes().chain(due(subject).bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    u32::try_from(hash % u64::from(DUE_SHARDS)).unwrap_or(0)
+}
+
+/// The index sort key of a due item: its tenant and subject, `TENANT#t1#DUE#STAFF#alice`.
+pub fn due_index_sort(tenant_id: &TenantId, subject: &Subject) -> String {
+    format!("{}#{}", tenant(tenant_id), due(subject))
+}
+
+/// The schedule tick's cursor and lease: one item outside every tenant.
+pub const TICK_CURSOR_PK: &str = "SCHEDULES";
+pub const TICK_CURSOR_SK: &str = "TICK_CURSOR";

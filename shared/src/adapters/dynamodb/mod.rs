@@ -3,6 +3,7 @@
 
 mod admin;
 mod codes;
+mod due;
 pub mod keys;
 mod ledger;
 mod staff;

@@ -1,0 +1,157 @@
+//! The tick's decisions as pure functions of the clock, the cursor and stored facts.
+
+use super::{LimitReached, Minute, TickSettings};
+use crate::membership::{CodeId, Limit, StaffId, WeeklySchedule};
+use crate::refresh::{Cause, RefreshReason};
+use crate::tenants::{TenantId, Timezone};
+use chrono::TimeZone;
+use std::collections::BTreeSet;
+
+/// The minutes a run may walk: `first..=last` (empty when `first > last`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub first: Minute,
+    pub last: Minute,
+    /// The stored cursor was ahead of the clock and was not used.
+    pub rewound: bool,
+}
+
+/// How far the stored cursor may be ahead of the clock before the clock counts as set back
+/// (clocks of two hosts differ by far less).
+const AHEAD_TOLERANCE_MINUTES: u64 = 2;
+
+/// The minutes a run at `now_ms` walks, given the stored cursor (the first minute not walked,
+/// `None` before the first run ever). The last is the newest minute whose grace has passed.
+/// Without a cursor the walk starts `max_minutes` back, so items written just before the first
+/// run are not skipped. A cursor ahead of the clock means the clock was set back (an operator's
+/// clock offset): the walk restarts at the last complete minute rather than waiting for the
+/// clock to catch up with it.
+pub fn window(stored: Option<Minute>, now_ms: u64, settings: &TickSettings) -> Window {
+    let last = Minute::containing(now_ms.saturating_sub(settings.grace_ms));
+    match stored {
+        None => Window {
+            first: last.minus(settings.max_minutes.saturating_sub(1)),
+            last,
+            rewound: false,
+        },
+        Some(next) if next > Minute::containing(now_ms).plus(AHEAD_TOLERANCE_MINUTES) => Window {
+            first: last,
+            last,
+            rewound: true,
+        },
+        Some(next) => Window {
+            first: next,
+            last,
+            rewound: false,
+        },
+    }
+}
+
+/// The minute of the staff member's next shift start or end after `now_ms`, if any.
+pub fn next_shift_edge(
+    schedule: Option<&WeeklySchedule>,
+    timezone: Timezone,
+    now_ms: u64,
+) -> Option<Minute> {
+    let edge = schedule?.next_transition_after(utc(now_ms), timezone.tz())?;
+    u64::try_from(edge.timestamp_millis())
+        .ok()
+        .map(Minute::containing)
+}
+
+/// The minute of the tenant's next midnight after `now_ms`.
+pub fn next_midnight(timezone: Timezone, now_ms: u64) -> Minute {
+    Minute::containing(timezone.next_midnight_ms(now_ms))
+}
+
+/// The first minute a due item written now can safely go in ("as soon as possible"): the
+/// next one, which no run has walked yet.
+pub fn asap(now_ms: u64) -> Minute {
+    Minute::containing(now_ms).next()
+}
+
+/// The tenant-days (`YYYY-MM-DD`, first and last) that ended by `now_ms`, for a midnight due in
+/// `due`: the day that ended at `due` and, when the tick ran late by whole days, every day
+/// after it up to yesterday.
+pub fn days_ended(due: Minute, now_ms: u64, timezone: Timezone) -> (String, String) {
+    let first = timezone.at(due.start_ms().saturating_sub(1)).date_naive();
+    let yesterday = timezone.at(now_ms).date_naive().pred_opt().unwrap_or(first);
+    let last = first.max(yesterday);
+    (
+        first.format("%Y-%m-%d").to_string(),
+        last.format("%Y-%m-%d").to_string(),
+    )
+}
+
+/// What a day rollover brings back, from the claims of the days that ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rollover {
+    /// Codes with a staff member removed for the code's daily limit.
+    pub codes: BTreeSet<CodeId>,
+    /// Staff removed for the company cap: every code they sit on.
+    pub staff_on_every_code: BTreeSet<StaffId>,
+}
+
+/// Daily limits end with the day; a code's add limit (all-time) does not, so its claims bring
+/// nobody back.
+pub fn rollover(claims: &[LimitReached]) -> Rollover {
+    let mut back = Rollover::default();
+    for claim in claims {
+        match (claim.limit, &claim.code) {
+            (Limit::CodeDaily, Some(code)) => {
+                back.codes.insert(code.clone());
+            }
+            (Limit::CompanyDaily, _) => {
+                back.staff_on_every_code.insert(claim.staff.clone());
+            }
+            (Limit::CodeTotal, _) | (Limit::CodeDaily, None) => {}
+        }
+    }
+    back
+}
+
+/// One reason per code the staff member sits on. The fact is the edge itself: the same edge
+/// sent twice (a crash, a retry) is deduplicated by refresh.fifo.
+pub fn shift_reasons(
+    tenant: &TenantId,
+    staff: &StaffId,
+    edge: Minute,
+    codes: impl IntoIterator<Item = CodeId>,
+) -> Vec<RefreshReason> {
+    codes
+        .into_iter()
+        .map(|code| RefreshReason {
+            tenant: tenant.clone(),
+            code,
+            cause: Cause::ShiftChanged,
+            fact_at_ms: edge.start_ms(),
+            fact_key: format!("shift:{staff}:{edge}"),
+        })
+        .collect()
+}
+
+/// One reason per code a rollover may change; the fact is the end of `last_day`.
+pub fn rollover_reasons(
+    tenant: &TenantId,
+    last_day: &str,
+    midnight: Minute,
+    codes: impl IntoIterator<Item = CodeId>,
+) -> Vec<RefreshReason> {
+    codes
+        .into_iter()
+        .map(|code| RefreshReason {
+            tenant: tenant.clone(),
+            code,
+            cause: Cause::DayRolledOver,
+            fact_at_ms: midnight.start_ms(),
+            fact_key: format!("day-rolled-over:{last_day}"),
+        })
+        .collect()
+}
+
+pub(super) fn utc(at_ms: u64) -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc
+        .timestamp_millis_opt(i64::try_from(at_ms).unwrap_or(i64::MAX))
+        .single()
+        .unwrap_or_default()
+}

@@ -1,0 +1,519 @@
+use super::fakes::InMemoryDueStore;
+use super::plan::{self, Window};
+use super::*;
+use crate::admin::fakes::InMemoryReasonQueue;
+use crate::membership::{Limit, Shift};
+use crate::refresh::Cause;
+use chrono::{NaiveTime, Weekday};
+
+/// Milliseconds of an RFC 3339 instant.
+fn ms(at: &str) -> u64 {
+    u64::try_from(
+        chrono::DateTime::parse_from_rfc3339(at)
+            .expect("valid instant")
+            .timestamp_millis(),
+    )
+    .expect("after 1970")
+}
+
+fn minute(at: &str) -> Minute {
+    Minute::containing(ms(at))
+}
+
+fn tenant() -> TenantId {
+    TenantId::parse("t1").expect("valid")
+}
+
+fn staff(id: &str) -> StaffId {
+    StaffId::parse(id).expect("valid")
+}
+
+fn code(id: &str) -> CodeId {
+    CodeId::parse(id).expect("valid")
+}
+
+fn shanghai() -> Timezone {
+    Timezone::default()
+}
+
+/// Monday to Friday, 09:00 to 18:00 local time.
+fn office_hours() -> WeeklySchedule {
+    let at = |h| NaiveTime::from_hms_opt(h, 0, 0).expect("valid time");
+    WeeklySchedule {
+        shifts: [
+            Weekday::Mon,
+            Weekday::Tue,
+            Weekday::Wed,
+            Weekday::Thu,
+            Weekday::Fri,
+        ]
+        .into_iter()
+        .map(|day| Shift {
+            day,
+            start: at(9),
+            end: at(18),
+        })
+        .collect(),
+    }
+}
+
+const SETTINGS: TickSettings = TickSettings::DEFAULT;
+const BUDGET: Duration = Duration::from_secs(60);
+
+// 2026-11-30 is a Monday; Shanghai is UTC+8, so its 09:00 is 01:00Z and its midnight 16:00Z.
+
+/// Monday 09:00:20 in Shanghai: the 09:00 edge's grace has passed.
+fn monday_0900_20() -> u64 {
+    ms("2026-11-30T01:00:20Z")
+}
+
+/// Monday 09:00:05 in Shanghai: the 09:00 minute is still in its grace.
+fn monday_0900_05() -> u64 {
+    ms("2026-11-30T01:00:05Z")
+}
+
+/// Tuesday 00:00:20 in Shanghai.
+fn tuesday_0000_20() -> u64 {
+    ms("2026-11-30T16:00:20Z")
+}
+
+/// Thursday 00:00:20 in Shanghai: two midnights after Monday's.
+fn thursday_0000_20() -> u64 {
+    ms("2026-12-02T16:00:20Z")
+}
+
+fn tick(
+    store: &InMemoryDueStore,
+    queue: &InMemoryReasonQueue,
+    clock: Clock,
+) -> Tick<InMemoryDueStore, InMemoryDueStore, InMemoryReasonQueue> {
+    Tick::new(store.clone(), store.clone(), queue.clone(), clock, SETTINGS)
+}
+
+// ------------------------------------------------------------------ the pure part
+
+#[test]
+fn minutes_are_labelled_in_utc_and_parse_back() {
+    let m = minute("2026-11-30T09:00:59Z");
+    assert_eq!(m.label(), "202611300900");
+    assert_eq!(Minute::parse_label("202611300900"), Some(m));
+    assert_eq!(m.start_ms(), ms("2026-11-30T09:00:00Z"));
+    assert_eq!(m.next().label(), "202611300901");
+    assert_eq!(Minute::parse_label("2026113009"), None);
+}
+
+#[test]
+fn a_run_walks_from_the_cursor_to_the_last_minute_past_its_grace() {
+    let now = monday_0900_20();
+    assert_eq!(
+        plan::window(Some(minute("2026-11-30T00:58:00Z")), now, &SETTINGS),
+        Window {
+            first: minute("2026-11-30T00:58:00Z"),
+            last: minute("2026-11-30T01:00:00Z"),
+            rewound: false
+        }
+    );
+    // Five seconds into 09:00 a writer may still be putting an item into it.
+    let early = plan::window(
+        Some(minute("2026-11-30T01:00:00Z")),
+        monday_0900_05(),
+        &SETTINGS,
+    );
+    assert!(early.first > early.last, "{early:?}");
+}
+
+#[test]
+fn the_first_run_ever_looks_back_and_a_cursor_ahead_of_the_clock_is_rewound() {
+    let now = monday_0900_20();
+    let first_ever = plan::window(None, now, &SETTINGS);
+    assert_eq!(
+        first_ever.last.since(first_ever.first),
+        SETTINGS.max_minutes - 1
+    );
+
+    let ahead = plan::window(Some(minute("2026-11-30T02:00:00Z")), now, &SETTINGS);
+    assert!(ahead.rewound);
+    assert_eq!(
+        (ahead.first, ahead.last),
+        (first_ever.last, first_ever.last)
+    );
+}
+
+#[test]
+fn the_next_edge_is_the_next_shift_start_or_end_in_the_tenants_zone() {
+    let schedule = office_hours();
+    // Monday 08:00 local: the shift starts at 09:00 local = 01:00Z.
+    assert_eq!(
+        plan::next_shift_edge(Some(&schedule), shanghai(), ms("2026-11-30T00:00:00Z")),
+        Some(minute("2026-11-30T01:00:00Z"))
+    );
+    // Just after the start: the end at 18:00 local = 10:00Z.
+    assert_eq!(
+        plan::next_shift_edge(Some(&schedule), shanghai(), monday_0900_20()),
+        Some(minute("2026-11-30T10:00:00Z"))
+    );
+    // Friday after work: Monday's start.
+    assert_eq!(
+        plan::next_shift_edge(Some(&schedule), shanghai(), ms("2026-12-04T11:00:00Z")),
+        Some(minute("2026-12-07T01:00:00Z"))
+    );
+    assert_eq!(
+        plan::next_shift_edge(None, shanghai(), monday_0900_20()),
+        None
+    );
+    let never = WeeklySchedule { shifts: vec![] };
+    assert_eq!(
+        plan::next_shift_edge(Some(&never), shanghai(), monday_0900_20()),
+        None
+    );
+}
+
+#[test]
+fn the_next_midnight_and_the_days_that_ended_are_the_tenants() {
+    assert_eq!(
+        plan::next_midnight(shanghai(), monday_0900_20()),
+        minute("2026-11-30T16:00:00Z")
+    );
+    let utc: Timezone = "UTC".parse().expect("valid zone");
+    assert_eq!(
+        plan::next_midnight(utc, monday_0900_20()),
+        minute("2026-12-01T00:00:00Z")
+    );
+    let midnight = minute("2026-11-30T16:00:00Z");
+    assert_eq!(
+        plan::days_ended(midnight, tuesday_0000_20(), shanghai()),
+        ("2026-11-30".to_owned(), "2026-11-30".to_owned())
+    );
+    // A tick two days late covers every day since.
+    assert_eq!(
+        plan::days_ended(midnight, thursday_0000_20(), shanghai()),
+        ("2026-11-30".to_owned(), "2026-12-02".to_owned())
+    );
+}
+
+#[test]
+fn a_rollover_brings_back_daily_limits_and_the_company_cap_but_not_add_limits() {
+    let claims = [
+        LimitReached {
+            staff: staff("a"),
+            limit: Limit::CodeDaily,
+            code: Some(code("c1")),
+        },
+        LimitReached {
+            staff: staff("b"),
+            limit: Limit::CodeDaily,
+            code: Some(code("c1")),
+        },
+        LimitReached {
+            staff: staff("b"),
+            limit: Limit::CompanyDaily,
+            code: None,
+        },
+        LimitReached {
+            staff: staff("c"),
+            limit: Limit::CodeTotal,
+            code: Some(code("c9")),
+        },
+    ];
+    let back = plan::rollover(&claims);
+    assert_eq!(back.codes.into_iter().collect::<Vec<_>>(), vec![code("c1")]);
+    assert_eq!(
+        back.staff_on_every_code.into_iter().collect::<Vec<_>>(),
+        vec![staff("b")]
+    );
+}
+
+#[test]
+fn the_same_edge_gives_the_same_reasons_so_refresh_fifo_drops_a_resend() {
+    let edge = minute("2026-11-30T01:00:00Z");
+    let once = plan::shift_reasons(&tenant(), &staff("a"), edge, [code("c1"), code("c2")]);
+    let again = plan::shift_reasons(&tenant(), &staff("a"), edge, [code("c1"), code("c2")]);
+    assert_eq!(once, again);
+    assert_eq!(once[0].cause, Cause::ShiftChanged);
+    assert_eq!(once[0].fact_at_ms, edge.start_ms());
+    assert_ne!(once[0].deduplication_id(), once[1].deduplication_id());
+    let next_edge = plan::shift_reasons(&tenant(), &staff("a"), edge.plus(540), [code("c1")]);
+    assert_ne!(once[0].deduplication_id(), next_edge[0].deduplication_id());
+}
+
+// ------------------------------------------------------------------ a tick over fakes
+
+#[tokio::test]
+async fn a_shift_edge_sends_a_reason_to_every_code_of_the_staff_member_then_moves_to_the_next_edge()
+{
+    // GIVEN alice on two codes, due at Monday's 09:00 shift start
+    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    store.insert_tenant(&tenant(), shanghai());
+    store.insert_schedule(&tenant(), &staff("alice"), office_hours());
+    store.seat(&tenant(), &staff("alice"), &[&code("c1"), &code("c2")]);
+    let alice = Subject::Shift(staff("alice"));
+    store.put_due(&tenant(), alice.clone(), minute("2026-11-30T01:00:00Z"));
+    store.set_cursor(minute("2026-11-30T00:59:00Z"));
+
+    // WHEN the tick runs at 09:00:20 local
+    let report = tick(&store, &queue, monday_0900_20)
+        .run("run-1", BUDGET)
+        .await
+        .expect("tick ran");
+
+    // THEN both codes got a reason, and the item is due at 18:00 local
+    let reasons = queue.reasons();
+    let codes: Vec<_> = reasons.iter().map(|r| r.code.to_string()).collect();
+    assert_eq!(codes.len(), 2);
+    assert!(codes.contains(&"c1".to_owned()) && codes.contains(&"c2".to_owned()));
+    assert!(reasons.iter().all(|r| r.cause == Cause::ShiftChanged));
+    assert_eq!(
+        store.due_of(&tenant(), &alice),
+        Some(minute("2026-11-30T10:00:00Z"))
+    );
+    assert_eq!(report.minutes_walked, 2);
+    assert_eq!((report.due_items, report.reasons_sent), (1, 2));
+    assert_eq!(store.cursor(), Some(minute("2026-11-30T01:01:00Z")));
+    assert_eq!(store.lease().1, 0, "the cursor is released");
+}
+
+#[tokio::test]
+async fn a_removed_schedule_ends_its_due_item_after_one_last_reason() {
+    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    store.insert_tenant(&tenant(), shanghai());
+    store.seat(&tenant(), &staff("bob"), &[&code("c1")]);
+    let bob = Subject::Shift(staff("bob"));
+    store.put_due(&tenant(), bob.clone(), minute("2026-11-30T01:00:00Z"));
+    store.set_cursor(minute("2026-11-30T01:00:00Z"));
+
+    tick(&store, &queue, monday_0900_20)
+        .run("run-1", BUDGET)
+        .await
+        .expect("tick ran");
+
+    assert_eq!(queue.reasons().len(), 1);
+    assert_eq!(store.due_of(&tenant(), &bob), None);
+}
+
+#[tokio::test]
+async fn a_midnight_brings_back_the_codes_of_the_day_that_ended_and_waits_for_the_next() {
+    // GIVEN claims of Monday: alice at c1's daily limit, bob at the company cap (on c2, c3),
+    // carol at c4's add limit, and a claim of Sunday that is not this rollover's
+    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    store.insert_tenant(&tenant(), shanghai());
+    store.seat(&tenant(), &staff("bob"), &[&code("c2"), &code("c3")]);
+    let claim = |who: &str, limit, on: Option<&str>| LimitReached {
+        staff: staff(who),
+        limit,
+        code: on.map(code),
+    };
+    store.insert_claim(
+        &tenant(),
+        "2026-11-30",
+        claim("alice", Limit::CodeDaily, Some("c1")),
+    );
+    store.insert_claim(
+        &tenant(),
+        "2026-11-30",
+        claim("bob", Limit::CompanyDaily, None),
+    );
+    store.insert_claim(
+        &tenant(),
+        "2026-11-30",
+        claim("carol", Limit::CodeTotal, Some("c4")),
+    );
+    store.insert_claim(
+        &tenant(),
+        "2026-11-29",
+        claim("dave", Limit::CodeDaily, Some("c5")),
+    );
+    store.put_due(&tenant(), Subject::Midnight, minute("2026-11-30T16:00:00Z"));
+    store.set_cursor(minute("2026-11-30T16:00:00Z"));
+
+    // WHEN the tick runs 20 s after Shanghai's midnight
+    let report = tick(&store, &queue, tuesday_0000_20)
+        .run("run-1", BUDGET)
+        .await
+        .expect("tick ran");
+
+    // THEN c1, c2 and c3 got a reason, and the next midnight is Tuesday's
+    let mut codes: Vec<_> = queue.reasons().iter().map(|r| r.code.to_string()).collect();
+    codes.sort();
+    assert_eq!(codes, ["c1", "c2", "c3"]);
+    assert!(queue
+        .reasons()
+        .iter()
+        .all(|r| r.cause == Cause::DayRolledOver && r.fact_key == "day-rolled-over:2026-11-30"));
+    assert_eq!(
+        store.due_of(&tenant(), &Subject::Midnight),
+        Some(minute("2026-12-01T16:00:00Z"))
+    );
+    assert_eq!(report.reasons_sent, 3);
+}
+
+#[tokio::test]
+async fn a_run_walks_at_most_its_bound_and_the_next_run_goes_on_from_there() {
+    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    store.insert_tenant(&tenant(), shanghai());
+    // Two hours behind (the tick was stopped, or the clock moved forward).
+    store.set_cursor(minute("2026-11-29T23:00:00Z"));
+    store.seat(&tenant(), &staff("alice"), &[&code("c1")]);
+    store.put_due(
+        &tenant(),
+        Subject::Shift(staff("alice")),
+        minute("2026-11-30T00:30:00Z"),
+    );
+
+    let first = tick(&store, &queue, monday_0900_20)
+        .run("run-1", BUDGET)
+        .await
+        .expect("tick ran");
+    assert_eq!(first.minutes_walked, SETTINGS.max_minutes);
+    assert_eq!(store.cursor(), Some(minute("2026-11-30T00:00:00Z")));
+    assert_eq!(first.minutes_behind, 61);
+    assert!(queue.reasons().is_empty());
+
+    let second = tick(&store, &queue, monday_0900_20)
+        .run("run-2", BUDGET)
+        .await
+        .expect("tick ran");
+    assert_eq!(second.minutes_walked, SETTINGS.max_minutes);
+    assert_eq!(queue.reasons().len(), 1, "the 00:30 item was reached");
+    assert_eq!(second.minutes_behind, 1);
+    let minutes = store.minutes_read();
+    assert!(
+        minutes.windows(2).all(|w| w[1] == w[0].next()),
+        "no minute skipped or walked twice"
+    );
+}
+
+#[tokio::test]
+async fn a_run_leaves_the_index_alone_while_another_run_holds_the_cursor() {
+    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    store.set_cursor(minute("2026-11-30T00:50:00Z"));
+    store.hold_lease("run-0", monday_0900_20() + 30_000);
+
+    let report = tick(&store, &queue, monday_0900_20)
+        .run("run-1", BUDGET)
+        .await
+        .expect("tick ran");
+
+    assert!(report.held_elsewhere);
+    assert!(store.minutes_read().is_empty());
+    assert_eq!(store.cursor(), Some(minute("2026-11-30T00:50:00Z")));
+    assert_eq!(store.lease().0.as_deref(), Some("run-0"));
+}
+
+#[tokio::test]
+async fn a_crashed_runs_lease_expires_and_the_next_run_walks_its_minute_again() {
+    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    store.insert_tenant(&tenant(), shanghai());
+    store.seat(&tenant(), &staff("alice"), &[&code("c1")]);
+    store.put_due(
+        &tenant(),
+        Subject::Shift(staff("alice")),
+        minute("2026-11-30T01:00:00Z"),
+    );
+    store.set_cursor(minute("2026-11-30T01:00:00Z"));
+    store.hold_lease("crashed", monday_0900_20() - 1);
+
+    let report = tick(&store, &queue, monday_0900_20)
+        .run("run-1", BUDGET)
+        .await
+        .expect("tick ran");
+
+    assert!(!report.held_elsewhere);
+    assert_eq!(queue.reasons().len(), 1);
+}
+
+#[tokio::test]
+async fn a_failing_item_is_tried_again_next_minute_without_holding_up_the_others() {
+    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    store.insert_tenant(&tenant(), shanghai());
+    store.insert_schedule(&tenant(), &staff("alice"), office_hours());
+    store.insert_schedule(&tenant(), &staff("bob"), office_hours());
+    store.seat(&tenant(), &staff("alice"), &[&code("c1")]);
+    store.seat(&tenant(), &staff("bob"), &[&code("c2")]);
+    let edge = minute("2026-11-30T01:00:00Z");
+    store.put_due(&tenant(), Subject::Shift(staff("alice")), edge);
+    store.put_due(&tenant(), Subject::Shift(staff("bob")), edge);
+    store.set_cursor(edge);
+    store.make_unreadable(&staff("alice"), true);
+
+    let report = tick(&store, &queue, monday_0900_20)
+        .run("run-1", BUDGET)
+        .await
+        .expect("tick ran");
+
+    assert_eq!(report.retried, 1);
+    let codes: Vec<_> = queue.reasons().iter().map(|r| r.code.to_string()).collect();
+    assert_eq!(codes, ["c2"]);
+    assert_eq!(
+        store.due_of(&tenant(), &Subject::Shift(staff("alice"))),
+        Some(edge.next())
+    );
+    assert_eq!(store.cursor(), Some(edge.next()));
+}
+
+#[tokio::test]
+async fn a_minute_in_its_grace_is_left_for_the_next_run() {
+    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    store.insert_tenant(&tenant(), shanghai());
+    store.seat(&tenant(), &staff("alice"), &[&code("c1")]);
+    let edge = minute("2026-11-30T01:00:00Z");
+    store.put_due(&tenant(), Subject::Shift(staff("alice")), edge);
+    store.set_cursor(edge);
+
+    let report = tick(&store, &queue, monday_0900_05)
+        .run("run-1", BUDGET)
+        .await
+        .expect("tick ran");
+
+    assert_eq!(report.minutes_walked, 0);
+    assert!(queue.reasons().is_empty());
+    assert_eq!(store.cursor(), Some(edge));
+}
+
+#[tokio::test]
+async fn a_queue_outage_keeps_the_item_for_a_later_minute() {
+    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    store.insert_tenant(&tenant(), shanghai());
+    store.insert_schedule(&tenant(), &staff("alice"), office_hours());
+    store.seat(&tenant(), &staff("alice"), &[&code("c1")]);
+    let edge = minute("2026-11-30T01:00:00Z");
+    store.put_due(&tenant(), Subject::Shift(staff("alice")), edge);
+    store.set_cursor(edge);
+    queue.set_unavailable(true);
+
+    tick(&store, &queue, monday_0900_20)
+        .run("run-1", BUDGET)
+        .await
+        .expect("tick ran");
+    assert_eq!(
+        store.due_of(&tenant(), &Subject::Shift(staff("alice"))),
+        Some(edge.next()),
+        "not moved to 18:00 before its reasons went out"
+    );
+
+    queue.set_unavailable(false);
+    tick(&store, &queue, || ms("2026-11-30T01:01:20Z"))
+        .run("run-2", BUDGET)
+        .await
+        .expect("tick ran");
+    assert_eq!(queue.reasons().len(), 1);
+    assert_eq!(
+        store.due_of(&tenant(), &Subject::Shift(staff("alice"))),
+        Some(minute("2026-11-30T10:00:00Z"))
+    );
+}
+
+#[tokio::test]
+async fn a_due_item_of_a_tenant_that_is_gone_is_deleted() {
+    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    let edge = minute("2026-11-30T01:00:00Z");
+    store.put_due(&tenant(), Subject::Midnight, edge);
+    store.set_cursor(edge);
+
+    tick(&store, &queue, monday_0900_20)
+        .run("run-1", BUDGET)
+        .await
+        .expect("tick ran");
+
+    assert_eq!(store.due_of(&tenant(), &Subject::Midnight), None);
+    assert!(queue.reasons().is_empty());
+}
