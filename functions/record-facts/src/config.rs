@@ -7,6 +7,7 @@ pub struct Config {
     pub table_name: String,
     pub refresh_queue_url: String,
     pub dead_letter_queue_url: String,
+    pub quota_event_bus: String,
 }
 
 impl Config {
@@ -15,6 +16,7 @@ impl Config {
             table_name: required("TABLE_NAME")?,
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,
             dead_letter_queue_url: required("DEAD_LETTER_QUEUE_URL")?,
+            quota_event_bus: required("QUOTA_EVENT_BUS_NAME")?,
         })
     }
 }

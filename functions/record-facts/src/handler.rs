@@ -9,7 +9,9 @@
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use lambda_runtime::{Error, LambdaEvent};
 use shared::batch::PartialBatch;
-use shared::facts::{AddLedger, FactRecorder, FactsError, ReasonQueue, Recorded, TenantProfiles};
+use shared::facts::{
+    FactLedger, FactRecorder, FactsError, QuotaNotifier, ReasonQueue, Recorded, TenantProfiles,
+};
 use shared::intake::InboxMessage;
 use shared::ports::DeadLetters;
 
@@ -22,11 +24,18 @@ fn attribute<'a>(message: &'a SqsMessage, name: &str) -> &'a str {
 }
 
 #[tracing::instrument(skip_all, fields(records = event.payload.records.len()))]
-pub(crate) async fn handle<T: TenantProfiles, L: AddLedger, Q: ReasonQueue, D: DeadLetters>(
-    recorder: &FactRecorder<T, L, Q>,
+pub(crate) async fn handle<T, L, Q, N, D>(
+    recorder: &FactRecorder<T, L, Q, N>,
     dead_letters: &D,
     event: LambdaEvent<SqsEvent>,
-) -> Result<SqsBatchResponse, Error> {
+) -> Result<SqsBatchResponse, Error>
+where
+    T: TenantProfiles,
+    L: FactLedger,
+    Q: ReasonQueue,
+    N: QuotaNotifier,
+    D: DeadLetters,
+{
     let mut batch = PartialBatch::default();
     for message in &event.payload.records {
         let id = message.message_id.as_deref().unwrap_or_default();
@@ -41,8 +50,15 @@ pub(crate) async fn handle<T: TenantProfiles, L: AddLedger, Q: ReasonQueue, D: D
             Err(error) => Err(FactsError::Poison(format!("not an inbox message: {error}"))),
         };
         match outcome {
-            Ok(Recorded::Add { fact, outcome }) => {
-                tracing::info!(message_id = id, tenant = %fact.tenant, code = %fact.code, staff = %fact.staff, ?outcome, "add recorded");
+            Ok(Recorded::Add {
+                fact,
+                outcome,
+                crossings,
+            }) => {
+                tracing::info!(message_id = id, tenant = %fact.tenant, code = %fact.code, staff = %fact.staff, ?outcome, crossings = crossings.len(), "add recorded");
+            }
+            Ok(Recorded::StaffChanged { kind, codes }) => {
+                tracing::info!(message_id = id, kind, codes, "contact change recorded")
             }
             Ok(Recorded::Ignored { kind }) => {
                 tracing::info!(message_id = id, kind, "event acknowledged")
@@ -67,11 +83,16 @@ pub(crate) async fn handle<T: TenantProfiles, L: AddLedger, Q: ReasonQueue, D: D
 mod tests {
     use super::*;
     use lambda_runtime::Context;
-    use shared::facts::{AddFact, CountOutcome};
+    use shared::facts::{
+        AddFact, AddLedger, ClaimOutcome, CountOutcome, LimitClaim, QuotaLedger, StaffLedger,
+        StaffQuotaReached,
+    };
+    use shared::membership::{AddCounts, CodeId, DepartmentId, Employment, StaffId, Switches};
     use shared::ports::StoreError;
     use shared::refresh::RefreshReason;
     use shared::tenants::{TenantId, TenantProfile};
     use shared::wecom::reference_vectors::V1;
+    use std::collections::BTreeSet;
     use std::sync::Mutex;
 
     #[derive(Default)]
@@ -114,6 +135,94 @@ mod tests {
         }
     }
 
+    /// The sample batch names a code without limits and no contact changes.
+    #[async_trait::async_trait]
+    impl QuotaLedger for &Fakes {
+        async fn code_switches(
+            &self,
+            _: &TenantId,
+            _: &CodeId,
+        ) -> Result<Option<Switches>, StoreError> {
+            Ok(Some(Switches::default()))
+        }
+        async fn counts(
+            &self,
+            _: &TenantId,
+            _: &CodeId,
+            _: &StaffId,
+            _: &str,
+        ) -> Result<AddCounts, StoreError> {
+            Ok(AddCounts::default())
+        }
+        async fn claim_limit(&self, _: &LimitClaim) -> Result<ClaimOutcome, StoreError> {
+            Ok(ClaimOutcome::TakenByAnother)
+        }
+        async fn mark_notified(&self, _: &LimitClaim, _: usize) -> Result<(), StoreError> {
+            Ok(())
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl QuotaNotifier for &Fakes {
+        async fn publish(&self, _: &StaffQuotaReached) -> Result<(), StoreError> {
+            Ok(())
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl StaffLedger for &Fakes {
+        async fn set_employment(
+            &self,
+            _: &TenantId,
+            _: &StaffId,
+            _: Employment,
+            _: u64,
+        ) -> Result<bool, StoreError> {
+            Ok(true)
+        }
+        async fn rename_staff(
+            &self,
+            _: &TenantId,
+            _: &StaffId,
+            _: &StaffId,
+            _: u64,
+        ) -> Result<Vec<CodeId>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn set_staff_departments(
+            &self,
+            _: &TenantId,
+            _: &StaffId,
+            _: &BTreeSet<DepartmentId>,
+            _: u64,
+        ) -> Result<Vec<DepartmentId>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn set_department_members(
+            &self,
+            _: &TenantId,
+            _: &DepartmentId,
+            _: &BTreeSet<StaffId>,
+            _: u64,
+        ) -> Result<Vec<StaffId>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn codes_of_staff(
+            &self,
+            _: &TenantId,
+            _: &StaffId,
+        ) -> Result<Vec<CodeId>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn codes_listing_department(
+            &self,
+            _: &TenantId,
+            _: &DepartmentId,
+        ) -> Result<Vec<CodeId>, StoreError> {
+            Ok(Vec::new())
+        }
+    }
+
     #[async_trait::async_trait]
     impl DeadLetters for &Fakes {
         async fn park(
@@ -145,7 +254,7 @@ mod tests {
         let event = serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
             .expect("an SQS event");
         let fakes = Fakes::default();
-        let recorder = FactRecorder::new(&fakes, &fakes, &fakes, clock);
+        let recorder = FactRecorder::new(&fakes, &fakes, &fakes, &fakes, clock);
 
         let response = handle(
             &recorder,

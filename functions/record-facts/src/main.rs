@@ -5,6 +5,7 @@ mod handler;
 
 use lambda_runtime::{run, service_fn, tracing, Error};
 use shared::adapters::dynamodb::DynamoStore;
+use shared::adapters::eventbridge::EventBridgeNotifier;
 use shared::adapters::sqs::{SqsDeadLetters, SqsReasonQueue};
 use shared::facts::FactRecorder;
 
@@ -19,6 +20,10 @@ async fn main() -> Result<(), Error> {
         store.clone(),
         store,
         SqsReasonQueue::new(sqs.clone(), config.refresh_queue_url),
+        EventBridgeNotifier::new(
+            aws_sdk_eventbridge::Client::new(&aws),
+            config.quota_event_bus,
+        ),
         shared::system_clock,
     );
     let dead_letters = SqsDeadLetters::new(sqs, config.dead_letter_queue_url);
