@@ -84,6 +84,73 @@ impl<'a> LiveTenant<'a> {
         Ok(config_id)
     }
 
+    /// Sets the tenant's company-wide daily cap (`None`: off), keeping its other settings.
+    pub async fn set_company_daily_cap(&self, cap: Option<u32>) -> Result<Value> {
+        self.world
+            .admin()
+            .put(
+                &format!("/tenants/{}", self.tenant.id),
+                json!({
+                    "corp_id": self.tenant.corp_id,
+                    "corp_secret": self.tenant.corp_secret,
+                    "callback_token": self.tenant.token,
+                    "encoding_aes_key": self.tenant.aes_key,
+                    "company_daily_cap": cap,
+                }),
+            )
+            .await
+    }
+
+    /// WeCom (the sandbox) delivers a callback with these event fields to the tenant's
+    /// callback URL, signed and encrypted as WeCom does. `CreateTime` is now unless given.
+    pub async fn deliver_event(&self, fields: &[(&str, &str)]) -> Result<Value> {
+        let mut all: Vec<(String, String)> = vec![
+            ("ToUserName".into(), self.tenant.corp_id.clone()),
+            ("FromUserName".into(), "sys".into()),
+            ("MsgType".into(), "event".into()),
+        ];
+        if !fields.iter().any(|(name, _)| *name == "CreateTime") {
+            all.push(("CreateTime".into(), crate::now_secs().to_string()));
+        }
+        all.extend(
+            fields
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        let report = self
+            .world
+            .sandbox()
+            .post(
+                "/_sandbox/callbacks",
+                json!({"corp_id": self.tenant.corp_id, "fields": all}),
+            )
+            .await?;
+        ensure!(
+            report.to_string().contains("\"delivered\":true"),
+            "callback not delivered: {report}"
+        );
+        Ok(report)
+    }
+
+    /// A customer adds `staff` through `code`: WeCom's add_external_contact callback.
+    pub async fn deliver_add(&self, staff: &str, code: &str, external_user: &str) -> Result<Value> {
+        self.deliver_event(&[
+            ("Event", "change_external_contact"),
+            ("ChangeType", "add_external_contact"),
+            ("UserID", staff),
+            ("ExternalUserID", external_user),
+            ("State", code),
+        ])
+        .await
+    }
+
+    /// A WeCom contact change (`change_contact`) with these fields.
+    pub async fn deliver_contact_change(&self, fields: &[(&str, &str)]) -> Result<Value> {
+        let mut all = vec![("Event", "change_contact")];
+        all.extend_from_slice(fields);
+        self.deliver_event(&all).await
+    }
+
     /// The user list WeCom (the sandbox) holds for a contact way now.
     pub async fn wecom_list(&self, config_id: &str) -> Result<Vec<String>> {
         let way = self
