@@ -3,11 +3,11 @@
 
 use super::error::AdminError;
 use super::ports::StaffChange;
-use crate::membership::{CodeConfig, CodeId, Employment, Family, StaffId, Switches};
+use crate::membership::{CodeConfig, CodeId, DepartmentId, Employment, Family, StaffId, Switches};
 use crate::tenants::{TenantId, TenantProfile, Timezone};
 use crate::wecom::crypto::{CallbackCrypto, CryptoError};
 use serde_json::{Map, Value};
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 /// WeCom corp ids are 18 characters today; 64 leaves room without accepting junk.
 pub const MAX_CORP_ID_CHARS: usize = 64;
@@ -16,6 +16,20 @@ pub const MAX_CORP_ID_CHARS: usize = 64;
 pub const MAX_MEMBERS: usize = 500;
 /// The recompute never routes to more than 100 fallback staff.
 pub const MAX_FALLBACK: usize = 100;
+/// Departments a code lists: each is read on every recompute of the code and has an entry in
+/// the department -> codes index.
+pub const MAX_CODE_DEPARTMENTS: usize = 50;
+/// Members of one department as the admin API sets them; they are stored on one item.
+pub const MAX_DEPARTMENT_MEMBERS: usize = 2_000;
+/// Departments one staff member is in.
+pub const MAX_STAFF_DEPARTMENTS: usize = 100;
+/// Adds one staff member may take through one code in a day; far above what a person can
+/// handle, low enough to catch a typo (WeCom itself limits a user's daily adds).
+pub const MAX_DAILY_LIMIT: u32 = 10_000;
+/// Adds one staff member may take through one code in total.
+pub const MAX_ADD_LIMIT: u32 = 1_000_000;
+/// Consecutive customers one member takes per rotation round.
+pub const MAX_ROUND_LIMIT: u32 = 1_000;
 
 /// `PUT /admin/tenants/{tenant}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +45,24 @@ pub struct PutStaff {
     pub tenant: TenantId,
     pub staff: StaffId,
     pub change: StaffChange,
+    /// The departments the staff member is in (replacing the stored ones); `None` keeps them.
+    pub departments: Option<BTreeSet<DepartmentId>>,
+}
+
+/// `PUT /admin/tenants/{tenant}/departments/{department}`: the department's members, replacing
+/// the stored ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutDepartment {
+    pub tenant: TenantId,
+    pub department: DepartmentId,
+    pub members: BTreeSet<StaffId>,
+}
+
+/// `DELETE /admin/tenants/{tenant}/codes/{code}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteCode {
+    pub tenant: TenantId,
+    pub code: CodeId,
 }
 
 /// `PUT /admin/tenants/{tenant}/codes/{code}`.
@@ -58,6 +90,10 @@ pub fn staff_param(raw: &str) -> Result<StaffId, AdminError> {
 
 pub fn code_param(raw: &str) -> Result<CodeId, AdminError> {
     CodeId::parse(raw).map_err(|e| AdminError::invalid("code", e))
+}
+
+pub fn department_param(raw: &str) -> Result<DepartmentId, AdminError> {
+    DepartmentId::parse(raw).map_err(|e| AdminError::invalid("department", e))
 }
 
 impl PutTenant {
@@ -122,11 +158,19 @@ impl PutStaff {
                 })
             })
             .transpose()?;
+        let departments = body
+            .take("departments")
+            .map(|value| {
+                department_list(&body.path("departments"), value, 0, MAX_STAFF_DEPARTMENTS)
+            })
+            .transpose()?
+            .map(|list| list.into_iter().collect());
         body.finish()?;
         Ok(Self {
             tenant,
             staff,
             change: StaffChange { online, employment },
+            departments,
         })
     }
 }
@@ -142,10 +186,22 @@ impl PutCode {
         let family = serde_json::from_value::<Family>(family).map_err(|_| {
             body.invalid("family", "must be \"native\", \"sequenced\" or \"quota\"")
         })?;
-        let members = body
-            .take("members")
-            .ok_or_else(|| body.invalid("members", "is required"))?;
-        let members = staff_list(&body.path("members"), members, 1, MAX_MEMBERS)?;
+        let members = match body.take("members") {
+            Some(value) => staff_list(&body.path("members"), value, 0, MAX_MEMBERS)?,
+            None => Vec::new(),
+        };
+        let departments = match body.take("departments") {
+            Some(value) => {
+                department_list(&body.path("departments"), value, 0, MAX_CODE_DEPARTMENTS)?
+            }
+            None => Vec::new(),
+        };
+        if members.is_empty() && departments.is_empty() {
+            return Err(body.invalid(
+                "members",
+                "a code must list at least one member or one department",
+            ));
+        }
         let fallback = match body.take("fallback") {
             Some(value) => staff_list(&body.path("fallback"), value, 0, MAX_FALLBACK)?,
             None => Vec::new(),
@@ -158,10 +214,16 @@ impl PutCode {
                 };
                 let parsed = Switches {
                     offline_check: switches.optional_boolean("offline_check")?.unwrap_or(false),
-                    add_limit: switches.optional_limit("add_limit")?,
-                    daily_limit: switches.optional_limit("daily_limit")?,
-                    round_limit: switches.optional_limit("round_limit")?,
+                    add_limit: switches.limit_up_to("add_limit", MAX_ADD_LIMIT)?,
+                    daily_limit: switches.limit_up_to("daily_limit", MAX_DAILY_LIMIT)?,
+                    round_limit: switches.limit_up_to("round_limit", MAX_ROUND_LIMIT)?,
                 };
+                if parsed.round_limit.is_some() && !family.rotates() {
+                    return Err(switches.invalid(
+                        "round_limit",
+                        "only sequenced and quota codes rotate; WeCom routes a native code itself",
+                    ));
+                }
                 switches.finish()?;
                 parsed
             }
@@ -175,7 +237,7 @@ impl PutCode {
             config: CodeConfig {
                 family,
                 members,
-                departments: Vec::new(),
+                departments,
                 fallback,
                 switches,
             },
@@ -188,6 +250,33 @@ impl GetCode {
         Ok(Self {
             tenant: tenant_param(tenant)?,
             code: code_param(code)?,
+        })
+    }
+}
+
+impl DeleteCode {
+    pub fn parse(tenant: &str, code: &str) -> Result<Self, AdminError> {
+        Ok(Self {
+            tenant: tenant_param(tenant)?,
+            code: code_param(code)?,
+        })
+    }
+}
+
+impl PutDepartment {
+    pub fn parse(tenant: &str, department: &str, body: &str) -> Result<Self, AdminError> {
+        let tenant = tenant_param(tenant)?;
+        let department = department_param(department)?;
+        let mut body = Object::parse(body, "")?;
+        let members = body
+            .take("members")
+            .ok_or_else(|| body.invalid("members", "is required (an empty list empties it)"))?;
+        let members = staff_list(&body.path("members"), members, 0, MAX_DEPARTMENT_MEMBERS)?;
+        body.finish()?;
+        Ok(Self {
+            tenant,
+            department,
+            members: members.into_iter().collect(),
         })
     }
 }
@@ -218,6 +307,46 @@ fn staff_list(
                 .as_str()
                 .ok_or_else(|| AdminError::invalid(&at, "must be a string"))
                 .and_then(|raw| StaffId::parse(raw).map_err(|e| AdminError::invalid(&at, e)))?;
+            if !seen.insert(id.clone()) {
+                return Err(AdminError::invalid(&at, format!("repeats {id}")));
+            }
+            Ok(id)
+        })
+        .collect()
+}
+
+/// A list of distinct department ids, `min..=max` long.
+fn department_list(
+    field: &str,
+    value: Value,
+    min: usize,
+    max: usize,
+) -> Result<Vec<DepartmentId>, AdminError> {
+    let Value::Array(items) = value else {
+        return Err(AdminError::invalid(
+            field,
+            "must be a list of department ids",
+        ));
+    };
+    if !(min..=max).contains(&items.len()) {
+        return Err(AdminError::invalid(
+            field,
+            format!("must list {min} to {max} department ids"),
+        ));
+    }
+    let mut seen = HashSet::new();
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let at = format!("{field}[{i}]");
+            // WeCom's department ids are numbers; both spellings are accepted.
+            let raw = match item {
+                Value::String(s) => s,
+                Value::Number(n) if n.is_u64() => n.to_string(),
+                _ => return Err(AdminError::invalid(&at, "must be a department id")),
+            };
+            let id = DepartmentId::parse(&raw).map_err(|e| AdminError::invalid(&at, e))?;
             if !seen.insert(id.clone()) {
                 return Err(AdminError::invalid(&at, format!("repeats {id}")));
             }
@@ -289,20 +418,22 @@ impl Object {
     /// A limit: a whole number from 1, or absent/`null` for "off". Zero is refused because it
     /// would exclude everyone, every day, which is what turning the code off is for.
     fn optional_limit(&mut self, field: &str) -> Result<Option<u32>, AdminError> {
+        self.limit_up_to(field, u32::MAX)
+    }
+
+    /// A limit (as `optional_limit`) of at most `max`.
+    fn limit_up_to(&mut self, field: &str, max: u32) -> Result<Option<u32>, AdminError> {
         match self.take(field) {
             None => Ok(None),
             Some(value) => value
                 .as_u64()
                 .and_then(|n| u32::try_from(n).ok())
-                .filter(|&n| n >= 1)
+                .filter(|&n| (1..=max).contains(&n))
                 .map(Some)
                 .ok_or_else(|| {
                     self.invalid(
                         field,
-                        format!(
-                            "must be a whole number from 1 to {}, or null for no limit",
-                            u32::MAX
-                        ),
+                        format!("must be a whole number from 1 to {max}, or null for no limit"),
                     )
                 }),
         }

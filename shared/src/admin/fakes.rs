@@ -2,12 +2,14 @@
 
 use super::ports::{AdminStore, ContactWays, StaffChange, VersionedCode};
 use crate::facts::{ReasonQueue, TenantProfiles};
-use crate::membership::{AddCounts, CodeConfig, CodeId, Employment, StaffFacts, StaffId};
+use crate::membership::{
+    candidates, AddCounts, CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId,
+};
 use crate::ports::StoreError;
 use crate::refresh::{CodeFacts, CodeSnapshot, PushRecord, PushedList, RefreshReason, StoredCode};
 use crate::tenants::{TenantId, TenantProfile};
 use crate::wecom::api::{CorpCredentials, CreatedContactWay, NewContactWay, WeComError};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 type CodeKey = (TenantId, CodeId);
@@ -19,6 +21,7 @@ struct Tables {
     codes: HashMap<CodeKey, VersionedCode>,
     pushed: HashMap<CodeKey, PushedList>,
     today: HashMap<(TenantId, CodeId, StaffId), AddCounts>,
+    departments: HashMap<(TenantId, DepartmentId), BTreeSet<StaffId>>,
     /// A contact way another request stores first, just before the next `set_config_id`.
     race: HashMap<CodeKey, String>,
     unavailable: bool,
@@ -87,6 +90,25 @@ impl InMemoryAdminStore {
             .insert((tenant.clone(), code.clone()), pushed);
     }
 
+    /// The department's stored members (`None` when it was never stored).
+    pub fn stored_department(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+    ) -> Option<BTreeSet<StaffId>> {
+        self.tables()
+            .departments
+            .get(&(tenant.clone(), department.clone()))
+            .cloned()
+    }
+
+    pub fn stored_pushed(&self, tenant: &TenantId, code: &CodeId) -> Option<PushedList> {
+        self.tables()
+            .pushed
+            .get(&(tenant.clone(), code.clone()))
+            .cloned()
+    }
+
     /// Makes another request win the next creation race for `code` with `config_id`.
     pub fn lose_next_creation_race(&self, tenant: &TenantId, code: &CodeId, config_id: &str) {
         self.tables()
@@ -117,7 +139,16 @@ impl CodeFacts for InMemoryAdminStore {
             return Ok(None);
         };
         let config = &stored.code.config;
-        let people: Vec<&StaffId> = config.members.iter().chain(&config.fallback).collect();
+        let departments: HashMap<DepartmentId, BTreeSet<StaffId>> = config
+            .departments
+            .iter()
+            .filter_map(|d| {
+                let members = tables.departments.get(&(tenant.clone(), d.clone()))?;
+                Some((d.clone(), members.clone()))
+            })
+            .collect();
+        let expanded = candidates(config, &departments);
+        let people: Vec<&StaffId> = expanded.iter().chain(&config.fallback).collect();
         let staff = people
             .iter()
             .filter_map(|s| {
@@ -139,7 +170,7 @@ impl CodeFacts for InMemoryAdminStore {
             code: stored.code.clone(),
             staff,
             adds: today,
-            departments: Default::default(),
+            departments,
             now_ms,
             last_pushed: tables.pushed.get(&key).cloned(),
         }))
@@ -157,6 +188,7 @@ impl CodeFacts for InMemoryAdminStore {
                 users: push.users.clone(),
                 pushed_at_ms: push.pushed_at_ms,
                 starved: false,
+                rotation: None,
             },
         );
         Ok(())
@@ -176,6 +208,7 @@ impl CodeFacts for InMemoryAdminStore {
                 users: Vec::new(),
                 pushed_at_ms: at_ms,
                 starved: true,
+                rotation: None,
             });
         pushed.starved = true;
         Ok(())
@@ -230,7 +263,16 @@ impl AdminStore for InMemoryAdminStore {
             .iter()
             .filter(|((t, _), stored)| {
                 let config = &stored.code.config;
-                t == tenant && (config.members.contains(staff) || config.fallback.contains(staff))
+                let in_department = config.departments.iter().any(|d| {
+                    tables
+                        .departments
+                        .get(&(tenant.clone(), d.clone()))
+                        .is_some_and(|members| members.contains(staff))
+                });
+                t == tenant
+                    && (config.members.contains(staff)
+                        || config.fallback.contains(staff)
+                        || in_department)
             })
             .map(|((_, code), _)| code.clone())
             .collect();
@@ -284,6 +326,81 @@ impl AdminStore for InMemoryAdminStore {
         };
         tables.codes.insert(key, stored.clone());
         Ok(stored)
+    }
+
+    async fn delete_code(&self, tenant: &TenantId, code: &CodeId) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), code.clone());
+        tables.codes.remove(&key);
+        tables.pushed.remove(&key);
+        tables
+            .today
+            .retain(|(t, c, _), _| !(t == tenant && c == code));
+        Ok(())
+    }
+
+    async fn set_staff_departments(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        departments: &BTreeSet<DepartmentId>,
+        _at_ms: u64,
+    ) -> Result<Vec<DepartmentId>, StoreError> {
+        let mut tables = self.available()?;
+        for department in departments {
+            tables
+                .departments
+                .entry((tenant.clone(), department.clone()))
+                .or_default();
+        }
+        let mut changed: Vec<DepartmentId> = tables
+            .departments
+            .iter_mut()
+            .filter(|((t, _), _)| t == tenant)
+            .filter_map(|((_, department), members)| {
+                let moved = if departments.contains(department) {
+                    members.insert(staff.clone())
+                } else {
+                    members.remove(staff)
+                };
+                moved.then(|| department.clone())
+            })
+            .collect();
+        changed.sort();
+        Ok(changed)
+    }
+
+    async fn set_department_members(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+        members: &BTreeSet<StaffId>,
+        _at_ms: u64,
+    ) -> Result<Vec<StaffId>, StoreError> {
+        let mut tables = self.available()?;
+        let before = tables
+            .departments
+            .insert((tenant.clone(), department.clone()), members.clone())
+            .unwrap_or_default();
+        Ok(before.symmetric_difference(members).cloned().collect())
+    }
+
+    async fn codes_listing_department(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        let tables = self.available()?;
+        let mut codes: Vec<CodeId> = tables
+            .codes
+            .iter()
+            .filter(|((t, _), stored)| {
+                t == tenant && stored.code.config.departments.contains(department)
+            })
+            .map(|((_, code), _)| code.clone())
+            .collect();
+        codes.sort();
+        Ok(codes)
     }
 
     async fn set_config_id(
@@ -356,9 +473,11 @@ struct WeComState {
     created: Vec<(CorpCredentials, NewContactWay)>,
     deleted: Vec<String>,
     failure: Option<WeComError>,
+    delete_failure: Option<WeComError>,
 }
 
-/// WeCom's contact ways: numbers them `cw-1`, `cw-2`... and remembers what was asked.
+/// WeCom's contact ways: numbers them `cw-1`, `cw-2`... and remembers what was asked. Deleting
+/// one it did not create, or deleted already, is 41044 as in WeCom.
 #[derive(Clone, Default)]
 pub struct FakeContactWays {
     state: Arc<Mutex<WeComState>>,
@@ -372,6 +491,11 @@ impl FakeContactWays {
     /// Every later create fails with `error`.
     pub fn fail_with(&self, error: WeComError) {
         self.state().failure = Some(error);
+    }
+
+    /// Every later delete fails with `error`; `None` heals it.
+    pub fn fail_deletes_with(&self, error: Option<WeComError>) {
+        self.state().delete_failure = error;
     }
 
     pub fn created(&self) -> Vec<(CorpCredentials, NewContactWay)> {
@@ -403,7 +527,16 @@ impl ContactWays for FakeContactWays {
     }
 
     async fn delete(&self, _corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError> {
-        self.state().deleted.push(config_id.to_owned());
+        let mut state = self.state();
+        if let Some(error) = state.delete_failure.clone() {
+            return Err(error);
+        }
+        let exists = (1..=state.created.len()).any(|i| format!("cw-{i}") == config_id)
+            && !state.deleted.iter().any(|d| d == config_id);
+        if !exists {
+            return Err(WeComError::CodeGone { errcode: 41044 });
+        }
+        state.deleted.push(config_id.to_owned());
         Ok(())
     }
 }

@@ -14,18 +14,23 @@ mod error;
 pub mod fakes;
 mod ports;
 
-pub use commands::{GetCode, PutCode, PutStaff, PutTenant};
+pub use commands::{DeleteCode, GetCode, PutCode, PutDepartment, PutStaff, PutTenant};
 pub use error::AdminError;
 pub use ports::{AdminStore, ContactWays, StaffChange, VersionedCode};
 
 use crate::facts::ReasonQueue;
-use crate::membership::{self, CodeId, Employment, Exclusion, Family, Membership, StaffId};
+use crate::membership::{
+    self, CodeId, DepartmentId, Employment, Exclusion, Family, Membership, StaffId,
+};
 use crate::ports::StoreError;
 use crate::refresh::{Cause, RefreshReason};
 use crate::tenants::{TenantId, TenantProfile};
-use crate::wecom::api::{ContactWayKind, ContactWayScene, CorpCredentials, NewContactWay};
+use crate::wecom::api::{
+    ContactWayKind, ContactWayScene, CorpCredentials, NewContactWay, WeComError,
+};
 use crate::Clock;
 use serde::Serialize;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// Refresh reasons of one fan-out in flight at once: a staff member on 100+ codes must not
@@ -49,7 +54,29 @@ pub struct StaffAnswer {
     pub staff: StaffId,
     pub online: bool,
     pub employment: Employment,
+    /// The departments the staff member is in, when the request set them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub departments: Option<Vec<DepartmentId>>,
     pub codes_refreshed: usize,
+}
+
+/// The answer to `PUT /admin/tenants/{tenant}/departments/{department}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DepartmentAnswer {
+    pub department: DepartmentId,
+    pub members: Vec<StaffId>,
+    /// Staff who joined or left the department with this request.
+    pub changed: Vec<StaffId>,
+    /// Codes sent for a recompute: every code that lists the department.
+    pub codes_refreshed: usize,
+}
+
+/// The answer to `DELETE /admin/tenants/{tenant}/codes/{code}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeletedCode {
+    pub code: CodeId,
+    /// The WeCom contact way deleted with it (`None` when it was never created).
+    pub config_id: Option<String>,
 }
 
 /// The answer to `PUT /admin/tenants/{tenant}/codes/{code}`.
@@ -71,6 +98,8 @@ pub struct CodeAnswer {
 pub struct CodeStatus {
     pub code: CodeId,
     pub family: Family,
+    /// The departments the code lists; their members are candidates after the members.
+    pub departments: Vec<DepartmentId>,
     pub config_id: Option<String>,
     pub version: u64,
     /// The list a recompute gives now (the fallback staff when the outcome is `fallback`).
@@ -168,13 +197,17 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
         Ok(answer_for_tenant(tenant, &profile, codes_refreshed))
     }
 
-    /// Writes the staff member's facts, then sends a reason to every code they sit on.
+    /// Writes the staff member's facts (and departments, when given), then sends a reason to
+    /// every code that may route to them (as member, fallback or through a department it
+    /// lists) and to every code listing a department they just left. A resignation therefore
+    /// reaches every code they could be on.
     #[tracing::instrument(skip_all, fields(tenant = %command.tenant, staff = %command.staff))]
     pub async fn put_staff(&self, command: PutStaff) -> Result<StaffAnswer, AdminError> {
         let PutStaff {
             tenant,
             staff,
             change,
+            departments,
         } = command;
         self.existing_profile(&tenant).await?;
         let now_ms = (self.clock)();
@@ -182,7 +215,28 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
             .store
             .update_staff(&tenant, &staff, &change, now_ms)
             .await?;
-        let codes = self.store.codes_of_staff(&tenant, &staff).await?;
+        let changed = match &departments {
+            Some(wanted) => {
+                self.store
+                    .set_staff_departments(&tenant, &staff, wanted, now_ms)
+                    .await?
+            }
+            None => Vec::new(),
+        };
+        let mut codes: BTreeSet<CodeId> = self
+            .store
+            .codes_of_staff(&tenant, &staff)
+            .await?
+            .into_iter()
+            .collect();
+        // The codes of departments joined are among the staff member's codes already.
+        for department in &changed {
+            codes.extend(
+                self.store
+                    .codes_listing_department(&tenant, department)
+                    .await?,
+            );
+        }
         let reasons = codes
             .into_iter()
             .map(|code| RefreshReason {
@@ -194,11 +248,60 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
             })
             .collect();
         let codes_refreshed = self.send_all(reasons).await?;
-        tracing::info!(online = facts.online, employment = ?facts.employment, codes_refreshed, "staff facts stored");
+        tracing::info!(online = facts.online, employment = ?facts.employment, departments_changed = changed.len(), codes_refreshed, "staff facts stored");
         Ok(StaffAnswer {
             staff,
             online: facts.online,
             employment: facts.employment,
+            departments: departments.map(|d| d.into_iter().collect()),
+            codes_refreshed,
+        })
+    }
+
+    /// Replaces the department's members, then sends a reason to every code that lists it
+    /// (all of them, not only when someone joined or left: a retry after a failed send must
+    /// send them again, and a recompute with nothing changed pushes nothing).
+    #[tracing::instrument(skip_all, fields(tenant = %command.tenant, department = %command.department))]
+    pub async fn put_department(
+        &self,
+        command: PutDepartment,
+    ) -> Result<DepartmentAnswer, AdminError> {
+        let PutDepartment {
+            tenant,
+            department,
+            members,
+        } = command;
+        self.existing_profile(&tenant).await?;
+        let now_ms = (self.clock)();
+        let changed = self
+            .store
+            .set_department_members(&tenant, &department, &members, now_ms)
+            .await?;
+        let codes = self
+            .store
+            .codes_listing_department(&tenant, &department)
+            .await?;
+        let reasons = codes
+            .into_iter()
+            .map(|code| RefreshReason {
+                tenant: tenant.clone(),
+                code,
+                cause: Cause::StaffChanged,
+                fact_at_ms: now_ms,
+                fact_key: format!("department:{department}:{now_ms}"),
+            })
+            .collect();
+        let codes_refreshed = self.send_all(reasons).await?;
+        tracing::info!(
+            members = members.len(),
+            changed = changed.len(),
+            codes_refreshed,
+            "department members stored"
+        );
+        Ok(DepartmentAnswer {
+            department,
+            members: members.into_iter().collect(),
+            changed,
             codes_refreshed,
         })
     }
@@ -238,6 +341,42 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
             created,
             qr_code,
         })
+    }
+
+    /// Deletes the code's WeCom contact way, then the code's items. WeCom first: were the
+    /// items deleted first, a failed WeCom call would leave a contact way nobody knows of,
+    /// still routing customers. A contact way WeCom no longer has (41044) counts as deleted,
+    /// so a retry after a failure between the two steps completes the deletion. Reasons still
+    /// queued for the code find no code and change nothing.
+    #[tracing::instrument(skip_all, fields(tenant = %command.tenant, code = %command.code))]
+    pub async fn delete_code(&self, command: DeleteCode) -> Result<DeletedCode, AdminError> {
+        let DeleteCode { tenant, code } = command;
+        let profile = self.existing_profile(&tenant).await?;
+        let stored = self
+            .store
+            .code(&tenant, &code)
+            .await?
+            .ok_or_else(|| AdminError::not_found(format!("code {code} of tenant {tenant}")))?;
+        let config_id = stored.code.config_id;
+        if let Some(config_id) = &config_id {
+            let creds = CorpCredentials {
+                corp_id: profile.corp_id.clone(),
+                corp_secret: profile.corp_secret.clone(),
+            };
+            match self.contact_ways.delete(&creds, config_id).await {
+                Ok(()) => {}
+                Err(WeComError::CodeGone { errcode }) => {
+                    tracing::info!(errcode, config_id, "WeCom has no such contact way any more");
+                }
+                Err(e) => {
+                    tracing::warn!(class = %e.class(), errcode = e.errcode(), error = %e, "WeCom did not delete the contact way");
+                    return Err(AdminError::WeCom(e));
+                }
+            }
+        }
+        self.store.delete_code(&tenant, &code).await?;
+        tracing::info!(config_id = ?config_id, "code deleted");
+        Ok(DeletedCode { code, config_id })
     }
 
     /// The code's recompute at this moment, compared with what WeCom last accepted.
@@ -281,6 +420,7 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
         Ok(CodeStatus {
             code,
             family: snapshot.code.config.family,
+            departments: snapshot.code.config.departments,
             config_id: snapshot.code.config_id,
             version: stored.version,
             eligible_now,

@@ -4,13 +4,14 @@
 //! `ContactWays` below; `admin::fakes` has in-memory versions of both for tests.
 
 use crate::facts::TenantProfiles;
-use crate::membership::{CodeConfig, CodeId, Employment, StaffFacts, StaffId};
+use crate::membership::{CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId};
 use crate::ports::StoreError;
 use crate::refresh::{CodeFacts, StoredCode};
 use crate::tenants::{TenantId, TenantProfile};
 use crate::wecom::api::{
     CorpCredentials, CreatedContactWay, NewContactWay, WeComClient, WeComError,
 };
+use std::collections::BTreeSet;
 
 /// A stored code and the version its last write gave it (1 for the first).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +48,8 @@ pub trait AdminStore: TenantProfiles + CodeFacts {
         now_ms: u64,
     ) -> Result<StaffFacts, StoreError>;
 
-    /// Every code the staff member sits on, as member or fallback.
+    /// Every code that may route to the staff member: as member or fallback, or through a
+    /// department they are in that the code lists.
     async fn codes_of_staff(
         &self,
         tenant: &TenantId,
@@ -72,6 +74,37 @@ pub trait AdminStore: TenantProfiles + CodeFacts {
         config: &CodeConfig,
         now_ms: u64,
     ) -> Result<VersionedCode, StoreError>;
+
+    /// Deletes the code's item, its last-pushed record and its entries in the staff -> codes
+    /// and department -> codes indexes. Deleting a code that is gone changes nothing.
+    async fn delete_code(&self, tenant: &TenantId, code: &CodeId) -> Result<(), StoreError>;
+
+    /// Replaces the departments the staff member is in (as of `at_ms`), keeping each
+    /// department's members in step. Answers the departments whose membership changed.
+    async fn set_staff_departments(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        departments: &BTreeSet<DepartmentId>,
+        at_ms: u64,
+    ) -> Result<Vec<DepartmentId>, StoreError>;
+
+    /// Replaces a department's members (as of `at_ms`), keeping each staff member's
+    /// departments in step. Answers the staff whose membership changed.
+    async fn set_department_members(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+        members: &BTreeSet<StaffId>,
+        at_ms: u64,
+    ) -> Result<Vec<StaffId>, StoreError>;
+
+    /// Every code that lists the department.
+    async fn codes_listing_department(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+    ) -> Result<Vec<CodeId>, StoreError>;
 
     /// Stores the contact way created for a code and the list WeCom created it with. `false` when the code already has one
     /// (another request created it first): the stored one is kept.

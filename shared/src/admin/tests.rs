@@ -1,7 +1,7 @@
 use super::fakes::{FakeContactWays, InMemoryAdminStore, InMemoryReasonQueue};
 use super::*;
 use crate::http::ErrorAnswer;
-use crate::membership::{AddCounts, CodeConfig, StaffFacts, Switches};
+use crate::membership::{AddCounts, CodeConfig, StaffFacts, Switches, WeeklySchedule};
 use crate::refresh::PushedList;
 use crate::wecom::api::WeComError;
 use serde_json::json;
@@ -25,6 +25,10 @@ fn staff(raw: &str) -> StaffId {
 
 fn code(raw: &str) -> CodeId {
     CodeId::parse(raw).expect("valid code id")
+}
+
+fn department(raw: &str) -> DepartmentId {
+    DepartmentId::parse(raw).expect("valid department id")
 }
 
 fn profile() -> TenantProfile {
@@ -254,6 +258,9 @@ fn each_bad_code_field_is_named() {
     let too_many: Vec<String> = (0..=commands::MAX_MEMBERS)
         .map(|i| format!("s{i}"))
         .collect();
+    let too_many_departments: Vec<String> = (0..=commands::MAX_CODE_DEPARTMENTS)
+        .map(|i| i.to_string())
+        .collect();
     let cases = [
         (json!({"members": ["a"]}), "family"),
         (json!({"family": "random", "members": ["a"]}), "family"),
@@ -293,6 +300,50 @@ fn each_bad_code_field_is_named() {
         (
             json!({"family": "native", "members": ["a"], "name": "x"}),
             "name",
+        ),
+        (
+            json!({"family": "native", "members": [], "departments": []}),
+            "members",
+        ),
+        (
+            json!({"family": "native", "departments": "2"}),
+            "departments",
+        ),
+        (
+            json!({"family": "native", "departments": ["2", 2]}),
+            "departments[1]",
+        ),
+        (
+            json!({"family": "native", "departments": ["2", "x-y"]}),
+            "departments[1]",
+        ),
+        (
+            json!({"family": "native", "departments": [-1]}),
+            "departments[0]",
+        ),
+        (
+            json!({"family": "native", "departments": too_many_departments}),
+            "departments",
+        ),
+        (
+            json!({"family": "quota", "members": ["a"], "switches": {"round_limit": 0}}),
+            "switches.round_limit",
+        ),
+        (
+            json!({"family": "quota", "members": ["a"], "switches": {"round_limit": commands::MAX_ROUND_LIMIT + 1}}),
+            "switches.round_limit",
+        ),
+        (
+            json!({"family": "native", "members": ["a"], "switches": {"daily_limit": commands::MAX_DAILY_LIMIT + 1}}),
+            "switches.daily_limit",
+        ),
+        (
+            json!({"family": "native", "members": ["a"], "switches": {"add_limit": commands::MAX_ADD_LIMIT + 1}}),
+            "switches.add_limit",
+        ),
+        (
+            json!({"family": "native", "members": ["a"], "switches": {"add_limit": 0}}),
+            "switches.add_limit",
         ),
     ];
     for (body, field) in cases {
@@ -437,7 +488,7 @@ async fn a_staff_change_keeps_the_stored_employment_and_wecoms_rejection() {
         schedule: None,
     };
     w.store
-        .insert_staff(&tenant(), &staff("r"), rejected_resigned);
+        .insert_staff(&tenant(), &staff("r"), rejected_resigned.clone());
 
     let command = PutStaff::parse("demo", "r", r#"{"online": true}"#).expect("valid");
     let answer = w.admin.put_staff(command).await.expect("stored");
@@ -743,8 +794,8 @@ async fn the_status_shows_who_is_eligible_who_is_not_and_why() {
     assert_eq!(
         serde_json::to_value(&status).expect("serialises"),
         json!({
-            "code": "c1", "family": "sequenced", "config_id": "cw-1", "version": 1,
-            "eligible_now": ["a"], "outcome": "members",
+            "code": "c1", "family": "sequenced", "departments": [], "config_id": "cw-1",
+            "version": 1, "eligible_now": ["a"], "outcome": "members",
             "excluded": [
                 {"staff": "b", "reason": "daily_limit_reached"},
                 {"staff": "c", "reason": "offline"},
@@ -766,6 +817,7 @@ async fn the_status_is_in_sync_once_wecom_has_the_recomputed_list() {
         users: users.iter().map(|u| staff(u)).collect(),
         pushed_at_ms: NOW_MS - 1,
         starved: false,
+        rotation: None,
     };
     let status = || {
         w.admin
@@ -807,6 +859,7 @@ async fn a_starved_code_is_never_in_sync() {
             users: vec![staff("a")],
             pushed_at_ms: NOW_MS - 1,
             starved: false,
+            rotation: None,
         },
     );
     w.store.insert_staff(&tenant(), &staff("a"), online(false));
@@ -849,4 +902,630 @@ fn every_exclusion_has_a_wire_name() {
         "rejected_by_wecom"
     );
     assert_eq!(exclusion_name(Exclusion::OverWeComCap), "over_wecom_cap");
+}
+
+// ---------------------------------------------------------------- departments: validation
+
+#[test]
+fn a_code_may_list_departments_with_or_without_members() {
+    let only_departments = put_code("c1", json!({"family": "native", "departments": ["2", 3]}));
+    assert_eq!(only_departments.config.members, Vec::<StaffId>::new());
+    assert_eq!(
+        only_departments.config.departments,
+        [department("2"), department("3")]
+    );
+    let both = put_code(
+        "c1",
+        json!({"family": "native", "members": ["a"], "departments": ["7"]}),
+    );
+    assert_eq!(both.config.members, [staff("a")]);
+    assert_eq!(both.config.departments, [department("7")]);
+}
+
+#[test]
+fn a_round_limit_is_accepted_on_rotating_codes_and_refused_on_native_ones() {
+    for family in ["sequenced", "quota"] {
+        let body = json!({"family": family, "members": ["a"], "switches": {"round_limit": 3}});
+        assert_eq!(put_code("c1", body).config.switches.round_limit, Some(3));
+    }
+    let native = json!({"family": "native", "members": ["a"], "switches": {"round_limit": 3}});
+    match PutCode::parse("demo", "c1", &native.to_string()) {
+        Err(AdminError::Invalid { field, reason }) => {
+            assert_eq!(field, "switches.round_limit");
+            assert!(reason.contains("native"), "{reason}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn limits_at_their_bounds_are_accepted() {
+    let body = json!({"family": "quota", "members": ["a"], "switches": {
+        "add_limit": commands::MAX_ADD_LIMIT,
+        "daily_limit": commands::MAX_DAILY_LIMIT,
+        "round_limit": commands::MAX_ROUND_LIMIT,
+    }});
+    let switches = put_code("c1", body).config.switches;
+    assert_eq!(switches.add_limit, Some(commands::MAX_ADD_LIMIT));
+    assert_eq!(switches.daily_limit, Some(commands::MAX_DAILY_LIMIT));
+    assert_eq!(switches.round_limit, Some(commands::MAX_ROUND_LIMIT));
+}
+
+#[test]
+fn a_staff_body_may_set_the_departments_the_staff_member_is_in() {
+    let parsed = PutStaff::parse("demo", "a", r#"{"online": true, "departments": ["3", 2]}"#)
+        .expect("valid");
+    assert_eq!(
+        parsed.departments,
+        Some([department("2"), department("3")].into_iter().collect())
+    );
+    let emptied =
+        PutStaff::parse("demo", "a", r#"{"online": true, "departments": []}"#).expect("valid");
+    assert_eq!(emptied.departments, Some(BTreeSet::new()));
+    let kept = PutStaff::parse("demo", "a", r#"{"online": true}"#).expect("valid");
+    assert_eq!(kept.departments, None);
+    let cases = [
+        (json!({"online": true, "departments": "2"}), "departments"),
+        (
+            json!({"online": true, "departments": ["2", "2"]}),
+            "departments[1]",
+        ),
+        (
+            json!({"online": true, "departments": [true]}),
+            "departments[0]",
+        ),
+    ];
+    for (body, field) in cases {
+        let result = PutStaff::parse("demo", "a", &body.to_string());
+        assert_eq!(invalid_field(result), field, "{body}");
+    }
+}
+
+#[test]
+fn a_department_body_lists_its_members_and_may_empty_it() {
+    let parsed = PutDepartment::parse("demo", "2", r#"{"members": ["b", "a"]}"#).expect("valid");
+    assert_eq!(parsed.department, department("2"));
+    assert_eq!(
+        parsed.members,
+        [staff("a"), staff("b")].into_iter().collect()
+    );
+    let emptied = PutDepartment::parse("demo", "2", r#"{"members": []}"#).expect("valid");
+    assert!(emptied.members.is_empty());
+    let too_many: Vec<String> = (0..=commands::MAX_DEPARTMENT_MEMBERS)
+        .map(|i| format!("s{i}"))
+        .collect();
+    let cases = [
+        (json!({}), "members"),
+        (json!({"members": "a"}), "members"),
+        (json!({"members": too_many}), "members"),
+        (json!({"members": ["a", "a"]}), "members[1]"),
+        (json!({"members": ["a b"]}), "members[0]"),
+        (json!({"members": [], "name": "sales"}), "name"),
+    ];
+    for (body, field) in cases {
+        let result = PutDepartment::parse("demo", "2", &body.to_string());
+        assert_eq!(invalid_field(result), field, "{body}");
+    }
+    let body = r#"{"members": []}"#;
+    assert_eq!(
+        invalid_field(PutDepartment::parse("demo", "sales-2", body)),
+        "department"
+    );
+    assert_eq!(
+        invalid_field(PutDepartment::parse("a b", "2", body)),
+        "tenant"
+    );
+}
+
+#[test]
+fn a_delete_names_a_bad_tenant_or_code() {
+    assert_eq!(invalid_field(DeleteCode::parse("demo", "a b")), "code");
+    assert_eq!(invalid_field(DeleteCode::parse("", "c1")), "tenant");
+    assert_eq!(
+        DeleteCode::parse("demo", "c1").expect("valid").code,
+        code("c1")
+    );
+}
+
+// ---------------------------------------------------------------- config edits
+
+/// The reasons sent since `before`, as (code, cause, fact key).
+fn sent_since(w: &World, before: usize) -> Vec<(String, Cause, String)> {
+    w.queue
+        .reasons()
+        .into_iter()
+        .skip(before)
+        .map(|r| (r.code.to_string(), r.cause, r.fact_key))
+        .collect()
+}
+
+/// A change to a code's JSON body.
+type BodyEdit = fn(&mut serde_json::Value);
+
+#[tokio::test]
+async fn every_kind_of_config_edit_sends_that_code_one_reason() {
+    let w = world();
+    let base = json!({
+        "family": "sequenced", "members": ["a", "b"], "fallback": ["c"],
+        "switches": {"offline_check": true, "daily_limit": 5}
+    });
+    w.admin
+        .put_code(put_code("c1", base.clone()))
+        .await
+        .expect("created");
+    w.admin
+        .put_code(put_code("other", offline_checked(&["a"])))
+        .await
+        .expect("created");
+    let edits: Vec<(&str, BodyEdit)> = vec![
+        ("members", |b| b["members"] = json!(["a", "b", "c"])),
+        ("order", |b| b["members"] = json!(["b", "a"])),
+        ("fallback", |b| b["fallback"] = json!(["a"])),
+        ("offline check off", |b| {
+            b["switches"]["offline_check"] = json!(false)
+        }),
+        ("daily limit", |b| b["switches"]["daily_limit"] = json!(9)),
+        ("add limit", |b| b["switches"]["add_limit"] = json!(100)),
+        ("round limit", |b| b["switches"]["round_limit"] = json!(2)),
+        ("family", |b| b["family"] = json!("quota")),
+        ("departments", |b| b["departments"] = json!(["2"])),
+        ("nothing at all", |_| {}),
+    ];
+    let mut body = base;
+    let mut version = 1;
+    for (edit, apply) in edits {
+        let before = w.queue.reasons().len();
+        apply(&mut body);
+        version += 1;
+
+        let answer = w
+            .admin
+            .put_code(put_code("c1", body.clone()))
+            .await
+            .expect("stored");
+
+        assert_eq!(answer.version, version, "{edit}");
+        assert_eq!(
+            sent_since(&w, before),
+            [(
+                "c1".to_owned(),
+                Cause::CodeEdited,
+                format!("code:c1:v{version}")
+            )],
+            "{edit}"
+        );
+    }
+    let stored = w.store.stored_code(&tenant(), &code("c1")).expect("stored");
+    assert_eq!(stored.code.config.family, Family::Quota);
+    assert_eq!(stored.code.config.members, [staff("b"), staff("a")]);
+    assert_eq!(stored.code.config.departments, [department("2")]);
+    assert_eq!(w.wecom.created().len(), 2, "edits never create another way");
+}
+
+#[tokio::test]
+async fn a_code_listing_only_a_department_is_created_with_the_departments_members() {
+    let w = world();
+    w.admin
+        .put_department(
+            PutDepartment::parse("demo", "2", r#"{"members": ["c", "b", "a"]}"#).expect("valid"),
+        )
+        .await
+        .expect("stored");
+
+    w.admin
+        .put_code(put_code(
+            "c1",
+            json!({"family": "native", "departments": ["2"], "switches": {"offline_check": true}}),
+        ))
+        .await
+        .expect("created");
+
+    assert_eq!(w.wecom.created()[0].1.users, ["a", "b"]);
+}
+
+#[tokio::test]
+async fn the_status_lists_the_departments_expands_them_and_names_the_new_exclusions() {
+    let w = world();
+    w.store.insert_staff(
+        &tenant(),
+        &staff("d"),
+        StaffFacts {
+            schedule: Some(WeeklySchedule::default()),
+            ..StaffFacts::ACTIVE_ONLINE
+        },
+    );
+    w.store.insert_staff(&tenant(), &staff("e"), online(true));
+    w.admin
+        .put_department(
+            PutDepartment::parse("demo", "2", r#"{"members": ["e", "d", "a"]}"#).expect("valid"),
+        )
+        .await
+        .expect("stored");
+    let body = json!({"family": "quota", "members": ["b"], "departments": ["2"],
+                      "switches": {"offline_check": true, "add_limit": 10}});
+    w.admin
+        .put_code(put_code("c1", body))
+        .await
+        .expect("created");
+    let reached = AddCounts {
+        on_code_total: 10,
+        ..AddCounts::default()
+    };
+    w.store
+        .set_today(&tenant(), &code("c1"), &staff("b"), reached);
+
+    let status = w
+        .admin
+        .code_status(GetCode::parse("demo", "c1").expect("valid"))
+        .await
+        .expect("found");
+
+    let shown = serde_json::to_value(&status).expect("serialises");
+    assert_eq!(shown["departments"], json!(["2"]));
+    assert_eq!(shown["eligible_now"], json!(["a", "e"]));
+    assert_eq!(
+        shown["excluded"],
+        json!([
+            {"staff": "b", "reason": "add_limit_reached"},
+            {"staff": "d", "reason": "outside_shift"}
+        ])
+    );
+}
+
+// ---------------------------------------------------------------- departments
+
+async fn put_department(w: &World, id: &str, members: &[&str]) -> DepartmentAnswer {
+    let body = json!({ "members": members }).to_string();
+    w.admin
+        .put_department(PutDepartment::parse("demo", id, &body).expect("valid"))
+        .await
+        .expect("stored")
+}
+
+#[tokio::test]
+async fn a_department_change_is_sent_to_every_code_listing_the_department() {
+    let w = world();
+    put_department(&w, "2", &["a"]).await;
+    for (id, departments) in [
+        ("c1", json!(["2"])),
+        ("c2", json!(["5", "2"])),
+        ("c3", json!(["5"])),
+    ] {
+        let body = json!({"family": "native", "members": ["b"], "departments": departments});
+        w.admin.put_code(put_code(id, body)).await.expect("created");
+    }
+    let before = w.queue.reasons().len();
+
+    let answer = put_department(&w, "2", &["b", "c"]).await;
+
+    assert_eq!(
+        w.store.stored_department(&tenant(), &department("2")),
+        Some([staff("b"), staff("c")].into_iter().collect())
+    );
+    assert_eq!(
+        serde_json::to_value(&answer).expect("serialises"),
+        json!({"department": "2", "members": ["b", "c"], "changed": ["a", "b", "c"], "codes_refreshed": 2})
+    );
+    let key = format!("department:2:{NOW_MS}");
+    assert_eq!(
+        sent_since(&w, before),
+        [
+            ("c1".to_owned(), Cause::StaffChanged, key.clone()),
+            ("c2".to_owned(), Cause::StaffChanged, key)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn repeating_a_department_change_sends_its_reasons_again() {
+    let w = world();
+    let body = json!({"family": "native", "departments": ["2"]});
+    put_department(&w, "2", &["a"]).await;
+    w.admin
+        .put_code(put_code("c1", body))
+        .await
+        .expect("created");
+    w.queue.set_unavailable(true);
+    let body = json!({ "members": ["a", "b"] }).to_string();
+    let command = PutDepartment::parse("demo", "2", &body).expect("valid");
+    let error = w
+        .admin
+        .put_department(command.clone())
+        .await
+        .expect_err("queue down");
+    assert!(matches!(error, AdminError::Unavailable(_)), "{error:?}");
+    w.queue.set_unavailable(false);
+    let before = w.queue.reasons().len();
+
+    let answer = w.admin.put_department(command).await.expect("stored");
+
+    assert!(
+        answer.changed.is_empty(),
+        "the fact was written the first time"
+    );
+    assert_eq!(answer.codes_refreshed, 1);
+    assert_eq!(sent_since(&w, before).len(), 1);
+}
+
+#[tokio::test]
+async fn a_department_of_an_unknown_tenant_is_not_found() {
+    let w = world();
+    let command = PutDepartment::parse("nobody", "2", r#"{"members": ["a"]}"#).expect("valid");
+
+    let error = w.admin.put_department(command).await.expect_err("refused");
+
+    assert!(matches!(error, AdminError::NotFound { .. }), "{error:?}");
+    let nobody = TenantId::parse("nobody").expect("valid");
+    assert_eq!(w.store.stored_department(&nobody, &department("2")), None);
+}
+
+#[tokio::test]
+async fn a_staff_departments_change_reaches_the_codes_of_departments_joined_and_left() {
+    let w = world();
+    put_department(&w, "2", &["a"]).await;
+    put_department(&w, "3", &[]).await;
+    let codes = [
+        (
+            "on-2",
+            json!({"family": "native", "members": ["b"], "departments": ["2"]}),
+        ),
+        (
+            "on-3",
+            json!({"family": "native", "members": ["b"], "departments": ["3"]}),
+        ),
+        ("seated", json!({"family": "native", "members": ["a"]})),
+        (
+            "unrelated",
+            json!({"family": "native", "members": ["b"], "departments": ["9"]}),
+        ),
+    ];
+    for (id, body) in codes {
+        w.admin.put_code(put_code(id, body)).await.expect("created");
+    }
+    let before = w.queue.reasons().len();
+
+    let command =
+        PutStaff::parse("demo", "a", r#"{"online": true, "departments": ["3"]}"#).expect("valid");
+    let answer = w.admin.put_staff(command).await.expect("stored");
+
+    assert_eq!(answer.codes_refreshed, 3);
+    assert_eq!(answer.departments, Some(vec![department("3")]));
+    let mut sent: Vec<String> = sent_since(&w, before).into_iter().map(|r| r.0).collect();
+    sent.sort();
+    assert_eq!(sent, ["on-2", "on-3", "seated"]);
+    assert_eq!(
+        w.store.stored_department(&tenant(), &department("2")),
+        Some(BTreeSet::new())
+    );
+    assert_eq!(
+        w.store.stored_department(&tenant(), &department("3")),
+        Some([staff("a")].into_iter().collect())
+    );
+}
+
+#[tokio::test]
+async fn going_offline_reaches_the_codes_listing_a_department_of_the_staff_member() {
+    let w = world();
+    put_department(&w, "2", &["a"]).await;
+    let body = json!({"family": "native", "members": ["b"], "departments": ["2"]});
+    w.admin
+        .put_code(put_code("c1", body))
+        .await
+        .expect("created");
+    let before = w.queue.reasons().len();
+
+    let command = PutStaff::parse("demo", "a", r#"{"online": false}"#).expect("valid");
+    let answer = w.admin.put_staff(command).await.expect("stored");
+
+    assert_eq!(answer.codes_refreshed, 1);
+    assert_eq!(answer.departments, None);
+    assert_eq!(sent_since(&w, before)[0].0, "c1");
+}
+
+#[tokio::test]
+async fn a_resignation_reaches_every_code_the_staff_member_is_on_and_removes_them() {
+    let w = world();
+    put_department(&w, "2", &["a"]).await;
+    let codes = [
+        ("member", json!({"family": "native", "members": ["a", "b"]})),
+        (
+            "fallback",
+            json!({"family": "native", "members": ["b"], "fallback": ["a"]}),
+        ),
+        (
+            "department",
+            json!({"family": "native", "members": ["b"], "departments": ["2"]}),
+        ),
+        ("elsewhere", json!({"family": "native", "members": ["b"]})),
+    ];
+    for (id, body) in codes {
+        w.admin.put_code(put_code(id, body)).await.expect("created");
+    }
+    let before = w.queue.reasons().len();
+
+    let command = PutStaff::parse("demo", "a", r#"{"online": true, "employment": "resigned"}"#)
+        .expect("valid");
+    let answer = w.admin.put_staff(command).await.expect("stored");
+
+    assert_eq!(answer.employment, Employment::Resigned);
+    let sent: Vec<String> = sent_since(&w, before).into_iter().map(|r| r.0).collect();
+    assert_eq!(sent, ["department", "fallback", "member"]);
+    for id in ["member", "department"] {
+        let status = w
+            .admin
+            .code_status(GetCode::parse("demo", id).expect("valid"))
+            .await
+            .expect("found");
+        assert_eq!(status.eligible_now, [staff("b")], "{id}");
+        assert!(status.excluded.contains(&ExcludedMember {
+            staff: staff("a"),
+            reason: "resigned"
+        }));
+    }
+}
+
+// ---------------------------------------------------------------- deleting codes
+
+#[tokio::test]
+async fn deleting_a_code_deletes_its_contact_way_then_its_items() {
+    let w = world();
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect("created");
+    w.admin
+        .put_code(put_code("c2", offline_checked(&["a"])))
+        .await
+        .expect("created");
+    w.store.set_pushed(
+        &tenant(),
+        &code("c1"),
+        PushedList {
+            users: vec![staff("a")],
+            pushed_at_ms: NOW_MS - 1,
+            starved: false,
+            rotation: None,
+        },
+    );
+    let before = w.queue.reasons().len();
+
+    let answer = w
+        .admin
+        .delete_code(DeleteCode::parse("demo", "c1").expect("valid"))
+        .await
+        .expect("deleted");
+
+    assert_eq!(
+        serde_json::to_value(&answer).expect("serialises"),
+        json!({"code": "c1", "config_id": "cw-1"})
+    );
+    assert_eq!(w.wecom.deleted(), ["cw-1"]);
+    assert_eq!(w.store.stored_code(&tenant(), &code("c1")), None);
+    assert_eq!(w.store.stored_pushed(&tenant(), &code("c1")), None);
+    assert!(w.store.stored_code(&tenant(), &code("c2")).is_some());
+    assert_eq!(sent_since(&w, before), []);
+    let codes_of_a = w
+        .store
+        .codes_of_staff(&tenant(), &staff("a"))
+        .await
+        .expect("read");
+    assert_eq!(codes_of_a, [code("c2")]);
+}
+
+#[tokio::test]
+async fn deleting_a_code_whose_contact_way_wecom_already_lost_still_deletes_it() {
+    let w = world();
+    w.store
+        .lose_next_creation_race(&tenant(), &code("c1"), "cw-never-made");
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect("stored");
+
+    let answer = w
+        .admin
+        .delete_code(DeleteCode::parse("demo", "c1").expect("valid"))
+        .await
+        .expect("deleted");
+
+    assert_eq!(answer.config_id.as_deref(), Some("cw-never-made"));
+    assert_eq!(w.store.stored_code(&tenant(), &code("c1")), None);
+}
+
+#[tokio::test]
+async fn when_wecom_fails_the_delete_the_code_is_kept_and_a_retry_finishes_it() {
+    let w = world();
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect("created");
+    w.wecom
+        .fail_deletes_with(Some(WeComError::Throttled { errcode: 45009 }));
+    let command = DeleteCode::parse("demo", "c1").expect("valid");
+
+    let error = w
+        .admin
+        .delete_code(command.clone())
+        .await
+        .expect_err("refused");
+
+    assert_eq!(ErrorAnswer::from(&error).status, 502);
+    assert!(w.store.stored_code(&tenant(), &code("c1")).is_some());
+
+    w.wecom.fail_deletes_with(None);
+    w.admin.delete_code(command).await.expect("deleted");
+    assert_eq!(w.wecom.deleted(), ["cw-1"]);
+    assert_eq!(w.store.stored_code(&tenant(), &code("c1")), None);
+}
+
+#[tokio::test]
+async fn a_retry_after_the_table_failed_mid_delete_finishes_it() {
+    let w = world();
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect("created");
+    let command = DeleteCode::parse("demo", "c1").expect("valid");
+    // WeCom deletes, then the table fails: simulated by deleting in WeCom first.
+    w.wecom
+        .delete(
+            &CorpCredentials {
+                corp_id: "wx5823bf96d3bd56c7".into(),
+                corp_secret: SECRET.into(),
+            },
+            "cw-1",
+        )
+        .await
+        .expect("deleted in WeCom");
+
+    w.admin.delete_code(command).await.expect("deleted");
+
+    assert_eq!(w.store.stored_code(&tenant(), &code("c1")), None);
+}
+
+#[tokio::test]
+async fn a_code_never_created_in_wecom_is_deleted_without_calling_wecom() {
+    let w = world();
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["c"])))
+        .await
+        .expect_err("nobody eligible yet");
+
+    let answer = w
+        .admin
+        .delete_code(DeleteCode::parse("demo", "c1").expect("valid"))
+        .await
+        .expect("deleted");
+
+    assert_eq!(answer.config_id, None);
+    assert!(w.wecom.deleted().is_empty());
+    assert_eq!(w.store.stored_code(&tenant(), &code("c1")), None);
+}
+
+#[tokio::test]
+async fn deleting_an_unknown_code_or_a_deleted_one_again_is_not_found() {
+    let w = world();
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect("created");
+    let command = DeleteCode::parse("demo", "c1").expect("valid");
+    w.admin.delete_code(command.clone()).await.expect("deleted");
+
+    let again = w.admin.delete_code(command).await.expect_err("gone");
+    let unknown = w
+        .admin
+        .delete_code(DeleteCode::parse("demo", "nope").expect("valid"))
+        .await
+        .expect_err("never existed");
+    let no_tenant = w
+        .admin
+        .delete_code(DeleteCode::parse("nobody", "c1").expect("valid"))
+        .await
+        .expect_err("no tenant");
+
+    for error in [again, unknown, no_tenant] {
+        assert_eq!(ErrorAnswer::from(&error).status, 404, "{error:?}");
+    }
+    assert_eq!(w.wecom.deleted(), ["cw-1"]);
 }

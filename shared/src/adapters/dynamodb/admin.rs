@@ -6,10 +6,11 @@ use super::{
     corrupt, employment_name, key, keys, n, s, staff_from, unavailable, DynamoStore, Item,
 };
 use crate::admin::{AdminStore, StaffChange, VersionedCode};
-use crate::membership::{CodeConfig, CodeId, Employment, StaffFacts, StaffId};
+use crate::membership::{CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId};
 use crate::ports::StoreError;
 use crate::tenants::{TenantId, TenantProfile};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use std::collections::BTreeSet;
 
 impl DynamoStore {
     /// Sets `online` (and the employment, when given) in one `UpdateItem` that leaves every
@@ -133,5 +134,38 @@ impl AdminStore for DynamoStore {
         created_with: &[String],
     ) -> Result<bool, StoreError> {
         DynamoStore::set_config_id(self, tenant, code, config_id, created_with).await
+    }
+
+    async fn delete_code(&self, tenant: &TenantId, code: &CodeId) -> Result<(), StoreError> {
+        DynamoStore::delete_code(self, tenant, code).await?;
+        Ok(())
+    }
+
+    async fn set_staff_departments(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        departments: &BTreeSet<DepartmentId>,
+        at_ms: u64,
+    ) -> Result<Vec<DepartmentId>, StoreError> {
+        DynamoStore::set_staff_departments(self, tenant, staff, departments, at_ms).await
+    }
+
+    async fn set_department_members(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+        members: &BTreeSet<StaffId>,
+        at_ms: u64,
+    ) -> Result<Vec<StaffId>, StoreError> {
+        DynamoStore::set_department_members(self, tenant, department, members, at_ms).await
+    }
+
+    async fn codes_listing_department(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        DynamoStore::codes_listing_department(self, tenant, department).await
     }
 }
