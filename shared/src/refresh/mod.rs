@@ -35,6 +35,8 @@ pub struct PushedList {
     pub pushed_at_ms: u64,
     /// The code was starved at its last recompute (nothing pushed then).
     pub starved: bool,
+    /// The landing page's rotation written with it (sequenced and quota codes).
+    pub rotation: Option<Vec<RotationSlot>>,
 }
 
 /// Everything a recompute of one code reads, loaded at processing time.
@@ -105,6 +107,8 @@ pub struct PushRecord {
     pub fallback: bool,
     /// When the facts behind the coalesced reasons were written.
     pub fact_at_ms: Vec<u64>,
+    /// The landing page's rotation from the same recompute (sequenced and quota codes).
+    pub rotation: Option<Vec<RotationSlot>>,
 }
 
 /// Reads a code's facts and keeps its "last pushed" record.
@@ -132,6 +136,17 @@ pub trait CodeFacts: Send + Sync {
         code: &CodeId,
         at_ms: u64,
     ) -> Result<(), StoreError>;
+    /// Replaces the landing page's rotation when the WeCom list stayed the same but the
+    /// rotation did not (a quota member's share of a round shrinks with each add).
+    async fn record_rotation(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        rotation: &[RotationSlot],
+    ) -> Result<(), StoreError> {
+        let _ = (tenant, code, rotation);
+        Ok(())
+    }
     /// Adds one refresh's tally to the tenant's counters for `day`. Stores that keep no
     /// counters (test fakes) need not implement it.
     async fn record_tally(
@@ -276,7 +291,12 @@ impl<F: CodeFacts, P: ContactWayPusher> Refresher<F, P> {
             }
             return Ok(Outcome::Starved);
         };
+        let rotation = snapshot.rotation(&membership);
         if snapshot.wecom_has(users) {
+            let stored = snapshot.last_pushed.as_ref().and_then(|p| p.rotation.as_ref());
+            if let Some(rotation) = rotation.as_ref().filter(|r| Some(*r) != stored) {
+                self.facts.record_rotation(tenant, code, rotation).await?;
+            }
             return Ok(Outcome::Unchanged);
         }
         let wire: Vec<String> = users.iter().map(|u| u.as_str().to_owned()).collect();
@@ -289,6 +309,7 @@ impl<F: CodeFacts, P: ContactWayPusher> Refresher<F, P> {
             pushed_at_ms: (self.clock)(),
             fallback: matches!(membership, Membership::Fallback(_)),
             fact_at_ms: fact_at_ms.to_vec(),
+            rotation,
         };
         self.facts.record_push(tenant, code, &record).await?;
         Ok(Outcome::Pushed(users.to_vec()))

@@ -49,6 +49,7 @@ impl CodeFacts for FakeFacts {
                 users: push.users.clone(),
                 pushed_at_ms: push.pushed_at_ms,
                 starved: false,
+                rotation: None,
             });
         }
         Ok(())
@@ -224,6 +225,7 @@ async fn a_starved_code_is_recorded_once_and_nothing_is_pushed() {
                 users: vec![],
                 pushed_at_ms: 0,
                 starved: true,
+                rotation: None,
             });
         }
     }

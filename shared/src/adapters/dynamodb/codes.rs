@@ -4,7 +4,9 @@ use super::{
     corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, staff_from, strings,
     unavailable, DynamoStore, Item,
 };
-use crate::membership::{candidates, AddCounts, CodeConfig, CodeId, DepartmentId, StaffId};
+use crate::membership::{
+    candidates, AddCounts, CodeConfig, CodeId, DepartmentId, RotationSlot, StaffId,
+};
 use crate::ports::StoreError;
 use crate::refresh::{CodeFacts, CodeSnapshot, PushRecord, PushedList, StoredCode, Tally};
 use crate::tenants::{tenant_day, TenantId};
@@ -380,6 +382,7 @@ impl CodeFacts for DynamoStore {
             users: parse_staff(&get_strings(item, "users")),
             pushed_at_ms: get_n(item, "pushed_at_ms").unwrap_or(0),
             starved: get_bool(item, "starved").unwrap_or(false),
+            rotation: get_s(item, "rotation").and_then(|raw| serde_json::from_str(raw).ok()),
         });
 
         let day = tenant_day(now_ms, profile.timezone);
@@ -446,6 +449,12 @@ impl CodeFacts for DynamoStore {
         pushed.insert("pushed_at_ms".into(), n(push.pushed_at_ms));
         pushed.insert("fallback".into(), AttributeValue::Bool(push.fallback));
         pushed.insert("starved".into(), AttributeValue::Bool(false));
+        if let Some(rotation) = &push.rotation {
+            pushed.insert(
+                "rotation".into(),
+                s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?),
+            );
+        }
         // Two pushes of one code in the same millisecond must not overwrite each other's entry.
         let nonce = format!("{:06}", rand::random::<u32>() % 1_000_000);
         let mut log = key(pk, keys::push_log(code, push.pushed_at_ms, &nonce));
@@ -477,6 +486,28 @@ impl CodeFacts for DynamoStore {
         self.client
             .transact_write_items()
             .set_transact_items(Some(writes))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+
+    async fn record_rotation(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        rotation: &[RotationSlot],
+    ) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::pushed(code))))
+            .update_expression("SET rotation = :rotation")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(
+                ":rotation",
+                s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?),
+            )
             .send()
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;
