@@ -5,6 +5,9 @@
 //! - `PUT /admin/tenants/{tenant}/staff/{staff}`: 200
 //! - `PUT /admin/tenants/{tenant}/codes/{code}`: 201 when it created the contact way, else 200
 //! - `GET /admin/tenants/{tenant}/codes/{code}`: 200
+//! - `DELETE /admin/tenants/{tenant}/codes/{code}`: 200 (the contact way and the code's items
+//!   are deleted; a retry of a completed delete is 404)
+//! - `PUT /admin/tenants/{tenant}/departments/{department}`: 200
 //!
 //! Errors carry `{code, detail}`: 400 `invalid`, 404 `not_found`, 405 `method_not_allowed`,
 //! 409 `no_eligible_member`, 502 `wecom_error`, 503 `unavailable` (cause logged only). Bodies
@@ -13,7 +16,8 @@
 use lambda_http::{Body, Error, Request, RequestExt, Response};
 use serde::Serialize;
 use shared::admin::{
-    Admin, AdminError, AdminStore, ContactWays, GetCode, PutCode, PutStaff, PutTenant,
+    Admin, AdminError, AdminStore, ContactWays, DeleteCode, GetCode, PutCode, PutDepartment,
+    PutStaff, PutTenant,
 };
 use shared::facts::ReasonQueue;
 use shared::http::ErrorAnswer;
@@ -23,6 +27,7 @@ enum Route {
     Tenant { tenant: String },
     Staff { tenant: String, staff: String },
     Code { tenant: String, code: String },
+    Department { tenant: String, department: String },
 }
 
 impl Route {
@@ -31,6 +36,7 @@ impl Route {
             Self::Tenant { .. } => "tenant",
             Self::Staff { .. } => "staff",
             Self::Code { .. } => "code",
+            Self::Department { .. } => "department",
         }
     }
 }
@@ -62,6 +68,10 @@ fn route(request: &Request) -> Option<Route> {
         ["tenants", tenant, "codes", code] => Some(Route::Code {
             tenant: param("tenant", tenant),
             code: param("code", code),
+        }),
+        ["tenants", tenant, "departments", department] => Some(Route::Department {
+            tenant: param("tenant", tenant),
+            department: param("department", department),
         }),
         _ => None,
     }
@@ -137,8 +147,18 @@ async fn dispatch<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays>(
             let query = GetCode::parse(&tenant, &code)?;
             answer(200, &admin.code_status(query).await?)
         }
-        (Route::Code { .. }, _) => Ok(not_allowed("GET, PUT")),
-        (Route::Tenant { .. } | Route::Staff { .. }, _) => Ok(not_allowed("PUT")),
+        (Route::Code { tenant, code }, "DELETE") => {
+            let command = DeleteCode::parse(&tenant, &code)?;
+            answer(200, &admin.delete_code(command).await?)
+        }
+        (Route::Department { tenant, department }, "PUT") => {
+            let command = PutDepartment::parse(&tenant, &department, body_text(request)?)?;
+            answer(200, &admin.put_department(command).await?)
+        }
+        (Route::Code { .. }, _) => Ok(not_allowed("DELETE, GET, PUT")),
+        (Route::Tenant { .. } | Route::Staff { .. } | Route::Department { .. }, _) => {
+            Ok(not_allowed("PUT"))
+        }
     }
 }
 
@@ -157,7 +177,10 @@ pub(crate) async fn handle<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWa
     let span = tracing::Span::current();
     span.record("route", route.name());
     match &route {
-        Route::Tenant { tenant } | Route::Staff { tenant, .. } | Route::Code { tenant, .. } => {
+        Route::Tenant { tenant }
+        | Route::Staff { tenant, .. }
+        | Route::Code { tenant, .. }
+        | Route::Department { tenant, .. } => {
             span.record("tenant", tenant.as_str());
         }
     }
@@ -306,8 +329,8 @@ mod tests {
         assert_eq!(
             body_json(&response),
             json!({
-                "code": "spring-01", "family": "native", "config_id": "cw-1", "version": 1,
-                "eligible_now": ["lisi", "wangwu"], "outcome": "members",
+                "code": "spring-01", "family": "native", "departments": [], "config_id": "cw-1",
+                "version": 1, "eligible_now": ["lisi", "wangwu"], "outcome": "members",
                 "excluded": [{"staff": "zhangsan", "reason": "offline"}],
                 "last_pushed": null, "in_sync": false
             })
@@ -347,16 +370,139 @@ mod tests {
     async fn other_methods_are_refused_with_405_and_the_allowed_ones() {
         let w = set_up_world().await;
         let mut request = sample("apigw-admin-get-code.json");
-        *request.method_mut() = Method::DELETE;
+        *request.method_mut() = Method::POST;
+        let mut department = sample("apigw-admin-put-department.json");
+        *department.method_mut() = Method::DELETE;
 
         let response = send(&w, request).await;
+        let department = send(&w, department).await;
 
         assert_eq!(response.status(), 405);
         assert_eq!(
             response.headers().get("allow").map(|v| v.as_bytes()),
-            Some(&b"GET, PUT"[..])
+            Some(&b"DELETE, GET, PUT"[..])
         );
         assert_eq!(body_json(&response)["code"], "method_not_allowed");
+        assert_eq!(department.status(), 405);
+        assert_eq!(
+            department.headers().get("allow").map(|v| v.as_bytes()),
+            Some(&b"PUT"[..])
+        );
+    }
+
+    #[tokio::test]
+    async fn the_delete_code_sample_deletes_the_contact_way_and_the_code() {
+        let w = set_up_world().await;
+        send(&w, sample("apigw-admin-put-code.json")).await;
+
+        let response = send(&w, sample("apigw-admin-delete-code.json")).await;
+        let status = send(&w, sample("apigw-admin-get-code.json")).await;
+        let again = send(&w, sample("apigw-admin-delete-code.json")).await;
+
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            body_json(&response),
+            json!({"code": "spring-01", "config_id": "cw-1"})
+        );
+        assert_eq!(w.wecom.deleted(), ["cw-1"]);
+        assert_eq!(status.status(), 404);
+        assert_eq!(again.status(), 404);
+        assert_eq!(body_json(&again)["code"], "not_found");
+    }
+
+    #[tokio::test]
+    async fn when_wecom_fails_the_delete_the_answer_is_502_and_the_code_stays() {
+        let w = set_up_world().await;
+        send(&w, sample("apigw-admin-put-code.json")).await;
+        w.wecom.fail_deletes_with(Some(WeComError::Transient {
+            detail: "errcode -1 (system busy)".into(),
+        }));
+
+        let response = send(&w, sample("apigw-admin-delete-code.json")).await;
+
+        assert_eq!(response.status(), 502);
+        assert_eq!(body_json(&response)["code"], "wecom_error");
+        let status = send(&w, sample("apigw-admin-get-code.json")).await;
+        assert_eq!(status.status(), 200);
+    }
+
+    #[tokio::test]
+    async fn the_department_samples_set_members_and_reach_the_code_listing_the_department() {
+        let w = set_up_world().await;
+        let department = send(&w, sample("apigw-admin-put-department.json")).await;
+        let code = send(&w, sample("apigw-admin-put-code-departments.json")).await;
+        let before = w.queue.reasons().len();
+
+        let staff = send(&w, sample("apigw-admin-put-staff-departments.json")).await;
+        let again = send(&w, sample("apigw-admin-put-department.json")).await;
+
+        assert_eq!(department.status(), 200);
+        assert_eq!(
+            body_json(&department),
+            json!({"department": "2", "members": ["lisi", "zhangsan"],
+                   "changed": ["lisi", "zhangsan"], "codes_refreshed": 0})
+        );
+        assert_eq!(code.status(), 201);
+        assert_eq!(w.wecom.created()[0].1.users, ["wangwu", "lisi", "zhangsan"]);
+        assert_eq!(staff.status(), 200);
+        assert_eq!(
+            body_json(&staff),
+            json!({"staff": "wangwu", "online": true, "employment": "active",
+                   "departments": ["2", "3"], "codes_refreshed": 1})
+        );
+        assert_eq!(body_json(&again)["changed"], json!(["wangwu"]));
+        assert_eq!(body_json(&again)["codes_refreshed"], 1);
+        let sent: Vec<String> = w
+            .queue
+            .reasons()
+            .into_iter()
+            .skip(before)
+            .map(|r| r.code.to_string())
+            .collect();
+        assert_eq!(sent, ["autumn-02", "autumn-02"]);
+    }
+
+    #[tokio::test]
+    async fn a_native_code_with_a_round_limit_is_refused_with_400() {
+        let w = set_up_world().await;
+        let mut request = sample("apigw-admin-put-code-departments.json");
+        *request.body_mut() = Body::Text(
+            json!({"family": "native", "members": ["zhangsan"], "switches": {"round_limit": 2}})
+                .to_string(),
+        );
+
+        let response = send(&w, request).await;
+
+        assert_eq!(response.status(), 400);
+        assert_eq!(body_json(&response)["code"], "invalid");
+        assert!(body_json(&response)["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("switches.round_limit: ")));
+    }
+
+    #[tokio::test]
+    async fn a_code_without_members_or_departments_is_refused_with_400() {
+        let w = set_up_world().await;
+        let mut request = sample("apigw-admin-put-code-departments.json");
+        *request.body_mut() = Body::Text(
+            json!({"family": "sequenced", "members": [], "departments": []}).to_string(),
+        );
+
+        let response = send(&w, request).await;
+
+        assert_eq!(response.status(), 400);
+        assert!(body_json(&response)["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("members: ")));
+    }
+
+    #[tokio::test]
+    async fn a_department_for_an_unknown_tenant_is_404() {
+        let w = world();
+
+        let response = send(&w, sample("apigw-admin-put-department.json")).await;
+
+        assert_eq!(response.status(), 404);
     }
 
     #[tokio::test]
@@ -450,6 +596,14 @@ mod tests {
             route(&request),
             Some(Route::Tenant {
                 tenant: "acme".into()
+            })
+        );
+        let request = Request::default().with_raw_http_path("/admin/tenants/acme/departments/42");
+        assert_eq!(
+            route(&request),
+            Some(Route::Department {
+                tenant: "acme".into(),
+                department: "42".into()
             })
         );
         let request = Request::default().with_raw_http_path("/admin/tenants/acme/codes");
