@@ -696,7 +696,6 @@ fn a_member_at_the_daily_limit_is_excluded_until_the_next_day() {
     assert_eq!(today.reason("a"), Some(Exclusion::DailyLimitReached));
     // The next tenant-day's counters start from zero; the total carries over.
     let tomorrow = today
-        .clone()
         .adds("a", 0, 0, 3)
         .at(monday_10am() + chrono::Duration::days(1));
     assert_eq!(tomorrow.recompute(), members(&["a", "b"]));
@@ -989,7 +988,7 @@ fn the_one_hundred_user_cap_counts_department_members_after_the_listed_members()
         .department("7", &strs(&department));
     let candidates = candidates(&world.code, &world.departments);
     assert_eq!(candidates.len(), 110);
-    let mut expected = listed.clone();
+    let mut expected = listed;
     expected.extend(numbered("d", 0..40));
     assert_eq!(world.recompute(), members(&strs(&expected)));
     let over: Vec<String> = world
