@@ -3,9 +3,11 @@
 //! caller loads the facts for the tenant's current day and passes them in, so the same facts
 //! always give the same list, whatever order they arrived in.
 
+mod fold;
 mod schedule;
 mod staff;
 
+pub use fold::{Fact, LoadedFacts, TenantFacts};
 pub use schedule::{InvalidSchedule, Shift, WeeklySchedule};
 pub use staff::{
     CodeId, DepartmentId, InvalidCodeId, InvalidDepartmentId, InvalidStaffId, StaffId,
