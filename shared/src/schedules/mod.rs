@@ -245,8 +245,8 @@ impl TickSettings {
     };
 }
 
-/// What a run did, for the log.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What a run did, for the log (and the invocation's answer).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TickReport {
     /// Another run held the cursor: this one did nothing.
     pub held_elsewhere: bool,

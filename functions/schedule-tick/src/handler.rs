@@ -1,0 +1,130 @@
+//! One run of the schedule tick per invocation (EventBridge Scheduler, every minute). The
+//! event's content is not read: a run works from the stored cursor and the clock, so a late,
+//! repeated or extra invocation is harmless (one that finds the cursor held returns at once).
+//!
+//! Failure policy: a failure to read the index or move an item fails the invocation, so it
+//! shows as a Lambda error; the cursor stays on the minute in hand and the next run walks it
+//! again. A failure while handling one item only moves that item to a later minute.
+
+use lambda_runtime::{Error, LambdaEvent};
+use serde_json::Value;
+use shared::facts::ReasonQueue;
+use shared::schedules::{DueIndex, ScheduleFacts, Tick, TickReport};
+use std::time::{Duration, SystemTime};
+
+/// A run's time when the invocation carries no deadline (a hand-run `sam local invoke`).
+const FALLBACK_BUDGET: Duration = Duration::from_secs(30);
+
+pub(crate) async fn handle<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue>(
+    tick: &Tick<I, F, Q>,
+    event: LambdaEvent<Value>,
+) -> Result<TickReport, Error> {
+    let budget = budget(event.context.deadline, SystemTime::now());
+    let report = tick.run(&event.context.request_id, budget).await?;
+    if report.minutes_behind > 0 {
+        tracing::warn!(?report, "schedule tick is behind; the next runs catch up");
+    } else {
+        tracing::info!(?report, "schedule tick ran");
+    }
+    Ok(report)
+}
+
+/// The time left until the invocation's deadline (milliseconds since the epoch, real time:
+/// the clock offset does not apply to Lambda's deadline).
+fn budget(deadline_ms: u64, now: SystemTime) -> Duration {
+    if deadline_ms == 0 {
+        return FALLBACK_BUDGET;
+    }
+    (SystemTime::UNIX_EPOCH + Duration::from_millis(deadline_ms))
+        .duration_since(now)
+        .unwrap_or(Duration::ZERO)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lambda_runtime::Context;
+    use shared::admin::fakes::InMemoryReasonQueue;
+    use shared::membership::{CodeId, StaffId};
+    use shared::schedules::fakes::InMemoryDueStore;
+    use shared::schedules::{Minute, Subject, TickSettings};
+    use shared::tenants::TenantId;
+
+    /// Monday 2026-11-30 09:00:30 in Shanghai (01:00:30Z).
+    fn clock() -> u64 {
+        1_796_000_430_000
+    }
+
+    fn sample(request_id: &str) -> LambdaEvent<Value> {
+        let path = format!(
+            "{}/../../events/scheduler-tick.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let event = serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
+            .expect("JSON");
+        let mut context = Context::default();
+        context.request_id = request_id.to_owned();
+        context.deadline = 0;
+        LambdaEvent::new(event, context)
+    }
+
+    fn staff_due_at_0900() -> (InMemoryDueStore, TenantId) {
+        let store = InMemoryDueStore::default();
+        let tenant = TenantId::parse("demo").expect("valid");
+        let alice = StaffId::parse("alice").expect("valid");
+        store.insert_tenant(&tenant, Default::default());
+        store.seat(&tenant, &alice, &[&CodeId::parse("welcome").expect("valid")]);
+        let edge = Minute::containing(clock() - 30_000);
+        store.put_due(&tenant, Subject::Shift(alice), edge);
+        store.set_cursor(edge);
+        (store, tenant)
+    }
+
+    #[tokio::test]
+    async fn when_a_shift_edge_is_due_the_sample_tick_sends_its_code_a_reason() {
+        let (store, tenant) = staff_due_at_0900();
+        let queue = InMemoryReasonQueue::default();
+        let tick = Tick::new(
+            store.clone(),
+            store.clone(),
+            queue.clone(),
+            clock,
+            TickSettings::DEFAULT,
+        );
+
+        let report = handle(&tick, sample("req-1")).await.expect("ran");
+
+        assert_eq!(report.reasons_sent, 1);
+        let reasons = queue.reasons();
+        assert_eq!(reasons[0].tenant, tenant);
+        assert_eq!(reasons[0].code.as_str(), "welcome");
+        assert_eq!(store.lease().0.as_deref(), Some("req-1"));
+    }
+
+    #[tokio::test]
+    async fn when_another_run_holds_the_cursor_the_tick_returns_without_walking() {
+        let (store, _) = staff_due_at_0900();
+        store.hold_lease("req-0", clock() + 60_000);
+        let queue = InMemoryReasonQueue::default();
+        let tick = Tick::new(
+            store.clone(),
+            store.clone(),
+            queue.clone(),
+            clock,
+            TickSettings::DEFAULT,
+        );
+
+        let report = handle(&tick, sample("req-1")).await.expect("ran");
+
+        assert!(report.held_elsewhere);
+        assert!(queue.reasons().is_empty());
+    }
+
+    #[test]
+    fn the_budget_is_the_time_to_the_deadline() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        assert_eq!(budget(1_055_000, now), Duration::from_secs(55));
+        assert_eq!(budget(999_000, now), Duration::ZERO);
+        assert_eq!(budget(0, now), FALLBACK_BUDGET);
+    }
+}
