@@ -73,7 +73,11 @@ mod tests {
         let tenant = TenantId::parse("demo").expect("valid");
         let alice = StaffId::parse("alice").expect("valid");
         store.insert_tenant(&tenant, Default::default());
-        store.seat(&tenant, &alice, &[&CodeId::parse("welcome").expect("valid")]);
+        store.seat(
+            &tenant,
+            &alice,
+            &[&CodeId::parse("welcome").expect("valid")],
+        );
         let edge = Minute::containing(clock() - 30_000);
         store.put_due(&tenant, Subject::Shift(alice), edge);
         store.set_cursor(edge);
