@@ -3,7 +3,9 @@
 
 use super::error::AdminError;
 use super::ports::StaffChange;
-use crate::membership::{CodeConfig, CodeId, DepartmentId, Employment, Family, StaffId, Switches};
+use crate::membership::{
+    CodeConfig, CodeId, DepartmentId, Employment, Family, Shift, StaffId, Switches, WeeklySchedule,
+};
 use crate::tenants::{TenantId, TenantProfile, Timezone};
 use crate::wecom::crypto::{CallbackCrypto, CryptoError};
 use serde_json::{Map, Value};
@@ -47,6 +49,18 @@ pub struct PutStaff {
     pub change: StaffChange,
     /// The departments the staff member is in (replacing the stored ones); `None` keeps them.
     pub departments: Option<BTreeSet<DepartmentId>>,
+    /// `None` keeps the stored work schedule.
+    pub schedule: Option<ScheduleEdit>,
+}
+
+/// A staff member's work schedule as a request sets it (`"schedule": {...}` or `null`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScheduleEdit {
+    /// Weekly shifts in the tenant's timezone; outside them the staff member counts as offline
+    /// on codes with the offline check on.
+    Set(WeeklySchedule),
+    /// No schedule: always on shift.
+    Remove,
 }
 
 /// `PUT /admin/tenants/{tenant}/departments/{department}`: the department's members, replacing
@@ -165,12 +179,22 @@ impl PutStaff {
             })
             .transpose()?
             .map(|list| list.into_iter().collect());
+        // Unlike the other fields, `null` means something here: remove the schedule.
+        let schedule = match body.fields.remove("schedule") {
+            None => None,
+            Some(Value::Null) => Some(ScheduleEdit::Remove),
+            Some(value) => Some(ScheduleEdit::Set(weekly_schedule(
+                &body.path("schedule"),
+                value,
+            )?)),
+        };
         body.finish()?;
         Ok(Self {
             tenant,
             staff,
             change: StaffChange { online, employment },
             departments,
+            schedule,
         })
     }
 }
@@ -279,6 +303,64 @@ impl PutDepartment {
             members: members.into_iter().collect(),
         })
     }
+}
+
+/// `{"shifts": [{"day": "mon", "start": "09:00", "end": "18:00"}, ...]}`, each shift checked
+/// where it is (`schedule.shifts[2].day`), then the whole against `WeeklySchedule::validate`.
+fn weekly_schedule(field: &str, value: Value) -> Result<WeeklySchedule, AdminError> {
+    let Value::Object(fields) = value else {
+        return Err(AdminError::invalid(
+            field,
+            "must be an object with a list of shifts, or null for no schedule",
+        ));
+    };
+    let mut schedule = Object {
+        fields,
+        prefix: format!("{field}."),
+    };
+    let shifts = match schedule.take("shifts") {
+        Some(Value::Array(shifts)) => shifts,
+        Some(_) => return Err(schedule.invalid("shifts", "must be a list of shifts")),
+        None => return Err(schedule.invalid("shifts", "is required")),
+    };
+    schedule.finish()?;
+    if shifts.len() > WeeklySchedule::MAX_SHIFTS {
+        return Err(AdminError::invalid(
+            format!("{field}.shifts"),
+            format!("must list at most {} shifts", WeeklySchedule::MAX_SHIFTS),
+        ));
+    }
+    let shifts = shifts
+        .into_iter()
+        .enumerate()
+        .map(|(i, shift)| {
+            let at = format!("{field}.shifts[{i}]");
+            let Value::Object(fields) = shift else {
+                return Err(AdminError::invalid(
+                    &at,
+                    "must be an object with day, start and end",
+                ));
+            };
+            let mut shift = Object {
+                fields,
+                prefix: format!("{at}."),
+            };
+            let day = shift.string("day")?;
+            let start = shift.string("start")?;
+            let end = shift.string("end")?;
+            shift.finish()?;
+            // Shift's own serde reads the day and times; its errors name the value, never more.
+            serde_json::from_value::<Shift>(
+                serde_json::json!({"day": day, "start": start, "end": end}),
+            )
+            .map_err(|e| AdminError::invalid(&at, e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let schedule = WeeklySchedule { shifts };
+    schedule
+        .validate()
+        .map_err(|e| AdminError::invalid(field, e))?;
+    Ok(schedule)
 }
 
 /// A list of distinct staff ids, `min..=max` long.

@@ -4,9 +4,11 @@ use super::ports::{AdminStore, ContactWays, StaffChange, VersionedCode};
 use crate::facts::{ReasonQueue, TenantProfiles};
 use crate::membership::{
     candidates, AddCounts, CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId,
+    WeeklySchedule,
 };
 use crate::ports::StoreError;
 use crate::refresh::{CodeFacts, CodeSnapshot, PushRecord, PushedList, RefreshReason, StoredCode};
+use crate::schedules::{DueWriter, Minute, Subject};
 use crate::tenants::{TenantId, TenantProfile};
 use crate::wecom::api::{CorpCredentials, CreatedContactWay, NewContactWay, WeComError};
 use std::collections::{BTreeSet, HashMap};
@@ -22,6 +24,9 @@ struct Tables {
     pushed: HashMap<CodeKey, PushedList>,
     today: HashMap<(TenantId, CodeId, StaffId), AddCounts>,
     departments: HashMap<(TenantId, DepartmentId), BTreeSet<StaffId>>,
+    /// The schedule tick's due items, and when each staff member's schedule was set.
+    due: HashMap<(TenantId, Subject), Minute>,
+    schedule_at_ms: HashMap<(TenantId, StaffId), u64>,
     /// A contact way another request stores first, just before the next `set_config_id`.
     race: HashMap<CodeKey, String>,
     unavailable: bool,
@@ -107,6 +112,14 @@ impl InMemoryAdminStore {
             .pushed
             .get(&(tenant.clone(), code.clone()))
             .cloned()
+    }
+
+    /// The minute the subject's due item is due, if it has one.
+    pub fn stored_due(&self, tenant: &TenantId, subject: &Subject) -> Option<Minute> {
+        self.tables()
+            .due
+            .get(&(tenant.clone(), subject.clone()))
+            .copied()
     }
 
     /// Makes another request win the next creation race for `code` with `config_id`.
@@ -216,7 +229,69 @@ impl CodeFacts for InMemoryAdminStore {
 }
 
 #[async_trait::async_trait]
+impl DueWriter for InMemoryAdminStore {
+    async fn set_due(
+        &self,
+        tenant: &TenantId,
+        subject: &Subject,
+        minute: Minute,
+    ) -> Result<(), StoreError> {
+        self.available()?
+            .due
+            .insert((tenant.clone(), subject.clone()), minute);
+        Ok(())
+    }
+
+    async fn clear_due(&self, tenant: &TenantId, subject: &Subject) -> Result<(), StoreError> {
+        self.available()?
+            .due
+            .remove(&(tenant.clone(), subject.clone()));
+        Ok(())
+    }
+
+    async fn due_subjects(&self, tenant: &TenantId) -> Result<Vec<Subject>, StoreError> {
+        Ok(self
+            .available()?
+            .due
+            .keys()
+            .filter(|(t, _)| t == tenant)
+            .map(|(_, subject)| subject.clone())
+            .collect())
+    }
+}
+
+#[async_trait::async_trait]
 impl AdminStore for InMemoryAdminStore {
+    async fn set_schedule(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        schedule: Option<&WeeklySchedule>,
+        at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), staff.clone());
+        if tables
+            .schedule_at_ms
+            .get(&key)
+            .is_some_and(|&set| set > at_ms)
+        {
+            return Ok(false);
+        }
+        tables.schedule_at_ms.insert(key.clone(), at_ms);
+        tables
+            .staff
+            .entry(key)
+            .or_insert(StaffFacts {
+                online: false,
+                employment: Employment::Active,
+                rejected_by_wecom: false,
+                schedule: None,
+            })
+            .schedule = schedule.cloned();
+        Ok(true)
+    }
+
     async fn put_profile(
         &self,
         tenant: &TenantId,

@@ -14,17 +14,20 @@ mod error;
 pub mod fakes;
 mod ports;
 
-pub use commands::{DeleteCode, GetCode, PutCode, PutDepartment, PutStaff, PutTenant};
+pub use commands::{
+    DeleteCode, GetCode, PutCode, PutDepartment, PutStaff, PutTenant, ScheduleEdit,
+};
 pub use error::AdminError;
 pub use ports::{AdminStore, ContactWays, StaffChange, VersionedCode};
 
 use crate::facts::ReasonQueue;
 use crate::membership::{
-    self, CodeId, DepartmentId, Employment, Exclusion, Family, Membership, StaffId,
+    self, CodeId, DepartmentId, Employment, Exclusion, Family, Membership, StaffId, WeeklySchedule,
 };
 use crate::ports::StoreError;
 use crate::refresh::{Cause, RefreshReason};
-use crate::tenants::{TenantId, TenantProfile};
+use crate::schedules::{plan, Subject};
+use crate::tenants::{TenantId, TenantProfile, Timezone};
 use crate::wecom::api::{
     ContactWayKind, ContactWayScene, CorpCredentials, NewContactWay, WeComError,
 };
@@ -57,6 +60,9 @@ pub struct StaffAnswer {
     /// The departments the staff member is in, when the request set them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub departments: Option<Vec<DepartmentId>>,
+    /// The stored work schedule (absent: none, always on shift).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<WeeklySchedule>,
     pub codes_refreshed: usize,
 }
 
@@ -174,6 +180,24 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
         let previous = self.store.profile(&tenant).await?;
         let now_ms = (self.clock)();
         self.store.put_profile(&tenant, &profile).await?;
+        // The schedule tick's due items follow the zone: the next midnight always, and on a
+        // new zone every shift edge (due at once, so the tick computes it in the new zone).
+        let midnight = plan::next_midnight(profile.timezone, now_ms);
+        self.store
+            .set_due(&tenant, &Subject::Midnight, midnight)
+            .await?;
+        if previous
+            .as_ref()
+            .is_some_and(|p| p.timezone != profile.timezone)
+        {
+            for subject in self.store.due_subjects(&tenant).await? {
+                if matches!(subject, Subject::Shift(_)) {
+                    self.store
+                        .set_due(&tenant, &subject, plan::asap(now_ms))
+                        .await?;
+                }
+            }
+        }
         let rules_changed = previous.is_some_and(|p| {
             p.company_daily_cap != profile.company_daily_cap || p.timezone != profile.timezone
         });
@@ -208,9 +232,14 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
             staff,
             change,
             departments,
+            schedule,
         } = command;
-        self.existing_profile(&tenant).await?;
+        let profile = self.existing_profile(&tenant).await?;
         let now_ms = (self.clock)();
+        if let Some(edit) = &schedule {
+            self.apply_schedule(&tenant, &staff, edit, profile.timezone, now_ms)
+                .await?;
+        }
         let facts = self
             .store
             .update_staff(&tenant, &staff, &change, now_ms)
@@ -254,8 +283,39 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
             online: facts.online,
             employment: facts.employment,
             departments: departments.map(|d| d.into_iter().collect()),
+            schedule: facts.schedule,
             codes_refreshed,
         })
+    }
+
+    /// Stores (or removes) the staff member's work schedule, then points their due item at
+    /// the next shift start or end so the schedule tick sends their codes a reason then. A
+    /// schedule older than the stored one changes nothing: its writer set the due item.
+    async fn apply_schedule(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        edit: &ScheduleEdit,
+        timezone: Timezone,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let schedule = match edit {
+            ScheduleEdit::Set(schedule) => Some(schedule),
+            ScheduleEdit::Remove => None,
+        };
+        if !self
+            .store
+            .set_schedule(tenant, staff, schedule, now_ms)
+            .await?
+        {
+            tracing::info!("a later schedule is stored; this one is dropped");
+            return Ok(());
+        }
+        let subject = Subject::Shift(staff.clone());
+        match plan::next_shift_edge(schedule, timezone, now_ms) {
+            Some(edge) => self.store.set_due(tenant, &subject, edge).await,
+            None => self.store.clear_due(tenant, &subject).await,
+        }
     }
 
     /// Replaces the department's members, then sends a reason to every code that lists it
@@ -548,5 +608,7 @@ fn answer_for_tenant(
     }
 }
 
+#[cfg(test)]
+mod schedule_tests;
 #[cfg(test)]
 mod tests;

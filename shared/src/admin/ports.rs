@@ -4,9 +4,12 @@
 //! `ContactWays` below; `admin::fakes` has in-memory versions of both for tests.
 
 use crate::facts::TenantProfiles;
-use crate::membership::{CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId};
+use crate::membership::{
+    CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId, WeeklySchedule,
+};
 use crate::ports::StoreError;
 use crate::refresh::{CodeFacts, StoredCode};
+use crate::schedules::DueWriter;
 use crate::tenants::{TenantId, TenantProfile};
 use crate::wecom::api::{
     CorpCredentials, CreatedContactWay, NewContactWay, WeComClient, WeComError,
@@ -30,7 +33,7 @@ pub struct StaffChange {
 }
 
 #[async_trait::async_trait]
-pub trait AdminStore: TenantProfiles + CodeFacts {
+pub trait AdminStore: TenantProfiles + CodeFacts + DueWriter {
     /// Creates or replaces a tenant's profile.
     async fn put_profile(
         &self,
@@ -47,6 +50,16 @@ pub trait AdminStore: TenantProfiles + CodeFacts {
         change: &StaffChange,
         now_ms: u64,
     ) -> Result<StaffFacts, StoreError>;
+
+    /// Stores the staff member's weekly schedule (`None` removes it) as of `at_ms`, unless a
+    /// later one is stored: `false` then, and nothing changes.
+    async fn set_schedule(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        schedule: Option<&WeeklySchedule>,
+        at_ms: u64,
+    ) -> Result<bool, StoreError>;
 
     /// Every code that may route to the staff member: as member or fallback, or through a
     /// department they are in that the code lists.

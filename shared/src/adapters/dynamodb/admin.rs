@@ -6,7 +6,9 @@ use super::{
     corrupt, employment_name, key, keys, n, s, staff_from, unavailable, DynamoStore, Item,
 };
 use crate::admin::{AdminStore, StaffChange, VersionedCode};
-use crate::membership::{CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId};
+use crate::membership::{
+    CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId, WeeklySchedule,
+};
 use crate::ports::StoreError;
 use crate::tenants::{TenantId, TenantProfile};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
@@ -74,6 +76,17 @@ impl AdminStore for DynamoStore {
         profile: &TenantProfile,
     ) -> Result<(), StoreError> {
         DynamoStore::put_profile(self, tenant, profile).await
+    }
+
+    async fn set_schedule(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        schedule: Option<&WeeklySchedule>,
+        at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        self.set_staff_schedule(tenant, staff, schedule, at_ms)
+            .await
     }
 
     async fn update_staff(
