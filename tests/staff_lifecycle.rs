@@ -89,7 +89,7 @@ async fn a_new_user_id_re_keys_the_member_in_place_on_every_code() -> Result<()>
         .get(&format!("/tenants/{}/codes/k1", live.tenant.id))
         .await?;
     assert_eq!(
-        status["config"]["members"],
+        status["eligible_now"],
         serde_json::json!([s[0], renamed, s[2]]),
         "{status}"
     );
@@ -128,5 +128,71 @@ async fn a_disabled_user_leaves_the_codes_and_returns_when_enabled() -> Result<(
     ])
     .await?;
     lists_become(&live, &codes, &s).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn department_changes_from_wecom_reach_every_code_listing_the_department() -> Result<()> {
+    let world = world().await?;
+    let live = LiveTenant::create(&world, 3).await?;
+    let s: Vec<&str> = live.staff.iter().map(String::as_str).collect();
+    let mut by_department = Vec::new();
+    for (code, department) in [("dep-a", "70"), ("dep-b", "70"), ("dep-c", "71")] {
+        let answer = world
+            .admin()
+            .put(
+                &format!("/tenants/{}/codes/{code}", live.tenant.id),
+                serde_json::json!({
+                    "family": "native",
+                    "members": [s[0]],
+                    "departments": [department],
+                    "switches": {"offline_check": true},
+                }),
+            )
+            .await?;
+        by_department.push((
+            department,
+            answer["config_id"].as_str().unwrap_or_default().to_owned(),
+        ));
+    }
+    let listing = |department: &str| -> Vec<String> {
+        by_department
+            .iter()
+            .filter(|(d, _)| *d == department)
+            .map(|(_, config_id)| config_id.clone())
+            .collect()
+    };
+    let at = integration_tests::now_secs();
+
+    // A new member of department 70 joins both codes listing it, after the listed member.
+    live.deliver_contact_change(&[
+        ("ChangeType", "create_user"),
+        ("UserID", s[1]),
+        ("Department", "70"),
+        ("CreateTime", &at.to_string()),
+    ])
+    .await?;
+    lists_become(&live, &listing("70"), &[s[0], s[1]]).await?;
+    lists_become(&live, &listing("71"), &[s[0]]).await?;
+
+    // Moving to department 71 leaves 70's codes and joins 71's.
+    live.deliver_contact_change(&[
+        ("ChangeType", "update_user"),
+        ("UserID", s[1]),
+        ("Department", "71"),
+        ("CreateTime", &(at + 1).to_string()),
+    ])
+    .await?;
+    lists_become(&live, &listing("70"), &[s[0]]).await?;
+    lists_become(&live, &listing("71"), &[s[0], s[1]]).await?;
+
+    // WeCom deleting department 71 empties it on every code listing it.
+    live.deliver_contact_change(&[
+        ("ChangeType", "delete_party"),
+        ("Id", "71"),
+        ("CreateTime", &(at + 2).to_string()),
+    ])
+    .await?;
+    lists_become(&live, &listing("71"), &[s[0]]).await?;
     Ok(())
 }
