@@ -201,6 +201,7 @@ mod tests {
     use serde_json::{json, Value};
     use shared::admin::fakes::{FakeContactWays, InMemoryAdminStore, InMemoryReasonQueue};
     use shared::membership::{StaffFacts, StaffId};
+    use shared::schedules::Subject;
     use shared::tenants::TenantId;
     use shared::wecom::api::WeComError;
 
@@ -349,6 +350,46 @@ mod tests {
             json!({"code": "invalid", "detail": "members[2]: repeats zhangsan"})
         );
         assert!(w.wecom.created().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_schedule_sample_stores_the_shifts_and_the_next_edge_is_due() {
+        let w = set_up_world().await;
+        send(&w, sample("apigw-admin-put-code.json")).await;
+
+        let response = send(&w, sample("apigw-admin-put-staff-schedule.json")).await;
+
+        assert_eq!(response.status(), 200);
+        let answer = body_json(&response);
+        assert_eq!(
+            answer["schedule"]["shifts"][2],
+            json!({"day": "sat", "start": "22:00", "end": "06:00"})
+        );
+        assert_eq!(answer["codes_refreshed"], 1);
+        let tenant = TenantId::parse("demo").expect("valid");
+        let lisi = StaffId::parse("lisi").expect("valid");
+        // 2026-09-01 20:00 in Shanghai is a Tuesday evening: the next edge is Saturday 22:00.
+        let due = w.store.stored_due(&tenant, &Subject::Shift(lisi));
+        assert_eq!(due.map(|m| m.label()), Some("202609051400".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn a_schedule_with_an_unknown_day_is_refused_with_400_naming_the_shift() {
+        let w = set_up_world().await;
+        let mut request = sample("apigw-admin-put-staff-schedule.json");
+        *request.body_mut() = Body::Text(
+            json!({"online": true, "schedule": {"shifts": [{"day": "someday", "start": "09:00", "end": "18:00"}]}})
+                .to_string(),
+        );
+
+        let response = send(&w, request).await;
+
+        assert_eq!(response.status(), 400);
+        assert_eq!(
+            body_json(&response),
+            json!({"code": "invalid",
+                   "detail": "schedule.shifts[0]: \"someday\" is not a weekday (mon, tue, ... sun)"})
+        );
     }
 
     #[tokio::test]
