@@ -64,8 +64,8 @@ async fn a_new_user_id_re_keys_the_member_in_place_on_every_code() -> Result<()>
     let s: Vec<&str> = live.staff.iter().map(String::as_str).collect();
     let first = live.put_code("k1", &s, None).await?;
     let second = live.put_code("k2", &[s[2], s[1], s[0]], None).await?;
-    lists_become(&live, &[first.clone()], &s).await?;
-    lists_become(&live, &[second.clone()], &[s[2], s[1], s[0]]).await?;
+    lists_become(&live, std::slice::from_ref(&first), &s).await?;
+    lists_become(&live, std::slice::from_ref(&second), &[s[2], s[1], s[0]]).await?;
 
     let renamed = format!("{}-new", s[1]);
     world
