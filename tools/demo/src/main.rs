@@ -1,33 +1,45 @@
 //! `make demo`: qrsync running locally through a small campaign, with a report that proves it.
 //!
 //! Against the stack deployed to MiniStack (found through its CloudFormation outputs) and the
-//! WeCom sandbox, it seeds a fresh tenant through the admin API (staff, native codes with the
-//! offline check, daily limits and fallbacks), drives a campaign of scans through the sandbox
-//! (10% of callbacks delivered twice concurrently), takes staff offline part-way through,
-//! waits until the queues are drained, and prints what happened, measured from the outside.
-//! It exits non-zero if a must-be line fails.
+//! WeCom sandbox, it seeds a fresh tenant through the admin API (staff, some with a work
+//! schedule whose shift ends or starts a minute or so into the campaign; native codes with the
+//! offline check, daily limits, add limits and fallbacks; a company-wide daily cap), drives a
+//! campaign of scans through the sandbox (10% of callbacks delivered twice concurrently),
+//! takes staff offline and has one resign (WeCom's `change_contact` / `delete_user`) part-way
+//! through, waits until the shift edges were walked and the queues are drained, then moves the
+//! whole stack's clock (and WeCom's) to just before the tenant's midnight and waits for the
+//! schedule tick to bring back the staff removed for a daily limit or the cap. It prints what
+//! happened, measured from the outside, and exits non-zero if a must-be line fails.
 //!
 //! Settings: `QRSYNC_STACK`, `QRSYNC_SANDBOX_URL`, optionally `QRSYNC_API_URL`, and the
 //! standard AWS ones (`AWS_ENDPOINT_URL`, credentials, `AWS_REGION`).
 
+mod clock;
 mod plan;
+mod quota;
 mod report;
+mod rollover;
 mod sandbox;
 mod world;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use clock::{real_now_ms, StackClock};
 use futures::{StreamExt, TryStreamExt};
 use plan::{Plan, Settings};
+use quota::{Crossing, LimitClaim};
 use rand::distributions::{Alphanumeric, DistString};
-use report::{Claim, Drain, FinalCode, Flip, Inputs, Push, RefreshStats};
+use report::{Claim, Drain, FinalCode, Flip, Inputs, Push, RefreshStats, Resignation, Shifts};
+use rollover::Rollover;
 use sandbox::{Callback, Sandbox};
 use serde_json::{json, Value};
-use shared::membership::{CodeId, Membership};
+use shared::adapters::dynamodb::keys;
+use shared::membership::{CodeId, Membership, StaffId};
 use shared::refresh::CodeFacts;
-use shared::tenants::TenantId;
+use shared::schedules::Subject;
+use shared::tenants::{tenant_day, TenantId, Timezone};
 use stack_client::AdminApi;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use world::World;
@@ -77,9 +89,50 @@ struct Args {
     /// Codes with a fallback besides the limited ones (which all have one).
     #[arg(long, default_value_t = 5)]
     fallback_codes: usize,
+    /// Of those, codes with an add limit (adds through the code, ever).
+    #[arg(long, default_value_t = 3)]
+    add_limited_codes: usize,
+    #[arg(long, default_value_t = 8)]
+    add_limit: u32,
+    /// The tenant's company-wide daily cap per staff member (0: off).
+    #[arg(long, default_value_t = 120)]
+    company_daily_cap: u32,
+    /// Staff who sit on `hub_codes` more codes than the others: they reach the cap first, and
+    /// its fan-out reaches many codes.
+    #[arg(long, default_value_t = 2)]
+    hubs: usize,
+    #[arg(long, default_value_t = 8)]
+    hub_codes: usize,
     /// Staff taken offline during the campaign.
     #[arg(long, default_value_t = 3)]
     offline: usize,
+    /// Staff who resign (WeCom's delete_user callback) half-way through the campaign.
+    #[arg(long, default_value_t = 1)]
+    resign: usize,
+    /// Staff whose shift ends, and staff whose shift starts, during the campaign.
+    #[arg(long, default_value_t = 2)]
+    shift_ends: usize,
+    #[arg(long, default_value_t = 1)]
+    shift_starts: usize,
+    /// The shift edge is the first whole minute at least this long after the staff are seeded.
+    #[arg(long, default_value_t = 40)]
+    shift_lead_secs: u64,
+    /// The tenant's timezone. Default: the zone whose midnight comes soonest after the
+    /// campaign (plus `--rollover-margin-secs`), so the clock jump to it stays small.
+    #[arg(long)]
+    timezone: Option<String>,
+    /// Leave out the day rollover (no clock change).
+    #[arg(long)]
+    no_rollover: bool,
+    /// Time allowed after the campaign before the tenant's midnight may come (edges, drain).
+    #[arg(long, default_value_t = 150)]
+    rollover_margin_secs: u64,
+    /// The clock jumps to this long before the tenant's midnight.
+    #[arg(long, default_value_t = 5)]
+    before_midnight_secs: u64,
+    /// How long to wait for the schedule tick after a shift edge or the jump.
+    #[arg(long, default_value_t = 200)]
+    tick_timeout_secs: u64,
     /// The sandbox's pause between callback delivery attempts.
     #[arg(long, default_value_t = 200)]
     retry_pause_ms: u64,
@@ -89,10 +142,6 @@ struct Args {
     /// Admin API requests in flight at once while seeding.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
-}
-
-fn now_ms() -> u64 {
-    shared::system_clock()
 }
 
 fn say(message: impl AsRef<str>) {
@@ -141,12 +190,35 @@ impl Identity {
     }
 }
 
+/// One shift in `zone`'s local time from `start_ms` to `end_ms`, as the admin API takes it.
+fn shift(zone: Timezone, start_ms: u64, end_ms: u64) -> Value {
+    let start = zone.at(start_ms);
+    json!({
+        "day": start.format("%a").to_string().to_lowercase(),
+        "start": start.format("%H:%M").to_string(),
+        "end": zone.at(end_ms).format("%H:%M").to_string(),
+    })
+}
+
+const MINUTE_MS: u64 = 60_000;
+const HOUR_MS: u64 = 3_600_000;
+
 async fn run(args: Args) -> Result<bool> {
     let started = Instant::now();
     let world = World::connect(&args.stack, args.api_url.as_deref()).await?;
     let sandbox = Sandbox::new(&args.sandbox_url)?;
     sandbox.health().await?;
     let admin = AdminApi::new(&world.api_url, &world.aws)?;
+    // The stack's clock: back to the real one if an earlier run left it moved.
+    let mut clock = StackClock::read(&world).await?;
+    if let Some(clock) = clock.as_mut().filter(|c| c.offset_secs() != 0) {
+        say(format!(
+            "the stack's clock was {} s off; back to 0",
+            clock.offset_secs()
+        ));
+        clock.set(&world, &sandbox, 0).await?;
+    }
+    let stack_now = || clock.as_ref().map_or_else(real_now_ms, StackClock::now_ms);
     let plan = Plan::draw(&Settings {
         seed: args.seed,
         staff: args.staff,
@@ -155,8 +227,30 @@ async fn run(args: Args) -> Result<bool> {
         daily_limit: args.daily_limit,
         limited_weight: args.limited_weight,
         fallback_codes: args.fallback_codes,
+        add_limited_codes: args.add_limited_codes,
+        add_limit: args.add_limit,
         offline: args.offline,
+        resign: args.resign,
+        shift_ends: args.shift_ends,
+        shift_starts: args.shift_starts,
+        hubs: args.hubs,
+        hub_codes: args.hub_codes,
     });
+    let campaign_ms = (args.scans as f64 / args.per_second * 1000.0) as u64;
+    let (timezone, midnight_ms) = match &args.timezone {
+        Some(name) => {
+            let zone: Timezone = name.parse().map_err(anyhow::Error::msg)?;
+            (zone, zone.next_midnight_ms(stack_now()))
+        }
+        None if args.no_rollover => {
+            let zone = Timezone::default();
+            (zone, zone.next_midnight_ms(stack_now()))
+        }
+        None => rollover::zone_with_the_next_midnight(
+            stack_now() + 30_000 + campaign_ms + args.rollover_margin_secs * 1000,
+        ),
+    };
+    let cap = (args.company_daily_cap > 0).then_some(args.company_daily_cap);
     let id = Identity::fresh();
     let tenant = TenantId::parse(&id.tenant)?;
     say(format!(
@@ -164,9 +258,10 @@ async fn run(args: Args) -> Result<bool> {
         world.stack, world.table, world.api_url, args.sandbox_url
     ));
     say(format!(
-        "tenant {} (corp {}), seed {}: {} staff, {} codes, {} scans at {}/s",
+        "tenant {} (corp {}, timezone {timezone}, next midnight {} from now), seed {}: {} staff, {} codes, {} scans at {}/s",
         id.tenant,
         id.corp_id,
+        report::ms(midnight_ms.saturating_sub(stack_now())),
         args.seed,
         plan.staff.len(),
         plan.codes.len(),
@@ -197,19 +292,34 @@ async fn run(args: Args) -> Result<bool> {
                 "corp_secret": id.corp_secret,
                 "callback_token": id.token,
                 "encoding_aes_key": id.aes_key,
-                "timezone": "Asia/Shanghai",
-                "company_daily_cap": null,
+                "timezone": timezone.name(),
+                "company_daily_cap": cap,
             }),
         )
         .await?
         .expect("PUT tenant", &[200, 201])?;
+    // Shifts: one edge for everybody, a whole minute (the tick's unit) shortly after seeding.
+    let edge_ms = (stack_now() + args.shift_lead_secs * 1000).div_ceil(MINUTE_MS) * MINUTE_MS;
+    let schedule_of = |staff: &String| {
+        if plan.shift_ends.contains(staff) {
+            Some(json!({ "shifts": [shift(timezone, edge_ms - 3 * HOUR_MS, edge_ms)] }))
+        } else if plan.shift_starts.contains(staff) {
+            Some(json!({ "shifts": [shift(timezone, edge_ms, edge_ms + 6 * HOUR_MS)] }))
+        } else {
+            None
+        }
+    };
     futures::stream::iter(plan.staff.iter())
         .map(|staff| {
             let admin = &admin;
             let path = format!("/tenants/{}/staff/{staff}", id.tenant);
+            let body = match schedule_of(staff) {
+                Some(schedule) => json!({ "online": true, "schedule": schedule }),
+                None => json!({ "online": true }),
+            };
             async move {
                 admin
-                    .put(&path, &json!({ "online": true }))
+                    .put(&path, &body)
                     .await?
                     .expect(&format!("PUT staff {staff}"), &[200, 201])
             }
@@ -221,11 +331,15 @@ async fn run(args: Args) -> Result<bool> {
         .map(|code| {
             let admin = &admin;
             let path = format!("/tenants/{}/codes/{}", id.tenant, code.id);
+            let mut switches = json!({ "offline_check": true, "daily_limit": code.daily_limit });
+            if let Some(limit) = code.add_limit {
+                switches["add_limit"] = json!(limit);
+            }
             let body = json!({
                 "family": "native",
                 "members": code.members,
                 "fallback": code.fallback,
-                "switches": { "offline_check": true, "daily_limit": code.daily_limit },
+                "switches": switches,
             });
             async move {
                 let answer = admin
@@ -243,9 +357,12 @@ async fn run(args: Args) -> Result<bool> {
         .try_collect()
         .await?;
     say(format!(
-        "seeded through the admin API in {:.1} s: tenant, {} staff online, {} codes with their contact ways",
+        "seeded through the admin API in {:.1} s: tenant (cap {}), {} staff online ({} with a shift edge at {} local), {} codes with their contact ways",
         started.elapsed().as_secs_f64(),
+        cap.map_or("off".into(), |c| c.to_string()),
         plan.staff.len(),
+        plan.shift_ends.len() + plan.shift_starts.len(),
+        timezone.at(edge_ms).format("%H:%M"),
         config_ids.len()
     ));
     let settled = wait_drained(&world, Duration::from_secs(120), 3).await?;
@@ -295,12 +412,12 @@ async fn run(args: Args) -> Result<bool> {
         &sandbox,
         &admin,
         &plan,
-        &id.tenant,
+        &id,
         campaign_id,
         args.scans,
     )
     .await;
-    let (flips, campaign) = match outcome {
+    let (flips, mut resignations, campaign) = match outcome {
         Ok(done) => done,
         Err(error) => {
             let _ = sandbox.stop_campaign(campaign_id).await;
@@ -308,10 +425,50 @@ async fn run(args: Args) -> Result<bool> {
         }
     };
     say(format!(
-        "campaign finished: {} scans done, {} failures; waiting for the queues to drain",
+        "campaign finished: {} scans done, {} failures",
         campaign.done, campaign.failures
     ));
+    // The shift edge reaches the lists through the schedule tick alone: wait until it was
+    // walked (each scheduled staff member's due item moved on to the next edge).
+    let scheduled: Vec<&String> = plan.shift_ends.iter().chain(&plan.shift_starts).collect();
+    let walked = if scheduled.is_empty() {
+        None
+    } else {
+        let deadline = edge_ms + args.tick_timeout_secs * 1000;
+        say(format!(
+            "waiting for the schedule tick to walk the shift edge ({} from now)",
+            report::ms(edge_ms.saturating_sub(stack_now()))
+        ));
+        let mut walked = false;
+        while !walked && stack_now() < deadline {
+            walked = true;
+            for staff in &scheduled {
+                let due = world
+                    .item_number(
+                        &tenant,
+                        &keys::due(&Subject::Shift(StaffId::parse(staff)?)),
+                        "due_at_ms",
+                    )
+                    .await?;
+                walked &= due.is_some_and(|d| d > edge_ms);
+            }
+            if !walked {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+        Some(walked)
+    };
+    say("waiting for the queues to drain");
     let drained = wait_drained(&world, Duration::from_secs(args.drain_timeout_secs), 5).await?;
+    // A resignation whose lists had not all dropped the staff member during the campaign:
+    // WeCom removes them from the directory now.
+    for resignation in resignations
+        .iter_mut()
+        .filter(|r| r.still_listed_on.is_none())
+    {
+        resignation.still_listed_on =
+            Some(sandbox.remove_user(&id.corp_id, &resignation.staff).await?);
+    }
 
     // ---------------------------------------------------------------- measure
     let stats = sandbox.stats().await?.since(&before);
@@ -332,31 +489,148 @@ async fn run(args: Args) -> Result<bool> {
         .iter()
         .filter_map(Claim::from_item)
         .collect();
+    let limit_claims: Vec<LimitClaim> = store
+        .query_prefix(&tenant, "REMOVED#")
+        .await?
+        .iter()
+        .filter_map(LimitClaim::from_item)
+        .collect();
+    let notifications = match &world.quota_notifications {
+        Some(url) => Some(
+            quota::receive_notifications(&world, url, &id.tenant, Duration::from_secs(3)).await?,
+        ),
+        None => None,
+    };
     let refresh_items = store.query_prefix(&tenant, "STATS#REFRESH#").await?;
     let refresh = (!refresh_items.is_empty()).then(|| RefreshStats::from_items(&refresh_items));
-    let pushes: Vec<(String, Push)> = store
-        .query_prefix(&tenant, "PUSHLOG#")
+    let pushes = push_log(&world, &tenant).await?;
+    let final_codes = final_codes(
+        &world,
+        &tenant,
+        &plan,
+        &config_ids,
+        &contact_ways,
+        stack_now(),
+    )
+    .await?;
+    let mut dead_letters = Vec::new();
+    for (name, url) in &world.dead_letters {
+        dead_letters.push((name.clone(), world.queue_depth(url).await?));
+    }
+    let adds = quota::delivered_adds(&scans);
+    let expected = quota::expected_crossings(&adds, &plan, cap, timezone);
+
+    // ---------------------------------------------------------------- day rollover
+    let rollover = if args.no_rollover {
+        Rollover {
+            skipped: Some("left out (--no-rollover)".into()),
+            ..Rollover::default()
+        }
+    } else {
+        match clock.as_mut() {
+            None => Rollover {
+                skipped: Some(format!(
+                    "the stack has no controllable clock ({} on its functions)",
+                    shared::CLOCK_OFFSET_VAR
+                )),
+                ..Rollover::default()
+            },
+            Some(clock) => {
+                let mut context = RolloverContext {
+                    world: &world,
+                    sandbox: &sandbox,
+                    tenant: &tenant,
+                    corp_id: &id.corp_id,
+                    plan: &plan,
+                    config_ids: &config_ids,
+                    timezone,
+                    midnight_ms,
+                    expected: &expected,
+                    flips: &flips,
+                    resignations: &resignations,
+                    args: &args,
+                };
+                day_rollover(&mut context, clock).await?
+            }
+        }
+    };
+
+    let passed = report::print(&Inputs {
+        plan: &plan,
+        tenant: &id.tenant,
+        seed: args.seed,
+        timezone,
+        company_daily_cap: cap,
+        scans_planned: args.scans,
+        per_second: args.per_second,
+        config_ids: &config_ids,
+        flips: &flips,
+        resignations: &resignations,
+        shifts: Shifts {
+            edge_ms,
+            ends: plan.shift_ends.clone(),
+            starts: plan.shift_starts.clone(),
+            walked,
+        },
+        stats,
+        campaign,
+        scans,
+        update_calls,
+        created_lists,
+        adds_counted,
+        claims,
+        expected_crossings: expected,
+        limit_claims,
+        notifications,
+        refresh,
+        pushes,
+        final_codes,
+        dead_letters,
+        drained,
+        rollover,
+        run_secs: started.elapsed().as_secs_f64(),
+    });
+    Ok(passed)
+}
+
+/// The push log of the tenant: (code, push).
+async fn push_log(world: &World, tenant: &TenantId) -> Result<Vec<(String, Push)>> {
+    Ok(world
+        .store
+        .query_prefix(tenant, "PUSHLOG#")
         .await?
         .iter()
         .filter_map(Push::from_item)
-        .collect();
+        .collect())
+}
+
+/// Every code's recompute of the facts at `now_ms` (the stack's time) beside WeCom's list.
+async fn final_codes(
+    world: &World,
+    tenant: &TenantId,
+    plan: &Plan,
+    config_ids: &BTreeMap<String, String>,
+    contact_ways: &[sandbox::ContactWay],
+    now_ms: u64,
+) -> Result<Vec<FinalCode>> {
     let sandbox_lists: HashMap<&str, &Vec<String>> = contact_ways
         .iter()
         .map(|w| (w.config_id.as_str(), &w.user))
         .collect();
+    let names = |users: &[StaffId]| {
+        users
+            .iter()
+            .map(|u| u.as_str().to_owned())
+            .collect::<Vec<_>>()
+    };
     let mut final_codes = Vec::new();
     for code in &plan.codes {
-        let snapshot = store
-            .snapshot(&tenant, &CodeId::parse(&code.id)?, now_ms())
+        let snapshot = world
+            .store
+            .snapshot(tenant, &CodeId::parse(&code.id)?, now_ms)
             .await?
             .with_context(|| format!("code {} is not in the table", code.id))?;
         let membership = snapshot.recompute();
-        let names = |users: &[shared::membership::StaffId]| {
-            users
-                .iter()
-                .map(|u| u.as_str().to_owned())
-                .collect::<Vec<_>>()
-        };
         let expected = match membership.users() {
             Some(users) => Some(names(users)),
             None => snapshot.last_pushed.as_ref().map(|p| names(&p.users)),
@@ -371,64 +645,40 @@ async fn run(args: Args) -> Result<bool> {
                 .map(|u| (*u).clone()),
         });
     }
-    let mut dead_letters = Vec::new();
-    for (name, url) in &world.dead_letters {
-        dead_letters.push((name.clone(), world.queue_depth(url).await?));
-    }
-    let scans_planned = args.scans;
-    let passed = report::print(&Inputs {
-        plan: &plan,
-        tenant: &id.tenant,
-        seed: args.seed,
-        scans_planned,
-        per_second: args.per_second,
-        config_ids: &config_ids,
-        flips: &flips,
-        stats,
-        campaign,
-        scans,
-        update_calls,
-        created_lists,
-        adds_counted,
-        claims,
-        refresh,
-        pushes,
-        final_codes,
-        dead_letters,
-        drained,
-        run_secs: started.elapsed().as_secs_f64(),
-    });
-    Ok(passed)
+    Ok(final_codes)
 }
 
-/// Follows the campaign to its end, taking staff offline at their planned points.
+/// Follows the campaign to its end, taking staff offline and having staff resign at their
+/// planned points.
 async fn drive(
     world: &World,
     sandbox: &Sandbox,
     admin: &AdminApi,
     plan: &Plan,
-    tenant: &str,
+    id: &Identity,
     campaign_id: u64,
     total: u64,
-) -> Result<(Vec<Flip>, sandbox::Campaign)> {
+) -> Result<(Vec<Flip>, Vec<Resignation>, sandbox::Campaign)> {
     let mut flips = Vec::new();
+    let mut resignations: Vec<Resignation> = Vec::new();
     let mut pending = plan.offline.iter().peekable();
+    let mut resigning = plan.resign.iter().peekable();
     let started = Instant::now();
     let mut last_progress = Instant::now();
+    let mut last_lists = Instant::now();
     loop {
         let campaign = sandbox.campaign(campaign_id).await?;
-        while let Some(flip) =
-            pending.next_if(|f| campaign.started as f64 >= f.at_fraction * total as f64)
-        {
-            let sent_ms = now_ms();
+        let due = |f: &&plan::OfflineFlip| campaign.started as f64 >= f.at_fraction * total as f64;
+        while let Some(flip) = pending.next_if(due) {
+            let sent_ms = real_now_ms();
             let answer = admin
                 .put(
-                    &format!("/tenants/{tenant}/staff/{}", flip.staff),
+                    &format!("/tenants/{}/staff/{}", id.tenant, flip.staff),
                     &json!({ "online": false }),
                 )
                 .await?
                 .expect(&format!("PUT staff {} offline", flip.staff), &[200, 201])?;
-            let acked_ms = now_ms();
+            let acked_ms = real_now_ms();
             let codes_refreshed = answer.get("codes_refreshed").and_then(Value::as_u64);
             say(format!(
                 "{} taken offline after {} scans (acknowledged in {} ms, {} codes to refresh)",
@@ -444,6 +694,51 @@ async fn drive(
                 codes_refreshed,
             });
         }
+        while let Some(resign) = resigning.next_if(due) {
+            // WeCom tells the corp's callback that the member was deleted; once no list
+            // names them any more, WeCom's directory drops them too (below).
+            let sent_ms = sandbox.now_ms().await?;
+            let delivered = sandbox
+                .deliver_event(
+                    &id.corp_id,
+                    &[
+                        ("Event", "change_contact"),
+                        ("ChangeType", "delete_user"),
+                        ("UserID", resign.staff.as_str()),
+                    ],
+                )
+                .await?;
+            say(format!(
+                "{} resigned after {} scans (delete_user callback {})",
+                resign.staff,
+                campaign.started,
+                if delivered {
+                    "delivered"
+                } else {
+                    "NOT delivered"
+                }
+            ));
+            resignations.push(Resignation {
+                staff: resign.staff.clone(),
+                sent_ms,
+                delivered,
+                off_lists_ms: None,
+                still_listed_on: None,
+            });
+        }
+        if resignations.iter().any(|r| r.off_lists_ms.is_none())
+            && last_lists.elapsed() >= Duration::from_secs(1)
+        {
+            last_lists = Instant::now();
+            let ways = sandbox.contact_ways(&id.corp_id).await?;
+            for resignation in resignations.iter_mut().filter(|r| r.off_lists_ms.is_none()) {
+                if ways.iter().all(|w| !w.user.contains(&resignation.staff)) {
+                    resignation.off_lists_ms = Some(sandbox.now_ms().await?);
+                    resignation.still_listed_on =
+                        Some(sandbox.remove_user(&id.corp_id, &resignation.staff).await?);
+                }
+            }
+        }
         if !campaign.running {
             if campaign.started < campaign.total {
                 bail!(
@@ -452,7 +747,7 @@ async fn drive(
                     campaign.total
                 );
             }
-            return Ok((flips, campaign));
+            return Ok((flips, resignations, campaign));
         }
         if last_progress.elapsed() >= Duration::from_secs(15) {
             last_progress = Instant::now();
@@ -467,6 +762,194 @@ async fn drive(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+struct RolloverContext<'a> {
+    world: &'a World,
+    sandbox: &'a Sandbox,
+    tenant: &'a TenantId,
+    corp_id: &'a str,
+    plan: &'a Plan,
+    config_ids: &'a BTreeMap<String, String>,
+    timezone: Timezone,
+    midnight_ms: u64,
+    expected: &'a BTreeSet<Crossing>,
+    flips: &'a [Flip],
+    resignations: &'a [Resignation],
+    args: &'a Args,
+}
+
+/// Jumps the stack's clock to just before the tenant's midnight, waits for the tick to roll
+/// the day over, measures, and puts the clock back (also when something failed).
+async fn day_rollover(ctx: &mut RolloverContext<'_>, clock: &mut StackClock) -> Result<Rollover> {
+    let base = clock.offset_secs();
+    let mut rollover = Rollover {
+        midnight_ms: ctx.midnight_ms,
+        ..Rollover::default()
+    };
+    if ctx
+        .world
+        .item_number(ctx.tenant, &keys::due(&Subject::Midnight), "due_at_ms")
+        .await?
+        .is_none()
+    {
+        rollover.skipped = Some(
+            "the tenant has no midnight due item (DUE#MIDNIGHT): the stack does not schedule day rollovers".into(),
+        );
+        return Ok(rollover);
+    }
+    let target_ms = ctx.midnight_ms - ctx.args.before_midnight_secs * 1000;
+    if clock.now_ms() >= target_ms {
+        rollover.skipped = Some(format!(
+            "the run reached the tenant's midnight before the jump (raise --rollover-margin-secs above {})",
+            ctx.args.rollover_margin_secs
+        ));
+        return Ok(rollover);
+    }
+    let measured = rollover_measured(ctx, clock, &mut rollover, target_ms).await;
+    if let Err(error) = clock.set(ctx.world, ctx.sandbox, base).await {
+        rollover.restore_error = Some(format!("{error:#}"));
+    } else {
+        say(format!("clock restored (offset {base} s)"));
+    }
+    measured.map(|()| rollover)
+}
+
+async fn rollover_measured(
+    ctx: &mut RolloverContext<'_>,
+    clock: &mut StackClock,
+    rollover: &mut Rollover,
+    target_ms: u64,
+) -> Result<()> {
+    let world = ctx.world;
+    let day = tenant_day(ctx.midnight_ms - 1, ctx.timezone);
+    // Who must come back: every (code, staff) pair of a member removed on the day that ends
+    // for the code's daily limit or the cap, unless something else still keeps them off
+    // (offline, resigned, off shift, the code's all-time add limit).
+    let kept_off: BTreeSet<&str> = ctx
+        .flips
+        .iter()
+        .map(|f| f.staff.as_str())
+        .chain(ctx.resignations.iter().map(|r| r.staff.as_str()))
+        .chain(ctx.plan.shift_ends.iter().map(String::as_str))
+        .collect();
+    let over_add_limit: BTreeSet<(&str, &str)> = ctx
+        .expected
+        .iter()
+        .filter(|c| c.limit == quota::CODE_TOTAL)
+        .filter_map(|c| Some((c.code.as_deref()?, c.staff.as_str())))
+        .collect();
+    let mut expected_back = BTreeSet::new();
+    for crossing in ctx.expected.iter().filter(|c| c.day == day) {
+        if kept_off.contains(crossing.staff.as_str()) {
+            continue;
+        }
+        let codes: Vec<&str> = match (crossing.limit.as_str(), &crossing.code) {
+            (quota::CODE_DAILY, Some(code)) => ctx
+                .plan
+                .code(code)
+                .filter(|c| c.members.contains(&crossing.staff))
+                .map(|c| vec![c.id.as_str()])
+                .unwrap_or_default(),
+            (quota::COMPANY_DAILY, _) => ctx
+                .plan
+                .member_of(&crossing.staff)
+                .iter()
+                .map(|c| c.id.as_str())
+                .collect(),
+            _ => Vec::new(),
+        };
+        for code in codes {
+            if !over_add_limit.contains(&(code, crossing.staff.as_str())) {
+                expected_back.insert((code.to_owned(), crossing.staff.clone()));
+            }
+        }
+    }
+    rollover.expected_back = expected_back.into_iter().collect();
+
+    let delta_secs = i64::try_from((target_ms - clock.now_ms()) / 1000)?;
+    rollover.jump_secs = delta_secs;
+    let started = Instant::now();
+    clock
+        .set(world, ctx.sandbox, clock.offset_secs() + delta_secs)
+        .await?;
+    rollover.jumped_to_ms = clock.now_ms();
+    say(format!(
+        "clock moved {delta_secs} s forward (functions and WeCom) in {:.1} s: {} in {}, {} before midnight; waiting for the schedule tick",
+        started.elapsed().as_secs_f64(),
+        ctx.timezone.at(rollover.jumped_to_ms).format("%H:%M:%S"),
+        ctx.timezone,
+        report::ms(ctx.midnight_ms.saturating_sub(rollover.jumped_to_ms))
+    ));
+    let deadline = Instant::now() + Duration::from_secs(ctx.args.tick_timeout_secs);
+    while Instant::now() < deadline {
+        let due = world
+            .item_number(ctx.tenant, &keys::due(&Subject::Midnight), "due_at_ms")
+            .await?;
+        if due.is_some_and(|d| d > ctx.midnight_ms) {
+            rollover.tick_secs = Some(started.elapsed().as_secs_f64());
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    rollover.drained = wait_drained(world, Duration::from_secs(60), 3)
+        .await?
+        .drained;
+    say(format!(
+        "day rolled over {}; queues drained",
+        rollover.tick_secs.map_or(
+            "NOT (the midnight item never moved on)".into(),
+            |s| format!("{s:.0} s after the jump")
+        )
+    ));
+
+    let contact_ways = ctx.sandbox.contact_ways(ctx.corp_id).await?;
+    let lists: HashMap<&str, &Vec<String>> = contact_ways
+        .iter()
+        .map(|w| (w.config_id.as_str(), &w.user))
+        .collect();
+    rollover.back = rollover
+        .expected_back
+        .iter()
+        .filter(|(code, staff)| {
+            lists
+                .get(ctx.config_ids[code].as_str())
+                .is_some_and(|users| users.contains(staff))
+        })
+        .cloned()
+        .collect();
+    for (code, push) in push_log(world, ctx.tenant).await? {
+        if push.pushed_at_ms < rollover.jumped_to_ms {
+            continue;
+        }
+        if push.pushed_at_ms < ctx.midnight_ms {
+            rollover.pushes_before_midnight += 1;
+        } else if push.fact_at_ms.contains(&ctx.midnight_ms) {
+            rollover.pushes.push((code, push.pushed_at_ms));
+        }
+    }
+    let new_day = tenant_day(ctx.midnight_ms, ctx.timezone);
+    rollover.new_day = world
+        .store
+        .query_prefix(ctx.tenant, &format!("STATS#REFRESH#{new_day}"))
+        .await?
+        .first()
+        .map(|item| {
+            let get = |name| report::n(item, name).unwrap_or(0);
+            (get("reasons"), get("recomputes"), get("pushes"))
+        });
+    let finals = final_codes(
+        world,
+        ctx.tenant,
+        ctx.plan,
+        ctx.config_ids,
+        &contact_ways,
+        clock.now_ms(),
+    )
+    .await?;
+    rollover.codes = finals.len();
+    rollover.differ = report::differing(&finals).0;
+    Ok(())
 }
 
 /// Waits until inbox and refresh report no message (visible, in flight or delayed) on

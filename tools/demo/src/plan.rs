@@ -1,5 +1,6 @@
 //! The campaign's cast, drawn from the seed: staff, codes and their members, which codes have
-//! a daily limit or a fallback, who goes offline and when.
+//! a daily limit or a fallback, who goes offline and when, who resigns, whose shift ends or
+//! starts during the run, and the "hubs" who sit on many codes (the company cap's fan-out).
 
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -15,7 +16,19 @@ pub struct Settings {
     pub daily_limit: u32,
     pub limited_weight: usize,
     pub fallback_codes: usize,
+    /// Codes with an add limit (adds through the code, ever), among those with a fallback
+    /// and no daily limit.
+    pub add_limited_codes: usize,
+    pub add_limit: u32,
     pub offline: usize,
+    /// Staff who resign (WeCom's `delete_user`) during the campaign.
+    pub resign: usize,
+    /// Staff whose shift ends during the run, and staff whose shift starts then.
+    pub shift_ends: usize,
+    pub shift_starts: usize,
+    /// Staff seated on `hub_codes` codes more than the others.
+    pub hubs: usize,
+    pub hub_codes: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -24,6 +37,7 @@ pub struct CodePlan {
     pub members: Vec<String>,
     pub fallback: Vec<String>,
     pub daily_limit: Option<u32>,
+    pub add_limit: Option<u32>,
     /// How often the code appears in the campaign's list (the sandbox draws uniformly).
     pub weight: usize,
 }
@@ -40,6 +54,11 @@ pub struct Plan {
     pub staff: Vec<String>,
     pub codes: Vec<CodePlan>,
     pub offline: Vec<OfflineFlip>,
+    /// Resign once this fraction of the scans has started (same shape as an offline flip).
+    pub resign: Vec<OfflineFlip>,
+    pub shift_ends: Vec<String>,
+    pub shift_starts: Vec<String>,
+    pub hubs: Vec<String>,
 }
 
 /// Staff kept as fallback: never taken offline and never members of a code they back up, so
@@ -55,10 +74,22 @@ impl Plan {
         let mut shuffled = staff.clone();
         shuffled.shuffle(&mut rng);
         let backups: Vec<String> = shuffled.iter().take(FALLBACK_STAFF).cloned().collect();
-        let offline: Vec<OfflineFlip> = shuffled
+        // Every role goes to different staff, so each effect is seen on its own.
+        let mut cast = shuffled.iter().skip(FALLBACK_STAFF).cloned();
+        let mut take = |n: usize| cast.by_ref().take(n).collect::<Vec<String>>();
+        let offline_staff = take(settings.offline);
+        let resign = take(settings.resign)
+            .into_iter()
+            .map(|staff| OfflineFlip {
+                staff,
+                at_fraction: 0.5,
+            })
+            .collect();
+        let shift_ends = take(settings.shift_ends);
+        let shift_starts = take(settings.shift_starts);
+        let hubs = take(settings.hubs);
+        let offline: Vec<OfflineFlip> = offline_staff
             .iter()
-            .skip(FALLBACK_STAFF)
-            .take(settings.offline)
             .enumerate()
             .map(|(i, staff)| OfflineFlip {
                 staff: staff.clone(),
@@ -100,6 +131,10 @@ impl Plan {
                     Vec::new()
                 },
                 daily_limit: limited.then_some(settings.daily_limit),
+                add_limit: (i >= settings.limited_codes
+                    && i < settings.limited_codes
+                        + settings.add_limited_codes.min(settings.fallback_codes))
+                .then_some(settings.add_limit),
                 weight: if limited {
                     settings.limited_weight.max(1)
                 } else {
@@ -107,17 +142,49 @@ impl Plan {
                 },
             });
         }
+        // Hubs take a seat on `hub_codes` more codes (never one they back up).
+        for hub in &hubs {
+            let mut open: Vec<usize> = (0..codes.len())
+                .filter(|&i| !codes[i].members.contains(hub) && !codes[i].fallback.contains(hub))
+                .collect();
+            open.shuffle(&mut rng);
+            for i in open.into_iter().take(settings.hub_codes) {
+                codes[i].members.push(hub.clone());
+                codes[i].members.sort();
+            }
+        }
         // Which codes are limited or backed up should not depend on their position.
         codes.shuffle(&mut rng);
         Plan {
             staff,
             codes,
             offline,
+            resign,
+            shift_ends,
+            shift_starts,
+            hubs,
         }
     }
 
     pub fn code(&self, id: &str) -> Option<&CodePlan> {
         self.codes.iter().find(|c| c.id == id)
+    }
+
+    /// The codes `staff` sits on, as a member or as a fallback: the codes a company-cap
+    /// crossing or a resignation must reach.
+    pub fn codes_of(&self, staff: &str) -> Vec<&CodePlan> {
+        self.codes
+            .iter()
+            .filter(|c| c.members.iter().chain(&c.fallback).any(|s| s == staff))
+            .collect()
+    }
+
+    /// The codes `staff` is a member of.
+    pub fn member_of(&self, staff: &str) -> Vec<&CodePlan> {
+        self.codes
+            .iter()
+            .filter(|c| c.members.iter().any(|s| s == staff))
+            .collect()
     }
 
     /// Codes each staff member sits on as a member.
@@ -145,7 +212,14 @@ mod tests {
             daily_limit: 15,
             limited_weight: 2,
             fallback_codes: 5,
+            add_limited_codes: 3,
+            add_limit: 8,
             offline: 3,
+            resign: 1,
+            shift_ends: 2,
+            shift_starts: 1,
+            hubs: 2,
+            hub_codes: 8,
         }
     }
 
@@ -163,7 +237,7 @@ mod tests {
         let plan = Plan::draw(&settings());
         assert!(plan.seats().values().all(|&n| n >= 3), "{:?}", plan.seats());
         for code in &plan.codes {
-            assert!((4..=6).contains(&code.members.len()));
+            assert!((4..=8).contains(&code.members.len()));
             assert!(code.fallback.iter().all(|f| !code.members.contains(f)));
             assert!(plan
                 .offline
@@ -181,5 +255,44 @@ mod tests {
             plan.codes.iter().filter(|c| !c.fallback.is_empty()).count(),
             15
         );
+        let add_limited: Vec<_> = plan
+            .codes
+            .iter()
+            .filter(|c| c.add_limit.is_some())
+            .collect();
+        assert_eq!(add_limited.len(), 3);
+        assert!(add_limited
+            .iter()
+            .all(|c| c.daily_limit.is_none() && !c.fallback.is_empty()));
+    }
+
+    #[test]
+    fn roles_go_to_different_staff_and_hubs_sit_on_more_codes() {
+        let plan = Plan::draw(&settings());
+        let mut cast: Vec<&String> = plan
+            .offline
+            .iter()
+            .chain(&plan.resign)
+            .map(|f| &f.staff)
+            .chain(&plan.shift_ends)
+            .chain(&plan.shift_starts)
+            .chain(&plan.hubs)
+            .collect();
+        assert_eq!(cast.len(), 3 + 1 + 2 + 1 + 2);
+        cast.sort();
+        cast.dedup();
+        assert_eq!(cast.len(), 9, "a staff member has two roles");
+        let seats = plan.seats();
+        let most_others = plan
+            .staff
+            .iter()
+            .filter(|s| !plan.hubs.contains(s))
+            .map(|s| seats[s.as_str()])
+            .max()
+            .unwrap_or(0);
+        for hub in &plan.hubs {
+            assert!(seats[hub.as_str()] > most_others, "{hub}: {seats:?}");
+            assert_eq!(plan.member_of(hub).len(), seats[hub.as_str()]);
+        }
     }
 }

@@ -1,7 +1,10 @@
 //! What happened, measured from the outside: the sandbox's logs and counters, the table's
-//! items (counters, claims, push log, refresh statistics) and the recompute of final facts.
+//! items (counters, claims, push log, refresh statistics), the quota loop's notifications and
+//! the recompute of final facts.
 
 use crate::plan::Plan;
+use crate::quota::{self, Crossing, LimitClaim, Notification};
+use crate::rollover::Rollover;
 use crate::sandbox::{Call, Campaign, Scan, Stats};
 use aws_sdk_dynamodb::types::AttributeValue;
 use shared::tenants::{tenant_day, Timezone};
@@ -45,6 +48,32 @@ pub struct Flip {
     /// When the admin API's answer arrived.
     pub acked_ms: u64,
     pub codes_refreshed: Option<u64>,
+}
+
+/// A resignation (WeCom's `delete_user` callback), as the demo saw it.
+#[derive(Debug, Clone)]
+pub struct Resignation {
+    pub staff: String,
+    /// WeCom's (the sandbox's) time when the callback was sent.
+    pub sent_ms: u64,
+    /// A copy of the callback was answered 200.
+    pub delivered: bool,
+    /// When the demo first saw no contact way listing them (polled every second).
+    pub off_lists_ms: Option<u64>,
+    /// What WeCom's directory removal answered: the contact ways still listing them.
+    pub still_listed_on: Option<Vec<String>>,
+}
+
+/// The work-schedule edge of the run.
+#[derive(Debug, Clone)]
+pub struct Shifts {
+    pub edge_ms: u64,
+    /// Staff whose shift ended at the edge, and staff whose shift started then.
+    pub ends: Vec<String>,
+    pub starts: Vec<String>,
+    /// Whether the tick walked the edge (every scheduled staff member's due item moved past
+    /// it); `None` when nobody has a schedule.
+    pub walked: Option<bool>,
 }
 
 /// One completed push, from the refresh function's push log.
@@ -138,11 +167,15 @@ pub struct Inputs<'a> {
     pub plan: &'a Plan,
     pub tenant: &'a str,
     pub seed: u64,
+    pub timezone: Timezone,
+    pub company_daily_cap: Option<u32>,
     pub scans_planned: u64,
     pub per_second: f64,
     /// code id -> WeCom config id.
     pub config_ids: &'a BTreeMap<String, String>,
     pub flips: &'a [Flip],
+    pub resignations: &'a [Resignation],
+    pub shifts: Shifts,
     pub stats: Stats,
     pub campaign: Campaign,
     pub scans: Vec<Scan>,
@@ -152,11 +185,18 @@ pub struct Inputs<'a> {
     pub created_lists: HashMap<String, Vec<String>>,
     pub adds_counted: u64,
     pub claims: Vec<Claim>,
+    /// The crossings the delivered adds must have caused (the demo's own computation).
+    pub expected_crossings: BTreeSet<Crossing>,
+    /// The quota loop's claims in the table.
+    pub limit_claims: Vec<LimitClaim>,
+    /// This tenant's notifications from the stack's queue; `None` when it has none.
+    pub notifications: Option<Vec<Notification>>,
     pub refresh: Option<RefreshStats>,
     pub pushes: Vec<(String, Push)>,
     pub final_codes: Vec<FinalCode>,
     pub dead_letters: Vec<(String, u64)>,
     pub drained: Drain,
+    pub rollover: Rollover,
     pub run_secs: f64,
 }
 
@@ -172,6 +212,10 @@ pub struct Drain {
 enum Why {
     Offline,
     DailyLimit,
+    AddLimit,
+    CompanyCap,
+    Resigned,
+    OffShift,
 }
 
 /// A staff member becoming ineligible on a code.
@@ -206,7 +250,7 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-fn ms(value: u64) -> String {
+pub fn ms(value: u64) -> String {
     if value >= 10_000 {
         format!("{:.1} s", value as f64 / 1000.0)
     } else {
@@ -232,12 +276,60 @@ fn changes(inputs: &Inputs<'_>) -> Vec<Change> {
             });
         }
     }
+    for resignation in inputs.resignations {
+        // Never eligible again, not even as a fallback.
+        for code in inputs.plan.codes_of(&resignation.staff) {
+            changes.push(Change {
+                code: code.id.clone(),
+                staff: resignation.staff.clone(),
+                why: Why::Resigned,
+                at_ms: resignation.sent_ms,
+                day: None,
+            });
+        }
+    }
+    if inputs.shifts.walked.is_some() {
+        for staff in &inputs.shifts.ends {
+            for code in inputs.plan.member_of(staff) {
+                changes.push(Change {
+                    code: code.id.clone(),
+                    staff: staff.clone(),
+                    why: Why::OffShift,
+                    at_ms: inputs.shifts.edge_ms,
+                    day: None,
+                });
+            }
+        }
+    }
     let mut counted: BTreeMap<(&str, &str, &str), Vec<u64>> = BTreeMap::new();
+    let mut company: BTreeMap<(&str, &str), Vec<u64>> = BTreeMap::new();
     for claim in &inputs.claims {
         counted
             .entry((&claim.code, &claim.staff, &claim.day))
             .or_default()
             .push(claim.counted_at_ms);
+        company
+            .entry((&claim.staff, &claim.day))
+            .or_default()
+            .push(claim.counted_at_ms);
+    }
+    if let Some(cap) = inputs.company_daily_cap {
+        for ((staff, day), mut times) in company {
+            times.sort_unstable();
+            let Some(&at_ms) = times.get(cap as usize - 1) else {
+                continue;
+            };
+            // The cap holds members off every code; fallback staff are not held to it.
+            for code in inputs.plan.member_of(staff) {
+                changes.push(Change {
+                    code: code.id.clone(),
+                    staff: staff.to_owned(),
+                    why: Why::CompanyCap,
+                    at_ms,
+                    day: Some(day.to_owned()),
+                });
+            }
+        }
     }
     for ((code, staff, day), mut times) in counted {
         // The limit applies to members; fallback staff are routed to regardless of it.
@@ -262,6 +354,32 @@ fn changes(inputs: &Inputs<'_>) -> Vec<Change> {
             });
         }
     }
+    let mut ever: BTreeMap<(&str, &str), Vec<u64>> = BTreeMap::new();
+    for claim in &inputs.claims {
+        ever.entry((&claim.code, &claim.staff))
+            .or_default()
+            .push(claim.counted_at_ms);
+    }
+    for ((code, staff), mut times) in ever {
+        let Some(limit) = inputs
+            .plan
+            .code(code)
+            .filter(|c| c.members.iter().any(|m| m == staff))
+            .and_then(|c| c.add_limit)
+        else {
+            continue;
+        };
+        times.sort_unstable();
+        if let Some(&at_ms) = times.get(limit as usize - 1) {
+            changes.push(Change {
+                code: code.to_owned(),
+                staff: staff.to_owned(),
+                why: Why::AddLimit,
+                at_ms,
+                day: None,
+            });
+        }
+    }
     changes
 }
 
@@ -273,7 +391,7 @@ fn routing(inputs: &Inputs<'_>, changes: &[Change]) -> Routing {
     for list in pushes.values_mut() {
         list.sort_by_key(|p| p.pushed_at_ms);
     }
-    let timezone = Timezone::default();
+    let timezone = inputs.timezone;
     let mut routing = Routing {
         changes: changes.len(),
         ..Routing::default()
@@ -344,6 +462,181 @@ fn routing(inputs: &Inputs<'_>, changes: &[Change]) -> Routing {
     routing
 }
 
+/// Every code's pushes in time order, with the list it was created with.
+struct Histories<'a> {
+    pushes: HashMap<&'a str, Vec<&'a Push>>,
+    created: &'a HashMap<String, Vec<String>>,
+}
+
+impl<'a> Histories<'a> {
+    fn new(inputs: &'a Inputs<'_>) -> Self {
+        let mut pushes: HashMap<&str, Vec<&Push>> = HashMap::new();
+        for (code, push) in &inputs.pushes {
+            pushes.entry(code.as_str()).or_default().push(push);
+        }
+        for list in pushes.values_mut() {
+            list.sort_by_key(|p| p.pushed_at_ms);
+        }
+        Self {
+            pushes,
+            created: &inputs.created_lists,
+        }
+    }
+
+    fn of(&self, code: &str) -> &[&'a Push] {
+        self.pushes.get(code).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// The list WeCom held for `code` just before `at_ms`.
+    fn list_before(&self, code: &str, at_ms: u64) -> Option<&Vec<String>> {
+        self.of(code)
+            .iter()
+            .rev()
+            .find(|p| p.pushed_at_ms < at_ms)
+            .map(|p| &p.users)
+            .or_else(|| self.created.get(code))
+    }
+
+    /// The first push at or after `at_ms` whose list does (`listed`) or does not name `staff`.
+    fn first_push(&self, code: &str, at_ms: u64, staff: &str, listed: bool) -> Option<&Push> {
+        self.of(code)
+            .iter()
+            .find(|p| p.pushed_at_ms >= at_ms && p.users.iter().any(|u| u == staff) == listed)
+            .copied()
+    }
+
+    /// For a change at `at_ms` that takes `staff` off `codes`: the codes that listed them then,
+    /// and for each the delay until the push removing them (`None`: no such push).
+    fn removals<'c>(
+        &self,
+        codes: impl IntoIterator<Item = &'c str>,
+        staff: &str,
+        at_ms: u64,
+    ) -> Vec<Option<u64>> {
+        codes
+            .into_iter()
+            .filter(|code| {
+                self.list_before(code, at_ms)
+                    .is_some_and(|users| users.iter().any(|u| u == staff))
+            })
+            .map(|code| {
+                self.first_push(code, at_ms, staff, false)
+                    .map(|p| p.pushed_at_ms.saturating_sub(at_ms))
+            })
+            .collect()
+    }
+}
+
+/// One limit crossing the stack claimed, with its fan-out.
+struct FanOut {
+    crossing: Crossing,
+    /// Codes the notification says it reached, and codes the demo's plan seats the staff
+    /// member on (every code for the cap, the one code for a code's limit).
+    notified_codes: Option<u64>,
+    planned_codes: usize,
+    /// Codes whose list named the staff member at the claim, and the delay to the push that
+    /// took them off each.
+    removals: Vec<Option<u64>>,
+}
+
+impl FanOut {
+    /// Claim to the last push of its fan-out, when every affected list was pushed.
+    fn last_push_ms(&self) -> Option<u64> {
+        self.removals
+            .iter()
+            .copied()
+            .collect::<Option<Vec<u64>>>()
+            .and_then(|delays| delays.into_iter().max())
+    }
+}
+
+fn fan_outs(inputs: &Inputs<'_>, histories: &Histories<'_>) -> Vec<FanOut> {
+    let notified: HashMap<Crossing, u64> = inputs
+        .notifications
+        .iter()
+        .flatten()
+        .map(|n| (n.crossing(), n.codes))
+        .collect();
+    inputs
+        .limit_claims
+        .iter()
+        .map(|claim| {
+            let crossing = &claim.crossing;
+            let (planned, members): (Vec<&str>, Vec<&str>) = match &crossing.code {
+                Some(code) => (
+                    vec![code.as_str()],
+                    inputs
+                        .plan
+                        .code(code)
+                        .filter(|c| c.members.contains(&crossing.staff))
+                        .map(|c| vec![c.id.as_str()])
+                        .unwrap_or_default(),
+                ),
+                None => (
+                    inputs
+                        .plan
+                        .codes_of(&crossing.staff)
+                        .iter()
+                        .map(|c| c.id.as_str())
+                        .collect(),
+                    inputs
+                        .plan
+                        .member_of(&crossing.staff)
+                        .iter()
+                        .map(|c| c.id.as_str())
+                        .collect(),
+                ),
+            };
+            FanOut {
+                crossing: crossing.clone(),
+                notified_codes: notified.get(crossing).copied().or(claim.codes),
+                planned_codes: planned.len(),
+                removals: histories.removals(members, &crossing.staff, claim.claimed_at_ms),
+            }
+        })
+        .collect()
+}
+
+fn quantiles(mut values: Vec<u64>) -> String {
+    if values.is_empty() {
+        return "no samples".into();
+    }
+    values.sort_unstable();
+    format!(
+        "{} / {} / {} ({} samples)",
+        ms(percentile(&values, 50.0)),
+        ms(percentile(&values, 95.0)),
+        ms(values[values.len() - 1]),
+        values.len()
+    )
+}
+
+/// Codes whose sandbox list differs from the recompute (with a line each), and codes that
+/// could not be compared (starved and never pushed).
+pub fn differing(codes: &[FinalCode]) -> (Vec<String>, usize) {
+    let mut differ = Vec::new();
+    let mut unverifiable = 0;
+    for code in codes {
+        let set = |users: &Vec<String>| users.iter().cloned().collect::<BTreeSet<_>>();
+        match (&code.expected, &code.sandbox) {
+            (Some(expected), Some(actual)) if set(expected) == set(actual) => {}
+            (None, _) => unverifiable += 1,
+            (expected, actual) => differ.push(format!(
+                "{}: recompute {:?}{}, sandbox {:?}",
+                code.code,
+                expected.as_ref().map(set).unwrap_or_default(),
+                if code.starved {
+                    " (starved: last pushed)"
+                } else {
+                    ""
+                },
+                actual.as_ref().map(set)
+            )),
+        }
+    }
+    (differ, unverifiable)
+}
+
 struct Lines {
     text: String,
     failed: Vec<String>,
@@ -394,16 +687,29 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
         "\nqrsync demo report: tenant {}, seed {}",
         inputs.tenant, inputs.seed
     );
+    let add_limited = plan.codes.iter().filter(|c| c.add_limit.is_some()).count();
+    let add_limit = plan.codes.iter().find_map(|c| c.add_limit).unwrap_or(0);
     let _ = writeln!(
         out.text,
-        "  {} staff (each on {} to {} codes), {} native codes ({} with daily limit {}, {} with fallback), offline check on every code",
+        "  {} staff (each on {} to {} codes; hubs {} on the most), {} native codes ({} with daily limit {}, {} with add limit {}, {} with fallback), offline check on every code",
         plan.staff.len(),
         seats.values().min().unwrap_or(&0),
         seats.values().max().unwrap_or(&0),
+        plan.hubs.join(", "),
         plan.codes.len(),
         limited,
         daily_limit,
+        add_limited,
+        add_limit,
         with_fallback
+    );
+    let _ = writeln!(
+        out.text,
+        "  tenant timezone {}, company daily cap {}",
+        inputs.timezone,
+        inputs
+            .company_daily_cap
+            .map_or("off".to_owned(), |c| format!("{c} adds per staff member")),
     );
     let campaign_secs = inputs
         .campaign
@@ -531,6 +837,15 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
         })
         .collect();
     latencies.sort_unstable();
+    let slowest = inputs
+        .pushes
+        .iter()
+        .flat_map(|(code, p)| {
+            p.fact_at_ms
+                .iter()
+                .map(move |f| (p.pushed_at_ms.saturating_sub(*f), code, *f, p))
+        })
+        .max_by_key(|(latency, ..)| *latency);
     out.head("Latency from the fact (admin change or counted add) to the completed push");
     if latencies.is_empty() {
         out.line("samples", "none (no push log entries with fact times)");
@@ -545,6 +860,14 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
                 ms(latencies[latencies.len() - 1])
             ),
         );
+        if let Some((latency, code, fact, push)) = slowest {
+            out.note(&format!(
+                "slowest: {code}, fact at {:+.1} s of the campaign, pushed {} later ({} facts served by that push)",
+                (fact as f64 - inputs.campaign.started_at_ms as f64) / 1000.0,
+                ms(latency),
+                push.fact_at_ms.len()
+            ));
+        }
     }
 
     // ---------------------------------------------------------------- scenario
@@ -592,6 +915,254 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
             .join(", ")
             + if dead == 0 { "" } else { "  <- not empty" },
     );
+
+    // ---------------------------------------------------------------- quota loop
+    let histories = Histories::new(inputs);
+    let fan_outs = fan_outs(inputs, &histories);
+    let expected = &inputs.expected_crossings;
+    let by_limit =
+        |set: &BTreeSet<Crossing>, limit: &str| set.iter().filter(|c| c.limit == limit).count();
+    let split = |set: &BTreeSet<Crossing>| {
+        format!(
+            "{} ({} code_daily, {} code_total, {} company_daily)",
+            set.len(),
+            by_limit(set, quota::CODE_DAILY),
+            by_limit(set, quota::CODE_TOTAL),
+            by_limit(set, quota::COMPANY_DAILY)
+        )
+    };
+    let claimed: BTreeSet<Crossing> = inputs
+        .limit_claims
+        .iter()
+        .map(|c| c.crossing.clone())
+        .collect();
+    out.head("Quota loop (limit crossings, StaffQuotaReached notifications, fan-out)");
+    out.line(
+        "limit crossings computed from the adds delivered",
+        split(expected),
+    );
+    out.line(
+        "limit claims in the table (REMOVED#)",
+        format!(
+            "{} ({} marked notified)",
+            split(&claimed),
+            inputs.limit_claims.iter().filter(|c| c.notified).count()
+        ),
+    );
+    let notified: Option<(BTreeSet<Crossing>, usize)> = inputs.notifications.as_ref().map(|ns| {
+        let ids: BTreeSet<&str> = ns.iter().map(|n| n.id.as_str()).collect();
+        (
+            ns.iter().map(Notification::crossing).collect(),
+            ns.len() - ids.len(),
+        )
+    });
+    match &notified {
+        Some((set, duplicates)) => out.line(
+            "notifications received (QuotaNotificationsQueue)",
+            format!("{} ({duplicates} repeated an id)", split(set)),
+        ),
+        None => out.line(
+            "notifications received",
+            "the stack has no QuotaNotificationsQueueUrl output",
+        ),
+    }
+    let company: Vec<&FanOut> = fan_outs
+        .iter()
+        .filter(|f| f.crossing.limit == quota::COMPANY_DAILY)
+        .collect();
+    for fan in &company {
+        let removed = fan.removals.iter().flatten().count();
+        out.line(
+            &format!("cap reached by {}", fan.crossing.staff),
+            format!(
+                "fan-out {} codes (plan: sits on {}); off {removed} of the {} lists naming them, last push {}",
+                fan.notified_codes.map_or("?".into(), |n| n.to_string()),
+                fan.planned_codes,
+                fan.removals.len(),
+                fan.last_push_ms().map_or("-".into(), ms)
+            ),
+        );
+    }
+    out.line(
+        "cap crossing -> last push of its fan-out: p50 / p95 / max",
+        quantiles(company.iter().filter_map(|f| f.last_push_ms()).collect()),
+    );
+    out.line(
+        "code-limit crossing -> push removing the staff member",
+        quantiles(
+            fan_outs
+                .iter()
+                .filter(|f| f.crossing.limit != quota::COMPANY_DAILY)
+                .filter_map(|f| f.last_push_ms())
+                .collect(),
+        ),
+    );
+
+    // ---------------------------------------------------------------- resignation
+    out.head("Resignation (WeCom change_contact / delete_user through the callback route)");
+    let mut resignation_pushes = Vec::new();
+    for r in inputs.resignations {
+        let codes: Vec<&str> = plan
+            .codes_of(&r.staff)
+            .iter()
+            .map(|c| c.id.as_str())
+            .collect();
+        let removals = histories.removals(codes.iter().copied(), &r.staff, r.sent_ms);
+        resignation_pushes.extend(removals.iter().flatten().copied());
+        out.line(
+            &format!("{} resigned", r.staff),
+            format!(
+                "callback {}; sits on {} codes, {} listed them: {} pushes took them off, last after {}",
+                if r.delivered { "delivered" } else { "NOT delivered" },
+                codes.len(),
+                removals.len(),
+                removals.iter().flatten().count(),
+                removals
+                    .iter()
+                    .copied()
+                    .collect::<Option<Vec<u64>>>()
+                    .and_then(|d| d.into_iter().max())
+                    .map_or("-".into(), ms)
+            ),
+        );
+        out.note(&format!(
+            "off every WeCom list {} after the callback (polled each second); WeCom's directory then dropped them with {} contact ways still naming them",
+            r.off_lists_ms
+                .map_or("never seen".into(), |t| ms(t.saturating_sub(r.sent_ms))),
+            r.still_listed_on
+                .as_ref()
+                .map_or("?".into(), |l| l.len().to_string())
+        ));
+    }
+    if inputs.resignations.is_empty() {
+        out.line("resignations", "none in this run");
+    }
+
+    // ---------------------------------------------------------------- schedules
+    let shifts = &inputs.shifts;
+    out.head("Work schedules (a shift edge reaches the lists through the schedule tick alone)");
+    let edge_local = inputs.timezone.at(shifts.edge_ms).format("%a %H:%M");
+    out.line(
+        &format!("shift edge at {edge_local} ({})", inputs.timezone),
+        format!(
+            "ends for {}; starts for {}; tick walked it: {}",
+            if shifts.ends.is_empty() {
+                "nobody".into()
+            } else {
+                shifts.ends.join(", ")
+            },
+            if shifts.starts.is_empty() {
+                "nobody".into()
+            } else {
+                shifts.starts.join(", ")
+            },
+            match shifts.walked {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "-",
+            }
+        ),
+    );
+    // Ends: every member code whose list named them at the edge must drop them; starts:
+    // every member code whose recompute of final facts lists them must have added them.
+    let mut edge_expected = 0;
+    let mut edge_followed = 0;
+    let mut edge_lag = Vec::new();
+    for staff in &shifts.ends {
+        let codes = plan.member_of(staff);
+        let removals =
+            histories.removals(codes.iter().map(|c| c.id.as_str()), staff, shifts.edge_ms);
+        edge_expected += removals.len();
+        edge_followed += removals.iter().flatten().count();
+        edge_lag.extend(removals.iter().flatten().copied());
+    }
+    let mut early_scans = 0;
+    for staff in &shifts.starts {
+        for code in plan.member_of(staff) {
+            let wanted = inputs.final_codes.iter().any(|f| {
+                f.code == code.id && f.expected.as_ref().is_some_and(|e| e.contains(staff))
+            });
+            if !wanted {
+                continue;
+            }
+            edge_expected += 1;
+            if let Some(push) = histories.first_push(&code.id, shifts.edge_ms, staff, true) {
+                edge_followed += 1;
+                edge_lag.push(push.pushed_at_ms.saturating_sub(shifts.edge_ms));
+            }
+        }
+        early_scans += inputs
+            .scans
+            .iter()
+            .filter(|scan| {
+                scan.userid.as_deref() == Some(staff.as_str()) && scan.at_ms < shifts.edge_ms
+            })
+            .count();
+    }
+    out.line(
+        "codes the edge must change / changed by a push after it",
+        format!("{edge_expected} / {edge_followed}"),
+    );
+    out.line(
+        "edge -> push (tick period + grace + refresh): p50 / p95 / max",
+        quantiles(edge_lag),
+    );
+
+    // ---------------------------------------------------------------- rollover
+    let rollover = &inputs.rollover;
+    out.head("Day rollover (the stack's clock moved to just before the tenant's midnight)");
+    if let Some(why) = &rollover.skipped {
+        out.line("day rollover", format!("not run: {why}"));
+    } else {
+        out.line(
+            "midnight / clock jump (functions and WeCom)",
+            format!(
+                "{} {} / +{} s, to {} before it",
+                inputs
+                    .timezone
+                    .at(rollover.midnight_ms)
+                    .format("%Y-%m-%d %H:%M"),
+                inputs.timezone,
+                rollover.jump_secs,
+                ms(rollover.midnight_ms.saturating_sub(rollover.jumped_to_ms))
+            ),
+        );
+        out.line(
+            "the tick rolled the day over",
+            rollover
+                .tick_secs
+                .map_or("NO".into(), |s| format!("{s:.0} s (real) after the jump")),
+        );
+        out.line(
+            "pushes between the jump and midnight (no event)",
+            rollover.pushes_before_midnight,
+        );
+        let staff_back: BTreeSet<&str> = rollover.back.iter().map(|(_, s)| s.as_str()).collect();
+        let codes_back: BTreeSet<&str> = rollover.back.iter().map(|(c, _)| c.as_str()).collect();
+        out.line(
+            "staff restored (on codes)",
+            format!("{} ({} codes)", staff_back.len(), codes_back.len()),
+        );
+        out.line(
+            "codes refreshed by the rollover (pushes serving midnight)",
+            rollover.pushes.len(),
+        );
+        if let Some((reasons, recomputes, pushes)) = rollover.new_day {
+            out.note(&format!(
+                "refresh counters of the new day: {reasons} reasons, {recomputes} recomputes, {pushes} pushes"
+            ));
+        }
+        out.line(
+            "midnight -> push: p50 / p95 / max",
+            quantiles(
+                rollover
+                    .pushes
+                    .iter()
+                    .map(|(_, at)| at.saturating_sub(rollover.midnight_ms))
+                    .collect(),
+            ),
+        );
+    }
 
     // ---------------------------------------------------------------- checks
     out.head("Checks");
@@ -661,26 +1232,7 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
         inputs.claims.len()
     ));
 
-    let mut differ = Vec::new();
-    let mut unverifiable = 0;
-    for code in &inputs.final_codes {
-        let set = |users: &Vec<String>| users.iter().cloned().collect::<BTreeSet<_>>();
-        match (&code.expected, &code.sandbox) {
-            (Some(expected), Some(actual)) if set(expected) == set(actual) => {}
-            (None, _) => unverifiable += 1,
-            (expected, actual) => differ.push(format!(
-                "{}: recompute {:?}{}, sandbox {:?}",
-                code.code,
-                expected.as_ref().map(set).unwrap_or_default(),
-                if code.starved {
-                    " (starved: last pushed)"
-                } else {
-                    ""
-                },
-                actual.as_ref().map(set)
-            )),
-        }
-    }
+    let (differ, unverifiable) = differing(&inputs.final_codes);
     out.must(
         "codes whose sandbox list differs from the recompute",
         format!("{} of {}", differ.len(), inputs.final_codes.len()),
@@ -693,6 +1245,130 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
     }
     for line in differ.iter().take(20) {
         out.note(line);
+    }
+
+    out.must(
+        "codes listing a resigned staff member at the end",
+        inputs
+            .final_codes
+            .iter()
+            .filter(|c| {
+                c.sandbox.as_ref().is_some_and(|users| {
+                    inputs.resignations.iter().any(|r| users.contains(&r.staff))
+                })
+            })
+            .count(),
+        inputs.final_codes.iter().all(|c| {
+            c.sandbox.as_ref().is_none_or(|users| {
+                inputs
+                    .resignations
+                    .iter()
+                    .all(|r| !users.contains(&r.staff))
+            })
+        }),
+    );
+    out.must(
+        "scenario: cap crossings, resignations, shift edges",
+        format!(
+            "{} / {} / {}",
+            company.len(),
+            inputs.resignations.iter().filter(|r| r.delivered).count(),
+            shifts.ends.len() + shifts.starts.len()
+        ),
+        (inputs.company_daily_cap.is_none() || !company.is_empty())
+            && inputs.resignations.iter().all(|r| r.delivered)
+            && inputs.resignations.len() == plan.resign.len(),
+    );
+    match &notified {
+        Some((set, duplicates)) => {
+            let missing: Vec<&Crossing> = expected.difference(set).collect();
+            let unexpected: Vec<&Crossing> = set.difference(expected).collect();
+            out.must(
+                "notifications sent vs limit crossings (from the adds)",
+                format!(
+                    "{} / {}",
+                    inputs.notifications.as_ref().map_or(0, Vec::len),
+                    expected.len()
+                ),
+                missing.is_empty() && unexpected.is_empty() && *duplicates == 0,
+            );
+            for crossing in missing.iter().take(10) {
+                out.note(&format!("no notification for {crossing}"));
+            }
+            for crossing in unexpected.iter().take(10) {
+                out.note(&format!("notification without a crossing: {crossing}"));
+            }
+        }
+        None => out.must(
+            "notifications sent vs limit crossings (from the adds)",
+            "no queue",
+            false,
+        ),
+    }
+    let wrong_fan_out: Vec<&FanOut> = fan_outs
+        .iter()
+        .filter(|f| f.notified_codes != Some(f.planned_codes as u64))
+        .collect();
+    out.must(
+        "crossings whose fan-out differs from the plan's seats",
+        format!("{} of {}", wrong_fan_out.len(), fan_outs.len()),
+        wrong_fan_out.is_empty(),
+    );
+    for fan in wrong_fan_out.iter().take(10) {
+        out.note(&format!(
+            "{}: {} reasons, the plan seats them on {} codes",
+            fan.crossing,
+            fan.notified_codes.map_or("?".into(), |n| n.to_string()),
+            fan.planned_codes
+        ));
+    }
+    if shifts.walked.is_some() {
+        out.must(
+            "codes that followed the shift edge (tick only)",
+            format!("{edge_followed} of {edge_expected}"),
+            shifts.walked == Some(true) && edge_expected > 0 && edge_followed == edge_expected,
+        );
+        out.must(
+            "scans routed to staff before their shift started",
+            early_scans,
+            early_scans == 0,
+        );
+    }
+    match &rollover.skipped {
+        Some(why) => out.must("day rollover", format!("not run: {why}"), false),
+        None => {
+            out.must(
+                "staff-code pairs back after midnight (limit or cap)",
+                format!(
+                    "{} of {}",
+                    rollover.back.len(),
+                    rollover.expected_back.len()
+                ),
+                !rollover.expected_back.is_empty()
+                    && rollover.back.len() == rollover.expected_back.len(),
+            );
+            for (code, staff) in rollover
+                .expected_back
+                .iter()
+                .filter(|pair| !rollover.back.contains(pair))
+                .take(10)
+            {
+                out.note(&format!("{staff} not back on {code}"));
+            }
+            out.must(
+                "codes whose list differs from the recompute after it",
+                format!("{} of {}", rollover.differ.len(), rollover.codes),
+                rollover.drained && rollover.differ.is_empty(),
+            );
+            for line in rollover.differ.iter().take(10) {
+                out.note(line);
+            }
+            out.must(
+                "clock restored afterwards",
+                rollover.restore_error.as_deref().unwrap_or("yes"),
+                rollover.restore_error.is_none(),
+            );
+        }
     }
 
     let _ = writeln!(
@@ -747,9 +1423,14 @@ mod tests {
                 members: vec!["a".into(), "b".into()],
                 fallback: vec!["f".into()],
                 daily_limit: Some(2),
+                add_limit: None,
                 weight: 1,
             }],
             offline: Vec::new(),
+            resign: Vec::new(),
+            shift_ends: Vec::new(),
+            shift_starts: Vec::new(),
+            hubs: Vec::new(),
         };
         let config_ids = BTreeMap::from([("code-00".to_owned(), "cfg0".to_owned())]);
         let flips = [Flip {
@@ -768,10 +1449,19 @@ mod tests {
             plan: &plan,
             tenant: "t",
             seed: 1,
+            timezone: Timezone::default(),
+            company_daily_cap: None,
             scans_planned: 6,
             per_second: 1.0,
             config_ids: &config_ids,
             flips: &flips,
+            resignations: &[],
+            shifts: Shifts {
+                edge_ms: 0,
+                ends: Vec::new(),
+                starts: Vec::new(),
+                walked: None,
+            },
             stats: Stats::default(),
             campaign: Campaign::default(),
             scans: vec![
@@ -794,6 +1484,9 @@ mod tests {
                 claim("f", 1950),
                 claim("f", 1960),
             ],
+            expected_crossings: BTreeSet::new(),
+            limit_claims: Vec::new(),
+            notifications: None,
             refresh: None,
             pushes: vec![
                 push(900, &["a", "b"]),
@@ -808,6 +1501,7 @@ mod tests {
                 inbox: 0,
                 refresh: 0,
             },
+            rollover: Rollover::default(),
             run_secs: 0.0,
         };
         let changes = changes(&inputs);

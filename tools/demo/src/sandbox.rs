@@ -267,6 +267,78 @@ impl Sandbox {
         Ok(page.calls)
     }
 
+    /// The sandbox's clock now (WeCom's time: callbacks are signed and dated with it).
+    pub async fn now_ms(&self) -> Result<u64> {
+        let clock: Value = self
+            .call(reqwest::Method::GET, "/_sandbox/clock", None)
+            .await?;
+        clock
+            .get("now_ms")
+            .and_then(Value::as_u64)
+            .with_context(|| format!("sandbox clock without now_ms: {clock}"))
+    }
+
+    /// Moves the sandbox's clock by `delta_ms` (negative: back).
+    pub async fn advance_clock(&self, delta_ms: i64) -> Result<()> {
+        let _: Value = self
+            .call(
+                reqwest::Method::PUT,
+                "/_sandbox/clock",
+                Some(json!({ "advance_ms": delta_ms })),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Delivers any callback event, WeCom-style (encrypted, signed, retried), with these
+    /// fields after the envelope's (`ToUserName`, `FromUserName`, `CreateTime` = the sandbox's
+    /// now, `MsgType`). True when a copy was answered 200.
+    pub async fn deliver_event(&self, corp_id: &str, fields: &[(&str, &str)]) -> Result<bool> {
+        let now_secs = (self.now_ms().await? / 1000).to_string();
+        let mut all = vec![
+            ("ToUserName", corp_id),
+            ("FromUserName", "sys"),
+            ("CreateTime", now_secs.as_str()),
+            ("MsgType", "event"),
+        ];
+        all.extend_from_slice(fields);
+        let report: Value = self
+            .call(
+                reqwest::Method::POST,
+                "/_sandbox/callbacks",
+                Some(json!({ "corp_id": corp_id, "fields": all })),
+            )
+            .await?;
+        Ok(report
+            .get("deliveries")
+            .and_then(Value::as_array)
+            .is_some_and(|d| {
+                d.iter()
+                    .any(|d| d.get("delivered").and_then(Value::as_bool) == Some(true))
+            }))
+    }
+
+    /// WeCom removes a resigned member from the corp's directory; answers the config ids that
+    /// still list them.
+    pub async fn remove_user(&self, corp_id: &str, userid: &str) -> Result<Vec<String>> {
+        let answer: Value = self
+            .call(
+                reqwest::Method::DELETE,
+                &format!("/_sandbox/corps/{corp_id}/users/{userid}"),
+                None,
+            )
+            .await?;
+        Ok(answer
+            .get("still_listed_on")
+            .and_then(Value::as_array)
+            .map(|ids| {
+                ids.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
     pub async fn contact_ways(&self, corp_id: &str) -> Result<Vec<ContactWay>> {
         #[derive(Deserialize)]
         struct Page {

@@ -2,8 +2,11 @@
 //! settings (`AWS_ENDPOINT_URL`, credentials, region), through `stack_client`.
 
 use anyhow::Result;
-use shared::adapters::dynamodb::DynamoStore;
+use aws_sdk_dynamodb::types::AttributeValue;
+use shared::adapters::dynamodb::{keys, DynamoStore};
+use shared::tenants::TenantId;
 use stack_client::{queue_depth, Stack};
+use std::collections::BTreeMap;
 
 pub struct World {
     pub aws: aws_config::SdkConfig,
@@ -13,7 +16,14 @@ pub struct World {
     pub inbox: String,
     pub refresh: String,
     pub dead_letters: Vec<(String, String)>,
+    /// The quota loop's notifications (the EventBridge rule's default target), when the stack
+    /// has them.
+    pub quota_notifications: Option<String>,
+    /// Every function of the stack: output name (`...FunctionName`) -> function name.
+    pub functions: BTreeMap<String, String>,
     pub sqs: aws_sdk_sqs::Client,
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub lambda: aws_sdk_lambda::Client,
     pub store: DynamoStore,
 }
 
@@ -31,18 +41,29 @@ impl World {
                     url.clone(),
                 )
             })
-            .collect::<std::collections::BTreeMap<_, _>>()
+            .collect::<BTreeMap<_, _>>()
             .into_iter()
             .collect();
+        let functions = found
+            .outputs
+            .iter()
+            .filter(|(key, _)| key.ends_with("FunctionName"))
+            .map(|(key, name)| (key.clone(), name.clone()))
+            .collect();
         let table = found.output("TableName")?.to_owned();
+        let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
         Ok(Self {
             stack: stack.to_owned(),
             inbox: found.output("InboxQueueUrl")?.to_owned(),
             refresh: found.output("RefreshQueueUrl")?.to_owned(),
+            quota_notifications: found.outputs.get("QuotaNotificationsQueueUrl").cloned(),
             api_url: found.api_url,
             dead_letters,
+            functions,
             sqs: aws_sdk_sqs::Client::new(&aws),
-            store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), table.clone()),
+            lambda: aws_sdk_lambda::Client::new(&aws),
+            store: DynamoStore::new(dynamodb.clone(), table.clone()),
+            dynamodb,
             table,
             aws,
         })
@@ -59,5 +80,30 @@ impl World {
             self.queue_depth(&self.inbox).await?,
             self.queue_depth(&self.refresh).await?,
         ))
+    }
+
+    /// A number attribute of one of the tenant's items (strongly consistent read), e.g.
+    /// `due_at_ms` of `DUE#MIDNIGHT`.
+    pub async fn item_number(
+        &self,
+        tenant: &TenantId,
+        sk: &str,
+        name: &str,
+    ) -> Result<Option<u64>> {
+        let item = self
+            .dynamodb
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", AttributeValue::S(keys::tenant(tenant)))
+            .key("sk", AttributeValue::S(sk.to_owned()))
+            .consistent_read(true)
+            .send()
+            .await?
+            .item;
+        Ok(item
+            .as_ref()
+            .and_then(|i| i.get(name))
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse().ok()))
     }
 }
