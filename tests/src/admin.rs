@@ -4,7 +4,7 @@
 use crate::World;
 use anyhow::Result;
 use serde_json::Value;
-use stack_client::AdminApi;
+use stack_client::{AdminApi, Answer};
 
 pub struct Admin<'a>(pub(crate) &'a World);
 
@@ -25,6 +25,18 @@ impl Admin<'_> {
             .get(path)
             .await?
             .expect(&format!("GET /admin{path}"), &[200])
+    }
+
+    pub async fn delete(&self, path: &str) -> Result<Value> {
+        self.api()?
+            .delete(path)
+            .await?
+            .expect(&format!("DELETE /admin{path}"), &[200])
+    }
+
+    /// The status and body of any request, for tests of refusals (404, 400...).
+    pub async fn answer(&self, method: &str, path: &str, body: Option<Value>) -> Result<Answer> {
+        self.api()?.send(method, path, body.as_ref()).await
     }
 }
 

@@ -48,7 +48,12 @@ impl AdminApi {
         self.send("GET", path, None).await
     }
 
-    async fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Answer> {
+    pub async fn delete(&self, path: &str) -> Result<Answer> {
+        self.send("DELETE", path, None).await
+    }
+
+    /// One signed request of any method, `path` under `/admin`.
+    pub async fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Answer> {
         let url = format!("{}{path}", self.base);
         let payload = body
             .map(serde_json::to_vec)
