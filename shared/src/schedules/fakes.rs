@@ -119,7 +119,8 @@ impl DueIndex for InMemoryDueStore {
         lease_until_ms: u64,
     ) -> Result<Lease, StoreError> {
         let mut state = self.state();
-        if state.owner.is_some() && state.lease_until_ms >= now_ms {
+        let running = (now_ms..=lease_until_ms).contains(&state.lease_until_ms);
+        if state.owner.is_some() && running {
             return Ok(Lease::HeldElsewhere);
         }
         state.owner = Some(owner.to_owned());

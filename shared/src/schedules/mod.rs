@@ -140,7 +140,9 @@ pub enum Lease {
 #[async_trait::async_trait]
 pub trait DueIndex: Send + Sync {
     /// Takes the cursor for `owner` until `lease_until_ms`, unless another run's lease is still
-    /// running at `now_ms`. Exactly one of two racing runs gets it.
+    /// running at `now_ms`. Exactly one of two racing runs gets it. A lease ending after
+    /// `lease_until_ms` was taken under a clock ahead of this one (the clock was set back, which
+    /// restarts every function) and holds nothing.
     async fn acquire(
         &self,
         owner: &str,

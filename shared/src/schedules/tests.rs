@@ -422,6 +422,23 @@ async fn a_crashed_runs_lease_expires_and_the_next_run_walks_its_minute_again() 
 }
 
 #[tokio::test]
+async fn a_lease_taken_under_a_clock_since_set_back_does_not_hold_the_cursor() {
+    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    store.set_cursor(minute("2026-11-30T01:30:00Z"));
+    // A run killed at 01:30 while the stack's clock was half an hour ahead.
+    store.hold_lease("killed", ms("2026-11-30T01:32:00Z"));
+
+    let report = tick(&store, &queue, monday_0900_20)
+        .run("run-1", BUDGET)
+        .await
+        .expect("tick ran");
+
+    assert!(!report.held_elsewhere);
+    assert!(report.rewound);
+    assert_eq!(store.cursor(), Some(minute("2026-11-30T01:01:00Z")));
+}
+
+#[tokio::test]
 async fn a_failing_item_is_tried_again_next_minute_without_holding_up_the_others() {
     let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
     store.insert_tenant(&tenant(), shanghai());

@@ -134,7 +134,9 @@ impl DueIndex for DynamoStore {
             .table_name(&self.table)
             .set_key(Some(cursor_key()))
             .update_expression("SET #owner = :owner, #until = :until")
-            .condition_expression("attribute_not_exists(#pk) OR #until < :now")
+            // A lease ending after the one we would take was taken under a clock ahead of ours
+            // (an operator set the clock back, which restarts every function): nobody holds it.
+            .condition_expression("attribute_not_exists(#pk) OR #until < :now OR #until > :until")
             .expression_attribute_names("#pk", keys::PK)
             .expression_attribute_names("#owner", "owner")
             .expression_attribute_names("#until", LEASE_UNTIL)
