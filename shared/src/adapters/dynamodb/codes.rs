@@ -498,16 +498,29 @@ impl CodeFacts for DynamoStore {
         code: &CodeId,
         rotation: &[RotationSlot],
     ) -> Result<(), StoreError> {
+        let rotation = s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?);
+        // Before its first push a code has no record, and WeCom holds the list the contact way
+        // was created with: the record starts from that list, so the next recompute still sees
+        // what WeCom has (and does not push it again).
+        let created_with = match self.code(tenant, code).await? {
+            Some(record) => record.code.created_with,
+            None => return Ok(()),
+        };
         self.client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(key(keys::tenant(tenant), keys::pushed(code))))
-            .update_expression("SET rotation = :rotation")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(
-                ":rotation",
-                s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?),
+            .update_expression(
+                "SET rotation = :rotation, #users = if_not_exists(#users, :created_with), \
+                 starved = if_not_exists(starved, :no)",
             )
+            .expression_attribute_names("#users", "users")
+            .expression_attribute_values(":rotation", rotation)
+            .expression_attribute_values(
+                ":created_with",
+                strings(created_with.iter().map(|u| u.as_str().to_owned())),
+            )
+            .expression_attribute_values(":no", AttributeValue::Bool(false))
             .send()
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;
