@@ -103,6 +103,10 @@ struct Args {
     hubs: usize,
     #[arg(long, default_value_t = 8)]
     hub_codes: usize,
+    /// Codes the campaign never scans, listing the staff with a shift edge and a member who is
+    /// on no other code: only the schedule tick changes them.
+    #[arg(long, default_value_t = 3)]
+    quiet_codes: usize,
     /// Staff taken offline during the campaign.
     #[arg(long, default_value_t = 3)]
     offline: usize,
@@ -235,6 +239,7 @@ async fn run(args: Args) -> Result<bool> {
         shift_starts: args.shift_starts,
         hubs: args.hubs,
         hub_codes: args.hub_codes,
+        quiet_codes: args.quiet_codes,
     });
     let campaign_ms = (args.scans as f64 / args.per_second * 1000.0) as u64;
     let (timezone, midnight_ms) = match &args.timezone {

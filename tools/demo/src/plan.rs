@@ -1,6 +1,10 @@
 //! The campaign's cast, drawn from the seed: staff, codes and their members, which codes have
 //! a daily limit or a fallback, who goes offline and when, who resigns, whose shift ends or
 //! starts during the run, and the "hubs" who sit on many codes (the company cap's fan-out).
+//!
+//! Besides the campaign's codes there are a few "quiet" codes the campaign never scans: their
+//! members are the staff with a shift edge and one "steady" staff member who sits on nothing
+//! else, so no event of the run touches them and only the schedule tick can change them.
 
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -29,6 +33,8 @@ pub struct Settings {
     /// Staff seated on `hub_codes` codes more than the others.
     pub hubs: usize,
     pub hub_codes: usize,
+    /// Codes outside the campaign, listing the staff with a shift edge and a steady member.
+    pub quiet_codes: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -59,6 +65,8 @@ pub struct Plan {
     pub shift_ends: Vec<String>,
     pub shift_starts: Vec<String>,
     pub hubs: Vec<String>,
+    /// The member of the quiet codes who is on no campaign code (keeps their lists non-empty).
+    pub steady: Vec<String>,
 }
 
 /// Staff kept as fallback: never taken offline and never members of a code they back up, so
@@ -88,6 +96,7 @@ impl Plan {
         let shift_ends = take(settings.shift_ends);
         let shift_starts = take(settings.shift_starts);
         let hubs = take(settings.hubs);
+        let steady = take(usize::from(settings.quiet_codes > 0));
         let offline: Vec<OfflineFlip> = offline_staff
             .iter()
             .enumerate()
@@ -112,7 +121,7 @@ impl Plan {
             let wanted = rng.gen_range(4..=6usize);
             let mut candidates: Vec<String> = staff
                 .iter()
-                .filter(|s| !(has_fallback && backups.contains(s)))
+                .filter(|s| !(steady.contains(s) || has_fallback && backups.contains(s)))
                 .cloned()
                 .collect();
             candidates.shuffle(&mut rng);
@@ -155,6 +164,23 @@ impl Plan {
         }
         // Which codes are limited or backed up should not depend on their position.
         codes.shuffle(&mut rng);
+        let mut quiet_members: Vec<String> = shift_ends
+            .iter()
+            .chain(&shift_starts)
+            .chain(&steady)
+            .cloned()
+            .collect();
+        quiet_members.sort();
+        for i in 0..settings.quiet_codes {
+            codes.push(CodePlan {
+                id: format!("quiet-{i}"),
+                members: quiet_members.clone(),
+                fallback: Vec::new(),
+                daily_limit: None,
+                add_limit: None,
+                weight: 0,
+            });
+        }
         Plan {
             staff,
             codes,
@@ -163,7 +189,13 @@ impl Plan {
             shift_ends,
             shift_starts,
             hubs,
+            steady,
         }
+    }
+
+    /// Codes the campaign never scans (weight 0).
+    pub fn quiet(&self) -> impl Iterator<Item = &CodePlan> {
+        self.codes.iter().filter(|c| c.weight == 0)
     }
 
     pub fn code(&self, id: &str) -> Option<&CodePlan> {
@@ -220,6 +252,7 @@ mod tests {
             shift_starts: 1,
             hubs: 2,
             hub_codes: 8,
+            quiet_codes: 3,
         }
     }
 
@@ -235,8 +268,15 @@ mod tests {
     #[test]
     fn everybody_sits_on_several_codes_and_backups_never_back_up_their_own_code() {
         let plan = Plan::draw(&settings());
-        assert!(plan.seats().values().all(|&n| n >= 3), "{:?}", plan.seats());
-        for code in &plan.codes {
+        let seats = plan.seats();
+        assert!(
+            plan.staff
+                .iter()
+                .filter(|s| !plan.steady.contains(s))
+                .all(|s| seats[s.as_str()] >= 3),
+            "{seats:?}"
+        );
+        for code in plan.codes.iter().filter(|c| c.weight > 0) {
             assert!((4..=8).contains(&code.members.len()));
             assert!(code.fallback.iter().all(|f| !code.members.contains(f)));
             assert!(plan
@@ -278,10 +318,11 @@ mod tests {
             .chain(&plan.shift_starts)
             .chain(&plan.hubs)
             .collect();
-        assert_eq!(cast.len(), 3 + 1 + 2 + 1 + 2);
+        cast.extend(&plan.steady);
+        assert_eq!(cast.len(), 3 + 1 + 2 + 1 + 2 + 1);
         cast.sort();
         cast.dedup();
-        assert_eq!(cast.len(), 9, "a staff member has two roles");
+        assert_eq!(cast.len(), 10, "a staff member has two roles");
         let seats = plan.seats();
         let most_others = plan
             .staff
@@ -294,5 +335,18 @@ mod tests {
             assert!(seats[hub.as_str()] > most_others, "{hub}: {seats:?}");
             assert_eq!(plan.member_of(hub).len(), seats[hub.as_str()]);
         }
+    }
+
+    #[test]
+    fn quiet_codes_list_only_the_staff_with_a_shift_edge_and_the_steady_member() {
+        let plan = Plan::draw(&settings());
+        let quiet: Vec<&CodePlan> = plan.quiet().collect();
+        assert_eq!(quiet.len(), 3);
+        for code in quiet {
+            assert_eq!(code.members.len(), 2 + 1 + 1);
+            assert!(code.daily_limit.is_none() && code.fallback.is_empty());
+        }
+        // The steady member sits on the quiet codes only.
+        assert_eq!(plan.codes_of(&plan.steady[0]).len(), 3);
     }
 }

@@ -267,6 +267,7 @@ mod tests {
             shift_ends: Vec::new(),
             shift_starts: Vec::new(),
             hubs: Vec::new(),
+            steady: Vec::new(),
         }
     }
 

@@ -679,6 +679,7 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
         .iter()
         .filter(|c| c.daily_limit.is_some())
         .count();
+    let quiet_codes = plan.quiet().count();
     let daily_limit = plan.codes.iter().find_map(|c| c.daily_limit).unwrap_or(0);
     let with_fallback = plan.codes.iter().filter(|c| !c.fallback.is_empty()).count();
     let seats = plan.seats();
@@ -691,12 +692,12 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
     let add_limit = plan.codes.iter().find_map(|c| c.add_limit).unwrap_or(0);
     let _ = writeln!(
         out.text,
-        "  {} staff (each on {} to {} codes; hubs {} on the most), {} native codes ({} with daily limit {}, {} with add limit {}, {} with fallback), offline check on every code",
+        "  {} staff (each on {} to {} codes; hubs {} on the most), {} native codes in the campaign ({} with daily limit {}, {} with add limit {}, {} with fallback) and {quiet_codes} quiet ones, offline check on every code",
         plan.staff.len(),
         seats.values().min().unwrap_or(&0),
         seats.values().max().unwrap_or(&0),
         plan.hubs.join(", "),
-        plan.codes.len(),
+        plan.codes.len() - quiet_codes,
         limited,
         daily_limit,
         add_limited,
@@ -827,12 +828,15 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
     );
 
     // ---------------------------------------------------------------- latency
+    // The shift edge is the tick's fact, measured on its own below.
+    let is_edge = |fact: &u64| inputs.shifts.walked.is_some() && *fact == inputs.shifts.edge_ms;
     let mut latencies: Vec<u64> = inputs
         .pushes
         .iter()
         .flat_map(|(_, p)| {
             p.fact_at_ms
                 .iter()
+                .filter(|f| !is_edge(f))
                 .map(|f| p.pushed_at_ms.saturating_sub(*f))
         })
         .collect();
@@ -843,10 +847,11 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
         .flat_map(|(code, p)| {
             p.fact_at_ms
                 .iter()
+                .filter(|f| !is_edge(f))
                 .map(move |f| (p.pushed_at_ms.saturating_sub(*f), code, *f, p))
         })
         .max_by_key(|(latency, ..)| *latency);
-    out.head("Latency from the fact (admin change or counted add) to the completed push");
+    out.head("Latency from the fact (admin change, counted add, limit claim, contact change) to the completed push");
     if latencies.is_empty() {
         out.line("samples", "none (no push log entries with fact times)");
     } else {
@@ -1100,13 +1105,48 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
             .count();
     }
     out.line(
-        "codes the edge must change / changed by a push after it",
-        format!("{edge_expected} / {edge_followed}"),
+        "campaign codes the edge must change / changed after it",
+        format!("{edge_expected} / {edge_followed} (by the tick or by any refresh after it)"),
+    );
+    // Quiet codes: no scan, no admin change; only the tick's reasons may change them.
+    let mut quiet_changed = 0;
+    let mut quiet_other_pushes = 0;
+    let mut quiet_lag = Vec::new();
+    let on_shift: BTreeSet<&String> = plan.steady.iter().chain(&shifts.starts).collect();
+    for code in plan.quiet() {
+        let history = histories.of(&code.id);
+        let by_tick = history
+            .iter()
+            .find(|p| p.pushed_at_ms >= shifts.edge_ms && p.fact_at_ms.contains(&shifts.edge_ms));
+        quiet_other_pushes += history
+            .iter()
+            .filter(|p| p.fact_at_ms.iter().any(|f| *f != shifts.edge_ms))
+            .count();
+        if let Some(push) = by_tick {
+            let after: BTreeSet<&String> = push.users.iter().collect();
+            let wanted: BTreeSet<&String> = code
+                .members
+                .iter()
+                .filter(|m| on_shift.contains(m))
+                .collect();
+            if after == wanted {
+                quiet_changed += 1;
+            }
+            quiet_lag.push(push.pushed_at_ms.saturating_sub(shifts.edge_ms));
+        }
+    }
+    out.line(
+        "quiet codes changed by the tick's reasons alone",
+        format!(
+            "{quiet_changed} of {} (pushes on them serving any other fact: {quiet_other_pushes})",
+            plan.quiet().count()
+        ),
     );
     out.line(
-        "edge -> push (tick period + grace + refresh): p50 / p95 / max",
-        quantiles(edge_lag),
+        "edge -> tick's push on a quiet code: p50 / p95 / max",
+        quantiles(quiet_lag),
     );
+    out.note("the tick runs once a minute and walks a minute 15 s after it ends: 15 to 75 s");
 
     // ---------------------------------------------------------------- rollover
     let rollover = &inputs.rollover;
@@ -1167,7 +1207,7 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
     // ---------------------------------------------------------------- checks
     out.head("Checks");
     out.must(
-        "queues drained (inbox + refresh, as SQS reports them)",
+        "queues drained (inbox, refresh, retries; per SQS)",
         if inputs.drained.drained {
             "yes".to_owned()
         } else {
@@ -1324,9 +1364,15 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
     }
     if shifts.walked.is_some() {
         out.must(
-            "codes that followed the shift edge (tick only)",
+            "campaign codes that followed the shift edge",
             format!("{edge_followed} of {edge_expected}"),
             shifts.walked == Some(true) && edge_expected > 0 && edge_followed == edge_expected,
+        );
+        let quiet = plan.quiet().count();
+        out.must(
+            "quiet codes changed at the edge by the tick alone",
+            format!("{quiet_changed} of {quiet}"),
+            quiet_changed == quiet && quiet_other_pushes == 0,
         );
         out.must(
             "scans routed to staff before their shift started",
@@ -1431,6 +1477,7 @@ mod tests {
             shift_ends: Vec::new(),
             shift_starts: Vec::new(),
             hubs: Vec::new(),
+            steady: Vec::new(),
         };
         let config_ids = BTreeMap::from([("code-00".to_owned(), "cfg0".to_owned())]);
         let flips = [Flip {

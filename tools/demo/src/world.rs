@@ -15,6 +15,9 @@ pub struct World {
     pub table: String,
     pub inbox: String,
     pub refresh: String,
+    /// Queues that hand refreshes back to `refresh` later (retry delays), when the stack has
+    /// them: outputs `RefreshRetry...QueueUrl`.
+    pub refresh_retries: Vec<String>,
     pub dead_letters: Vec<(String, String)>,
     /// The quota loop's notifications (the EventBridge rule's default target), when the stack
     /// has them.
@@ -56,6 +59,12 @@ impl World {
             stack: stack.to_owned(),
             inbox: found.output("InboxQueueUrl")?.to_owned(),
             refresh: found.output("RefreshQueueUrl")?.to_owned(),
+            refresh_retries: found
+                .outputs
+                .iter()
+                .filter(|(key, _)| key.starts_with("RefreshRetry") && key.ends_with("QueueUrl"))
+                .map(|(_, url)| url.clone())
+                .collect(),
             quota_notifications: found.outputs.get("QuotaNotificationsQueueUrl").cloned(),
             api_url: found.api_url,
             dead_letters,
@@ -74,12 +83,13 @@ impl World {
         queue_depth(&self.sqs, url).await
     }
 
-    /// Inbox and refresh queue depths.
+    /// Inbox and refresh queue depths (refresh with its retry queues).
     pub async fn work_queues(&self) -> Result<(u64, u64)> {
-        Ok((
-            self.queue_depth(&self.inbox).await?,
-            self.queue_depth(&self.refresh).await?,
-        ))
+        let mut refresh = self.queue_depth(&self.refresh).await?;
+        for url in &self.refresh_retries {
+            refresh += self.queue_depth(url).await?;
+        }
+        Ok((self.queue_depth(&self.inbox).await?, refresh))
     }
 
     /// A number attribute of one of the tenant's items (strongly consistent read), e.g.
