@@ -1,30 +1,55 @@
 //! Translates refresh.fifo batches into `Refresher::refresh` calls: one recompute per code
-//! however many of its reasons the batch holds (MISSION rule 5, coalescing).
+//! however many of its reasons the batch holds (MISSION rule 5, coalescing), and sends each
+//! code that did not finish down its path (rules 6 and 9, `shared::refresh::retry`):
 //!
-//! A code whose refresh fails has all its messages reported for redelivery (they are the
-//! rest of its group); other codes carry on. A message that is not a refresh reason is moved
-//! to the dead-letter queue as poison.
+//! - throttled (no budget, or WeCom's 45009/45033): one reason requeued through the retry
+//!   queue covering the wait, the messages acknowledged: no receive counted, never a DLQ;
+//! - transient or token failure: requeued with a growing delay and an attempt count, then
+//!   moved to the dead-letter queue with its class and the code marked dirty;
+//! - a refusal retrying cannot fix (41041, any other errcode): dead-lettered at once, dirty;
+//! - the table or a queue unavailable: the code's messages are reported for redelivery (the
+//!   rest of their group with them); on the last receive before the queue's redrive the
+//!   code is marked dirty first, since a redriven message passes no code of ours.
+//!
+//! Messages from a retry queue have served their delay and are forwarded to refresh.fifo
+//! unrefreshed, so the code's message group stays the one way to its single writer. A
+//! message that is not a refresh reason is moved to the dead-letter queue as poison.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Error, LambdaEvent};
 use shared::batch::PartialBatch;
 use shared::ports::DeadLetters;
-use shared::refresh::{CodeFacts, ContactWayPusher, Outcome, RefreshReason, Refresher};
+use shared::refresh::retry::{self, Path, RetriedReason, RetryQueues};
+use shared::refresh::{
+    CodeFacts, ContactWayPusher, FailureMarks, Outcome, RefreshError, Refresher, WeComBudget,
+};
+
+/// refresh.fifo's `maxReceiveCount` in `template.yaml`.
+const MAX_RECEIVES: u32 = 5;
 
 /// The reasons of one code in this batch, in arrival order.
 struct CodeWork<'a> {
     group: &'a str,
-    reason: RefreshReason,
-    message_ids: Vec<&'a str>,
+    reason: RetriedReason,
+    messages: Vec<(&'a str, &'a str)>,
     fact_at_ms: Vec<u64>,
+    receive_count: u32,
 }
 
 #[tracing::instrument(skip_all, fields(records = event.payload.records.len()))]
-pub(crate) async fn handle<F: CodeFacts, P: ContactWayPusher, D: DeadLetters>(
-    refresher: &Refresher<F, P>,
+pub(crate) async fn handle<F, P, B, D, R>(
+    refresher: &Refresher<F, P, B>,
     dead_letters: &D,
+    retries: &R,
     event: LambdaEvent<SqsEvent>,
-) -> Result<SqsBatchResponse, Error> {
+) -> Result<SqsBatchResponse, Error>
+where
+    F: CodeFacts + FailureMarks,
+    P: ContactWayPusher,
+    B: WeComBudget,
+    D: DeadLetters,
+    R: RetryQueues,
+{
     let mut batch = PartialBatch::default();
     let mut work: Vec<CodeWork<'_>> = Vec::new();
     for message in &event.payload.records {
@@ -35,51 +60,163 @@ pub(crate) async fn handle<F: CodeFacts, P: ContactWayPusher, D: DeadLetters>(
             .map(String::as_str)
             .unwrap_or_default();
         let body = message.body.as_deref().unwrap_or_default();
-        match serde_json::from_str::<RefreshReason>(body) {
-            Ok(reason) => match work
-                .iter_mut()
-                .find(|w| w.reason.tenant == reason.tenant && w.reason.code == reason.code)
-            {
-                Some(code) => {
-                    code.message_ids.push(id);
-                    code.fact_at_ms.push(reason.fact_at_ms);
-                }
-                None => work.push(CodeWork {
-                    group,
-                    fact_at_ms: vec![reason.fact_at_ms],
-                    reason,
-                    message_ids: vec![id],
-                }),
-            },
+        if batch.group_failed(group) {
+            batch.fail(group, id);
+            continue;
+        }
+        let reason = match serde_json::from_str::<RetriedReason>(body) {
+            Ok(reason) => reason,
             Err(error) => {
                 let reason = format!("not a refresh reason: {error}");
                 batch
                     .park_poison(dead_letters, group, id, body, &reason)
                     .await;
+                continue;
             }
+        };
+        let source = message.event_source_arn.as_deref().unwrap_or_default();
+        if retries.is_retry_queue(source) {
+            tracing::info!(code = %reason.reason.code, attempt = reason.attempt, "delay served; back to refresh.fifo");
+            if let Err(error) = retries.forward(&reason).await {
+                tracing::warn!(error = %error, message_id = id, "retried reason not forwarded; redelivered");
+                batch.fail(group, id);
+            }
+            continue;
+        }
+        let receive_count = message
+            .attributes
+            .get("ApproximateReceiveCount")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1);
+        match work.iter_mut().find(|w| {
+            w.reason.reason.tenant == reason.reason.tenant
+                && w.reason.reason.code == reason.reason.code
+        }) {
+            Some(code) => {
+                code.messages.push((id, body));
+                code.fact_at_ms.push(reason.reason.fact_at_ms);
+                code.reason.attempt = code.reason.attempt.max(reason.attempt);
+                code.receive_count = code.receive_count.max(receive_count);
+            }
+            None => work.push(CodeWork {
+                group,
+                fact_at_ms: vec![reason.reason.fact_at_ms],
+                reason,
+                messages: vec![(id, body)],
+                receive_count,
+            }),
         }
     }
     for code in work {
-        let (tenant, code_id) = (&code.reason.tenant, &code.reason.code);
-        match refresher.refresh(tenant, code_id, &code.fact_at_ms).await {
-            Ok(outcome) => {
-                let outcome = match outcome {
-                    Outcome::Pushed(users) => format!("pushed {} users", users.len()),
-                    other => format!("{other:?}"),
-                };
-                tracing::info!(tenant = %tenant, code = %code_id, reasons = code.message_ids.len(), outcome, "code refreshed");
+        refresh_code(refresher, dead_letters, retries, &mut batch, code).await;
+    }
+    let mut response = SqsBatchResponse::default();
+    response.set_failures(batch.failures());
+    Ok(response)
+}
+
+async fn refresh_code<F, P, B, D, R>(
+    refresher: &Refresher<F, P, B>,
+    dead_letters: &D,
+    retries: &R,
+    batch: &mut PartialBatch,
+    code: CodeWork<'_>,
+) where
+    F: CodeFacts + FailureMarks,
+    P: ContactWayPusher,
+    B: WeComBudget,
+    D: DeadLetters,
+    R: RetryQueues,
+{
+    let (tenant, code_id) = (&code.reason.reason.tenant, &code.reason.reason.code);
+    let attempt = code.reason.attempt;
+    let path = match refresher.refresh(tenant, code_id, &code.fact_at_ms).await {
+        Ok(Outcome::Throttled { retry_after_ms }) => retry::throttled(retry_after_ms, attempt),
+        Ok(outcome) => {
+            let outcome = match outcome {
+                Outcome::Pushed(users) => format!("pushed {} users", users.len()),
+                other => format!("{other:?}"),
+            };
+            tracing::info!(tenant = %tenant, code = %code_id, reasons = code.messages.len(), outcome, "code refreshed");
+            return;
+        }
+        Err(RefreshError::WeCom(error)) => {
+            tracing::warn!(tenant = %tenant, code = %code_id, error = %error, class = %error.class(), attempt, "push failed");
+            retry::failed(error.class(), attempt)
+        }
+        Err(RefreshError::Store(error)) => {
+            tracing::warn!(tenant = %tenant, code = %code_id, error = %error, "refresh failed; its reasons are redelivered");
+            if code.receive_count >= MAX_RECEIVES {
+                mark_dirty(
+                    refresher,
+                    &code,
+                    shared::wecom::api::FailureClass::Transient,
+                )
+                .await;
             }
-            Err(error) => {
-                tracing::warn!(tenant = %tenant, code = %code_id, error = %error, "refresh failed; its reasons are redelivered");
-                for id in code.message_ids {
+            fail_all(batch, &code);
+            return;
+        }
+    };
+    match path {
+        Path::Requeue { delay, attempt } => {
+            let first_id = code.messages.first().map(|(id, _)| *id).unwrap_or_default();
+            let requeued = RetriedReason::requeued(code.reason.reason.clone(), attempt, first_id);
+            match retries.delay(&requeued, delay).await {
+                Ok(()) => {
+                    tracing::info!(tenant = %tenant, code = %code_id, delay_s = delay.seconds(), attempt, "reasons requeued with a delay")
+                }
+                Err(error) => {
+                    tracing::warn!(error = %error, "requeue failed; the reasons are redelivered");
+                    fail_all(batch, &code);
+                }
+            }
+        }
+        Path::DeadLetter(class) => {
+            tracing::error!(alert = "refresh_dead_lettered", tenant = %tenant, code = %code_id, class = %class, "reasons moved to the dead-letter queue; code marked dirty");
+            mark_dirty(refresher, &code, class).await;
+            for (id, body) in &code.messages {
+                let parked = dead_letters
+                    .park(
+                        code.group,
+                        id,
+                        body,
+                        class.as_str(),
+                        "refresh failed for good",
+                    )
+                    .await;
+                if let Err(error) = parked {
+                    tracing::error!(message_id = id, error = %error, "could not park; redelivered");
                     batch.fail(code.group, id);
                 }
             }
         }
     }
-    let mut response = SqsBatchResponse::default();
-    response.set_failures(batch.failures());
-    Ok(response)
+}
+
+async fn mark_dirty<F, P, B>(
+    refresher: &Refresher<F, P, B>,
+    code: &CodeWork<'_>,
+    class: shared::wecom::api::FailureClass,
+) where
+    F: CodeFacts + FailureMarks,
+    P: ContactWayPusher,
+    B: WeComBudget,
+{
+    let (tenant, code_id) = (&code.reason.reason.tenant, &code.reason.reason.code);
+    if let Err(error) = refresher
+        .facts()
+        .mark_dirty(tenant, code_id, class, refresher.now_ms())
+        .await
+    {
+        tracing::error!(error = %error, tenant = %tenant, code = %code_id, "code not marked dirty");
+    }
+}
+
+fn fail_all(batch: &mut PartialBatch, code: &CodeWork<'_>) {
+    for (id, _) in &code.messages {
+        batch.fail(code.group, id);
+    }
 }
 
 #[cfg(test)]
@@ -88,9 +225,10 @@ mod tests {
     use lambda_runtime::Context;
     use shared::membership::{CodeConfig, CodeId, Family, StaffFacts, StaffId, Switches};
     use shared::ports::StoreError;
-    use shared::refresh::{CodeSnapshot, PushRecord, StoredCode};
+    use shared::refresh::retry::RetryDelay;
+    use shared::refresh::{CodeSnapshot, PushRecord, Spend, StoredCode, Window};
     use shared::tenants::{TenantId, TenantProfile};
-    use shared::wecom::api::{CorpCredentials, WeComError};
+    use shared::wecom::api::{CorpCredentials, FailureClass, WeComError};
     use std::sync::Mutex;
 
     #[derive(Default)]
@@ -98,7 +236,74 @@ mod tests {
         snapshots_read: Mutex<Vec<String>>,
         pushes: Mutex<Vec<(String, Vec<String>)>>,
         failing_config: Option<&'static str>,
-        parked: Mutex<Vec<String>>,
+        failure: Option<WeComError>,
+        unreadable_code: Option<&'static str>,
+        no_budget: bool,
+        parked: Mutex<Vec<(String, String)>>,
+        delayed: Mutex<Vec<(RetriedReason, RetryDelay)>>,
+        forwarded: Mutex<Vec<RetriedReason>>,
+        dirty: Mutex<Vec<(String, FailureClass)>>,
+    }
+
+    #[async_trait::async_trait]
+    impl FailureMarks for &Fakes {
+        async fn mark_code_gone(&self, _: &TenantId, _: &CodeId, _: u64) -> Result<(), StoreError> {
+            Ok(())
+        }
+        async fn mark_staff_unusable(
+            &self,
+            _: &TenantId,
+            _: &StaffId,
+            _: i64,
+            _: u64,
+        ) -> Result<(), StoreError> {
+            Ok(())
+        }
+        async fn mark_dirty(
+            &self,
+            _: &TenantId,
+            code: &CodeId,
+            class: FailureClass,
+            _: u64,
+        ) -> Result<(), StoreError> {
+            self.dirty
+                .lock()
+                .expect("lock")
+                .push((code.to_string(), class));
+            Ok(())
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl WeComBudget for &Fakes {
+        async fn spend(&self, _: &TenantId, _: &str, _: u64) -> Result<Spend, StoreError> {
+            Ok(if self.no_budget {
+                Spend::Exhausted {
+                    window: Window::Minute,
+                    retry_after_ms: 40_000,
+                }
+            } else {
+                Spend::Granted
+            })
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl RetryQueues for &Fakes {
+        async fn delay(&self, reason: &RetriedReason, delay: RetryDelay) -> Result<(), StoreError> {
+            self.delayed
+                .lock()
+                .expect("lock")
+                .push((reason.clone(), delay));
+            Ok(())
+        }
+        async fn forward(&self, reason: &RetriedReason) -> Result<(), StoreError> {
+            self.forwarded.lock().expect("lock").push(reason.clone());
+            Ok(())
+        }
+        fn is_retry_queue(&self, arn: &str) -> bool {
+            arn.ends_with("refresh-retry-15s.fifo")
+        }
     }
 
     #[async_trait::async_trait]
@@ -113,6 +318,9 @@ mod tests {
                 .lock()
                 .expect("lock")
                 .push(code.to_string());
+            if self.unreadable_code == Some(code.as_str()) {
+                return Err(StoreError::new("table", "switched off"));
+            }
             let alice = StaffId::parse("alice").expect("valid");
             Ok(Some(CodeSnapshot {
                 profile: TenantProfile {
@@ -163,9 +371,9 @@ mod tests {
             users: &[String],
         ) -> Result<(), WeComError> {
             if self.failing_config == Some(config_id) {
-                return Err(WeComError::Transient {
+                return Err(self.failure.clone().unwrap_or(WeComError::Transient {
                     detail: "down".into(),
-                });
+                }));
             }
             self.pushes
                 .lock()
@@ -182,10 +390,13 @@ mod tests {
             _: &str,
             id: &str,
             _: &str,
-            _: &str,
+            class: &str,
             _: &str,
         ) -> Result<(), StoreError> {
-            self.parked.lock().expect("lock").push(id.to_owned());
+            self.parked
+                .lock()
+                .expect("lock")
+                .push((id.to_owned(), class.to_owned()));
             Ok(())
         }
     }
@@ -207,8 +418,8 @@ mod tests {
     #[tokio::test]
     async fn reasons_for_one_code_in_a_batch_give_one_recompute() {
         let fakes = Fakes::default();
-        let refresher = Refresher::new(&fakes, &fakes, clock);
-        let response = handle(&refresher, &&fakes, sample())
+        let refresher = Refresher::new(&fakes, &fakes, &fakes, clock);
+        let response = handle(&refresher, &&fakes, &&fakes, sample())
             .await
             .expect("handled");
         assert!(response.batch_item_failures.is_empty());
@@ -220,13 +431,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_failing_code_reports_all_its_messages_and_the_other_code_is_pushed() {
+    async fn when_the_table_fails_for_a_code_all_its_messages_are_reported_and_the_other_code_is_pushed(
+    ) {
         let fakes = Fakes {
-            failing_config: Some("cfg-code-1"),
+            unreadable_code: Some("code-1"),
             ..Fakes::default()
         };
-        let refresher = Refresher::new(&fakes, &fakes, clock);
-        let response = handle(&refresher, &&fakes, sample())
+        let refresher = Refresher::new(&fakes, &fakes, &fakes, clock);
+        let response = handle(&refresher, &&fakes, &&fakes, sample())
             .await
             .expect("handled");
         let failed: Vec<_> = response
@@ -245,5 +457,126 @@ mod tests {
             *fakes.pushes.lock().expect("lock"),
             [("cfg-code-2".to_owned(), vec!["alice".to_owned()])]
         );
+    }
+
+    fn failed_ids(response: &SqsBatchResponse) -> Vec<String> {
+        response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.clone())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn without_budget_each_code_is_requeued_once_with_a_delay_and_nothing_is_failed() {
+        let fakes = Fakes {
+            no_budget: true,
+            ..Fakes::default()
+        };
+        let refresher = Refresher::new(&fakes, &fakes, &fakes, clock);
+        let response = handle(&refresher, &&fakes, &&fakes, sample())
+            .await
+            .expect("handled");
+        assert!(
+            failed_ids(&response).is_empty(),
+            "throttling burns no receive"
+        );
+        let delayed = fakes.delayed.lock().expect("lock");
+        assert_eq!(delayed.len(), 2, "one reason per code");
+        assert!(delayed
+            .iter()
+            .all(|(r, d)| *d == RetryDelay::Seconds60 && r.attempt == 0));
+        assert_eq!(
+            delayed[0].0.retry_of, "7b2e0d3f-0002-4a1b-8c2d-000000000001",
+            "the requeue is deduplicated by the message it replaces"
+        );
+        assert!(fakes.pushes.lock().expect("lock").is_empty());
+        assert!(fakes.parked.lock().expect("lock").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_transient_failure_is_requeued_with_its_attempt_count_and_nothing_is_failed() {
+        let fakes = Fakes {
+            failing_config: Some("cfg-code-1"),
+            ..Fakes::default()
+        };
+        let refresher = Refresher::new(&fakes, &fakes, &fakes, clock);
+        let response = handle(&refresher, &&fakes, &&fakes, sample())
+            .await
+            .expect("handled");
+        assert!(failed_ids(&response).is_empty());
+        let delayed = fakes.delayed.lock().expect("lock");
+        assert_eq!(delayed.len(), 1);
+        assert_eq!(
+            (delayed[0].0.attempt, delayed[0].1),
+            (1, RetryDelay::Seconds15)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_transient_failure_after_its_last_retry_is_dead_lettered_with_its_class_and_marked_dirty(
+    ) {
+        let fakes = Fakes {
+            failing_config: Some("cfg-code-1"),
+            ..Fakes::default()
+        };
+        let refresher = Refresher::new(&fakes, &fakes, &fakes, clock);
+        let mut event = sample();
+        for record in &mut event.payload.records {
+            let mut body: serde_json::Value =
+                serde_json::from_str(record.body.as_deref().unwrap_or_default()).expect("json");
+            body["attempt"] = serde_json::json!(3);
+            body["retry_of"] = serde_json::json!("earlier");
+            record.body = Some(body.to_string());
+        }
+        let response = handle(&refresher, &&fakes, &&fakes, event)
+            .await
+            .expect("handled");
+        assert!(failed_ids(&response).is_empty());
+        assert!(fakes.delayed.lock().expect("lock").is_empty());
+        let parked = fakes.parked.lock().expect("lock");
+        assert_eq!(parked.len(), 2, "both messages of code-1");
+        assert!(parked.iter().all(|(_, class)| class == "transient"));
+        assert_eq!(
+            *fakes.dirty.lock().expect("lock"),
+            [("code-1".to_owned(), FailureClass::Transient)]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refusal_retrying_cannot_fix_is_dead_lettered_at_once() {
+        let fakes = Fakes {
+            failing_config: Some("cfg-code-1"),
+            failure: Some(WeComError::ListTooLong),
+            ..Fakes::default()
+        };
+        let refresher = Refresher::new(&fakes, &fakes, &fakes, clock);
+        handle(&refresher, &&fakes, &&fakes, sample())
+            .await
+            .expect("handled");
+        assert!(fakes
+            .parked
+            .lock()
+            .expect("lock")
+            .iter()
+            .all(|(_, class)| class == "list_too_long"));
+        assert_eq!(fakes.dirty.lock().expect("lock").len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_reason_whose_delay_is_served_goes_back_to_its_group_unrefreshed() {
+        let fakes = Fakes::default();
+        let refresher = Refresher::new(&fakes, &fakes, &fakes, clock);
+        let mut event = sample();
+        for record in &mut event.payload.records {
+            record.event_source_arn =
+                Some("arn:aws:sqs:us-east-1:000000000000:qrsync-refresh-retry-15s.fifo".into());
+        }
+        let response = handle(&refresher, &&fakes, &&fakes, event)
+            .await
+            .expect("handled");
+        assert!(failed_ids(&response).is_empty());
+        assert_eq!(fakes.forwarded.lock().expect("lock").len(), 3);
+        assert!(fakes.snapshots_read.lock().expect("lock").is_empty());
     }
 }

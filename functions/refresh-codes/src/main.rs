@@ -4,8 +4,8 @@ mod config;
 mod handler;
 
 use lambda_runtime::{run, service_fn, tracing, Error};
-use shared::adapters::dynamodb::DynamoStore;
-use shared::adapters::sqs::SqsDeadLetters;
+use shared::adapters::dynamodb::{DynamoBudget, DynamoStore};
+use shared::adapters::sqs::{SqsDeadLetters, SqsRetryQueues};
 use shared::refresh::Refresher;
 use shared::wecom::api::WeComClient;
 
@@ -15,13 +15,15 @@ async fn main() -> Result<(), Error> {
     let config = config::Config::from_env()?;
     let aws = aws_config::load_from_env().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
+    let budget = DynamoBudget::new(store.clone(), config.budget);
     // One client per container: its access-token cache is shared by every invocation.
     let wecom = WeComClient::new(config.wecom_api_base_url, config.wecom_timeout);
-    let refresher = Refresher::new(store, wecom, shared::system_clock);
-    let dead_letters =
-        SqsDeadLetters::new(aws_sdk_sqs::Client::new(&aws), config.dead_letter_queue_url);
+    let refresher = Refresher::new(store, wecom, budget, shared::system_clock);
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let dead_letters = SqsDeadLetters::new(sqs.clone(), config.dead_letter_queue_url);
+    let retries = SqsRetryQueues::new(sqs, config.refresh_queue_url, config.retry_queue_urls);
     run(service_fn(|event| {
-        handler::handle(&refresher, &dead_letters, event)
+        handler::handle(&refresher, &dead_letters, &retries, event)
     }))
     .await
 }

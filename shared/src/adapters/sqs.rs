@@ -3,6 +3,7 @@
 use crate::facts::ReasonQueue;
 use crate::intake::InboxMessage;
 use crate::ports::{Inbox, StoreError};
+use crate::refresh::retry::{RetriedReason, RetryDelay, RetryQueues};
 use crate::refresh::RefreshReason;
 
 pub struct SqsInbox {
@@ -153,5 +154,70 @@ impl crate::ports::DeadLetters for SqsDeadLetters {
             .await
             .map_err(|e| StoreError::new("dead-letter queue", e.into_service_error()))?;
         Ok(())
+    }
+}
+
+/// `RetryQueues` on the FIFO delay queues (one per `RetryDelay`, queue-level `DelaySeconds`:
+/// FIFO queues refuse per-message delays) and refresh.fifo.
+pub struct SqsRetryQueues {
+    client: aws_sdk_sqs::Client,
+    refresh_queue_url: String,
+    retry_queue_urls: Vec<(RetryDelay, String)>,
+}
+
+impl SqsRetryQueues {
+    pub fn new(
+        client: aws_sdk_sqs::Client,
+        refresh_queue_url: String,
+        retry_queue_urls: Vec<(RetryDelay, String)>,
+    ) -> Self {
+        Self {
+            client,
+            refresh_queue_url,
+            retry_queue_urls,
+        }
+    }
+
+    async fn send(&self, queue_url: &str, reason: &RetriedReason) -> Result<(), StoreError> {
+        self.client
+            .send_message()
+            .queue_url(queue_url)
+            .message_group_id(reason.reason.group_id())
+            .message_deduplication_id(reason.deduplication_id())
+            .message_body(reason.to_json())
+            .send()
+            .await
+            .map_err(|e| StoreError::new("retry queue", e.into_service_error()))?;
+        Ok(())
+    }
+}
+
+/// A queue's name: the last segment of its URL or ARN.
+fn queue_name(url_or_arn: &str) -> &str {
+    url_or_arn.rsplit(['/', ':']).next().unwrap_or(url_or_arn)
+}
+
+#[async_trait::async_trait]
+impl RetryQueues for SqsRetryQueues {
+    #[tracing::instrument(skip_all, fields(code = %reason.reason.code, delay_s = delay.seconds(), attempt = reason.attempt))]
+    async fn delay(&self, reason: &RetriedReason, delay: RetryDelay) -> Result<(), StoreError> {
+        let url = self
+            .retry_queue_urls
+            .iter()
+            .find(|(d, _)| *d == delay)
+            .map(|(_, url)| url.as_str())
+            .ok_or_else(|| StoreError::new("retry queue", "no queue for this delay"))?;
+        self.send(url, reason).await
+    }
+
+    async fn forward(&self, reason: &RetriedReason) -> Result<(), StoreError> {
+        self.send(&self.refresh_queue_url, reason).await
+    }
+
+    fn is_retry_queue(&self, event_source_arn: &str) -> bool {
+        let name = queue_name(event_source_arn);
+        self.retry_queue_urls
+            .iter()
+            .any(|(_, url)| queue_name(url) == name)
     }
 }

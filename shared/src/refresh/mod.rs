@@ -4,8 +4,13 @@
 //! WeCom first and records second (so the dedupe check never skips a push WeCom did not
 //! receive), and makes no call when the list is unchanged.
 
+mod budget;
 mod reason;
+pub mod retry;
 
+pub use budget::{
+    exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, WeComBudget, Window, UPDATE_CONTACT_WAY,
+};
 pub use reason::{Cause, RefreshReason};
 
 use crate::membership::{
@@ -14,7 +19,7 @@ use crate::membership::{
 };
 use crate::ports::StoreError;
 use crate::tenants::{TenantId, TenantProfile};
-use crate::wecom::api::{CorpCredentials, WeComError};
+use crate::wecom::api::{CorpCredentials, FailureClass, WeComError};
 use crate::Clock;
 use std::collections::{BTreeSet, HashMap};
 
@@ -180,6 +185,35 @@ pub trait ContactWayPusher: Send + Sync {
     ) -> Result<(), WeComError>;
 }
 
+/// What the refresh writes when WeCom refuses for good (MISSION rules 9 and 11).
+#[async_trait::async_trait]
+pub trait FailureMarks: Send + Sync {
+    /// WeCom no longer knows the code's contact way (41044): the code is not refreshed again.
+    async fn mark_code_gone(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        at_ms: u64,
+    ) -> Result<(), StoreError>;
+    /// WeCom refused `staff` on a contact way: never eligible on this tenant again (sticky,
+    /// like every WeCom rejection in `membership::fold`).
+    async fn mark_staff_unusable(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        errcode: i64,
+        at_ms: u64,
+    ) -> Result<(), StoreError>;
+    /// The code's last refresh failed for good or was dead-lettered: the sweep recomputes it.
+    async fn mark_dirty(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        class: FailureClass,
+        at_ms: u64,
+    ) -> Result<(), StoreError>;
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Pushed(Vec<StaffId>),
@@ -191,6 +225,13 @@ pub enum Outcome {
     CodeNotFound,
     /// The code exists but its contact way is not created yet; its creation sends a reason.
     NotCreated,
+    /// No budget left, or WeCom throttled (45009/45033): the reasons wait `retry_after_ms`
+    /// in a retry queue. Not a failure (rule 6).
+    Throttled {
+        retry_after_ms: u64,
+    },
+    /// WeCom answered 41044: the code is marked gone and dirty, and an alert raised.
+    CodeGone,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -201,23 +242,48 @@ pub enum RefreshError {
     WeCom(#[from] WeComError),
 }
 
-pub struct Refresher<F, P> {
+/// Most WeCom calls one refresh makes while finding which listed staff WeCom refuses; the
+/// rest is found by the next refresh (each call is charged to the budget all the same).
+const MAX_PROBES: usize = 10;
+/// Recompute-and-push rounds after staff were found unusable.
+const MAX_ROUNDS: usize = 3;
+
+/// Why one budgeted push did not go through.
+enum PushFailure {
+    Budget(u64),
+    WeCom(WeComError),
+    Store(StoreError),
+}
+
+impl From<StoreError> for PushFailure {
+    fn from(error: StoreError) -> Self {
+        Self::Store(error)
+    }
+}
+
+pub struct Refresher<F, P, B> {
     facts: F,
     pusher: P,
+    budget: B,
     clock: Clock,
 }
 
-impl<F: CodeFacts, P: ContactWayPusher> Refresher<F, P> {
-    pub fn new(facts: F, pusher: P, clock: Clock) -> Self {
+impl<F: CodeFacts + FailureMarks, P: ContactWayPusher, B: WeComBudget> Refresher<F, P, B> {
+    pub fn new(facts: F, pusher: P, budget: B, clock: Clock) -> Self {
         Self {
             facts,
             pusher,
+            budget,
             clock,
         }
     }
 
     pub fn facts(&self) -> &F {
         &self.facts
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        (self.clock)()
     }
 
     /// One recompute for `code`, however many reasons (with facts written at `fact_at_ms`)
@@ -234,7 +300,7 @@ impl<F: CodeFacts, P: ContactWayPusher> Refresher<F, P> {
             return Ok(Outcome::CodeNotFound);
         };
         let outcome = self
-            .refresh_snapshot(tenant, code, &snapshot, fact_at_ms, now_ms)
+            .refresh_snapshot(tenant, code, snapshot.clone(), fact_at_ms, now_ms)
             .await?;
         let reasons = u32::try_from(fact_at_ms.len()).unwrap_or(u32::MAX);
         let tally = match &outcome {
@@ -256,7 +322,9 @@ impl<F: CodeFacts, P: ContactWayPusher> Refresher<F, P> {
                 starved: 1,
                 ..Tally::default()
             },
-            Outcome::CodeNotFound | Outcome::NotCreated => Tally {
+            // Requeued reasons are counted when they are finally refreshed.
+            Outcome::Throttled { .. } => return Ok(outcome),
+            Outcome::CodeNotFound | Outcome::NotCreated | Outcome::CodeGone => Tally {
                 reasons,
                 ..Tally::default()
             },
@@ -273,47 +341,267 @@ impl<F: CodeFacts, P: ContactWayPusher> Refresher<F, P> {
         &self,
         tenant: &TenantId,
         code: &CodeId,
-        snapshot: &CodeSnapshot,
+        mut snapshot: CodeSnapshot,
         fact_at_ms: &[u64],
         now_ms: u64,
     ) -> Result<Outcome, RefreshError> {
         let Some(config_id) = snapshot.code.config_id.clone() else {
             return Ok(Outcome::NotCreated);
         };
-        let membership = snapshot.recompute();
-        let Some(users) = membership.users() else {
-            tracing::error!(
-                alert = "code_starved",
-                "nobody is eligible and the code has no usable fallback; the last list stays"
-            );
-            if !snapshot.last_pushed.as_ref().is_some_and(|p| p.starved) {
-                self.facts.record_starved(tenant, code, now_ms).await?;
+        let mut pushed = None;
+        for _ in 0..MAX_ROUNDS {
+            let membership = snapshot.recompute();
+            let Some(users) = membership.users() else {
+                tracing::error!(
+                    alert = "code_starved",
+                    "nobody is eligible and the code has no usable fallback; the last list stays"
+                );
+                if !snapshot.last_pushed.as_ref().is_some_and(|p| p.starved) {
+                    self.facts.record_starved(tenant, code, now_ms).await?;
+                }
+                return Ok(Outcome::Starved);
+            };
+            let users = users.to_vec();
+            let rotation = snapshot.rotation(&membership);
+            if snapshot.wecom_has(&users) {
+                let stored = snapshot
+                    .last_pushed
+                    .as_ref()
+                    .and_then(|p| p.rotation.as_ref());
+                if let Some(rotation) = rotation.as_ref().filter(|r| Some(*r) != stored) {
+                    self.facts.record_rotation(tenant, code, rotation).await?;
+                }
+                return Ok(pushed.map_or(Outcome::Unchanged, Outcome::Pushed));
             }
-            return Ok(Outcome::Starved);
-        };
-        let rotation = snapshot.rotation(&membership);
-        if snapshot.wecom_has(users) {
-            let stored = snapshot.last_pushed.as_ref().and_then(|p| p.rotation.as_ref());
-            if let Some(rotation) = rotation.as_ref().filter(|r| Some(*r) != stored) {
-                self.facts.record_rotation(tenant, code, rotation).await?;
+            let fallback = matches!(membership, Membership::Fallback(_));
+            let push = Push {
+                tenant,
+                code,
+                config_id: &config_id,
+                fact_at_ms,
+                fallback,
+                rotation,
+            };
+            let failure = match self.push(&push, &mut snapshot, &users).await {
+                Ok(()) => return Ok(Outcome::Pushed(users)),
+                Err(failure) => failure,
+            };
+            let error = match failure {
+                PushFailure::WeCom(error) if error.class() == FailureClass::StaffUnusable => error,
+                other => return self.settle(tenant, code, other, now_ms).await,
+            };
+            match self
+                .find_unusable(&push, &mut snapshot, &users, &error)
+                .await
+            {
+                Ok(Some(list)) => pushed = Some(list),
+                Ok(None) => {}
+                Err(failure) => return self.settle(tenant, code, failure, now_ms).await,
             }
-            return Ok(Outcome::Unchanged);
+        }
+        // Still not settled after several rounds: let the next reason carry on.
+        Ok(Outcome::Throttled { retry_after_ms: 0 })
+    }
+
+    /// Spends one unit of the tenant's budget, pushes `users`, records the push, and keeps
+    /// `snapshot` in step with what WeCom now holds.
+    async fn push(
+        &self,
+        push: &Push<'_>,
+        snapshot: &mut CodeSnapshot,
+        users: &[StaffId],
+    ) -> Result<(), PushFailure> {
+        let now_ms = (self.clock)();
+        if let Spend::Exhausted {
+            window,
+            retry_after_ms,
+        } = self
+            .budget
+            .spend(push.tenant, UPDATE_CONTACT_WAY, now_ms)
+            .await?
+        {
+            tracing::info!(?window, retry_after_ms, "no WeCom budget left; requeued");
+            return Err(PushFailure::Budget(retry_after_ms));
         }
         let wire: Vec<String> = users.iter().map(|u| u.as_str().to_owned()).collect();
         self.pusher
-            .replace_users(&snapshot.credentials(), &config_id, &wire)
-            .await?;
+            .replace_users(&snapshot.credentials(), push.config_id, &wire)
+            .await
+            .map_err(PushFailure::WeCom)?;
         let record = PushRecord {
             users: users.to_vec(),
             // Completion time: the push latency ends when WeCom accepted.
             pushed_at_ms: (self.clock)(),
-            fallback: matches!(membership, Membership::Fallback(_)),
-            fact_at_ms: fact_at_ms.to_vec(),
-            rotation,
+            fallback: push.fallback,
+            fact_at_ms: push.fact_at_ms.to_vec(),
+            rotation: push.rotation.clone(),
         };
-        self.facts.record_push(tenant, code, &record).await?;
-        Ok(Outcome::Pushed(users.to_vec()))
+        self.facts
+            .record_push(push.tenant, push.code, &record)
+            .await?;
+        snapshot.last_pushed = Some(PushedList {
+            users: record.users,
+            pushed_at_ms: record.pushed_at_ms,
+            starved: false,
+            rotation: record.rotation,
+        });
+        Ok(())
     }
+
+    /// WeCom refused `users` because of some listed user, without saying which (§6). The
+    /// suspects are the users WeCom does not hold yet (it accepted the others before), or
+    /// everyone when there are none; they are tried one at a time on top of the others, and
+    /// each one WeCom refuses is marked unusable. Answers the list left on WeCom, if any
+    /// probe pushed one.
+    async fn find_unusable(
+        &self,
+        push: &Push<'_>,
+        snapshot: &mut CodeSnapshot,
+        users: &[StaffId],
+        error: &WeComError,
+    ) -> Result<Option<Vec<StaffId>>, PushFailure> {
+        let errcode = error.errcode().unwrap_or_default();
+        let held = snapshot.wecom_list().to_vec();
+        let added: Vec<StaffId> = users
+            .iter()
+            .filter(|u| !held.contains(u))
+            .cloned()
+            .collect();
+        let (mut accepted, mut suspects): (Vec<StaffId>, Vec<StaffId>) =
+            if added.is_empty() || added.len() == users.len() {
+                (Vec::new(), users.to_vec())
+            } else {
+                let base = users
+                    .iter()
+                    .filter(|u| !added.contains(u))
+                    .cloned()
+                    .collect();
+                (base, added)
+            };
+        let mut left_on_wecom = None;
+        let mut probes = 0;
+        if !accepted.is_empty() {
+            probes += 1;
+            match self.push(push, snapshot, &accepted).await {
+                Ok(()) => left_on_wecom = Some(accepted.clone()),
+                Err(PushFailure::WeCom(e)) if e.class() == FailureClass::StaffUnusable => {
+                    // The refusal is among the users WeCom held: suspect everyone.
+                    accepted.clear();
+                    suspects = users.to_vec();
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        // One suspect on top of an accepted list (or alone) is the one the first push failed on.
+        if suspects.len() == 1 {
+            self.mark_unusable(push.tenant, snapshot, &suspects[0], errcode)
+                .await?;
+            return Ok(left_on_wecom);
+        }
+        for suspect in suspects {
+            if probes >= MAX_PROBES {
+                break;
+            }
+            probes += 1;
+            let trial: Vec<StaffId> = users
+                .iter()
+                .filter(|u| accepted.contains(u) || **u == suspect)
+                .cloned()
+                .collect();
+            match self.push(push, snapshot, &trial).await {
+                Ok(()) => {
+                    accepted = trial.clone();
+                    left_on_wecom = Some(trial);
+                }
+                Err(PushFailure::WeCom(e)) if e.class() == FailureClass::StaffUnusable => {
+                    self.mark_unusable(
+                        push.tenant,
+                        snapshot,
+                        &suspect,
+                        e.errcode().unwrap_or(errcode),
+                    )
+                    .await?;
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Ok(left_on_wecom)
+    }
+
+    async fn mark_unusable(
+        &self,
+        tenant: &TenantId,
+        snapshot: &mut CodeSnapshot,
+        staff: &StaffId,
+        errcode: i64,
+    ) -> Result<(), StoreError> {
+        tracing::error!(
+            alert = "staff_unusable",
+            staff = %staff,
+            errcode,
+            "WeCom refuses this staff member on contact ways; they are excluded on this tenant"
+        );
+        self.facts
+            .mark_staff_unusable(tenant, staff, errcode, (self.clock)())
+            .await?;
+        if let Some(facts) = snapshot.staff.get_mut(staff) {
+            facts.rejected_by_wecom = true;
+        }
+        Ok(())
+    }
+
+    /// The outcome of a push that failed for a reason the refresh does not resolve itself.
+    async fn settle(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        failure: PushFailure,
+        now_ms: u64,
+    ) -> Result<Outcome, RefreshError> {
+        let error = match failure {
+            PushFailure::Budget(retry_after_ms) => {
+                return Ok(Outcome::Throttled { retry_after_ms })
+            }
+            PushFailure::Store(error) => return Err(error.into()),
+            PushFailure::WeCom(error) => error,
+        };
+        match error.class() {
+            FailureClass::Throttled => {
+                // 45009 blocks for the rest of WeCom's window (§7); 45033 is about
+                // concurrency, which the next minute relieves as well.
+                let retry_after_ms = reopens_in(Window::Minute, (self.clock)());
+                tracing::warn!(
+                    errcode = error.errcode(),
+                    retry_after_ms,
+                    "WeCom throttled the push; requeued"
+                );
+                Ok(Outcome::Throttled { retry_after_ms })
+            }
+            FailureClass::CodeGone => {
+                tracing::error!(
+                    alert = "code_gone",
+                    errcode = error.errcode(),
+                    "WeCom no longer knows this code's contact way; it is not refreshed again"
+                );
+                self.facts.mark_code_gone(tenant, code, now_ms).await?;
+                self.facts
+                    .mark_dirty(tenant, code, FailureClass::CodeGone, now_ms)
+                    .await?;
+                Ok(Outcome::CodeGone)
+            }
+            _ => Err(error.into()),
+        }
+    }
+}
+
+/// What every push of one refresh shares.
+struct Push<'a> {
+    tenant: &'a TenantId,
+    code: &'a CodeId,
+    config_id: &'a str,
+    fact_at_ms: &'a [u64],
+    fallback: bool,
+    rotation: Option<Vec<RotationSlot>>,
 }
 
 #[cfg(test)]

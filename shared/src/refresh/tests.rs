@@ -1,6 +1,7 @@
 use super::*;
 use crate::membership::{Family, Switches};
 use crate::tenants::Timezone;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 
 fn id(raw: &str) -> StaffId {
@@ -22,6 +23,7 @@ struct FakeFacts {
     fail_record: Mutex<bool>,
     starved: Mutex<u32>,
     tally: Mutex<Tally>,
+    marks: Mutex<Marks>,
 }
 
 #[async_trait::async_trait]
@@ -68,9 +70,83 @@ impl CodeFacts for FakeFacts {
 }
 
 #[derive(Default)]
+struct Marks {
+    gone: Vec<CodeId>,
+    unusable: Vec<StaffId>,
+    dirty: Vec<(CodeId, FailureClass)>,
+}
+
+#[async_trait::async_trait]
+impl FailureMarks for FakeFacts {
+    async fn mark_code_gone(&self, _: &TenantId, code: &CodeId, _: u64) -> Result<(), StoreError> {
+        self.marks.lock().expect("lock").gone.push(code.clone());
+        Ok(())
+    }
+    async fn mark_staff_unusable(
+        &self,
+        _: &TenantId,
+        staff: &StaffId,
+        _: i64,
+        _: u64,
+    ) -> Result<(), StoreError> {
+        self.marks
+            .lock()
+            .expect("lock")
+            .unusable
+            .push(staff.clone());
+        Ok(())
+    }
+    async fn mark_dirty(
+        &self,
+        _: &TenantId,
+        code: &CodeId,
+        class: FailureClass,
+        _: u64,
+    ) -> Result<(), StoreError> {
+        self.marks
+            .lock()
+            .expect("lock")
+            .dirty
+            .push((code.clone(), class));
+        Ok(())
+    }
+}
+
+/// A budget of `left` calls (unlimited when `None`).
+#[derive(Default)]
+struct FakeBudget {
+    left: Mutex<Option<u32>>,
+}
+
+#[async_trait::async_trait]
+impl WeComBudget for FakeBudget {
+    async fn spend(&self, _: &TenantId, _: &str, now_ms: u64) -> Result<Spend, StoreError> {
+        let mut left = self.left.lock().expect("lock");
+        match left.as_mut() {
+            Some(0) => Ok(Spend::Exhausted {
+                window: Window::Minute,
+                retry_after_ms: reopens_in(Window::Minute, now_ms),
+            }),
+            Some(n) => {
+                *n -= 1;
+                Ok(Spend::Granted)
+            }
+            None => Ok(Spend::Granted),
+        }
+    }
+}
+
+#[derive(Default)]
 struct FakeWeCom {
+    /// Every list WeCom accepted, in order.
     lists: Mutex<Vec<Vec<String>>>,
+    /// Every list sent, accepted or not.
+    calls: Mutex<Vec<Vec<String>>>,
     fail: Mutex<bool>,
+    /// Answers for the next calls, before anything else.
+    scripted: Mutex<VecDeque<WeComError>>,
+    /// Users WeCom refuses with 60111 (a list holding any of them is refused).
+    refused: Mutex<HashSet<String>>,
 }
 
 #[async_trait::async_trait]
@@ -81,9 +157,22 @@ impl ContactWayPusher for FakeWeCom {
         _: &str,
         users: &[String],
     ) -> Result<(), WeComError> {
+        self.calls.lock().expect("lock").push(users.to_vec());
+        if let Some(error) = self.scripted.lock().expect("lock").pop_front() {
+            return Err(error);
+        }
         if *self.fail.lock().expect("lock") {
             return Err(WeComError::Transient {
                 detail: "switched off".into(),
+            });
+        }
+        if users
+            .iter()
+            .any(|u| self.refused.lock().expect("lock").contains(u))
+        {
+            return Err(WeComError::StaffUnusable {
+                errcode: 60111,
+                errmsg: "invalid userid".into(),
             });
         }
         self.lists.lock().expect("lock").push(users.to_vec());
@@ -138,10 +227,14 @@ fn clock() -> u64 {
     1_000
 }
 
-fn refresher(state: CodeSnapshot) -> Refresher<FakeFacts, FakeWeCom> {
+fn refresher(state: CodeSnapshot) -> Refresher<FakeFacts, FakeWeCom, FakeBudget> {
     let facts = FakeFacts::default();
     *facts.snapshot.lock().expect("lock") = Some(state);
-    Refresher::new(facts, FakeWeCom::default(), clock)
+    Refresher::new(facts, FakeWeCom::default(), FakeBudget::default(), clock)
+}
+
+fn wire(users: &[&str]) -> Vec<String> {
+    users.iter().map(|u| (*u).to_owned()).collect()
 }
 
 #[tokio::test]
@@ -261,4 +354,187 @@ async fn a_code_created_with_its_current_list_is_not_pushed_again() {
         Outcome::Unchanged
     );
     assert!(refresher.pusher.lists.lock().expect("lock").is_empty());
+}
+
+#[tokio::test]
+async fn without_budget_nothing_is_sent_and_the_reasons_wait_for_the_next_minute() {
+    let refresher = refresher(snapshot(&[("a", true)]));
+    *refresher.budget.left.lock().expect("lock") = Some(0);
+    let outcome = refresher
+        .refresh(&tenant(), &code(), &[1])
+        .await
+        .expect("not a failure");
+    assert_eq!(
+        outcome,
+        Outcome::Throttled {
+            retry_after_ms: 59_000
+        }
+    );
+    assert!(refresher.pusher.calls.lock().expect("lock").is_empty());
+    assert!(refresher.facts.pushes.lock().expect("lock").is_empty());
+}
+
+#[tokio::test]
+async fn wecom_throttling_is_backpressure_not_a_failure() {
+    for errcode in [45009, 45033] {
+        let refresher = refresher(snapshot(&[("a", true)]));
+        refresher
+            .pusher
+            .scripted
+            .lock()
+            .expect("lock")
+            .push_back(WeComError::Throttled { errcode });
+        let outcome = refresher
+            .refresh(&tenant(), &code(), &[1])
+            .await
+            .expect("not a failure");
+        assert_eq!(
+            outcome,
+            Outcome::Throttled {
+                retry_after_ms: 59_000
+            }
+        );
+        assert!(refresher.facts.pushes.lock().expect("lock").is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_code_wecom_no_longer_knows_is_marked_gone_and_dirty_and_nothing_is_recorded() {
+    let refresher = refresher(snapshot(&[("a", true)]));
+    refresher
+        .pusher
+        .scripted
+        .lock()
+        .expect("lock")
+        .push_back(WeComError::CodeGone { errcode: 41044 });
+    let outcome = refresher
+        .refresh(&tenant(), &code(), &[1])
+        .await
+        .expect("handled");
+    assert_eq!(outcome, Outcome::CodeGone);
+    let marks = refresher.facts.marks.lock().expect("lock");
+    assert_eq!(marks.gone, [code()]);
+    assert_eq!(marks.dirty, [(code(), FailureClass::CodeGone)]);
+    assert!(refresher.facts.pushes.lock().expect("lock").is_empty());
+}
+
+#[tokio::test]
+async fn a_transient_failure_is_returned_for_the_handler_to_retry() {
+    let refresher = refresher(snapshot(&[("a", true)]));
+    *refresher.pusher.fail.lock().expect("lock") = true;
+    let error = refresher
+        .refresh(&tenant(), &code(), &[1])
+        .await
+        .expect_err("fails");
+    assert!(matches!(error, RefreshError::WeCom(e) if e.class() == FailureClass::Transient));
+}
+
+#[tokio::test]
+async fn a_refused_new_member_is_marked_unusable_and_the_others_pushed_in_the_same_refresh() {
+    let mut state = snapshot(&[("a", true), ("b", true), ("x", true)]);
+    state.code.created_with = vec![id("a"), id("b")];
+    let refresher = refresher(state);
+    refresher
+        .pusher
+        .refused
+        .lock()
+        .expect("lock")
+        .insert("x".into());
+    let outcome = refresher
+        .refresh(&tenant(), &code(), &[1])
+        .await
+        .expect("handled");
+    // The list WeCom holds did not change: a and b were accepted before.
+    assert_eq!(outcome, Outcome::Pushed(vec![id("a"), id("b")]));
+    assert_eq!(
+        refresher.facts.marks.lock().expect("lock").unusable,
+        [id("x")]
+    );
+    assert_eq!(
+        *refresher.pusher.calls.lock().expect("lock"),
+        [wire(&["a", "b", "x"]), wire(&["a", "b"])],
+        "the list without the suspect proves it in one call"
+    );
+}
+
+#[tokio::test]
+async fn several_new_members_are_tried_one_at_a_time_and_only_the_refused_ones_marked() {
+    let mut state = snapshot(&[("a", true), ("x", true), ("c", true), ("y", true)]);
+    state.code.created_with = vec![id("a")];
+    let refresher = refresher(state);
+    refresher
+        .pusher
+        .refused
+        .lock()
+        .expect("lock")
+        .extend(["x".to_owned(), "y".to_owned()]);
+    let outcome = refresher
+        .refresh(&tenant(), &code(), &[1])
+        .await
+        .expect("handled");
+    assert_eq!(outcome, Outcome::Pushed(vec![id("a"), id("c")]));
+    assert_eq!(
+        refresher.facts.marks.lock().expect("lock").unusable,
+        [id("x"), id("y")]
+    );
+    let last = refresher.facts.pushes.lock().expect("lock").last().cloned();
+    assert_eq!(
+        last.map(|p| p.users),
+        Some(vec![id("a"), id("c")]),
+        "every accepted probe is recorded"
+    );
+}
+
+#[tokio::test]
+async fn a_member_wecom_held_before_and_now_refuses_is_found_among_everyone() {
+    let mut state = snapshot(&[("a", true), ("b", true)]);
+    state.code.created_with = vec![id("a")];
+    let refresher = refresher(state);
+    // a left the corp: WeCom refuses any list with a, including the one it held.
+    refresher
+        .pusher
+        .refused
+        .lock()
+        .expect("lock")
+        .insert("a".into());
+    let outcome = refresher
+        .refresh(&tenant(), &code(), &[1])
+        .await
+        .expect("handled");
+    assert_eq!(outcome, Outcome::Pushed(vec![id("b")]));
+    assert_eq!(
+        refresher.facts.marks.lock().expect("lock").unusable,
+        [id("a")]
+    );
+}
+
+#[tokio::test]
+async fn probing_stops_when_the_budget_runs_out_and_what_was_found_is_kept() {
+    let mut state = snapshot(&[("a", true), ("x", true)]);
+    state.code.created_with = vec![id("a")];
+    let refresher = refresher(state);
+    refresher
+        .pusher
+        .refused
+        .lock()
+        .expect("lock")
+        .insert("x".into());
+    *refresher.budget.left.lock().expect("lock") = Some(1);
+    let outcome = refresher
+        .refresh(&tenant(), &code(), &[1])
+        .await
+        .expect("handled");
+    assert!(matches!(outcome, Outcome::Throttled { .. }));
+    assert_eq!(
+        refresher.pusher.calls.lock().expect("lock").len(),
+        1,
+        "never beyond the budget"
+    );
+    assert!(refresher
+        .facts
+        .marks
+        .lock()
+        .expect("lock")
+        .unusable
+        .is_empty());
 }

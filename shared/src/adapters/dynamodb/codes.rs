@@ -376,6 +376,10 @@ impl CodeFacts for DynamoStore {
         else {
             return Ok(None);
         };
+        // WeCom answered 41044 for it (`FailureMarks::mark_code_gone`): refreshed no more.
+        if get_n::<u64>(code_item, "wecom_gone_at_ms").is_some() {
+            return Ok(None);
+        }
         let profile = Self::profile_from(profile)?;
         let record = code_from(code_item)?;
         let last_pushed = by_sk.get(&keys::pushed(code)).map(|item| PushedList {

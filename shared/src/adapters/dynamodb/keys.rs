@@ -105,6 +105,19 @@ pub fn refresh_tally(day: &str) -> String {
     format!("STATS#REFRESH#{day}")
 }
 
+/// A tenant's budget for one WeCom API in one UTC hour (hours since the epoch): the hour's
+/// total and a counter per minute (`refresh::BudgetSlot`).
+pub fn budget(api: &str, hour: u64) -> String {
+    format!("BUDGET#{api}#{hour}")
+}
+
+/// The code failed for good or was dead-lettered: the sweep (a later issue) recomputes it.
+pub fn dirty(code: &CodeId) -> String {
+    format!("DIRTY#{code}")
+}
+
+pub const DIRTY_PREFIX: &str = "DIRTY#";
+
 /// The schedule tick's due items (one per staff member with a schedule, one per tenant for its
 /// midnight) live under the tenant; the `gsi1` index finds them by the minute they are due.
 pub const DUE_PREFIX: &str = "DUE#";

@@ -6,10 +6,12 @@ mod codes;
 mod due;
 pub mod keys;
 mod ledger;
+mod limits;
 mod staff;
 mod tenants;
 
 pub use codes::{CodeRecord, SeatChange};
+pub use limits::DynamoBudget;
 
 use crate::membership::{Employment, StaffFacts};
 use crate::ports::StoreError;
