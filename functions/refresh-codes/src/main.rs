@@ -16,8 +16,10 @@ async fn main() -> Result<(), Error> {
     let aws = aws_config::load_from_env().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
     let budget = DynamoBudget::new(store.clone(), config.budget);
-    // One client per container: its access-token cache is shared by every invocation.
-    let wecom = WeComClient::new(config.wecom_api_base_url, config.wecom_timeout);
+    // One client per container: its access-token cache is shared by every invocation, and
+    // through the table with every other container.
+    let wecom = WeComClient::new(config.wecom_api_base_url, config.wecom_timeout)
+        .with_token_store(std::sync::Arc::new(store.clone()));
     let refresher = Refresher::new(store, wecom, budget, shared::system_clock);
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let dead_letters = SqsDeadLetters::new(sqs.clone(), config.dead_letter_queue_url);

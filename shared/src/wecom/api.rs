@@ -13,8 +13,14 @@
 //!   invocations), refreshed shortly before they expire, and fetched by one caller at a time
 //!   per corp: concurrent callers wait for that one `gettoken` instead of each sending theirs
 //!   (WeCom rate-limits `gettoken` and bans IPs that storm it, §5).
+//! - With a [`TokenStore`] ([`WeComClient::with_token_store`]), tokens are also shared between
+//!   processes (every warm Lambda container of every function): a process whose own cache
+//!   has nothing fresh reads the store first, and only the one process holding the store's
+//!   short refresh lock calls `gettoken`; the others use the stored token while it is still
+//!   valid, or wait up to a second for the new one.
 //! - Tokens and secrets never appear in logs, errors or `Debug` output.
 
+use crate::ports::StoreError;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -22,7 +28,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::Mutex;
 
 /// WeCom's production API host, the default for [`WeComClient::new`]'s base URL.
@@ -39,6 +45,54 @@ const MAX_ERRMSG_CHARS: usize = 300;
 /// overflowing the clock arithmetic).
 const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
 const REDACTED: &str = "[redacted]";
+/// How long a process may hold a corp's token refresh lock in a [`TokenStore`]: longer than
+/// one `gettoken`, short enough that a crashed holder costs little.
+const TOKEN_LOCK: Duration = Duration::from_secs(10);
+/// While another process holds the lock and no stored token is valid, how often and how
+/// many times the store is read again before fetching regardless.
+const TOKEN_LOCK_POLL: Duration = Duration::from_millis(100);
+const TOKEN_LOCK_POLLS: u32 = 10;
+
+/// An access token as processes share it through a [`TokenStore`]: wall-clock times (an
+/// `Instant` means nothing to another process) and the digest of the secret it belongs to.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SharedToken {
+    pub value: String,
+    /// Hex SHA-256 of the corp secret the token was issued for.
+    pub secret_digest: String,
+    /// Milliseconds since the epoch: replace it from then on...
+    pub refresh_at_ms: u64,
+    /// ...and never use it after this.
+    pub expires_at_ms: u64,
+}
+
+impl fmt::Debug for SharedToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedToken")
+            .field("value", &REDACTED)
+            .field("refresh_at_ms", &self.refresh_at_ms)
+            .field("expires_at_ms", &self.expires_at_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where processes share access tokens, one per corp app, with a short lock so that one
+/// process at a time calls `gettoken` (WeCom rate-limits it and bans IPs that storm it, §5).
+#[async_trait::async_trait]
+pub trait TokenStore: Send + Sync {
+    async fn load(&self, corp_id: &str) -> Result<Option<SharedToken>, StoreError>;
+    /// Takes the corp's refresh lock until `until_ms`, unless another process holds it.
+    async fn try_lock(&self, corp_id: &str, now_ms: u64, until_ms: u64)
+        -> Result<bool, StoreError>;
+    /// Stores a newly fetched token and releases the lock.
+    async fn save(&self, corp_id: &str, token: &SharedToken) -> Result<(), StoreError>;
+}
+
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
 
 /// The credentials of the corp's customer-contact app (§5: its secret, not the corp's
 /// address-book secret, or contact-way calls fail with 48002).
@@ -328,6 +382,33 @@ impl CachedToken {
     fn unexpired(&self, now: Instant, digest: &[u8; 32]) -> bool {
         &self.secret_digest == digest && now < self.expires_at
     }
+
+    /// This process's copy of a stored token, read at wall-clock `now_ms`.
+    fn from_shared(shared: &SharedToken, digest: [u8; 32], now_ms: u64) -> Self {
+        let now = Instant::now();
+        Self {
+            value: shared.value.clone(),
+            secret_digest: digest,
+            refresh_at: now + Duration::from_millis(shared.refresh_at_ms.saturating_sub(now_ms)),
+            expires_at: now + Duration::from_millis(shared.expires_at_ms.saturating_sub(now_ms)),
+        }
+    }
+
+    /// The stored form of this token, at wall-clock `now_ms`.
+    fn to_shared(&self, now_ms: u64) -> SharedToken {
+        let now = Instant::now();
+        let later = |at: Instant| {
+            now_ms.saturating_add(
+                u64::try_from(at.saturating_duration_since(now).as_millis()).unwrap_or(u64::MAX),
+            )
+        };
+        SharedToken {
+            value: self.value.clone(),
+            secret_digest: hex::encode(self.secret_digest),
+            refresh_at_ms: later(self.refresh_at),
+            expires_at_ms: later(self.expires_at),
+        }
+    }
 }
 
 /// How long before expiry a token is replaced: 5 minutes or 10% of its lifetime, whichever is
@@ -360,6 +441,7 @@ pub struct WeComClient {
     http: reqwest::Client,
     base_url: String,
     tokens: Mutex<HashMap<String, Arc<TokenSlot>>>,
+    shared: Option<Arc<dyn TokenStore>>,
 }
 
 impl fmt::Debug for WeComClient {
@@ -390,7 +472,15 @@ impl WeComClient {
             http,
             base_url,
             tokens: Mutex::new(HashMap::new()),
+            shared: None,
         }
+    }
+
+    /// Shares tokens with other processes through `store` (see the module's contract).
+    #[must_use]
+    pub fn with_token_store(mut self, store: Arc<dyn TokenStore>) -> Self {
+        self.shared = Some(store);
+        self
     }
 
     /// The base URL calls go to, without a trailing slash.
@@ -531,10 +621,33 @@ impl WeComClient {
             }
         }
 
+        if let Some(store) = &self.shared {
+            match shared_token(store.as_ref(), &creds.corp_id, digest, rejected).await {
+                Ok(Some(token)) => {
+                    let value = token.value.clone();
+                    state.token = Some(token);
+                    state.last_failure = None;
+                    return Ok(value);
+                }
+                // Ours to fetch: we hold the lock, or its holder did not deliver in time.
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(error = %error, "token store unavailable; fetching a token");
+                }
+            }
+        }
         let outcome = self.fetch_token(creds, &digest).await;
         slot.attempts.fetch_add(1, Ordering::AcqRel);
         match outcome {
             Ok(token) => {
+                if let Some(store) = &self.shared {
+                    if let Err(error) = store
+                        .save(&creds.corp_id, &token.to_shared(wall_ms()))
+                        .await
+                    {
+                        tracing::warn!(error = %error, "fetched token not shared");
+                    }
+                }
                 let value = token.value.clone();
                 state.token = Some(token);
                 state.last_failure = None;
@@ -594,6 +707,51 @@ impl WeComClient {
             lifetime,
         ))
     }
+}
+
+/// A usable token from `store`: a fresh one; else, when another process holds the refresh
+/// lock, the stored one while still valid, or the holder's new one within about a second.
+/// `None` when the caller is to fetch (it took the lock, or the holder is too slow).
+async fn shared_token(
+    store: &dyn TokenStore,
+    corp_id: &str,
+    digest: [u8; 32],
+    rejected: Option<&str>,
+) -> Result<Option<CachedToken>, StoreError> {
+    let digest_hex = hex::encode(digest);
+    let usable = |token: &SharedToken, now_ms: u64| {
+        token.secret_digest == digest_hex
+            && Some(token.value.as_str()) != rejected
+            && now_ms < token.expires_at_ms
+    };
+    let now_ms = wall_ms();
+    let stored = store.load(corp_id).await?;
+    if let Some(token) = stored
+        .as_ref()
+        .filter(|t| usable(t, now_ms) && now_ms < t.refresh_at_ms)
+    {
+        return Ok(Some(CachedToken::from_shared(token, digest, now_ms)));
+    }
+    let lock_until = now_ms + u64::try_from(TOKEN_LOCK.as_millis()).unwrap_or(10_000);
+    if store.try_lock(corp_id, now_ms, lock_until).await? {
+        return Ok(None);
+    }
+    // Someone else is fetching. A token due for refresh but not expired still works.
+    if let Some(token) = stored.as_ref().filter(|t| usable(t, now_ms)) {
+        return Ok(Some(CachedToken::from_shared(token, digest, now_ms)));
+    }
+    for _ in 0..TOKEN_LOCK_POLLS {
+        tokio::time::sleep(TOKEN_LOCK_POLL).await;
+        let now_ms = wall_ms();
+        if let Some(token) = store
+            .load(corp_id)
+            .await?
+            .filter(|t| usable(t, now_ms) && now_ms < t.refresh_at_ms)
+        {
+            return Ok(Some(CachedToken::from_shared(&token, digest, now_ms)));
+        }
+    }
+    Ok(None)
 }
 
 /// The cached token if it is due for refresh but not yet expired: better than failing the

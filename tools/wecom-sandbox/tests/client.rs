@@ -595,3 +595,110 @@ async fn a_rotated_secret_fetches_a_new_token_instead_of_reusing_the_old_one() {
         .unwrap();
     assert_eq!(calls(&h, "gettoken").await.len(), 2);
 }
+
+/// A `TokenStore` in memory: what several processes share through the table.
+#[derive(Default)]
+struct MemoryTokens {
+    token: std::sync::Mutex<Option<shared::wecom::api::SharedToken>>,
+    lock_until_ms: std::sync::Mutex<u64>,
+}
+
+#[async_trait::async_trait]
+impl shared::wecom::api::TokenStore for MemoryTokens {
+    async fn load(
+        &self,
+        _: &str,
+    ) -> Result<Option<shared::wecom::api::SharedToken>, shared::ports::StoreError> {
+        Ok(self.token.lock().unwrap().clone())
+    }
+    async fn try_lock(
+        &self,
+        _: &str,
+        now_ms: u64,
+        until_ms: u64,
+    ) -> Result<bool, shared::ports::StoreError> {
+        let mut lock = self.lock_until_ms.lock().unwrap();
+        if *lock >= now_ms {
+            return Ok(false);
+        }
+        *lock = until_ms;
+        Ok(true)
+    }
+    async fn save(
+        &self,
+        _: &str,
+        token: &shared::wecom::api::SharedToken,
+    ) -> Result<(), shared::ports::StoreError> {
+        *self.token.lock().unwrap() = Some(token.clone());
+        *self.lock_until_ms.lock().unwrap() = 0;
+        Ok(())
+    }
+}
+
+/// Three "containers" (clients) sharing one store.
+fn containers(h: &Harness, store: &Arc<MemoryTokens>) -> Vec<Arc<WeComClient>> {
+    (0..3)
+        .map(|_| {
+            let shared: Arc<dyn shared::wecom::api::TokenStore> = store.clone();
+            Arc::new(client(h).with_token_store(shared))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn processes_sharing_a_token_store_fetch_one_token_between_them() {
+    let h = Harness::start(1).await;
+    h.put_corp(&["alice"], None).await;
+    faults(
+        &h,
+        json!([{"api": "gettoken", "kind": "latency", "latency_ms": 300}]),
+    )
+    .await;
+    let store = Arc::new(MemoryTokens::default());
+    let mut tasks = JoinSet::new();
+    for (i, wecom) in containers(&h, &store).into_iter().enumerate() {
+        for j in 0..3 {
+            let wecom = Arc::clone(&wecom);
+            tasks.spawn(async move {
+                wecom
+                    .add_contact_way(&creds(), &multi(&["alice"], &format!("s{i}{j}")))
+                    .await
+            });
+        }
+    }
+    while let Some(outcome) = tasks.join_next().await {
+        outcome.unwrap().unwrap();
+    }
+    assert_eq!(calls(&h, "gettoken").await.len(), 1);
+    assert!(store.token.lock().unwrap().is_some());
+}
+
+#[tokio::test]
+async fn an_expired_shared_token_is_replaced_once_for_every_process() {
+    let h = Harness::start(1).await;
+    h.put_corp(&["alice"], None).await;
+    let store = Arc::new(MemoryTokens::default());
+    let processes = containers(&h, &store);
+    for wecom in &processes {
+        wecom
+            .add_contact_way(&creds(), &multi(&["alice"], ""))
+            .await
+            .unwrap();
+    }
+    assert_eq!(calls(&h, "gettoken").await.len(), 1, "one token for all");
+    h.ok("POST", "/_sandbox/tokens/expire", Some(json!({})))
+        .await;
+    for wecom in &processes {
+        wecom
+            .add_contact_way(&creds(), &multi(&["alice"], ""))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        calls(&h, "gettoken").await.len(),
+        2,
+        "the first process to meet 42001 fetched; the others took its token"
+    );
+    let adds = errcodes(&calls(&h, "add_contact_way").await);
+    assert_eq!(adds.iter().filter(|c| **c == 42001).count(), 3);
+}

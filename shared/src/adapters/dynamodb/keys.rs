@@ -118,6 +118,14 @@ pub fn dirty(code: &CodeId) -> String {
 
 pub const DIRTY_PREFIX: &str = "DIRTY#";
 
+/// A corp app's WeCom access token, shared by every function (outside any tenant: tokens
+/// belong to the corp's app). Sort key `TOKEN`.
+pub fn wecom_token(corp_id: &str) -> String {
+    format!("WECOM_TOKEN#{corp_id}")
+}
+
+pub const WECOM_TOKEN_SK: &str = "TOKEN";
+
 /// The schedule tick's due items (one per staff member with a schedule, one per tenant for its
 /// midnight) live under the tenant; the `gsi1` index finds them by the minute they are due.
 pub const DUE_PREFIX: &str = "DUE#";

@@ -9,6 +9,7 @@ mod ledger;
 mod limits;
 mod staff;
 mod tenants;
+mod tokens;
 
 pub use codes::{CodeRecord, SeatChange};
 pub use limits::DynamoBudget;
