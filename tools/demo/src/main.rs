@@ -119,7 +119,7 @@ struct Args {
     #[arg(long, default_value_t = 1)]
     shift_starts: usize,
     /// The shift edge is the first whole minute at least this long after the staff are seeded.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 20)]
     shift_lead_secs: u64,
     /// The tenant's timezone. Default: the zone whose midnight comes soonest after the
     /// campaign (plus `--rollover-margin-secs`), so the clock jump to it stays small.
@@ -529,6 +529,7 @@ async fn run(args: Args) -> Result<bool> {
     let rollover = if args.no_rollover {
         Rollover {
             skipped: Some("left out (--no-rollover)".into()),
+            left_out: true,
             ..Rollover::default()
         }
     } else {

@@ -1381,7 +1381,10 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
         );
     }
     match &rollover.skipped {
-        Some(why) => out.must("day rollover", format!("not run: {why}"), false),
+        Some(why) if !rollover.left_out => {
+            out.must("day rollover", format!("not run: {why}"), false);
+        }
+        Some(_) => {}
         None => {
             out.must(
                 "staff-code pairs back after midnight (limit or cap)",

@@ -66,8 +66,10 @@ pub fn zone_with_the_next_midnight(not_before_ms: u64) -> (Timezone, u64) {
 /// What the rollover did, as the demo saw it.
 #[derive(Debug, Clone, Default)]
 pub struct Rollover {
-    /// Why it did not run (the stack lacks a part, or the run was told to skip it).
+    /// Why it did not run (the stack lacks a part, or the run was told to leave it out).
     pub skipped: Option<String>,
+    /// Left out on purpose (`--no-rollover`): not a failure.
+    pub left_out: bool,
     pub midnight_ms: u64,
     /// How far the clock jumped (stack and sandbox), in seconds.
     pub jump_secs: i64,
