@@ -117,13 +117,23 @@ impl World {
         stack_client::queue_depth(&self.sqs, self.output(queue_output)).await
     }
 
-    /// Waits until inbox.fifo and refresh.fifo are both empty, twice in a row.
+    /// Waits until inbox.fifo, refresh.fifo and the refresh retry queues (a throttled or
+    /// transiently failed reason waits there) are all empty, twice in a row.
     pub async fn wait_until_drained(&self) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(120);
         let mut empty_polls = 0;
         while empty_polls < 2 {
-            let depth = self.queue_depth("InboxQueueUrl").await?
+            let mut depth = self.queue_depth("InboxQueueUrl").await?
                 + self.queue_depth("RefreshQueueUrl").await?;
+            for retry in [
+                "RefreshRetry15sQueueUrl",
+                "RefreshRetry60sQueueUrl",
+                "RefreshRetry900sQueueUrl",
+            ] {
+                if self.outputs.contains_key(retry) {
+                    depth += self.queue_depth(retry).await?;
+                }
+            }
             empty_polls = if depth == 0 { empty_polls + 1 } else { 0 };
             if Instant::now() > deadline {
                 return Err(anyhow!("queues not drained within 120 s"));
