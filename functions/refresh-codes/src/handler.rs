@@ -567,16 +567,24 @@ mod tests {
     async fn a_reason_whose_delay_is_served_goes_back_to_its_group_unrefreshed() {
         let fakes = Fakes::default();
         let refresher = Refresher::new(&fakes, &fakes, &fakes, clock);
-        let mut event = sample();
-        for record in &mut event.payload.records {
-            record.event_source_arn =
-                Some("arn:aws:sqs:us-east-1:000000000000:qrsync-refresh-retry-15s.fifo".into());
-        }
-        let response = handle(&refresher, &&fakes, &&fakes, event)
-            .await
-            .expect("handled");
+        let path = format!(
+            "{}/../../events/sqs-refresh-retry-served.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let event = serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
+            .expect("an SQS event");
+        let response = handle(
+            &refresher,
+            &&fakes,
+            &&fakes,
+            LambdaEvent::new(event, Context::default()),
+        )
+        .await
+        .expect("handled");
         assert!(failed_ids(&response).is_empty());
-        assert_eq!(fakes.forwarded.lock().expect("lock").len(), 3);
+        let forwarded = fakes.forwarded.lock().expect("lock");
+        assert_eq!(forwarded.len(), 1);
+        assert_eq!(forwarded[0].attempt, 1, "the attempt count travels on");
         assert!(fakes.snapshots_read.lock().expect("lock").is_empty());
     }
 }
