@@ -440,9 +440,11 @@ async fn run(args: Args) -> Result<bool> {
         None
     } else {
         let deadline = edge_ms + args.tick_timeout_secs * 1000;
+        let now = stack_now();
         say(format!(
-            "waiting for the schedule tick to walk the shift edge ({} from now)",
-            report::ms(edge_ms.saturating_sub(stack_now()))
+            "waiting for the schedule tick to walk the shift edge ({} {})",
+            report::ms(edge_ms.abs_diff(now)),
+            if edge_ms > now { "from now" } else { "ago" }
         ));
         let mut walked = false;
         while !walked && stack_now() < deadline {

@@ -1146,7 +1146,9 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
         "edge -> tick's push on a quiet code: p50 / p95 / max",
         quantiles(quiet_lag),
     );
-    out.note("the tick runs once a minute and walks a minute 15 s after it ends: 15 to 75 s");
+    out.note(
+        "the tick fires once a minute (60-70 s apart on MiniStack) and walks a minute from 15 s after it began",
+    );
 
     // ---------------------------------------------------------------- rollover
     let rollover = &inputs.rollover;
