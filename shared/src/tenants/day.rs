@@ -83,6 +83,63 @@ pub(crate) fn utc(at_ms: u64) -> chrono::DateTime<chrono::Utc> {
         .unwrap_or_default()
 }
 
+/// Zones whose midnights fall on every half hour of UTC (and a few quarter hours).
+const MIDNIGHT_ZONES: &[&str] = &[
+    "Pacific/Kiritimati",
+    "Pacific/Chatham",
+    "Pacific/Auckland",
+    "Pacific/Fiji",
+    "Pacific/Noumea",
+    "Australia/Lord_Howe",
+    "Australia/Sydney",
+    "Australia/Adelaide",
+    "Australia/Darwin",
+    "Asia/Tokyo",
+    "Australia/Eucla",
+    "Asia/Shanghai",
+    "Asia/Bangkok",
+    "Asia/Yangon",
+    "Asia/Dhaka",
+    "Asia/Kathmandu",
+    "Asia/Kolkata",
+    "Asia/Karachi",
+    "Asia/Kabul",
+    "Asia/Dubai",
+    "Asia/Tehran",
+    "Europe/Moscow",
+    "Africa/Johannesburg",
+    "Africa/Lagos",
+    "UTC",
+    "Atlantic/Cape_Verde",
+    "Atlantic/South_Georgia",
+    "America/Sao_Paulo",
+    "America/St_Johns",
+    "America/Caracas",
+    "America/Bogota",
+    "America/Mexico_City",
+    "America/Phoenix",
+    "America/Los_Angeles",
+    "America/Anchorage",
+    "Pacific/Marquesas",
+    "Pacific/Honolulu",
+    "Pacific/Pago_Pago",
+];
+
+/// The zone whose next midnight comes soonest after `not_before_ms`, and that midnight (at
+/// most about 45 minutes later): a tenant in it reaches a day rollover soon, with only a small
+/// clock jump (the demo's and the tests' way through a midnight).
+pub fn zone_with_the_next_midnight(not_before_ms: u64) -> (Timezone, u64) {
+    MIDNIGHT_ZONES
+        .iter()
+        .filter_map(|name| name.parse::<Timezone>().ok())
+        .map(|zone| (zone, zone.next_midnight_ms(not_before_ms)))
+        .min_by_key(|(_, midnight)| *midnight)
+        .unwrap_or_else(|| {
+            let zone = Timezone::default();
+            (zone, zone.next_midnight_ms(not_before_ms))
+        })
+}
+
 /// The tenant's calendar day (`YYYY-MM-DD`) at `at_ms` (milliseconds since the epoch).
 pub fn tenant_day(at_ms: u64, timezone: Timezone) -> String {
     timezone.at(at_ms).format("%Y-%m-%d").to_string()
@@ -101,6 +158,17 @@ mod tests {
         assert_eq!(tenant_day(before + 1000, shanghai), "2026-12-01");
         let utc: Timezone = "UTC".parse().expect("valid zone");
         assert_eq!(tenant_day(before + 1000, utc), "2026-11-30");
+    }
+
+    #[test]
+    fn some_zone_has_its_midnight_within_about_half_an_hour() {
+        // 2026-03-10T13:07:00Z and a few other instants.
+        for at in [1_773_148_020_000u64, 1_773_100_000_000, 1_773_199_999_000] {
+            let (zone, midnight) = zone_with_the_next_midnight(at);
+            assert!(midnight > at);
+            assert!(midnight - at <= 46 * 60_000, "{zone}: {}", midnight - at);
+            assert_eq!(zone.at(midnight).format("%H:%M").to_string(), "00:00");
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 pub mod cache;
 mod day;
 
-pub use day::{tenant_day, Timezone, DEFAULT_TIMEZONE};
+pub use day::{tenant_day, zone_with_the_next_midnight, Timezone, DEFAULT_TIMEZONE};
 
 use crate::wecom::crypto::{CallbackCrypto, CryptoError};
 use std::fmt;

@@ -251,7 +251,7 @@ async fn run(args: Args) -> Result<bool> {
             let zone = Timezone::default();
             (zone, zone.next_midnight_ms(stack_now()))
         }
-        None => rollover::zone_with_the_next_midnight(
+        None => shared::tenants::zone_with_the_next_midnight(
             stack_now() + 30_000 + campaign_ms + args.rollover_margin_secs * 1000,
         ),
     };

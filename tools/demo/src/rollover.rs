@@ -5,64 +5,6 @@
 //! The tenant's timezone is chosen so that its midnight comes soon after the campaign: the jump
 //! stays well within the tick's one-hour catch-up.
 
-use shared::tenants::Timezone;
-
-/// Zones whose midnights fall on every half hour of UTC (and a few quarter hours).
-const ZONES: &[&str] = &[
-    "Pacific/Kiritimati",
-    "Pacific/Chatham",
-    "Pacific/Auckland",
-    "Pacific/Fiji",
-    "Pacific/Noumea",
-    "Australia/Lord_Howe",
-    "Australia/Sydney",
-    "Australia/Adelaide",
-    "Australia/Darwin",
-    "Asia/Tokyo",
-    "Australia/Eucla",
-    "Asia/Shanghai",
-    "Asia/Bangkok",
-    "Asia/Yangon",
-    "Asia/Dhaka",
-    "Asia/Kathmandu",
-    "Asia/Kolkata",
-    "Asia/Karachi",
-    "Asia/Kabul",
-    "Asia/Dubai",
-    "Asia/Tehran",
-    "Europe/Moscow",
-    "Africa/Johannesburg",
-    "Africa/Lagos",
-    "UTC",
-    "Atlantic/Cape_Verde",
-    "Atlantic/South_Georgia",
-    "America/Sao_Paulo",
-    "America/St_Johns",
-    "America/Caracas",
-    "America/Bogota",
-    "America/Mexico_City",
-    "America/Phoenix",
-    "America/Los_Angeles",
-    "America/Anchorage",
-    "Pacific/Marquesas",
-    "Pacific/Honolulu",
-    "Pacific/Pago_Pago",
-];
-
-/// The zone whose next midnight comes soonest after `not_before_ms`, and that midnight (at
-/// most about half an hour later).
-pub fn zone_with_the_next_midnight(not_before_ms: u64) -> (Timezone, u64) {
-    ZONES
-        .iter()
-        .filter_map(|name| name.parse::<Timezone>().ok())
-        .map(|zone| (zone, zone.next_midnight_ms(not_before_ms)))
-        .min_by_key(|(_, midnight)| *midnight)
-        .unwrap_or_else(|| {
-            let zone = Timezone::default();
-            (zone, zone.next_midnight_ms(not_before_ms))
-        })
-}
-
 /// What the rollover did, as the demo saw it.
 #[derive(Debug, Clone, Default)]
 pub struct Rollover {
@@ -95,20 +37,4 @@ pub struct Rollover {
     pub codes: usize,
     /// Restoring the clock afterwards failed.
     pub restore_error: Option<String>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn some_zone_has_its_midnight_within_about_half_an_hour() {
-        // 2026-03-10T13:07:00Z and a few other instants.
-        for at in [1_773_148_020_000u64, 1_773_100_000_000, 1_773_199_999_000] {
-            let (zone, midnight) = zone_with_the_next_midnight(at);
-            assert!(midnight > at);
-            assert!(midnight - at <= 46 * 60_000, "{zone}: {}", midnight - at);
-            assert_eq!(zone.at(midnight).format("%H:%M").to_string(), "00:00");
-        }
-    }
 }
