@@ -5,6 +5,7 @@
 //! - `membership`: MISSION's membership rules, the pure recompute of a code's list.
 //! - `facts`: MISSION rules 2 and 8, facts written idempotently (claims by business key), then refresh reasons.
 //! - `refresh`: MISSION rules 3 to 5, the single writer of each code's WeCom list.
+//! - `lanes`: MISSION "Lanes", the pure policy choosing the fast or slow lane per event.
 //! - `tenants`: tenant ids and the settings that authenticate their callbacks.
 //! - `ports`: the traits the domain needs; `adapters`: DynamoDB, SQS and in-memory versions.
 //! - `schedules`: work-schedule edges and the tenant's midnight, due in a minute-bucketed index.
@@ -19,6 +20,7 @@ pub mod facts;
 pub mod http;
 mod ids;
 pub mod intake;
+pub mod lanes;
 pub mod membership;
 pub mod ports;
 pub mod refresh;

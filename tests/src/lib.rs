@@ -117,8 +117,9 @@ impl World {
         stack_client::queue_depth(&self.sqs, self.output(queue_output)).await
     }
 
-    /// Waits until inbox.fifo, refresh.fifo and the refresh retry queues (a throttled or
-    /// transiently failed reason waits there) are all empty, twice in a row.
+    /// Waits until inbox.fifo, refresh.fifo, the slow lane's queue and the refresh retry
+    /// queues (a throttled or transiently failed reason waits there) are all empty, twice in
+    /// a row.
     pub async fn wait_until_drained(&self) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(120);
         let mut empty_polls = 0;
@@ -126,6 +127,7 @@ impl World {
             let mut depth = self.queue_depth("InboxQueueUrl").await?
                 + self.queue_depth("RefreshQueueUrl").await?;
             for retry in [
+                "SlowRefreshQueueUrl",
                 "RefreshRetry15sQueueUrl",
                 "RefreshRetry60sQueueUrl",
                 "RefreshRetry900sQueueUrl",

@@ -1,9 +1,15 @@
 //! The environment this function reads; names match `template.yaml`.
 
 use shared::env::{parsed, required, EnvError};
+use shared::lanes::{LanePolicy, LaneSwitch};
 use shared::refresh::retry::RetryDelay;
-use shared::refresh::BudgetLimits;
+use shared::refresh::{BudgetLimits, LeaseTimes};
+use shared::tenants::TenantId;
 use std::time::Duration;
+
+/// What a WeCom call may take beyond its timeout (connection set-up, the token's refresh
+/// and retry are separate calls with their own timeout).
+const CALL_MARGIN_MS: u64 = 500;
 
 #[derive(Debug)]
 pub struct Config {
@@ -18,6 +24,10 @@ pub struct Config {
     pub wecom_timeout: Duration,
     /// Each tenant's update_contact_way calls per minute and per hour (rule 6).
     pub budget: BudgetLimits,
+    /// The slow lane's queue.
+    pub slow_queue_url: String,
+    pub lanes: LanePolicy,
+    pub lease_times: LeaseTimes,
 }
 
 impl Config {
@@ -33,17 +43,50 @@ impl Config {
                 Ok((delay, required(name)?))
             })
             .collect::<Result<_, EnvError>>()?;
+        let wecom_timeout = Duration::from_millis(parsed("WECOM_TIMEOUT_MS")?);
+        let lease_times = LeaseTimes {
+            duration_ms: parsed::<u64>("CODE_LEASE_SECONDS")? * 1000,
+            call_ms: u64::try_from(wecom_timeout.as_millis()).unwrap_or(u64::MAX) + CALL_MARGIN_MS,
+        };
+        if lease_times.duration_ms <= lease_times.call_ms {
+            return Err(EnvError::Malformed(
+                "CODE_LEASE_SECONDS",
+                "a lease must outlast one WeCom call (WECOM_TIMEOUT_MS plus 500 ms)".into(),
+            ));
+        }
         Ok(Self {
+            slow_queue_url: required("SLOW_REFRESH_QUEUE_URL")?,
+            lanes: LanePolicy {
+                switch: parsed::<LaneSwitch>("SLOW_LANE_SWITCH")?,
+                quiet_after_ms: parsed::<u64>("SLOW_LANE_QUIET_AFTER_SECONDS")? * 1000,
+                fast_tenants: fast_tenants()?,
+                slow_interval_ms: parsed::<u64>("SLOW_LANE_INTERVAL_SECONDS")? * 1000,
+            },
+            lease_times,
             table_name: required("TABLE_NAME")?,
             dead_letter_queue_url: required("DEAD_LETTER_QUEUE_URL")?,
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,
             retry_queue_urls,
             wecom_api_base_url: required("WECOM_API_BASE_URL")?,
-            wecom_timeout: Duration::from_millis(parsed("WECOM_TIMEOUT_MS")?),
+            wecom_timeout,
             budget: BudgetLimits {
                 per_minute: parsed("WECOM_BUDGET_PER_MINUTE")?,
                 per_hour: parsed("WECOM_BUDGET_PER_HOUR")?,
             },
         })
     }
+}
+
+/// `FAST_LANE_TENANTS`: tenant ids separated by commas; empty for none.
+fn fast_tenants() -> Result<std::collections::BTreeSet<TenantId>, EnvError> {
+    const NAME: &str = "FAST_LANE_TENANTS";
+    std::env::var(NAME)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|raw| !raw.is_empty())
+        .map(|raw| {
+            TenantId::parse(raw).map_err(|e| EnvError::Malformed(NAME, format!("`{raw}`: {e}")))
+        })
+        .collect()
 }

@@ -12,16 +12,22 @@
 //!   code is marked dirty first, since a redriven message passes no code of ours.
 //!
 //! Messages from a retry queue have served their delay and are forwarded to refresh.fifo
-//! unrefreshed, so the code's message group stays the one way to its single writer. A
-//! message that is not a refresh reason is moved to the dead-letter queue as poison.
+//! unrefreshed: every refresh starts on the fast lane. Messages from the slow lane's queue
+//! are refreshed as slow (one push per code per interval). A code the lane policy puts on
+//! the slow lane has one reason republished there, and a code put off (slow-lane interval,
+//! another writer holding its lease) waits in a retry queue like a throttled one. A message
+//! that is not a refresh reason is moved to the dead-letter queue as poison.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Error, LambdaEvent};
 use shared::batch::PartialBatch;
+use shared::lanes::Lane;
 use shared::ports::DeadLetters;
 use shared::refresh::retry::{self, Path, RetriedReason, RetryQueues};
+use shared::refresh::Requeue;
 use shared::refresh::{
-    CodeFacts, ContactWayPusher, FailureMarks, Outcome, RefreshError, Refresher, WeComBudget,
+    Asked, CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, Outcome,
+    RefreshError, Refresher, WeComBudget,
 };
 
 /// refresh.fifo's `maxReceiveCount` in `template.yaml`.
@@ -34,6 +40,7 @@ struct CodeWork<'a> {
     messages: Vec<(&'a str, &'a str)>,
     fact_at_ms: Vec<u64>,
     receive_count: u32,
+    lane: Lane,
 }
 
 #[tracing::instrument(skip_all, fields(records = event.payload.records.len()))]
@@ -44,7 +51,7 @@ pub(crate) async fn handle<F, P, B, D, R>(
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error>
 where
-    F: CodeFacts + FailureMarks,
+    F: CodeFacts + CodeRecords + FailureMarks + CodeLeases,
     P: ContactWayPusher,
     B: WeComBudget,
     D: DeadLetters,
@@ -83,6 +90,11 @@ where
             }
             continue;
         }
+        let lane = if retries.is_slow_lane(source) {
+            Lane::Slow
+        } else {
+            Lane::Fast
+        };
         let receive_count = message
             .attributes
             .get("ApproximateReceiveCount")
@@ -96,6 +108,7 @@ where
                 code.messages.push((id, body));
                 code.fact_at_ms.push(reason.reason.fact_at_ms);
                 code.reason.attempt = code.reason.attempt.max(reason.attempt);
+                code.reason.resync |= reason.resync;
                 code.receive_count = code.receive_count.max(receive_count);
             }
             None => work.push(CodeWork {
@@ -104,6 +117,7 @@ where
                 reason,
                 messages: vec![(id, body)],
                 receive_count,
+                lane,
             }),
         }
     }
@@ -122,7 +136,7 @@ async fn refresh_code<F, P, B, D, R>(
     batch: &mut PartialBatch,
     code: CodeWork<'_>,
 ) where
-    F: CodeFacts + FailureMarks,
+    F: CodeFacts + CodeRecords + FailureMarks + CodeLeases,
     P: ContactWayPusher,
     B: WeComBudget,
     D: DeadLetters,
@@ -130,8 +144,39 @@ async fn refresh_code<F, P, B, D, R>(
 {
     let (tenant, code_id) = (&code.reason.reason.tenant, &code.reason.reason.code);
     let attempt = code.reason.attempt;
-    let path = match refresher.refresh(tenant, code_id, &code.fact_at_ms).await {
-        Ok(Outcome::Throttled { retry_after_ms }) => retry::throttled(retry_after_ms, attempt),
+    let asked = Asked {
+        tenant,
+        code: code_id,
+        fact_at_ms: &code.fact_at_ms,
+        lane: code.lane,
+        resync: code.reason.resync,
+    };
+    let mut resync = false;
+    let path = match refresher.refresh(asked).await {
+        Ok(Outcome::Requeue {
+            why,
+            retry_after_ms,
+        }) => {
+            resync = why.needs_resync();
+            match why {
+                Requeue::Budget | Requeue::Throttled => retry::throttled(retry_after_ms, attempt),
+                _ => retry::put_off(retry_after_ms, attempt),
+            }
+        }
+        Ok(Outcome::ToSlowLane) => {
+            let first_id = code.messages.first().map(|(id, _)| *id).unwrap_or_default();
+            let slow = RetriedReason::requeued(code.reason.reason.clone(), attempt, first_id);
+            match retries.to_slow_lane(&slow).await {
+                Ok(()) => {
+                    tracing::info!(tenant = %tenant, code = %code_id, reasons = code.messages.len(), "quiet code: reasons sent to the slow lane")
+                }
+                Err(error) => {
+                    tracing::warn!(error = %error, "slow lane unreachable; the reasons are redelivered");
+                    fail_all(batch, &code);
+                }
+            }
+            return;
+        }
         Ok(outcome) => {
             let outcome = match outcome {
                 Outcome::Pushed(users) => format!("pushed {} users", users.len()),
@@ -161,7 +206,9 @@ async fn refresh_code<F, P, B, D, R>(
     match path {
         Path::Requeue { delay, attempt } => {
             let first_id = code.messages.first().map(|(id, _)| *id).unwrap_or_default();
-            let requeued = RetriedReason::requeued(code.reason.reason.clone(), attempt, first_id);
+            let mut requeued =
+                RetriedReason::requeued(code.reason.reason.clone(), attempt, first_id);
+            requeued.resync = resync || code.reason.resync;
             match retries.delay(&requeued, delay).await {
                 Ok(()) => {
                     tracing::info!(tenant = %tenant, code = %code_id, delay_s = delay.seconds(), attempt, "reasons requeued with a delay")
@@ -199,7 +246,7 @@ async fn mark_dirty<F, P, B>(
     code: &CodeWork<'_>,
     class: shared::wecom::api::FailureClass,
 ) where
-    F: CodeFacts + FailureMarks,
+    F: CodeFacts + CodeRecords + FailureMarks + CodeLeases,
     P: ContactWayPusher,
     B: WeComBudget,
 {
@@ -223,10 +270,15 @@ fn fail_all(batch: &mut PartialBatch, code: &CodeWork<'_>) {
 mod tests {
     use super::*;
     use lambda_runtime::Context;
+    use shared::lanes::{CodeAge, LanePolicy, LaneSwitch};
+    use shared::membership::RotationSlot;
     use shared::membership::{CodeConfig, CodeId, Family, StaffFacts, StaffId, Switches};
     use shared::ports::StoreError;
     use shared::refresh::retry::RetryDelay;
-    use shared::refresh::{CodeSnapshot, PushRecord, Spend, StoredCode, Window};
+    use shared::refresh::{
+        Acquired, CodeSnapshot, Lease, LeaseTimes, PushRecord, Recorded, Spend, StoredCode, Tally,
+        Window,
+    };
     use shared::tenants::{TenantId, TenantProfile};
     use shared::wecom::api::{CorpCredentials, FailureClass, WeComError};
     use std::sync::Mutex;
@@ -242,6 +294,8 @@ mod tests {
         parked: Mutex<Vec<(String, String)>>,
         delayed: Mutex<Vec<(RetriedReason, RetryDelay)>>,
         forwarded: Mutex<Vec<RetriedReason>>,
+        slowed: Mutex<Vec<RetriedReason>>,
+        lease_busy: bool,
         dirty: Mutex<Vec<(String, FailureClass)>>,
     }
 
@@ -304,6 +358,13 @@ mod tests {
         fn is_retry_queue(&self, arn: &str) -> bool {
             arn.ends_with("refresh-retry-15s.fifo")
         }
+        async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError> {
+            self.slowed.lock().expect("lock").push(reason.clone());
+            Ok(())
+        }
+        fn is_slow_lane(&self, arn: &str) -> bool {
+            arn.ends_with("refresh-slow.fifo")
+        }
     }
 
     #[async_trait::async_trait]
@@ -349,15 +410,70 @@ mod tests {
                 last_pushed: None,
             }))
         }
+    }
+
+    #[async_trait::async_trait]
+    impl CodeRecords for &Fakes {
+        async fn age(&self, _: &TenantId, _: &CodeId) -> Result<Option<CodeAge>, StoreError> {
+            Ok(Some(CodeAge {
+                created_at_ms: 0,
+                updated_at_ms: 0,
+            }))
+        }
         async fn record_push(
             &self,
             _: &TenantId,
             _: &CodeId,
+            _: &Lease,
             _: &PushRecord,
-        ) -> Result<(), StoreError> {
+        ) -> Result<Recorded, StoreError> {
+            Ok(Recorded::Written)
+        }
+        async fn record_starved(
+            &self,
+            _: &TenantId,
+            _: &CodeId,
+            _: &Lease,
+            _: u64,
+        ) -> Result<Recorded, StoreError> {
+            Ok(Recorded::Written)
+        }
+        async fn record_rotation(
+            &self,
+            _: &TenantId,
+            _: &CodeId,
+            _: &Lease,
+            _: &[StaffId],
+            _: &[RotationSlot],
+        ) -> Result<Recorded, StoreError> {
+            Ok(Recorded::Written)
+        }
+        async fn record_tally(&self, _: &TenantId, _: &str, _: &Tally) -> Result<(), StoreError> {
             Ok(())
         }
-        async fn record_starved(&self, _: &TenantId, _: &CodeId, _: u64) -> Result<(), StoreError> {
+    }
+
+    #[async_trait::async_trait]
+    impl CodeLeases for &Fakes {
+        async fn acquire(
+            &self,
+            _: &TenantId,
+            _: &CodeId,
+            holder: &str,
+            now_ms: u64,
+            duration_ms: u64,
+        ) -> Result<Acquired, StoreError> {
+            if self.lease_busy {
+                return Ok(Acquired::Busy {
+                    retry_after_ms: 5_000,
+                });
+            }
+            Ok(Acquired::Held(Lease {
+                holder: holder.to_owned(),
+                expires_at_ms: now_ms + duration_ms,
+            }))
+        }
+        async fn release(&self, _: &TenantId, _: &CodeId, _: &Lease) -> Result<(), StoreError> {
             Ok(())
         }
     }
@@ -415,10 +531,24 @@ mod tests {
         1
     }
 
+    type FakeRefresher<'a> = Refresher<&'a Fakes, &'a Fakes, &'a Fakes>;
+
+    fn refresher_with(fakes: &Fakes, lanes: LanePolicy) -> FakeRefresher<'_> {
+        let lease = LeaseTimes {
+            duration_ms: 8_000,
+            call_ms: 3_500,
+        };
+        Refresher::new(fakes, fakes, fakes, clock, lanes, lease)
+    }
+
+    fn refresher(fakes: &Fakes) -> FakeRefresher<'_> {
+        refresher_with(fakes, LanePolicy::all_fast())
+    }
+
     #[tokio::test]
     async fn reasons_for_one_code_in_a_batch_give_one_recompute() {
         let fakes = Fakes::default();
-        let refresher = Refresher::new(&fakes, &fakes, &fakes, clock);
+        let refresher = refresher(&fakes);
         let response = handle(&refresher, &&fakes, &&fakes, sample())
             .await
             .expect("handled");
@@ -437,7 +567,7 @@ mod tests {
             unreadable_code: Some("code-1"),
             ..Fakes::default()
         };
-        let refresher = Refresher::new(&fakes, &fakes, &fakes, clock);
+        let refresher = refresher(&fakes);
         let response = handle(&refresher, &&fakes, &&fakes, sample())
             .await
             .expect("handled");
@@ -473,7 +603,7 @@ mod tests {
             no_budget: true,
             ..Fakes::default()
         };
-        let refresher = Refresher::new(&fakes, &fakes, &fakes, clock);
+        let refresher = refresher(&fakes);
         let response = handle(&refresher, &&fakes, &&fakes, sample())
             .await
             .expect("handled");
@@ -500,7 +630,7 @@ mod tests {
             failing_config: Some("cfg-code-1"),
             ..Fakes::default()
         };
-        let refresher = Refresher::new(&fakes, &fakes, &fakes, clock);
+        let refresher = refresher(&fakes);
         let response = handle(&refresher, &&fakes, &&fakes, sample())
             .await
             .expect("handled");
@@ -520,7 +650,7 @@ mod tests {
             failing_config: Some("cfg-code-1"),
             ..Fakes::default()
         };
-        let refresher = Refresher::new(&fakes, &fakes, &fakes, clock);
+        let refresher = refresher(&fakes);
         let mut event = sample();
         for record in &mut event.payload.records {
             let mut body: serde_json::Value =
@@ -550,7 +680,7 @@ mod tests {
             failure: Some(WeComError::ListTooLong),
             ..Fakes::default()
         };
-        let refresher = Refresher::new(&fakes, &fakes, &fakes, clock);
+        let refresher = refresher(&fakes);
         handle(&refresher, &&fakes, &&fakes, sample())
             .await
             .expect("handled");
@@ -566,7 +696,7 @@ mod tests {
     #[tokio::test]
     async fn a_reason_whose_delay_is_served_goes_back_to_its_group_unrefreshed() {
         let fakes = Fakes::default();
-        let refresher = Refresher::new(&fakes, &fakes, &fakes, clock);
+        let refresher = refresher(&fakes);
         let path = format!(
             "{}/../../events/sqs-refresh-retry-served.json",
             env!("CARGO_MANIFEST_DIR")
@@ -586,5 +716,63 @@ mod tests {
         assert_eq!(forwarded.len(), 1);
         assert_eq!(forwarded[0].attempt, 1, "the attempt count travels on");
         assert!(fakes.snapshots_read.lock().expect("lock").is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_reasons_of_a_code_the_policy_calls_quiet_go_to_the_slow_lane_as_one_message() {
+        let fakes = Fakes::default();
+        let all_slow = LanePolicy {
+            switch: LaneSwitch::AllSlow,
+            ..LanePolicy::all_fast()
+        };
+        let refresher = refresher_with(&fakes, all_slow);
+        let response = handle(&refresher, &&fakes, &&fakes, sample())
+            .await
+            .expect("handled");
+        assert!(failed_ids(&response).is_empty(), "acknowledged");
+        let slowed = fakes.slowed.lock().expect("lock");
+        let codes: Vec<&str> = slowed.iter().map(|r| r.reason.code.as_str()).collect();
+        assert_eq!(codes, ["code-1", "code-2"], "one message per code");
+        assert!(fakes.snapshots_read.lock().expect("lock").is_empty());
+        assert!(fakes.pushes.lock().expect("lock").is_empty());
+    }
+
+    #[tokio::test]
+    async fn reasons_from_the_slow_queue_are_refreshed_there_not_sent_back_to_it() {
+        let fakes = Fakes::default();
+        let all_slow = LanePolicy {
+            switch: LaneSwitch::AllSlow,
+            ..LanePolicy::all_fast()
+        };
+        let refresher = refresher_with(&fakes, all_slow);
+        let mut event = sample();
+        for record in &mut event.payload.records {
+            record.event_source_arn =
+                Some("arn:aws:sqs:ap-east-1:123456789012:qrsync-refresh-slow.fifo".into());
+        }
+        handle(&refresher, &&fakes, &&fakes, event)
+            .await
+            .expect("handled");
+        assert!(fakes.slowed.lock().expect("lock").is_empty());
+        assert_eq!(fakes.pushes.lock().expect("lock").len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_code_whose_lease_is_held_elsewhere_waits_in_a_retry_queue_without_an_attempt() {
+        let fakes = Fakes {
+            lease_busy: true,
+            ..Fakes::default()
+        };
+        let refresher = refresher(&fakes);
+        let response = handle(&refresher, &&fakes, &&fakes, sample())
+            .await
+            .expect("handled");
+        assert!(failed_ids(&response).is_empty());
+        let delayed = fakes.delayed.lock().expect("lock");
+        assert_eq!(delayed.len(), 2);
+        assert!(delayed
+            .iter()
+            .all(|(r, d)| r.attempt == 0 && *d == RetryDelay::Seconds15));
+        assert!(fakes.dirty.lock().expect("lock").is_empty());
     }
 }

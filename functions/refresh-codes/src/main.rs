@@ -20,10 +20,22 @@ async fn main() -> Result<(), Error> {
     // through the table with every other container.
     let wecom = WeComClient::new(config.wecom_api_base_url, config.wecom_timeout)
         .with_token_store(std::sync::Arc::new(store.clone()));
-    let refresher = Refresher::new(store, wecom, budget, shared::system_clock);
+    let refresher = Refresher::new(
+        store,
+        wecom,
+        budget,
+        shared::system_clock,
+        config.lanes,
+        config.lease_times,
+    );
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let dead_letters = SqsDeadLetters::new(sqs.clone(), config.dead_letter_queue_url);
-    let retries = SqsRetryQueues::new(sqs, config.refresh_queue_url, config.retry_queue_urls);
+    let retries = SqsRetryQueues::new(
+        sqs,
+        config.refresh_queue_url,
+        config.slow_queue_url,
+        config.retry_queue_urls,
+    );
     run(service_fn(|event| {
         handler::handle(&refresher, &dead_letters, &retries, event)
     }))

@@ -162,6 +162,7 @@ impl crate::ports::DeadLetters for SqsDeadLetters {
 pub struct SqsRetryQueues {
     client: aws_sdk_sqs::Client,
     refresh_queue_url: String,
+    slow_queue_url: String,
     retry_queue_urls: Vec<(RetryDelay, String)>,
 }
 
@@ -169,11 +170,13 @@ impl SqsRetryQueues {
     pub fn new(
         client: aws_sdk_sqs::Client,
         refresh_queue_url: String,
+        slow_queue_url: String,
         retry_queue_urls: Vec<(RetryDelay, String)>,
     ) -> Self {
         Self {
             client,
             refresh_queue_url,
+            slow_queue_url,
             retry_queue_urls,
         }
     }
@@ -219,5 +222,13 @@ impl RetryQueues for SqsRetryQueues {
         self.retry_queue_urls
             .iter()
             .any(|(_, url)| queue_name(url) == name)
+    }
+
+    async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError> {
+        self.send(&self.slow_queue_url, reason).await
+    }
+
+    fn is_slow_lane(&self, event_source_arn: &str) -> bool {
+        queue_name(event_source_arn) == queue_name(&self.slow_queue_url)
     }
 }

@@ -7,7 +7,7 @@ use crate::membership::{
     WeeklySchedule,
 };
 use crate::ports::StoreError;
-use crate::refresh::{CodeFacts, CodeSnapshot, PushRecord, PushedList, RefreshReason, StoredCode};
+use crate::refresh::{CodeFacts, CodeSnapshot, PushedList, RefreshReason, StoredCode};
 use crate::schedules::{DueWriter, Minute, Subject};
 use crate::tenants::{TenantId, TenantProfile};
 use crate::wecom::api::{CorpCredentials, CreatedContactWay, NewContactWay, WeComError};
@@ -187,44 +187,6 @@ impl CodeFacts for InMemoryAdminStore {
             now_ms,
             last_pushed: tables.pushed.get(&key).cloned(),
         }))
-    }
-
-    async fn record_push(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        push: &PushRecord,
-    ) -> Result<(), StoreError> {
-        self.available()?.pushed.insert(
-            (tenant.clone(), code.clone()),
-            PushedList {
-                users: push.users.clone(),
-                pushed_at_ms: push.pushed_at_ms,
-                starved: false,
-                rotation: None,
-            },
-        );
-        Ok(())
-    }
-
-    async fn record_starved(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        at_ms: u64,
-    ) -> Result<(), StoreError> {
-        let mut tables = self.available()?;
-        let pushed = tables
-            .pushed
-            .entry((tenant.clone(), code.clone()))
-            .or_insert(PushedList {
-                users: Vec::new(),
-                pushed_at_ms: at_ms,
-                starved: true,
-                rotation: None,
-            });
-        pushed.starved = true;
-        Ok(())
     }
 }
 

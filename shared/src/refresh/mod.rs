@@ -5,14 +5,17 @@
 //! receive), and makes no call when the list is unchanged.
 
 mod budget;
+mod lease;
 mod reason;
 pub mod retry;
 
 pub use budget::{
     exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, WeComBudget, Window, UPDATE_CONTACT_WAY,
 };
+pub use lease::{Acquired, CodeLeases, Lease, LeaseTimes, Recorded};
 pub use reason::{Cause, RefreshReason};
 
+use crate::lanes::{CodeAge, Lane, LanePolicy};
 use crate::membership::{
     self, AddCounts, CodeConfig, CodeId, DepartmentId, Facts, Membership, RotationSlot, StaffFacts,
     StaffId, TenantRules,
@@ -114,9 +117,11 @@ pub struct PushRecord {
     pub fact_at_ms: Vec<u64>,
     /// The landing page's rotation from the same recompute (sequenced and quota codes).
     pub rotation: Option<Vec<RotationSlot>>,
+    /// The lane whose refresh pushed it.
+    pub lane: Lane,
 }
 
-/// Reads a code's facts and keeps its "last pushed" record.
+/// Reads a code's facts.
 #[async_trait::async_trait]
 pub trait CodeFacts: Send + Sync {
     /// Strongly consistent reads of everything the recompute needs for the tenant's day at
@@ -127,40 +132,52 @@ pub trait CodeFacts: Send + Sync {
         code: &CodeId,
         now_ms: u64,
     ) -> Result<Option<CodeSnapshot>, StoreError>;
+}
+
+/// Keeps a code's "last pushed" record. Every write is fenced on the writer's lease: a
+/// writer that lost its lease gets `Recorded::LeaseLost` and nothing is written.
+#[async_trait::async_trait]
+pub trait CodeRecords: Send + Sync {
+    /// When the code was created and last edited, for the lane policy (one cheap read).
+    /// `Ok(None)` when there is no such code.
+    async fn age(&self, tenant: &TenantId, code: &CodeId) -> Result<Option<CodeAge>, StoreError>;
     /// Records a push WeCom accepted: the last-pushed list and a history entry.
     async fn record_push(
         &self,
         tenant: &TenantId,
         code: &CodeId,
+        lease: &Lease,
         push: &PushRecord,
-    ) -> Result<(), StoreError>;
+    ) -> Result<Recorded, StoreError>;
     /// Marks the code starved (nobody eligible, no fallback) without touching the last list.
     async fn record_starved(
         &self,
         tenant: &TenantId,
         code: &CodeId,
+        lease: &Lease,
         at_ms: u64,
-    ) -> Result<(), StoreError>;
+    ) -> Result<Recorded, StoreError>;
     /// Replaces the landing page's rotation when the WeCom list stayed the same but the
     /// rotation did not (a quota member's share of a round shrinks with each add).
     async fn record_rotation(
         &self,
         tenant: &TenantId,
         code: &CodeId,
+        lease: &Lease,
+        wecom_list: &[StaffId],
         rotation: &[RotationSlot],
-    ) -> Result<(), StoreError> {
-        let _ = (tenant, code, rotation);
-        Ok(())
-    }
-    /// Adds one refresh's tally to the tenant's counters for `day`. Stores that keep no
-    /// counters (test fakes) need not implement it.
+    ) -> Result<Recorded, StoreError>;
+    /// Adds one refresh's tally to the tenant's counters for `day`.
     async fn record_tally(
         &self,
-        _tenant: &TenantId,
-        _day: &str,
-        _tally: &Tally,
-    ) -> Result<(), StoreError> {
-        Ok(())
+        tenant: &TenantId,
+        day: &str,
+        tally: &Tally,
+    ) -> Result<(), StoreError>;
+    /// Requests this store has sent so far (for the tally's requests per refresh); 0 when it
+    /// does not count them.
+    fn requests_sent(&self) -> u64 {
+        0
     }
 }
 
@@ -172,6 +189,18 @@ pub struct Tally {
     pub pushes: u32,
     pub unchanged: u32,
     pub starved: u32,
+    /// Requeued because the tenant's budget was spent.
+    pub requeued_budget: u32,
+    /// Requeued because WeCom answered 45009 or 45033.
+    pub requeued_throttled: u32,
+    /// Requeued because another writer held the code's lease (or this one lost it).
+    pub requeued_lease: u32,
+    /// Republished from the fast lane to the slow lane.
+    pub to_slow_lane: u32,
+    /// Requeued by the slow lane to keep its interval between pushes.
+    pub slow_interval_waits: u32,
+    /// Store requests the refresh made (this tally's own write included).
+    pub store_requests: u32,
 }
 
 /// Replaces the user list of a WeCom contact way.
@@ -225,13 +254,42 @@ pub enum Outcome {
     CodeNotFound,
     /// The code exists but its contact way is not created yet; its creation sends a reason.
     NotCreated,
-    /// No budget left, or WeCom throttled (45009/45033): the reasons wait `retry_after_ms`
-    /// in a retry queue. Not a failure (rule 6).
-    Throttled {
-        retry_after_ms: u64,
-    },
     /// WeCom answered 41044: the code is marked gone and dirty, and an alert raised.
     CodeGone,
+    /// The lane policy puts the code on the slow lane: its reasons are republished to the
+    /// slow queue, nothing read or called.
+    ToSlowLane,
+    /// Not done now and not a failure: the reasons wait `retry_after_ms` in a retry queue.
+    Requeue {
+        why: Requeue,
+        retry_after_ms: u64,
+    },
+}
+
+/// Why a refresh was put off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requeue {
+    /// The tenant's budget for the window is spent (rule 6).
+    Budget,
+    /// WeCom answered 45009 or 45033.
+    Throttled,
+    /// Another writer holds the code's lease, or too little of ours is left for a call.
+    LeaseBusy,
+    /// The lease was taken over while this writer pushed: its record was refused. WeCom may
+    /// hold this writer's list rather than the recorded one, so the next refresh pushes even
+    /// an unchanged list (`resync`).
+    LeaseLost,
+    /// The slow lane keeps its interval between two pushes of the code.
+    SlowInterval,
+    /// Staff WeCom refuses were still being found after several rounds.
+    Unsettled,
+}
+
+impl Requeue {
+    /// The next refresh must push even a list the record says WeCom has.
+    pub fn needs_resync(self) -> bool {
+        self == Self::LeaseLost
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -251,6 +309,8 @@ const MAX_ROUNDS: usize = 3;
 /// Why one budgeted push did not go through.
 enum PushFailure {
     Budget(u64),
+    /// Too little of the lease is left to cover a call, or the record was refused.
+    Lease(Requeue),
     WeCom(WeComError),
     Store(StoreError),
 }
@@ -261,20 +321,55 @@ impl From<StoreError> for PushFailure {
     }
 }
 
+/// One refresh of one code, as asked by its reasons.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    pub tenant: &'a TenantId,
+    pub code: &'a CodeId,
+    /// When the facts behind the coalesced reasons were written.
+    pub fact_at_ms: &'a [u64],
+    /// The lane whose queue delivered the reasons.
+    pub lane: Lane,
+    /// A writer lost its lease after a push: push even if the record says WeCom has the list.
+    pub resync: bool,
+}
+
+/// The refresh of one code while it holds the lease.
+struct Held<'a> {
+    asked: Asked<'a>,
+    lease: Lease,
+}
+
 pub struct Refresher<F, P, B> {
     facts: F,
     pusher: P,
     budget: B,
     clock: Clock,
+    lanes: LanePolicy,
+    lease_times: LeaseTimes,
 }
 
-impl<F: CodeFacts + FailureMarks, P: ContactWayPusher, B: WeComBudget> Refresher<F, P, B> {
-    pub fn new(facts: F, pusher: P, budget: B, clock: Clock) -> Self {
+impl<F, P, B> Refresher<F, P, B>
+where
+    F: CodeFacts + CodeRecords + FailureMarks + CodeLeases,
+    P: ContactWayPusher,
+    B: WeComBudget,
+{
+    pub fn new(
+        facts: F,
+        pusher: P,
+        budget: B,
+        clock: Clock,
+        lanes: LanePolicy,
+        lease_times: LeaseTimes,
+    ) -> Self {
         Self {
             facts,
             pusher,
             budget,
             clock,
+            lanes,
+            lease_times,
         }
     }
 
@@ -286,69 +381,142 @@ impl<F: CodeFacts + FailureMarks, P: ContactWayPusher, B: WeComBudget> Refresher
         (self.clock)()
     }
 
-    /// One recompute for `code`, however many reasons (with facts written at `fact_at_ms`)
-    /// asked for it.
-    #[tracing::instrument(skip(self, fact_at_ms), fields(tenant = %tenant, code = %code, reasons = fact_at_ms.len()))]
-    pub async fn refresh(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        fact_at_ms: &[u64],
-    ) -> Result<Outcome, RefreshError> {
+    /// One recompute for a code, however many reasons asked for it: lane policy -> lease ->
+    /// recompute -> dedupe -> budget -> push -> record (MISSION's flow).
+    #[tracing::instrument(skip(self, asked), fields(tenant = %asked.tenant, code = %asked.code, reasons = asked.fact_at_ms.len(), lane = ?asked.lane))]
+    pub async fn refresh(&self, asked: Asked<'_>) -> Result<Outcome, RefreshError> {
+        let requests_before = self.facts.requests_sent();
         let now_ms = (self.clock)();
-        let Some(snapshot) = self.facts.snapshot(tenant, code, now_ms).await? else {
-            return Ok(Outcome::CodeNotFound);
+        let (outcome, timezone) = self.refresh_leased(asked, now_ms).await?;
+        let reasons = u32::try_from(asked.fact_at_ms.len()).unwrap_or(u32::MAX);
+        let mut tally = Tally::default();
+        match &outcome {
+            Outcome::Pushed(_) => {
+                tally.reasons = reasons;
+                tally.recomputes = 1;
+                tally.pushes = 1;
+            }
+            Outcome::Unchanged => {
+                tally.reasons = reasons;
+                tally.recomputes = 1;
+                tally.unchanged = 1;
+            }
+            Outcome::Starved => {
+                tally.reasons = reasons;
+                tally.recomputes = 1;
+                tally.starved = 1;
+            }
+            Outcome::CodeNotFound | Outcome::NotCreated | Outcome::CodeGone => {
+                tally.reasons = reasons;
+            }
+            // Put-off reasons are counted when they are finally refreshed; the put-off itself
+            // is counted by why.
+            Outcome::ToSlowLane => tally.to_slow_lane = 1,
+            Outcome::Requeue { why, .. } => match why {
+                Requeue::Budget => tally.requeued_budget = 1,
+                Requeue::Throttled => tally.requeued_throttled = 1,
+                Requeue::LeaseBusy | Requeue::LeaseLost => tally.requeued_lease = 1,
+                Requeue::SlowInterval => tally.slow_interval_waits = 1,
+                Requeue::Unsettled => {}
+            },
+        }
+        // Put off before the snapshot (slow lane, lease busy), the tenant's day is unknown and
+        // nothing is counted.
+        let Some(timezone) = timezone else {
+            return Ok(outcome);
         };
-        let outcome = self
-            .refresh_snapshot(tenant, code, snapshot.clone(), fact_at_ms, now_ms)
-            .await?;
-        let reasons = u32::try_from(fact_at_ms.len()).unwrap_or(u32::MAX);
-        let tally = match &outcome {
-            Outcome::Pushed(_) => Tally {
-                reasons,
-                recomputes: 1,
-                pushes: 1,
-                ..Tally::default()
-            },
-            Outcome::Unchanged => Tally {
-                reasons,
-                recomputes: 1,
-                unchanged: 1,
-                ..Tally::default()
-            },
-            Outcome::Starved => Tally {
-                reasons,
-                recomputes: 1,
-                starved: 1,
-                ..Tally::default()
-            },
-            // Requeued reasons are counted when they are finally refreshed.
-            Outcome::Throttled { .. } => return Ok(outcome),
-            Outcome::CodeNotFound | Outcome::NotCreated | Outcome::CodeGone => Tally {
-                reasons,
-                ..Tally::default()
-            },
-        };
-        let day = crate::tenants::tenant_day(now_ms, snapshot.profile.timezone);
+        // The tally's own write is one of the refresh's requests.
+        let requests = self.facts.requests_sent().saturating_sub(requests_before) + 1;
+        tally.store_requests = u32::try_from(requests).unwrap_or(u32::MAX);
+        let day = crate::tenants::tenant_day(now_ms, timezone);
         // Counters are for people; a failure to count must not fail (and so repeat) a push.
-        if let Err(error) = self.facts.record_tally(tenant, &day, &tally).await {
+        if let Err(error) = self.facts.record_tally(asked.tenant, &day, &tally).await {
             tracing::warn!(error = %error, "refresh tally not recorded");
         }
         Ok(outcome)
     }
 
+    /// The refresh up to its outcome, and the tenant's timezone when the tenant was found
+    /// (its day names the tally).
+    async fn refresh_leased(
+        &self,
+        asked: Asked<'_>,
+        now_ms: u64,
+    ) -> Result<(Outcome, Option<crate::tenants::Timezone>), RefreshError> {
+        if asked.lane == Lane::Fast {
+            let age = if self.lanes.needs_age(asked.tenant) {
+                self.facts.age(asked.tenant, asked.code).await?
+            } else {
+                None
+            };
+            if self.lanes.lane_for(asked.tenant, age, now_ms) == Lane::Slow {
+                return Ok((Outcome::ToSlowLane, None));
+            }
+        }
+        let holder = Lease::new_holder();
+        let lease = match self
+            .facts
+            .acquire(
+                asked.tenant,
+                asked.code,
+                &holder,
+                now_ms,
+                self.lease_times.duration_ms,
+            )
+            .await?
+        {
+            Acquired::Held(lease) => lease,
+            Acquired::Busy { retry_after_ms } => {
+                tracing::info!(
+                    retry_after_ms,
+                    "another writer holds the code's lease; requeued"
+                );
+                let outcome = Outcome::Requeue {
+                    why: Requeue::LeaseBusy,
+                    retry_after_ms,
+                };
+                return Ok((outcome, None));
+            }
+        };
+        let held = Held { asked, lease };
+        let result = self.refresh_held(&held, now_ms).await;
+        // An unreleased lease only delays the next writer until it expires.
+        if let Err(error) = self
+            .facts
+            .release(asked.tenant, asked.code, &held.lease)
+            .await
+        {
+            tracing::warn!(error = %error, "code lease not released; it expires on its own");
+        }
+        result
+    }
+
+    async fn refresh_held(
+        &self,
+        held: &Held<'_>,
+        now_ms: u64,
+    ) -> Result<(Outcome, Option<crate::tenants::Timezone>), RefreshError> {
+        let (tenant, code) = (held.asked.tenant, held.asked.code);
+        let Some(snapshot) = self.facts.snapshot(tenant, code, now_ms).await? else {
+            return Ok((Outcome::CodeNotFound, None));
+        };
+        let timezone = snapshot.profile.timezone;
+        let outcome = self.refresh_snapshot(held, snapshot, now_ms).await?;
+        Ok((outcome, Some(timezone)))
+    }
+
     async fn refresh_snapshot(
         &self,
-        tenant: &TenantId,
-        code: &CodeId,
+        held: &Held<'_>,
         mut snapshot: CodeSnapshot,
-        fact_at_ms: &[u64],
         now_ms: u64,
     ) -> Result<Outcome, RefreshError> {
+        let (tenant, code) = (held.asked.tenant, held.asked.code);
         let Some(config_id) = snapshot.code.config_id.clone() else {
             return Ok(Outcome::NotCreated);
         };
         let mut pushed = None;
+        let mut resync = held.asked.resync;
         for _ in 0..MAX_ROUNDS {
             let membership = snapshot.recompute();
             let Some(users) = membership.users() else {
@@ -356,29 +524,53 @@ impl<F: CodeFacts + FailureMarks, P: ContactWayPusher, B: WeComBudget> Refresher
                     alert = "code_starved",
                     "nobody is eligible and the code has no usable fallback; the last list stays"
                 );
-                if !snapshot.last_pushed.as_ref().is_some_and(|p| p.starved) {
-                    self.facts.record_starved(tenant, code, now_ms).await?;
+                if !snapshot.last_pushed.as_ref().is_some_and(|p| p.starved)
+                    && self
+                        .facts
+                        .record_starved(tenant, code, &held.lease, now_ms)
+                        .await?
+                        == Recorded::LeaseLost
+                {
+                    return Ok(lease_lost());
                 }
                 return Ok(Outcome::Starved);
             };
             let users = users.to_vec();
             let rotation = snapshot.rotation(&membership);
-            if snapshot.wecom_has(&users) {
+            if !resync && snapshot.wecom_has(&users) {
                 let stored = snapshot
                     .last_pushed
                     .as_ref()
                     .and_then(|p| p.rotation.as_ref());
                 if let Some(rotation) = rotation.as_ref().filter(|r| Some(*r) != stored) {
-                    self.facts.record_rotation(tenant, code, rotation).await?;
+                    let recorded = self
+                        .facts
+                        .record_rotation(tenant, code, &held.lease, snapshot.wecom_list(), rotation)
+                        .await?;
+                    if recorded == Recorded::LeaseLost {
+                        return Ok(lease_lost());
+                    }
                 }
                 return Ok(pushed.map_or(Outcome::Unchanged, Outcome::Pushed));
             }
+            if held.asked.lane == Lane::Slow {
+                let last = snapshot.last_pushed.as_ref().map(|p| p.pushed_at_ms);
+                if let Some(wait_ms) = self.lanes.slow_wait_ms(last, now_ms) {
+                    tracing::info!(
+                        wait_ms,
+                        "slow lane: the code was pushed too recently; requeued"
+                    );
+                    return Ok(Outcome::Requeue {
+                        why: Requeue::SlowInterval,
+                        retry_after_ms: wait_ms,
+                    });
+                }
+            }
+            resync = false;
             let fallback = matches!(membership, Membership::Fallback(_));
             let push = Push {
-                tenant,
-                code,
+                held,
                 config_id: &config_id,
-                fact_at_ms,
                 fallback,
                 rotation,
             };
@@ -400,7 +592,10 @@ impl<F: CodeFacts + FailureMarks, P: ContactWayPusher, B: WeComBudget> Refresher
             }
         }
         // Still not settled after several rounds: let the next reason carry on.
-        Ok(Outcome::Throttled { retry_after_ms: 0 })
+        Ok(Outcome::Requeue {
+            why: Requeue::Unsettled,
+            retry_after_ms: 0,
+        })
     }
 
     /// Spends one unit of the tenant's budget, pushes `users`, records the push, and keeps
@@ -411,13 +606,20 @@ impl<F: CodeFacts + FailureMarks, P: ContactWayPusher, B: WeComBudget> Refresher
         snapshot: &mut CodeSnapshot,
         users: &[StaffId],
     ) -> Result<(), PushFailure> {
+        let (tenant, code) = (push.held.asked.tenant, push.held.asked.code);
         let now_ms = (self.clock)();
+        // A call must end before the lease does, or another writer could take the code and
+        // push while this call is still in flight.
+        if !push.held.lease.covers(now_ms, self.lease_times.call_ms) {
+            tracing::info!("too little of the code's lease is left for a WeCom call; requeued");
+            return Err(PushFailure::Lease(Requeue::LeaseBusy));
+        }
         if let Spend::Exhausted {
             window,
             retry_after_ms,
         } = self
             .budget
-            .spend(push.tenant, UPDATE_CONTACT_WAY, now_ms)
+            .spend(tenant, UPDATE_CONTACT_WAY, now_ms)
             .await?
         {
             tracing::info!(?window, retry_after_ms, "no WeCom budget left; requeued");
@@ -433,12 +635,20 @@ impl<F: CodeFacts + FailureMarks, P: ContactWayPusher, B: WeComBudget> Refresher
             // Completion time: the push latency ends when WeCom accepted.
             pushed_at_ms: (self.clock)(),
             fallback: push.fallback,
-            fact_at_ms: push.fact_at_ms.to_vec(),
+            fact_at_ms: push.held.asked.fact_at_ms.to_vec(),
             rotation: push.rotation.clone(),
+            lane: push.held.asked.lane,
         };
-        self.facts
-            .record_push(push.tenant, push.code, &record)
+        let recorded = self
+            .facts
+            .record_push(tenant, code, &push.held.lease, &record)
             .await?;
+        if recorded == Recorded::LeaseLost {
+            tracing::warn!(
+                "the code's lease was taken over during the push; this writer's record was refused"
+            );
+            return Err(PushFailure::Lease(Requeue::LeaseLost));
+        }
         snapshot.last_pushed = Some(PushedList {
             users: record.users,
             pushed_at_ms: record.pushed_at_ms,
@@ -494,7 +704,7 @@ impl<F: CodeFacts + FailureMarks, P: ContactWayPusher, B: WeComBudget> Refresher
         }
         // One suspect on top of an accepted list (or alone) is the one the first push failed on.
         if suspects.len() == 1 {
-            self.mark_unusable(push.tenant, snapshot, &suspects[0], errcode)
+            self.mark_unusable(push.held.asked.tenant, snapshot, &suspects[0], errcode)
                 .await?;
             return Ok(left_on_wecom);
         }
@@ -515,7 +725,7 @@ impl<F: CodeFacts + FailureMarks, P: ContactWayPusher, B: WeComBudget> Refresher
                 }
                 Err(PushFailure::WeCom(e)) if e.class() == FailureClass::StaffUnusable => {
                     self.mark_unusable(
-                        push.tenant,
+                        push.held.asked.tenant,
                         snapshot,
                         &suspect,
                         e.errcode().unwrap_or(errcode),
@@ -560,7 +770,16 @@ impl<F: CodeFacts + FailureMarks, P: ContactWayPusher, B: WeComBudget> Refresher
     ) -> Result<Outcome, RefreshError> {
         let error = match failure {
             PushFailure::Budget(retry_after_ms) => {
-                return Ok(Outcome::Throttled { retry_after_ms })
+                return Ok(Outcome::Requeue {
+                    why: Requeue::Budget,
+                    retry_after_ms,
+                })
+            }
+            PushFailure::Lease(why) => {
+                return Ok(Outcome::Requeue {
+                    why,
+                    retry_after_ms: 0,
+                })
             }
             PushFailure::Store(error) => return Err(error.into()),
             PushFailure::WeCom(error) => error,
@@ -575,7 +794,10 @@ impl<F: CodeFacts + FailureMarks, P: ContactWayPusher, B: WeComBudget> Refresher
                     retry_after_ms,
                     "WeCom throttled the push; requeued"
                 );
-                Ok(Outcome::Throttled { retry_after_ms })
+                Ok(Outcome::Requeue {
+                    why: Requeue::Throttled,
+                    retry_after_ms,
+                })
             }
             FailureClass::CodeGone => {
                 tracing::error!(
@@ -596,12 +818,18 @@ impl<F: CodeFacts + FailureMarks, P: ContactWayPusher, B: WeComBudget> Refresher
 
 /// What every push of one refresh shares.
 struct Push<'a> {
-    tenant: &'a TenantId,
-    code: &'a CodeId,
+    held: &'a Held<'a>,
     config_id: &'a str,
-    fact_at_ms: &'a [u64],
     fallback: bool,
     rotation: Option<Vec<RotationSlot>>,
+}
+
+fn lease_lost() -> Outcome {
+    tracing::warn!("the code's lease was taken over; this writer's record was refused");
+    Outcome::Requeue {
+        why: Requeue::LeaseLost,
+        retry_after_ms: 0,
+    }
 }
 
 #[cfg(test)]

@@ -62,6 +62,12 @@ pub fn throttled(retry_after_ms: u64, attempt: u32) -> Path {
     }
 }
 
+/// The path for a refresh put off for a while (slow-lane interval, a busy lease): like a
+/// throttled one, it never counts as a failed attempt.
+pub fn put_off(retry_after_ms: u64, attempt: u32) -> Path {
+    throttled(retry_after_ms, attempt)
+}
+
 /// The path for a WeCom failure the refresh could not resolve itself, after `attempt` failed
 /// attempts before this one. Code gone and staff unusable are resolved inside the refresh.
 pub fn failed(class: FailureClass, attempt: u32) -> Path {
@@ -92,6 +98,10 @@ pub trait RetryQueues: Send + Sync {
     async fn forward(&self, reason: &RetriedReason) -> Result<(), StoreError>;
     /// Whether a message with this `eventSourceARN` came from a retry queue.
     fn is_retry_queue(&self, event_source_arn: &str) -> bool;
+    /// Republishes `reason` to the slow lane's queue, in its code's message group.
+    async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError>;
+    /// Whether a message with this `eventSourceARN` came from the slow lane's queue.
+    fn is_slow_lane(&self, event_source_arn: &str) -> bool;
 }
 
 /// A refresh reason on its way through a retry queue: the reason itself (so a plain reason
@@ -105,6 +115,10 @@ pub struct RetriedReason {
     /// The SQS message id this one replaces; empty for a first delivery.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub retry_of: String,
+    /// A writer lost the code's lease after pushing: the next refresh pushes even a list the
+    /// record says WeCom has (`refresh::Requeue::LeaseLost`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resync: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -117,6 +131,7 @@ impl RetriedReason {
             reason,
             attempt: 0,
             retry_of: String::new(),
+            resync: false,
         }
     }
 
@@ -126,6 +141,7 @@ impl RetriedReason {
             reason,
             attempt,
             retry_of: message_id.to_owned(),
+            resync: false,
         }
     }
 

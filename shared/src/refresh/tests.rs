@@ -1,4 +1,5 @@
 use super::*;
+use crate::lanes::{LanePolicy, LaneSwitch};
 use crate::membership::{Family, Switches};
 use crate::tenants::Timezone;
 use std::collections::{HashSet, VecDeque};
@@ -19,6 +20,10 @@ fn code() -> CodeId {
 #[derive(Default)]
 struct FakeFacts {
     snapshot: Mutex<Option<CodeSnapshot>>,
+    snapshots_read: Mutex<u32>,
+    age: Mutex<Option<CodeAge>>,
+    lease: Mutex<Option<Lease>>,
+    taken_over: Mutex<bool>,
     pushes: Mutex<Vec<PushRecord>>,
     fail_record: Mutex<bool>,
     starved: Mutex<u32>,
@@ -34,16 +39,37 @@ impl CodeFacts for FakeFacts {
         _: &CodeId,
         _: u64,
     ) -> Result<Option<CodeSnapshot>, StoreError> {
+        *self.snapshots_read.lock().expect("lock") += 1;
         Ok(self.snapshot.lock().expect("lock").clone())
+    }
+}
+
+impl FakeFacts {
+    fn fence(&self, lease: &Lease) -> Recorded {
+        match self.lease.lock().expect("lock").as_ref() {
+            Some(held) if held.holder == lease.holder => Recorded::Written,
+            _ => Recorded::LeaseLost,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CodeRecords for FakeFacts {
+    async fn age(&self, _: &TenantId, _: &CodeId) -> Result<Option<CodeAge>, StoreError> {
+        Ok(*self.age.lock().expect("lock"))
     }
     async fn record_push(
         &self,
         _: &TenantId,
         _: &CodeId,
+        lease: &Lease,
         push: &PushRecord,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Recorded, StoreError> {
         if *self.fail_record.lock().expect("lock") {
             return Err(StoreError::new("table", "switched off"));
+        }
+        if self.fence(lease) == Recorded::LeaseLost {
+            return Ok(Recorded::LeaseLost);
         }
         self.pushes.lock().expect("lock").push(push.clone());
         if let Some(snapshot) = self.snapshot.lock().expect("lock").as_mut() {
@@ -54,17 +80,76 @@ impl CodeFacts for FakeFacts {
                 rotation: None,
             });
         }
-        Ok(())
+        Ok(Recorded::Written)
     }
-    async fn record_starved(&self, _: &TenantId, _: &CodeId, _: u64) -> Result<(), StoreError> {
+    async fn record_starved(
+        &self,
+        _: &TenantId,
+        _: &CodeId,
+        lease: &Lease,
+        _: u64,
+    ) -> Result<Recorded, StoreError> {
         *self.starved.lock().expect("lock") += 1;
-        Ok(())
+        Ok(self.fence(lease))
+    }
+    async fn record_rotation(
+        &self,
+        _: &TenantId,
+        _: &CodeId,
+        lease: &Lease,
+        _: &[StaffId],
+        _: &[RotationSlot],
+    ) -> Result<Recorded, StoreError> {
+        Ok(self.fence(lease))
     }
     async fn record_tally(&self, _: &TenantId, _: &str, tally: &Tally) -> Result<(), StoreError> {
         let mut total = self.tally.lock().expect("lock");
         total.reasons += tally.reasons;
         total.pushes += tally.pushes;
         total.unchanged += tally.unchanged;
+        total.requeued_budget += tally.requeued_budget;
+        total.requeued_lease += tally.requeued_lease;
+        total.slow_interval_waits += tally.slow_interval_waits;
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl CodeLeases for FakeFacts {
+    async fn acquire(
+        &self,
+        _: &TenantId,
+        _: &CodeId,
+        holder: &str,
+        now_ms: u64,
+        duration_ms: u64,
+    ) -> Result<Acquired, StoreError> {
+        let mut lease = self.lease.lock().expect("lock");
+        if let Some(held) = lease.as_ref().filter(|l| l.expires_at_ms > now_ms) {
+            return Ok(Acquired::Busy {
+                retry_after_ms: held.expires_at_ms - now_ms,
+            });
+        }
+        let mine = Lease {
+            holder: holder.to_owned(),
+            expires_at_ms: now_ms + duration_ms,
+        };
+        // Another writer takes the code over (after this lease expired) while it works.
+        *lease = Some(if *self.taken_over.lock().expect("lock") {
+            Lease {
+                holder: "another writer".into(),
+                expires_at_ms: 0,
+            }
+        } else {
+            mine.clone()
+        });
+        Ok(Acquired::Held(mine))
+    }
+    async fn release(&self, _: &TenantId, _: &CodeId, lease: &Lease) -> Result<(), StoreError> {
+        let mut held = self.lease.lock().expect("lock");
+        if held.as_ref().is_some_and(|l| l.holder == lease.holder) {
+            *held = None;
+        }
         Ok(())
     }
 }
@@ -227,10 +312,54 @@ fn clock() -> u64 {
     1_000
 }
 
+const LEASE: LeaseTimes = LeaseTimes {
+    duration_ms: 8_000,
+    call_ms: 3_500,
+};
+
 fn refresher(state: CodeSnapshot) -> Refresher<FakeFacts, FakeWeCom, FakeBudget> {
+    with_lanes(state, LanePolicy::all_fast(), LEASE)
+}
+
+fn with_lanes(
+    state: CodeSnapshot,
+    lanes: LanePolicy,
+    lease_times: LeaseTimes,
+) -> Refresher<FakeFacts, FakeWeCom, FakeBudget> {
     let facts = FakeFacts::default();
     *facts.snapshot.lock().expect("lock") = Some(state);
-    Refresher::new(facts, FakeWeCom::default(), FakeBudget::default(), clock)
+    Refresher::new(
+        facts,
+        FakeWeCom::default(),
+        FakeBudget::default(),
+        clock,
+        lanes,
+        lease_times,
+    )
+}
+
+type TestRefresher = Refresher<FakeFacts, FakeWeCom, FakeBudget>;
+
+async fn on_lane(
+    refresher: &TestRefresher,
+    lane: Lane,
+    resync: bool,
+    fact_at_ms: &[u64],
+) -> Result<Outcome, RefreshError> {
+    let (tenant, code) = (tenant(), code());
+    refresher
+        .refresh(Asked {
+            tenant: &tenant,
+            code: &code,
+            fact_at_ms,
+            lane,
+            resync,
+        })
+        .await
+}
+
+async fn fast(refresher: &TestRefresher, fact_at_ms: &[u64]) -> Result<Outcome, RefreshError> {
+    on_lane(refresher, Lane::Fast, false, fact_at_ms).await
 }
 
 fn wire(users: &[&str]) -> Vec<String> {
@@ -240,14 +369,8 @@ fn wire(users: &[&str]) -> Vec<String> {
 #[tokio::test]
 async fn a_changed_list_is_pushed_then_recorded_and_an_unchanged_one_makes_no_call() {
     let refresher = refresher(snapshot(&[("a", true), ("b", false)]));
-    let first = refresher
-        .refresh(&tenant(), &code(), &[900, 950])
-        .await
-        .expect("refreshed");
-    let second = refresher
-        .refresh(&tenant(), &code(), &[990])
-        .await
-        .expect("refreshed");
+    let first = fast(&refresher, &[900, 950]).await.expect("refreshed");
+    let second = fast(&refresher, &[990]).await.expect("refreshed");
     assert_eq!(first, Outcome::Pushed(vec![id("a")]));
     assert_eq!(second, Outcome::Unchanged);
     assert_eq!(
@@ -265,14 +388,11 @@ async fn a_changed_list_is_pushed_then_recorded_and_an_unchanged_one_makes_no_ca
 async fn when_wecom_fails_nothing_is_recorded_so_the_retry_pushes_again() {
     let refresher = refresher(snapshot(&[("a", true)]));
     *refresher.pusher.fail.lock().expect("lock") = true;
-    assert!(refresher.refresh(&tenant(), &code(), &[1]).await.is_err());
+    assert!(fast(&refresher, &[1]).await.is_err());
     assert!(refresher.facts.pushes.lock().expect("lock").is_empty());
     *refresher.pusher.fail.lock().expect("lock") = false;
     assert_eq!(
-        refresher
-            .refresh(&tenant(), &code(), &[1])
-            .await
-            .expect("ok"),
+        fast(&refresher, &[1]).await.expect("ok"),
         Outcome::Pushed(vec![id("a")])
     );
 }
@@ -281,12 +401,9 @@ async fn when_wecom_fails_nothing_is_recorded_so_the_retry_pushes_again() {
 async fn a_crash_between_push_and_record_converges_on_the_next_reason_with_the_same_list() {
     let refresher = refresher(snapshot(&[("a", true), ("b", true)]));
     *refresher.facts.fail_record.lock().expect("lock") = true;
-    assert!(refresher.refresh(&tenant(), &code(), &[1]).await.is_err());
+    assert!(fast(&refresher, &[1]).await.is_err());
     *refresher.facts.fail_record.lock().expect("lock") = false;
-    refresher
-        .refresh(&tenant(), &code(), &[2])
-        .await
-        .expect("ok");
+    fast(&refresher, &[2]).await.expect("ok");
     let lists = refresher.pusher.lists.lock().expect("lock").clone();
     assert_eq!(lists.len(), 2, "the unrecorded push is repeated");
     assert_eq!(
@@ -294,10 +411,7 @@ async fn a_crash_between_push_and_record_converges_on_the_next_reason_with_the_s
         "with the same list: nothing visible changes"
     );
     assert_eq!(
-        refresher
-            .refresh(&tenant(), &code(), &[3])
-            .await
-            .expect("ok"),
+        fast(&refresher, &[3]).await.expect("ok"),
         Outcome::Unchanged
     );
 }
@@ -306,13 +420,7 @@ async fn a_crash_between_push_and_record_converges_on_the_next_reason_with_the_s
 async fn a_starved_code_is_recorded_once_and_nothing_is_pushed() {
     let refresher = refresher(snapshot(&[("a", false)]));
     for _ in 0..2 {
-        assert_eq!(
-            refresher
-                .refresh(&tenant(), &code(), &[1])
-                .await
-                .expect("ok"),
-            Outcome::Starved
-        );
+        assert_eq!(fast(&refresher, &[1]).await.expect("ok"), Outcome::Starved);
         if let Some(s) = refresher.facts.snapshot.lock().expect("lock").as_mut() {
             s.last_pushed = Some(PushedList {
                 users: vec![],
@@ -332,10 +440,7 @@ async fn a_code_without_a_contact_way_is_left_to_its_creation() {
     state.code.config_id = None;
     let refresher = refresher(state);
     assert_eq!(
-        refresher
-            .refresh(&tenant(), &code(), &[1])
-            .await
-            .expect("ok"),
+        fast(&refresher, &[1]).await.expect("ok"),
         Outcome::NotCreated
     );
     assert!(refresher.pusher.lists.lock().expect("lock").is_empty());
@@ -347,10 +452,7 @@ async fn a_code_created_with_its_current_list_is_not_pushed_again() {
     state.code.created_with = vec![id("a")];
     let refresher = refresher(state);
     assert_eq!(
-        refresher
-            .refresh(&tenant(), &code(), &[1])
-            .await
-            .expect("ok"),
+        fast(&refresher, &[1]).await.expect("ok"),
         Outcome::Unchanged
     );
     assert!(refresher.pusher.lists.lock().expect("lock").is_empty());
@@ -360,13 +462,11 @@ async fn a_code_created_with_its_current_list_is_not_pushed_again() {
 async fn without_budget_nothing_is_sent_and_the_reasons_wait_for_the_next_minute() {
     let refresher = refresher(snapshot(&[("a", true)]));
     *refresher.budget.left.lock().expect("lock") = Some(0);
-    let outcome = refresher
-        .refresh(&tenant(), &code(), &[1])
-        .await
-        .expect("not a failure");
+    let outcome = fast(&refresher, &[1]).await.expect("not a failure");
     assert_eq!(
         outcome,
-        Outcome::Throttled {
+        Outcome::Requeue {
+            why: Requeue::Budget,
             retry_after_ms: 59_000
         }
     );
@@ -384,13 +484,11 @@ async fn wecom_throttling_is_backpressure_not_a_failure() {
             .lock()
             .expect("lock")
             .push_back(WeComError::Throttled { errcode });
-        let outcome = refresher
-            .refresh(&tenant(), &code(), &[1])
-            .await
-            .expect("not a failure");
+        let outcome = fast(&refresher, &[1]).await.expect("not a failure");
         assert_eq!(
             outcome,
-            Outcome::Throttled {
+            Outcome::Requeue {
+                why: Requeue::Throttled,
                 retry_after_ms: 59_000
             }
         );
@@ -407,10 +505,7 @@ async fn a_code_wecom_no_longer_knows_is_marked_gone_and_dirty_and_nothing_is_re
         .lock()
         .expect("lock")
         .push_back(WeComError::CodeGone { errcode: 41044 });
-    let outcome = refresher
-        .refresh(&tenant(), &code(), &[1])
-        .await
-        .expect("handled");
+    let outcome = fast(&refresher, &[1]).await.expect("handled");
     assert_eq!(outcome, Outcome::CodeGone);
     let marks = refresher.facts.marks.lock().expect("lock");
     assert_eq!(marks.gone, [code()]);
@@ -422,10 +517,7 @@ async fn a_code_wecom_no_longer_knows_is_marked_gone_and_dirty_and_nothing_is_re
 async fn a_transient_failure_is_returned_for_the_handler_to_retry() {
     let refresher = refresher(snapshot(&[("a", true)]));
     *refresher.pusher.fail.lock().expect("lock") = true;
-    let error = refresher
-        .refresh(&tenant(), &code(), &[1])
-        .await
-        .expect_err("fails");
+    let error = fast(&refresher, &[1]).await.expect_err("fails");
     assert!(matches!(error, RefreshError::WeCom(e) if e.class() == FailureClass::Transient));
 }
 
@@ -440,10 +532,7 @@ async fn a_refused_new_member_is_marked_unusable_and_the_others_pushed_in_the_sa
         .lock()
         .expect("lock")
         .insert("x".into());
-    let outcome = refresher
-        .refresh(&tenant(), &code(), &[1])
-        .await
-        .expect("handled");
+    let outcome = fast(&refresher, &[1]).await.expect("handled");
     // The list WeCom holds did not change: a and b were accepted before.
     assert_eq!(outcome, Outcome::Pushed(vec![id("a"), id("b")]));
     assert_eq!(
@@ -468,10 +557,7 @@ async fn several_new_members_are_tried_one_at_a_time_and_only_the_refused_ones_m
         .lock()
         .expect("lock")
         .extend(["x".to_owned(), "y".to_owned()]);
-    let outcome = refresher
-        .refresh(&tenant(), &code(), &[1])
-        .await
-        .expect("handled");
+    let outcome = fast(&refresher, &[1]).await.expect("handled");
     assert_eq!(outcome, Outcome::Pushed(vec![id("a"), id("c")]));
     assert_eq!(
         refresher.facts.marks.lock().expect("lock").unusable,
@@ -497,10 +583,7 @@ async fn a_member_wecom_held_before_and_now_refuses_is_found_among_everyone() {
         .lock()
         .expect("lock")
         .insert("a".into());
-    let outcome = refresher
-        .refresh(&tenant(), &code(), &[1])
-        .await
-        .expect("handled");
+    let outcome = fast(&refresher, &[1]).await.expect("handled");
     assert_eq!(outcome, Outcome::Pushed(vec![id("b")]));
     assert_eq!(
         refresher.facts.marks.lock().expect("lock").unusable,
@@ -520,11 +603,14 @@ async fn probing_stops_when_the_budget_runs_out_and_what_was_found_is_kept() {
         .expect("lock")
         .insert("x".into());
     *refresher.budget.left.lock().expect("lock") = Some(1);
-    let outcome = refresher
-        .refresh(&tenant(), &code(), &[1])
-        .await
-        .expect("handled");
-    assert!(matches!(outcome, Outcome::Throttled { .. }));
+    let outcome = fast(&refresher, &[1]).await.expect("handled");
+    assert!(matches!(
+        outcome,
+        Outcome::Requeue {
+            why: Requeue::Budget,
+            ..
+        }
+    ));
     assert_eq!(
         refresher.pusher.calls.lock().expect("lock").len(),
         1,
@@ -537,4 +623,169 @@ async fn probing_stops_when_the_budget_runs_out_and_what_was_found_is_kept() {
         .expect("lock")
         .unusable
         .is_empty());
+}
+
+fn slow_after_an_hour() -> LanePolicy {
+    LanePolicy {
+        switch: LaneSwitch::Auto,
+        quiet_after_ms: 3_600_000,
+        fast_tenants: Default::default(),
+        slow_interval_ms: 60_000,
+    }
+}
+
+#[tokio::test]
+async fn a_quiet_code_on_the_fast_lane_is_sent_to_the_slow_lane_without_a_lease_or_a_call() {
+    let touched_at_zero = Some(CodeAge {
+        created_at_ms: 0,
+        updated_at_ms: 0,
+    });
+    // The clock reads 1_000: untouched for 1 s, quiet after 0.5 s.
+    let quiet = with_lanes(
+        snapshot(&[("a", true)]),
+        LanePolicy {
+            quiet_after_ms: 500,
+            ..slow_after_an_hour()
+        },
+        LEASE,
+    );
+    *quiet.facts.age.lock().expect("lock") = touched_at_zero;
+    assert_eq!(fast(&quiet, &[1]).await.expect("ok"), Outcome::ToSlowLane);
+    assert!(quiet.facts.lease.lock().expect("lock").is_none());
+    assert_eq!(*quiet.facts.snapshots_read.lock().expect("lock"), 0);
+    assert!(quiet.pusher.calls.lock().expect("lock").is_empty());
+    // Untouched for 1 s is not quiet for an hour: the fast lane pushes it itself.
+    let recent = with_lanes(snapshot(&[("a", true)]), slow_after_an_hour(), LEASE);
+    *recent.facts.age.lock().expect("lock") = touched_at_zero;
+    assert_eq!(
+        fast(&recent, &[1]).await.expect("ok"),
+        Outcome::Pushed(vec![id("a")])
+    );
+}
+
+#[tokio::test]
+async fn the_slow_lane_pushes_a_code_at_most_once_per_interval_and_requeues_the_rest() {
+    let mut state = snapshot(&[("a", true), ("b", true)]);
+    state.last_pushed = Some(PushedList {
+        users: vec![id("a")],
+        pushed_at_ms: 0,
+        starved: false,
+        rotation: None,
+    });
+    let refresher = with_lanes(state, slow_after_an_hour(), LEASE);
+    let outcome = on_lane(&refresher, Lane::Slow, false, &[1])
+        .await
+        .expect("ok");
+    assert_eq!(
+        outcome,
+        Outcome::Requeue {
+            why: Requeue::SlowInterval,
+            retry_after_ms: 59_000
+        },
+        "pushed at 0, the clock at 1 s: 59 s left of the 60 s interval"
+    );
+    assert!(refresher.pusher.calls.lock().expect("lock").is_empty());
+    assert!(
+        refresher.facts.lease.lock().expect("lock").is_none(),
+        "the lease is given back"
+    );
+    // With nothing to push, the interval does not matter.
+    if let Some(s) = refresher.facts.snapshot.lock().expect("lock").as_mut() {
+        s.staff.get_mut(&id("b")).expect("b").online = false;
+    }
+    assert_eq!(
+        on_lane(&refresher, Lane::Slow, false, &[2])
+            .await
+            .expect("ok"),
+        Outcome::Unchanged
+    );
+    let tally = *refresher.facts.tally.lock().expect("lock");
+    assert_eq!(tally.slow_interval_waits, 1);
+}
+
+#[tokio::test]
+async fn a_code_whose_lease_another_writer_holds_is_requeued_without_reading_or_calling() {
+    let refresher = refresher(snapshot(&[("a", true)]));
+    *refresher.facts.lease.lock().expect("lock") = Some(Lease {
+        holder: "the slow lane".into(),
+        expires_at_ms: 5_000,
+    });
+    assert_eq!(
+        fast(&refresher, &[1]).await.expect("ok"),
+        Outcome::Requeue {
+            why: Requeue::LeaseBusy,
+            retry_after_ms: 4_000
+        }
+    );
+    assert_eq!(*refresher.facts.snapshots_read.lock().expect("lock"), 0);
+    assert!(refresher.pusher.calls.lock().expect("lock").is_empty());
+    assert_eq!(
+        refresher
+            .facts
+            .lease
+            .lock()
+            .expect("lock")
+            .as_ref()
+            .map(|l| l.holder.as_str()),
+        Some("the slow lane"),
+        "another writer's lease is not released"
+    );
+}
+
+#[tokio::test]
+async fn a_writer_whose_lease_was_taken_over_has_its_record_refused_and_the_next_refresh_pushes_again(
+) {
+    let refresher = refresher(snapshot(&[("a", true)]));
+    *refresher.facts.taken_over.lock().expect("lock") = true;
+    assert_eq!(
+        fast(&refresher, &[1]).await.expect("ok"),
+        Outcome::Requeue {
+            why: Requeue::LeaseLost,
+            retry_after_ms: 0
+        }
+    );
+    assert!(
+        refresher.facts.pushes.lock().expect("lock").is_empty(),
+        "the stale writer's record is refused"
+    );
+    // The next writer's record says WeCom has ["a"] (the other writer recorded it), but
+    // WeCom may hold the stale writer's list: a resync pushes even an unchanged list.
+    *refresher.facts.taken_over.lock().expect("lock") = false;
+    *refresher.facts.lease.lock().expect("lock") = None;
+    if let Some(s) = refresher.facts.snapshot.lock().expect("lock").as_mut() {
+        s.last_pushed = Some(PushedList {
+            users: vec![id("a")],
+            pushed_at_ms: 0,
+            starved: false,
+            rotation: None,
+        });
+    }
+    assert_eq!(
+        on_lane(&refresher, Lane::Fast, true, &[2])
+            .await
+            .expect("ok"),
+        Outcome::Pushed(vec![id("a")])
+    );
+    assert_eq!(
+        fast(&refresher, &[3]).await.expect("ok"),
+        Outcome::Unchanged
+    );
+    assert_eq!(refresher.pusher.calls.lock().expect("lock").len(), 2);
+}
+
+#[tokio::test]
+async fn no_wecom_call_starts_when_too_little_of_the_lease_is_left_to_cover_it() {
+    let short = LeaseTimes {
+        duration_ms: 3_000,
+        call_ms: 3_500,
+    };
+    let refresher = with_lanes(snapshot(&[("a", true)]), LanePolicy::all_fast(), short);
+    assert_eq!(
+        fast(&refresher, &[1]).await.expect("ok"),
+        Outcome::Requeue {
+            why: Requeue::LeaseBusy,
+            retry_after_ms: 0
+        }
+    );
+    assert!(refresher.pusher.calls.lock().expect("lock").is_empty());
 }

@@ -62,7 +62,10 @@ impl World {
             refresh_retries: found
                 .outputs
                 .iter()
-                .filter(|(key, _)| key.starts_with("RefreshRetry") && key.ends_with("QueueUrl"))
+                .filter(|(key, _)| {
+                    (key.starts_with("RefreshRetry") || *key == "SlowRefreshQueueUrl")
+                        && key.ends_with("QueueUrl")
+                })
                 .map(|(_, url)| url.clone())
                 .collect(),
             quota_notifications: found.outputs.get("QuotaNotificationsQueueUrl").cloned(),
@@ -83,7 +86,7 @@ impl World {
         queue_depth(&self.sqs, url).await
     }
 
-    /// Inbox and refresh queue depths (refresh with its retry queues).
+    /// Inbox and refresh queue depths (refresh with the slow lane and the retry queues).
     pub async fn work_queues(&self) -> Result<(u64, u64)> {
         let mut refresh = self.queue_depth(&self.refresh).await?;
         for url in &self.refresh_retries {

@@ -4,13 +4,18 @@ use super::{
     corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, staff_from, strings,
     unavailable, DynamoStore, Item,
 };
+use crate::lanes::{CodeAge, Lane};
 use crate::membership::{
     candidates, AddCounts, CodeConfig, CodeId, DepartmentId, RotationSlot, StaffId,
 };
 use crate::ports::StoreError;
-use crate::refresh::{CodeFacts, CodeSnapshot, PushRecord, PushedList, StoredCode, Tally};
+use crate::refresh::{
+    CodeFacts, CodeRecords, CodeSnapshot, Lease, PushRecord, PushedList, Recorded, StoredCode,
+    Tally,
+};
 use crate::tenants::{tenant_day, TenantId};
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use std::collections::{BTreeSet, HashMap};
 
 /// Push history is kept for reports and audits, then collected.
@@ -439,13 +444,79 @@ impl CodeFacts for DynamoStore {
             last_pushed,
         }))
     }
+}
+
+impl DynamoStore {
+    /// Writes `items` with the lease fence appended, in one transaction: all or nothing, and
+    /// nothing when the lease was taken over.
+    async fn fenced_write(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+        mut items: Vec<TransactWriteItem>,
+    ) -> Result<Recorded, StoreError> {
+        let fence_at = items.len();
+        items.push(
+            TransactWriteItem::builder()
+                .condition_check(self.lease_fence(tenant, code, lease)?)
+                .build(),
+        );
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Recorded::Written),
+            Err(error) => match error.into_service_error() {
+                TransactWriteItemsError::TransactionCanceledException(cancelled)
+                    if cancelled
+                        .cancellation_reasons()
+                        .get(fence_at)
+                        .and_then(|r| r.code())
+                        == Some("ConditionalCheckFailed") =>
+                {
+                    Ok(Recorded::LeaseLost)
+                }
+                other => Err(unavailable(other)),
+            },
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CodeRecords for DynamoStore {
+    async fn age(&self, tenant: &TenantId, code: &CodeId) -> Result<Option<CodeAge>, StoreError> {
+        // Eventually consistent and two attributes: the policy needs no more.
+        let item = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::code(code))))
+            .projection_expression("created_at_ms, updated_at_ms")
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?
+            .item;
+        Ok(item.map(|item| CodeAge {
+            created_at_ms: get_n(&item, "created_at_ms").unwrap_or(0),
+            updated_at_ms: get_n(&item, "updated_at_ms").unwrap_or(0),
+        }))
+    }
+
+    fn requests_sent(&self) -> u64 {
+        DynamoStore::requests_sent(self)
+    }
 
     async fn record_push(
         &self,
         tenant: &TenantId,
         code: &CodeId,
+        lease: &Lease,
         push: &PushRecord,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Recorded, StoreError> {
         let pk = keys::tenant(tenant);
         let users = push.users.iter().map(|u| u.as_str().to_owned());
         let mut pushed = key(pk.clone(), keys::pushed(code));
@@ -465,6 +536,11 @@ impl CodeFacts for DynamoStore {
         log.insert("users".into(), strings(users));
         log.insert("pushed_at_ms".into(), n(push.pushed_at_ms));
         log.insert("fallback".into(), AttributeValue::Bool(push.fallback));
+        let lane = match push.lane {
+            Lane::Fast => "fast",
+            Lane::Slow => "slow",
+        };
+        log.insert("lane".into(), s(lane));
         log.insert(
             "fact_at_ms".into(),
             AttributeValue::L(push.fact_at_ms.iter().map(n).collect()),
@@ -487,67 +563,58 @@ impl CodeFacts for DynamoStore {
                     .build())
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        self.client
-            .transact_write_items()
-            .set_transact_items(Some(writes))
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        Ok(())
+        self.fenced_write(tenant, code, lease, writes).await
     }
 
     async fn record_rotation(
         &self,
         tenant: &TenantId,
         code: &CodeId,
+        lease: &Lease,
+        wecom_list: &[StaffId],
         rotation: &[RotationSlot],
-    ) -> Result<(), StoreError> {
+    ) -> Result<Recorded, StoreError> {
         let rotation = s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?);
         // Before its first push a code has no record, and WeCom holds the list the contact way
         // was created with: the record starts from that list, so the next recompute still sees
         // what WeCom has (and does not push it again).
-        let created_with = match self.code(tenant, code).await? {
-            Some(record) => record.code.created_with,
-            None => return Ok(()),
-        };
-        self.client
-            .update_item()
+        let update = Update::builder()
             .table_name(&self.table)
             .set_key(Some(key(keys::tenant(tenant), keys::pushed(code))))
             .update_expression(
-                "SET rotation = :rotation, #users = if_not_exists(#users, :created_with), \
+                "SET rotation = :rotation, #users = if_not_exists(#users, :wecom_list), \
                  starved = if_not_exists(starved, :no)",
             )
             .expression_attribute_names("#users", "users")
             .expression_attribute_values(":rotation", rotation)
             .expression_attribute_values(
-                ":created_with",
-                strings(created_with.iter().map(|u| u.as_str().to_owned())),
+                ":wecom_list",
+                strings(wecom_list.iter().map(|u| u.as_str().to_owned())),
             )
             .expression_attribute_values(":no", AttributeValue::Bool(false))
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        Ok(())
+            .build()
+            .map_err(unavailable)?;
+        let write = TransactWriteItem::builder().update(update).build();
+        self.fenced_write(tenant, code, lease, vec![write]).await
     }
 
     async fn record_starved(
         &self,
         tenant: &TenantId,
         code: &CodeId,
+        lease: &Lease,
         at_ms: u64,
-    ) -> Result<(), StoreError> {
-        self.client
-            .update_item()
+    ) -> Result<Recorded, StoreError> {
+        let update = Update::builder()
             .table_name(&self.table)
             .set_key(Some(key(keys::tenant(tenant), keys::pushed(code))))
             .update_expression("SET starved = :yes, starved_at_ms = :at")
             .expression_attribute_values(":yes", AttributeValue::Bool(true))
             .expression_attribute_values(":at", n(at_ms))
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        Ok(())
+            .build()
+            .map_err(unavailable)?;
+        let write = TransactWriteItem::builder().update(update).build();
+        self.fenced_write(tenant, code, lease, vec![write]).await
     }
 
     async fn record_tally(
@@ -560,7 +627,17 @@ impl CodeFacts for DynamoStore {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(key(keys::tenant(tenant), keys::refresh_tally(day))))
-            .update_expression("ADD reasons :r, recomputes :c, pushes :p, unchanged :u, starved :s")
+            .update_expression(
+                "ADD reasons :r, recomputes :c, pushes :p, unchanged :u, starved :s, \
+                 requeued_budget :rb, requeued_throttled :rt, requeued_lease :rl, \
+                 to_slow_lane :sl, slow_interval_waits :sw, store_requests :sr",
+            )
+            .expression_attribute_values(":rb", n(tally.requeued_budget))
+            .expression_attribute_values(":rt", n(tally.requeued_throttled))
+            .expression_attribute_values(":rl", n(tally.requeued_lease))
+            .expression_attribute_values(":sl", n(tally.to_slow_lane))
+            .expression_attribute_values(":sw", n(tally.slow_interval_waits))
+            .expression_attribute_values(":sr", n(tally.store_requests))
             .expression_attribute_values(":r", n(tally.reasons))
             .expression_attribute_values(":c", n(tally.recomputes))
             .expression_attribute_values(":p", n(tally.pushes))

@@ -27,6 +27,11 @@ pub fn pushed(code: &CodeId) -> String {
     format!("PUSHED#{code}")
 }
 
+/// The per-code lease every writer of the code's record holds (`refresh::CodeLeases`).
+pub fn lease(code: &CodeId) -> String {
+    format!("LEASE#{code}")
+}
+
 /// One entry per completed push, in time order.
 pub fn push_log(code: &CodeId, pushed_at_ms: u64, nonce: &str) -> String {
     format!("PUSHLOG#{code}#{pushed_at_ms:013}#{nonce}")

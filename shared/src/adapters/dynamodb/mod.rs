@@ -5,6 +5,7 @@ mod admin;
 mod codes;
 mod due;
 pub mod keys;
+mod leases;
 mod ledger;
 mod limits;
 mod staff;
@@ -26,11 +27,48 @@ pub(crate) type Item = HashMap<String, AttributeValue>;
 pub struct DynamoStore {
     client: aws_sdk_dynamodb::Client,
     table: String,
+    requests: RequestCounter,
 }
 
 impl DynamoStore {
+    /// Wraps `client` so every request it sends (each retry included) is counted.
     pub fn new(client: aws_sdk_dynamodb::Client, table: String) -> Self {
-        Self { client, table }
+        let requests = RequestCounter::default();
+        let config = client
+            .config()
+            .to_builder()
+            .interceptor(requests.clone())
+            .build();
+        Self {
+            client: aws_sdk_dynamodb::Client::from_conf(config),
+            table,
+            requests,
+        }
+    }
+
+    /// Requests sent so far by this store's client.
+    pub fn requests_sent(&self) -> u64 {
+        self.requests.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Counts the requests a client transmits: the refresh's "DynamoDB requests per refresh".
+#[derive(Debug, Clone, Default)]
+struct RequestCounter(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl aws_sdk_dynamodb::config::Intercept for RequestCounter {
+    fn name(&self) -> &'static str {
+        "RequestCounter"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _context: &aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &aws_sdk_dynamodb::config::RuntimeComponents,
+        _cfg: &mut aws_sdk_dynamodb::config::ConfigBag,
+    ) -> Result<(), aws_sdk_dynamodb::error::BoxError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 }
 

@@ -1,0 +1,80 @@
+//! The per-code lease (MISSION "Lanes"; rule 3's single writer across lanes): the fast lane,
+//! the slow lane and a reason back from a retry queue each hold it around lease -> recompute
+//! -> push -> record, so no two of them write one code at the same moment.
+//!
+//! A lease expires on its own (shorter than the function's timeout, so a crashed writer
+//! frees the code before its messages come back), a WeCom call starts only while enough of
+//! the lease is left to cover it, and every record write is fenced on the lease: a writer
+//! whose lease was taken over has its record refused, so it cannot overwrite a newer one.
+
+use crate::membership::CodeId;
+use crate::ports::StoreError;
+use crate::tenants::TenantId;
+
+/// A lease held on one code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// Unique per acquisition: the fence every record write is conditioned on.
+    pub holder: String,
+    pub expires_at_ms: u64,
+}
+
+impl Lease {
+    /// A fresh random holder id (128 bits).
+    pub fn new_holder() -> String {
+        format!("{:032x}", rand::random::<u128>())
+    }
+
+    /// Whether a call that may take `call_ms` ends before the lease does.
+    pub fn covers(&self, now_ms: u64, call_ms: u64) -> bool {
+        now_ms.saturating_add(call_ms) < self.expires_at_ms
+    }
+}
+
+/// The answer to an attempt to take a code's lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquired {
+    Held(Lease),
+    /// Another writer holds it for `retry_after_ms` more.
+    Busy {
+        retry_after_ms: u64,
+    },
+}
+
+/// What became of a fenced record write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Recorded {
+    Written,
+    /// The lease was taken over: the record was refused and nothing written.
+    LeaseLost,
+}
+
+/// How long leases last and how much of one a WeCom call needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTimes {
+    pub duration_ms: u64,
+    /// The longest one WeCom call may take (its timeout plus a margin).
+    pub call_ms: u64,
+}
+
+/// Per-code leases, taken with one conditional write.
+#[async_trait::async_trait]
+pub trait CodeLeases: Send + Sync {
+    /// Takes the lease when it is free or expired at `now_ms`, for `duration_ms`.
+    async fn acquire(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        holder: &str,
+        now_ms: u64,
+        duration_ms: u64,
+    ) -> Result<Acquired, StoreError>;
+    /// Gives the lease back if this holder still has it; otherwise does nothing.
+    async fn release(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+    ) -> Result<(), StoreError>;
+}
