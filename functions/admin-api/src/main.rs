@@ -21,7 +21,10 @@ async fn main() -> Result<(), Error> {
     let aws = aws_config::load_from_env().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
     let reasons = SqsReasonQueue::new(aws_sdk_sqs::Client::new(&aws), config.refresh_queue_url);
-    let wecom = WeComClient::new(config.wecom_api_base_url, WECOM_TIMEOUT);
+    // Access tokens are shared through the table with the refresh function and every other
+    // container: one corp app, one token, refreshed by one worker at a time.
+    let wecom = WeComClient::new(config.wecom_api_base_url, WECOM_TIMEOUT)
+        .with_token_store(std::sync::Arc::new(store.clone()));
     let admin = Admin::new(store, reasons, wecom, shared::system_clock);
     run(service_fn(|request| handler::handle(&admin, request))).await
 }
