@@ -1,6 +1,7 @@
 //! The environment this function reads; names match `template.yaml`.
 
-use shared::env::{required, EnvError};
+use shared::env::{parsed, required, EnvError};
+use shared::refresh::BudgetLimits;
 
 #[derive(Debug)]
 pub struct Config {
@@ -8,6 +9,8 @@ pub struct Config {
     pub refresh_queue_url: String,
     /// WeCom's API host (`https://qyapi.weixin.qq.com` in production, the sandbox locally).
     pub wecom_api_base_url: String,
+    /// Each tenant's calls per WeCom API per minute and hour, shared with the refresh function.
+    pub budget: BudgetLimits,
 }
 
 impl Config {
@@ -16,6 +19,10 @@ impl Config {
             table_name: required("TABLE_NAME")?,
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,
             wecom_api_base_url: required("WECOM_API_BASE_URL")?,
+            budget: BudgetLimits {
+                per_minute: parsed("WECOM_BUDGET_PER_MINUTE")?,
+                per_hour: parsed("WECOM_BUDGET_PER_HOUR")?,
+            },
         })
     }
 }

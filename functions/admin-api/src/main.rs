@@ -4,7 +4,7 @@ mod config;
 mod handler;
 
 use lambda_http::{run, service_fn, tracing, Error};
-use shared::adapters::dynamodb::DynamoStore;
+use shared::adapters::dynamodb::{DynamoBudget, DynamoStore};
 use shared::adapters::sqs::SqsReasonQueue;
 use shared::admin::Admin;
 use shared::wecom::api::WeComClient;
@@ -25,6 +25,7 @@ async fn main() -> Result<(), Error> {
     // container: one corp app, one token, refreshed by one worker at a time.
     let wecom = WeComClient::new(config.wecom_api_base_url, WECOM_TIMEOUT)
         .with_token_store(std::sync::Arc::new(store.clone()));
-    let admin = Admin::new(store, reasons, wecom, shared::system_clock);
+    let budget = DynamoBudget::new(store.clone(), config.budget);
+    let admin = Admin::new(store, reasons, wecom, shared::system_clock).with_budget(budget);
     run(service_fn(|request| handler::handle(&admin, request))).await
 }

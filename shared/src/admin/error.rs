@@ -20,6 +20,13 @@ pub enum AdminError {
     /// WeCom refused or failed the contact-way creation.
     #[error(transparent)]
     WeCom(#[from] WeComError),
+    /// The tenant's budget for this WeCom API is spent for the window (MISSION rule 6): no
+    /// call was made; the same request succeeds once the window reopens.
+    #[error("the tenant's WeCom budget for {api} is spent; retry in {} s", retry_after_ms.div_ceil(1000))]
+    Budget {
+        api: &'static str,
+        retry_after_ms: u64,
+    },
     /// DynamoDB or SQS failed; the request can be retried as is.
     #[error(transparent)]
     Unavailable(#[from] StoreError),
@@ -61,6 +68,7 @@ impl From<&AdminError> for ErrorAnswer {
                     None => e.class().to_string(),
                 },
             ),
+            AdminError::Budget { .. } => (429, "throttled", error.to_string()),
             AdminError::Unavailable(_) => (503, "unavailable", "try again later".to_owned()),
         };
         Self {

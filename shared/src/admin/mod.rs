@@ -25,7 +25,9 @@ use crate::membership::{
     self, CodeId, DepartmentId, Employment, Exclusion, Family, Membership, StaffId, WeeklySchedule,
 };
 use crate::ports::StoreError;
-use crate::refresh::{Cause, RefreshReason};
+use crate::refresh::{
+    Cause, RefreshReason, Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY,
+};
 use crate::schedules::{plan, Subject};
 use crate::tenants::{TenantId, TenantProfile, Timezone};
 use crate::wecom::api::{
@@ -160,6 +162,7 @@ pub struct Admin<S, Q, W> {
     reasons: Arc<Q>,
     contact_ways: W,
     clock: Clock,
+    budget: Option<Arc<dyn WeComBudget>>,
 }
 
 impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
@@ -169,6 +172,31 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
             reasons: Arc::new(reasons),
             contact_ways,
             clock,
+            budget: None,
+        }
+    }
+
+    /// Spends the tenant's WeCom budget (the one the refresh function spends, per API) before
+    /// creating or deleting a contact way.
+    #[must_use]
+    pub fn with_budget(mut self, budget: impl WeComBudget + 'static) -> Self {
+        self.budget = Some(Arc::new(budget));
+        self
+    }
+
+    async fn spend(&self, tenant: &TenantId, api: &'static str) -> Result<(), AdminError> {
+        let Some(budget) = &self.budget else {
+            return Ok(());
+        };
+        match budget.spend(tenant, api, (self.clock)()).await? {
+            Spend::Granted => Ok(()),
+            Spend::Exhausted { retry_after_ms, .. } => {
+                tracing::info!(api, retry_after_ms, "no WeCom budget left; refused with 429");
+                Err(AdminError::Budget {
+                    api,
+                    retry_after_ms,
+                })
+            }
         }
     }
 
@@ -423,6 +451,7 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
                 corp_id: profile.corp_id.clone(),
                 corp_secret: profile.corp_secret.clone(),
             };
+            self.spend(&tenant, DEL_CONTACT_WAY).await?;
             match self.contact_ways.delete(&creds, config_id).await {
                 Ok(()) => {}
                 Err(WeComError::CodeGone { errcode }) => {
@@ -533,6 +562,7 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
             skip_verify: true,
         };
         let creds = snapshot.credentials();
+        self.spend(tenant, ADD_CONTACT_WAY).await?;
         let created = self.contact_ways.create(&creds, &way).await.map_err(|e| {
             // A transient failure may hide a contact way WeCom did create; the log is where
             // an operator finds it.

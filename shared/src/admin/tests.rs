@@ -1529,3 +1529,53 @@ async fn deleting_an_unknown_code_or_a_deleted_one_again_is_not_found() {
     }
     assert_eq!(w.wecom.deleted(), ["cw-1"]);
 }
+
+/// A budget with nothing left for the minute.
+struct SpentBudget;
+
+#[async_trait::async_trait]
+impl crate::refresh::WeComBudget for SpentBudget {
+    async fn spend(
+        &self,
+        _: &TenantId,
+        _: &str,
+        _: u64,
+    ) -> Result<crate::refresh::Spend, StoreError> {
+        Ok(crate::refresh::Spend::Exhausted {
+            window: crate::refresh::Window::Minute,
+            retry_after_ms: 12_300,
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_code_is_not_created_in_wecom_when_the_tenants_budget_is_spent() {
+    let w = world();
+    let admin = Admin::new(
+        w.store.clone(),
+        w.queue.clone(),
+        w.wecom.clone(),
+        fixed_clock,
+    )
+    .with_budget(SpentBudget);
+
+    let error = admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect_err("refused");
+
+    assert_eq!(
+        ErrorAnswer::from(&error),
+        ErrorAnswer {
+            status: 429,
+            code: "throttled",
+            detail: "the tenant's WeCom budget for add_contact_way is spent; retry in 13 s".into()
+        }
+    );
+    assert!(w.wecom.created().is_empty(), "no call made");
+    let stored = w
+        .store
+        .stored_code(&tenant(), &code("c1"))
+        .expect("config kept");
+    assert_eq!(stored.code.config_id, None);
+}

@@ -14,6 +14,9 @@ use crate::tenants::TenantId;
 
 /// The API whose budget the refresh function spends.
 pub const UPDATE_CONTACT_WAY: &str = "update_contact_way";
+/// The admin API's calls, budgeted the same way (WeCom limits each API on its own).
+pub const ADD_CONTACT_WAY: &str = "add_contact_way";
+pub const DEL_CONTACT_WAY: &str = "del_contact_way";
 
 const MINUTE_MS: u64 = 60_000;
 const HOUR_MS: u64 = 60 * MINUTE_MS;

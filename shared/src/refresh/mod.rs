@@ -10,7 +10,8 @@ mod reason;
 pub mod retry;
 
 pub use budget::{
-    exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, WeComBudget, Window, UPDATE_CONTACT_WAY,
+    exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, WeComBudget, Window, ADD_CONTACT_WAY,
+    DEL_CONTACT_WAY, UPDATE_CONTACT_WAY,
 };
 pub use lease::{Acquired, CodeLeases, Lease, LeaseTimes, Recorded};
 pub use reason::{Cause, RefreshReason};
