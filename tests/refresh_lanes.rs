@@ -254,6 +254,7 @@ async fn slow_then_fast(world: &World) -> Result<()> {
     // The contact way was created with a, b and c: the first push is the slow lane's.
     let pushes = history(world, &tenant, &code).await?;
     let lanes: Vec<&str> = pushes.iter().map(|(_, lane, _)| lane.as_str()).collect();
+    println!("pushes by lane, oldest first: {pushes:?}");
     ensure!(
         lanes.first() == Some(&"slow") && lanes.last() == Some(&"fast"),
         "pushes by lane, oldest first: {lanes:?}"
