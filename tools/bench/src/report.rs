@@ -1,0 +1,529 @@
+//! What happened in each phase, measured from the outside, and the must-be lines.
+
+use crate::sandbox::Call;
+use crate::world::Budget;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+const MINUTE_MS: u64 = 60_000;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Drain {
+    pub drained: bool,
+    pub secs: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Seeding {
+    pub codes: usize,
+    pub staff_secs: f64,
+    pub codes_secs: f64,
+    pub drain_secs: f64,
+}
+
+/// Every code's WeCom list against the recompute of the final facts.
+#[derive(Debug, Clone, Default)]
+pub struct Convergence {
+    pub codes: usize,
+    /// A line per code whose WeCom list differs.
+    pub differ: Vec<String>,
+    /// Starved and never pushed: nothing to compare with.
+    pub unverifiable: usize,
+    pub secs: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Phase {
+    pub name: String,
+    /// The sandbox's update_contact_way limit per minute.
+    pub limit: u64,
+    pub started_ms: u64,
+    pub ended_ms: u64,
+    pub rounds: usize,
+    /// Admin staff changes sent, and the reasons they fanned out to (`codes_refreshed`).
+    pub changes: usize,
+    pub reasons_sent: u64,
+    /// From the first round to the end of the last.
+    pub driven_secs: f64,
+    pub drain: Drain,
+    /// Latency of each admin staff change.
+    pub admin_ms: Vec<u64>,
+    /// Staff changes tried again after a 5xx.
+    pub admin_retries: u32,
+    /// The refresh function's counters of the tenant before and after.
+    pub tally_before: BTreeMap<String, u64>,
+    pub tally_after: BTreeMap<String, u64>,
+    /// The corp's update_contact_way calls during the phase.
+    pub calls: Vec<Call>,
+    /// Push log entries of the phase: (pushed at, fact times served).
+    pub pushes: Vec<(u64, Vec<u64>)>,
+    pub convergence: Convergence,
+    pub dead_letters: Vec<(String, u64)>,
+}
+
+impl Phase {
+    /// The counter's growth over the phase; `None` when the stack does not write it.
+    pub fn counter(&self, name: &str) -> Option<u64> {
+        let after = self.tally_after.get(name)?;
+        Some(after.saturating_sub(self.tally_before.get(name).copied().unwrap_or(0)))
+    }
+
+    pub fn ok_calls(&self) -> usize {
+        self.calls.iter().filter(|c| c.errcode() == Some(0)).count()
+    }
+
+    pub fn errcode_count(&self, errcode: i64) -> usize {
+        self.calls
+            .iter()
+            .filter(|c| c.errcode() == Some(errcode))
+            .count()
+    }
+
+    /// Accepted pushes per wall-clock minute, from the first minute with one to the last
+    /// (minutes with none in between included).
+    pub fn per_minute(&self) -> Vec<(u64, u64)> {
+        let mut minutes: BTreeMap<u64, u64> = BTreeMap::new();
+        for call in self.calls.iter().filter(|c| c.errcode() == Some(0)) {
+            *minutes.entry(call.at_ms / MINUTE_MS).or_default() += 1;
+        }
+        let (Some(first), Some(last)) = (
+            minutes.keys().next().copied(),
+            minutes.keys().next_back().copied(),
+        ) else {
+            return Vec::new();
+        };
+        (first..=last)
+            .map(|m| (m, minutes.get(&m).copied().unwrap_or(0)))
+            .collect()
+    }
+
+    /// The warm minutes: every minute but the first and the last with pushes (both partial:
+    /// the backlog was still building, or ran out).
+    pub fn warm(&self) -> Vec<(u64, u64)> {
+        let minutes = self.per_minute();
+        if minutes.len() <= 2 {
+            return Vec::new();
+        }
+        minutes[1..minutes.len() - 1].to_vec()
+    }
+
+    pub fn dead_lettered(&self) -> u64 {
+        self.dead_letters.iter().map(|(_, d)| d).sum()
+    }
+
+    /// Pushed at minus each fact time served, for facts of this phase.
+    fn latencies(&self) -> Vec<u64> {
+        let mut latencies: Vec<u64> = self
+            .pushes
+            .iter()
+            .flat_map(|(pushed, facts)| {
+                facts
+                    .iter()
+                    .filter(|f| **f >= self.started_ms)
+                    .map(move |f| pushed.saturating_sub(*f))
+            })
+            .collect();
+        latencies.sort_unstable();
+        latencies
+    }
+}
+
+pub struct Inputs<'a> {
+    pub tenant: &'a str,
+    pub seed: u64,
+    pub staff: usize,
+    pub members: usize,
+    /// Codes per staff member: fewest, most.
+    pub seats: (usize, usize),
+    pub budget: Budget,
+    pub seeding: Seeding,
+    pub phases: Vec<Phase>,
+    pub warm_share: f64,
+    pub min_reasons: u64,
+    pub min_codes: usize,
+    pub run_secs: f64,
+}
+
+/// Nearest rank.
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.1} s", ms as f64 / 1000.0)
+}
+
+fn quantiles(sorted: &[u64], unit: fn(u64) -> String) -> String {
+    match sorted.last() {
+        None => "no samples".into(),
+        Some(max) => format!(
+            "{} / {} / {} ({} samples)",
+            unit(percentile(sorted, 50.0)),
+            unit(percentile(sorted, 95.0)),
+            unit(*max),
+            sorted.len()
+        ),
+    }
+}
+
+/// `hh:mm` UTC of a minute since the epoch.
+fn clock(minute: u64) -> String {
+    format!("{:02}:{:02}", minute / 60 % 24, minute % 60)
+}
+
+struct Lines {
+    text: String,
+    failed: Vec<String>,
+}
+
+const WIDTH: usize = 56;
+
+impl Lines {
+    fn head(&mut self, title: &str) {
+        let _ = writeln!(self.text, "\n{title}");
+    }
+
+    fn line(&mut self, label: &str, value: impl std::fmt::Display) {
+        let _ = writeln!(self.text, "  {label:<WIDTH$} {value}");
+    }
+
+    fn note(&mut self, text: &str) {
+        let _ = writeln!(self.text, "      {text}");
+    }
+
+    fn must(&mut self, label: &str, value: impl std::fmt::Display, pass: bool) {
+        let verdict = if pass { "PASS" } else { "FAIL" };
+        let value = value.to_string();
+        let _ = writeln!(self.text, "  {label:<WIDTH$} {value:<18} {verdict}");
+        if !pass {
+            self.failed.push(label.to_owned());
+        }
+    }
+}
+
+/// The counters the refresh function keeps per tenant-day, as the report names them.
+const COUNTERS: [(&str, &str); 10] = [
+    ("reasons", "reasons refreshed (counted by the refresh)"),
+    ("recomputes", "recomputes"),
+    ("pushes", "pushes"),
+    ("unchanged", "pushes skipped as unchanged"),
+    (
+        "starved",
+        "starved recomputes (nobody eligible, nothing pushed)",
+    ),
+    ("requeued_budget", "requeues for budget (our budget spent)"),
+    (
+        "requeued_throttled",
+        "requeues for WeCom throttling (45009/45033)",
+    ),
+    ("requeued_lease", "requeues for a busy code lease"),
+    ("to_slow_lane", "reasons sent to the slow lane"),
+    ("slow_interval_waits", "slow-lane interval waits"),
+];
+
+fn phase_lines(out: &mut Lines, phase: &Phase, inputs: &Inputs<'_>, first: bool) {
+    let budget = inputs.budget.per_minute;
+    out.head(&format!(
+        "{}: sandbox limit {}/min per corp and API, budget {budget}/min ({})",
+        phase.name,
+        phase.limit,
+        if phase.limit > budget {
+            "limit above the budget"
+        } else {
+            "limit below the budget"
+        }
+    ));
+    out.line(
+        "staff changes (admin PUT online/offline), rounds",
+        format!(
+            "{} in {} rounds over {:.0} s",
+            phase.changes, phase.rounds, phase.driven_secs
+        ),
+    );
+    let mut admin = phase.admin_ms.clone();
+    admin.sort_unstable();
+    out.line(
+        "admin API answer p50 / p95 / max",
+        quantiles(&admin, |ms| format!("{ms} ms")),
+    );
+    if phase.admin_retries > 0 {
+        out.note(&format!(
+            "{} changes were tried again after a 5xx (the emulator's function timeout); their first tries' reasons are not counted above",
+            phase.admin_retries
+        ));
+    }
+    let reasons_line = "reasons driven (fan-out of the changes)";
+    if first {
+        out.must(
+            &format!("{reasons_line} >= {}", inputs.min_reasons),
+            phase.reasons_sent,
+            phase.reasons_sent >= inputs.min_reasons,
+        );
+    } else {
+        out.line(reasons_line, phase.reasons_sent);
+    }
+    out.must(
+        "queues drained",
+        format!("{:.0} s after the last round", phase.drain.secs),
+        phase.drain.drained,
+    );
+    out.line(
+        "phase wall time (first round to drained)",
+        secs(phase.ended_ms - phase.started_ms),
+    );
+
+    // Pushes per minute.
+    let minutes = phase.per_minute();
+    let warm = phase.warm();
+    out.line(
+        "pushes accepted by WeCom (update_contact_way ok)",
+        phase.ok_calls(),
+    );
+    let _ = writeln!(
+        out.text,
+        "  pushes per wall-clock minute (UTC; * = warm, counted below):"
+    );
+    for (i, (minute, count)) in minutes.iter().enumerate() {
+        let is_warm = i > 0 && i + 1 < minutes.len();
+        let _ = writeln!(
+            out.text,
+            "      {} {} {:>5}  {:>5.1}% of the budget",
+            clock(*minute),
+            if is_warm { "*" } else { " " },
+            count,
+            *count as f64 * 100.0 / budget as f64
+        );
+    }
+    let warm_rate = (!warm.is_empty())
+        .then(|| warm.iter().map(|(_, c)| *c).sum::<u64>() as f64 / warm.len() as f64);
+    let warm_text = warm_rate.map_or("no warm minute".into(), |r| {
+        format!("{r:.0}/min = {:.1}%", r * 100.0 / budget as f64)
+    });
+    if first {
+        out.must(
+            &format!(
+                "warm drain rate vs budget (>= {:.0}%)",
+                inputs.warm_share * 100.0
+            ),
+            &warm_text,
+            warm_rate.is_some_and(|r| r >= inputs.warm_share * budget as f64),
+        );
+    } else {
+        out.line(
+            &format!("warm drain rate vs budget (sandbox allows {})", phase.limit),
+            &warm_text,
+        );
+    }
+    if let Some(min) = warm.iter().map(|(_, c)| *c).min() {
+        out.note(&format!(
+            "{} warm minutes: all but the first and the last minute with pushes (partial: backlog building, backlog ran out); slowest warm minute {min}",
+            warm.len()
+        ));
+    }
+    let throttled = phase.errcode_count(45009);
+    if first {
+        out.must(
+            "45009 answers received (must be 0)",
+            throttled,
+            throttled == 0,
+        );
+    } else {
+        out.must(
+            "45009 answers received (must be > 0)",
+            throttled,
+            throttled > 0,
+        );
+    }
+    let others = phase
+        .calls
+        .iter()
+        .filter(|c| !matches!(c.errcode(), Some(0) | Some(45009)))
+        .count();
+    if others > 0 {
+        out.line("other answers (45033, errors, dropped)", others);
+    }
+
+    // The refresh function's counters.
+    for (name, label) in COUNTERS {
+        match phase.counter(name) {
+            Some(value) => out.line(label, value),
+            None if name == "reasons" || name == "pushes" => {
+                out.line(label, "not recorded by this stack")
+            }
+            None => out.line(label, "0 (not recorded by this stack)"),
+        }
+    }
+    match (phase.counter("store_requests"), phase.counter("recomputes")) {
+        (Some(requests), Some(recomputes)) if recomputes > 0 => out.line(
+            "DynamoDB requests per refresh (store_requests / recomputes)",
+            format!(
+                "{:.2} ({requests} / {recomputes})",
+                requests as f64 / recomputes as f64
+            ),
+        ),
+        (None, _) => out.line(
+            "DynamoDB requests per refresh",
+            "not recorded by this stack (no store_requests counter)",
+        ),
+        _ => out.line("DynamoDB requests per refresh", "no recompute"),
+    }
+
+    // Latency.
+    let latencies = phase.latencies();
+    out.line(
+        "reason (fact written) -> push completed p50 / p95 / max",
+        quantiles(&latencies, secs),
+    );
+    out.note("over the facts each push served (a reason coalesced into an unchanged recompute has no push)");
+
+    // Nothing lost.
+    let dead = phase.dead_lettered();
+    out.must("dead-lettered messages (DLQ depth)", dead, dead == 0);
+    if dead > 0 {
+        out.note(&format!("{:?}", phase.dead_letters));
+    }
+    let c = &phase.convergence;
+    out.must(
+        "codes whose WeCom list differs from the recompute",
+        format!("{} of {}", c.differ.len(), c.codes),
+        c.differ.is_empty() && c.codes > 0,
+    );
+    if c.unverifiable > 0 {
+        out.note(&format!(
+            "{} codes starved and never pushed: nothing to compare",
+            c.unverifiable
+        ));
+    }
+    for line in c.differ.iter().take(5) {
+        out.note(line);
+    }
+}
+
+/// Prints the report; true when every must-be line passed.
+pub fn print(inputs: &Inputs<'_>) -> bool {
+    let mut out = Lines {
+        text: String::new(),
+        failed: Vec::new(),
+    };
+    let seeding = &inputs.seeding;
+    let _ = writeln!(
+        out.text,
+        "\nqrsync bench report: tenant {}, seed {}",
+        inputs.tenant, inputs.seed
+    );
+    let _ = writeln!(
+        out.text,
+        "  {} staff, {} native codes with the offline check, {} members each (each staff member on {} to {} codes)",
+        inputs.staff, seeding.codes, inputs.members, inputs.seats.0, inputs.seats.1
+    );
+    let _ = writeln!(
+        out.text,
+        "  budget of the refresh function (its environment): {}/min, {}/h",
+        inputs.budget.per_minute, inputs.budget.per_hour
+    );
+    out.head("Seeding (sandbox limits raised)");
+    out.must(
+        &format!(
+            "codes seeded with their contact ways >= {}",
+            inputs.min_codes
+        ),
+        seeding.codes,
+        seeding.codes >= inputs.min_codes,
+    );
+    out.line(
+        "staff / codes through the admin API",
+        format!("{:.1} s / {:.1} s", seeding.staff_secs, seeding.codes_secs),
+    );
+    out.line(
+        "the codes' first refreshes drained in",
+        format!("{:.1} s", seeding.drain_secs),
+    );
+    for (i, phase) in inputs.phases.iter().enumerate() {
+        phase_lines(&mut out, phase, inputs, i == 0);
+    }
+    let _ = writeln!(
+        out.text,
+        "\n  run time {:.0} s; {}",
+        inputs.run_secs,
+        if out.failed.is_empty() {
+            "every must-be line passed".to_owned()
+        } else {
+            format!("FAILED: {}", out.failed.join("; "))
+        }
+    );
+    println!("{}", out.text);
+    out.failed.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn phase(calls: &[(u64, i64)]) -> Phase {
+        Phase {
+            name: "p".into(),
+            limit: 600,
+            started_ms: 0,
+            ended_ms: u64::MAX,
+            rounds: 1,
+            changes: 1,
+            reasons_sent: 1,
+            driven_secs: 1.0,
+            drain: Drain {
+                drained: true,
+                secs: 1.0,
+            },
+            admin_ms: Vec::new(),
+            admin_retries: 0,
+            tally_before: BTreeMap::from([("pushes".to_owned(), 5)]),
+            tally_after: BTreeMap::from([("pushes".to_owned(), 12)]),
+            calls: calls
+                .iter()
+                .map(|(at_ms, errcode)| Call {
+                    at_ms: *at_ms,
+                    response: json!({ "errcode": errcode }),
+                })
+                .collect(),
+            pushes: vec![(10_000, vec![1_000, 4_000])],
+            convergence: Convergence::default(),
+            dead_letters: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn warm_minutes_leave_out_the_first_and_the_last_and_count_empty_ones() {
+        let p = phase(&[
+            (30_000, 0),
+            (61_000, 0),
+            (62_000, 0),
+            (63_000, 45009),
+            (200_000, 0),
+            (230_000, 0),
+        ]);
+        assert_eq!(p.per_minute(), vec![(0, 1), (1, 2), (2, 0), (3, 2)]);
+        assert_eq!(p.warm(), vec![(1, 2), (2, 0)]);
+        assert_eq!(p.ok_calls(), 5);
+        assert_eq!(p.errcode_count(45009), 1);
+    }
+
+    #[test]
+    fn counters_are_growth_and_absent_ones_are_none() {
+        let p = phase(&[]);
+        assert_eq!(p.counter("pushes"), Some(7));
+        assert_eq!(p.counter("store_requests"), None);
+        assert_eq!(p.latencies(), vec![6_000, 9_000]);
+    }
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let values: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&values, 50.0), 50);
+        assert_eq!(percentile(&values, 95.0), 95);
+        assert_eq!(percentile(&[7], 95.0), 7);
+    }
+}
