@@ -16,7 +16,7 @@ export QRSYNC_SANDBOX_PORT ?= 4580
 LOCAL_AWS := AWS_ENDPOINT_URL=http://127.0.0.1:$(QRSYNC_AWS_PORT) AWS_ACCESS_KEY_ID=test \
 	AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 
-.PHONY: tools build local up deploy down lint check unit integration test demo clean
+.PHONY: tools build local up deploy down lint check unit integration test demo bench clean
 
 $(VENV)/tools/.installed: tools/requirements/sam.txt
 	$(PYTHON) -m venv $(VENV)/tools
@@ -86,6 +86,20 @@ demo: tools
 	$(MAKE) deploy || { $(MAKE) down; exit 1; }
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
 		cargo run -q --locked -p qrsync-demo -- $(DEMO_ARGS); status=$$?; $(MAKE) down; exit $$status
+
+## bench: a backlog of refresh reasons through the local world against lowered WeCom limits
+## (tools/bench): deploys with the WeCom budget lowered to BENCH_BUDGET_PER_MINUTE (the hour's
+## budget 60 times it), seeds a tenant of 2,000 codes through the admin API, drives two phases
+## of staff changes (the sandbox's limit above the budget, then below it), prints the report,
+## stops the world again and exits with the bench's status. Flags for qrsync-bench go in
+## BENCH_ARGS (e.g. BENCH_ARGS="--seed 7"; `cargo run -p qrsync-bench -- --help` lists them).
+BENCH_BUDGET_PER_MINUTE ?= 540
+bench: tools
+	cargo build -q --locked -p qrsync-bench
+	QRSYNC_PARAMETER_OVERRIDES="WeComBudgetPerMinute=$(BENCH_BUDGET_PER_MINUTE) WeComBudgetPerHour=$$(( $(BENCH_BUDGET_PER_MINUTE) * 60 )) $$QRSYNC_PARAMETER_OVERRIDES" \
+		$(MAKE) deploy || { $(MAKE) down; exit 1; }
+	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
+		cargo run -q --locked -p qrsync-bench -- $(BENCH_ARGS); status=$$?; $(MAKE) down; exit $$status
 
 clean: down
 	rm -rf .aws-sam .local
