@@ -310,8 +310,8 @@ mod tests {
             _: &StaffId,
             _: i64,
             _: u64,
-        ) -> Result<(), StoreError> {
-            Ok(())
+        ) -> Result<Vec<CodeId>, StoreError> {
+            Ok(Vec::new())
         }
         async fn mark_dirty(
             &self,

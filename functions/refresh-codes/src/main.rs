@@ -5,7 +5,7 @@ mod handler;
 
 use lambda_runtime::{run, service_fn, tracing, Error};
 use shared::adapters::dynamodb::{DynamoBudget, DynamoStore};
-use shared::adapters::sqs::{SqsDeadLetters, SqsRetryQueues};
+use shared::adapters::sqs::{SqsDeadLetters, SqsReasonQueue, SqsRetryQueues};
 use shared::refresh::Refresher;
 use shared::wecom::api::WeComClient;
 
@@ -20,6 +20,7 @@ async fn main() -> Result<(), Error> {
     // through the table with every other container.
     let wecom = WeComClient::new(config.wecom_api_base_url, config.wecom_timeout)
         .with_token_store(std::sync::Arc::new(store.clone()));
+    let sqs = aws_sdk_sqs::Client::new(&aws);
     let refresher = Refresher::new(
         store,
         wecom,
@@ -27,8 +28,11 @@ async fn main() -> Result<(), Error> {
         shared::system_clock,
         config.lanes,
         config.lease_times,
-    );
-    let sqs = aws_sdk_sqs::Client::new(&aws);
+    )
+    .with_reasons(SqsReasonQueue::new(
+        sqs.clone(),
+        config.refresh_queue_url.clone(),
+    ));
     let dead_letters = SqsDeadLetters::new(sqs.clone(), config.dead_letter_queue_url);
     let retries = SqsRetryQueues::new(
         sqs,

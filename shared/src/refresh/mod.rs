@@ -21,11 +21,13 @@ use crate::membership::{
     self, AddCounts, CodeConfig, CodeId, DepartmentId, Facts, Membership, RotationSlot, StaffFacts,
     StaffId, TenantRules,
 };
+use crate::facts::ReasonQueue;
 use crate::ports::StoreError;
 use crate::tenants::{TenantId, TenantProfile};
 use crate::wecom::api::{CorpCredentials, FailureClass, WeComError};
 use crate::Clock;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// A code as the admin configured it, with the WeCom contact way it owns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -226,14 +228,15 @@ pub trait FailureMarks: Send + Sync {
         at_ms: u64,
     ) -> Result<(), StoreError>;
     /// WeCom refused `staff` on a contact way: never eligible on this tenant again (sticky,
-    /// like every WeCom rejection in `membership::fold`).
+    /// like every WeCom rejection in `membership::fold`). Answers the codes they sit on, which
+    /// are to be recomputed without them.
     async fn mark_staff_unusable(
         &self,
         tenant: &TenantId,
         staff: &StaffId,
         errcode: i64,
         at_ms: u64,
-    ) -> Result<(), StoreError>;
+    ) -> Result<Vec<CodeId>, StoreError>;
     /// The code's last refresh failed for good or was dead-lettered: the sweep recomputes it.
     async fn mark_dirty(
         &self,
@@ -348,6 +351,7 @@ pub struct Refresher<F, P, B> {
     clock: Clock,
     lanes: LanePolicy,
     lease_times: LeaseTimes,
+    reasons: Option<Arc<dyn ReasonQueue>>,
 }
 
 impl<F, P, B> Refresher<F, P, B>
@@ -371,7 +375,16 @@ where
             clock,
             lanes,
             lease_times,
+            reasons: None,
         }
+    }
+
+    /// Where reasons for other codes go: a staff member WeCom refuses is recomputed away from
+    /// every code they sit on, not only the one whose push found out.
+    #[must_use]
+    pub fn with_reasons(mut self, reasons: impl ReasonQueue + 'static) -> Self {
+        self.reasons = Some(Arc::new(reasons));
+        self
     }
 
     pub fn facts(&self) -> &F {
@@ -705,7 +718,7 @@ where
         }
         // One suspect on top of an accepted list (or alone) is the one the first push failed on.
         if suspects.len() == 1 {
-            self.mark_unusable(push.held.asked.tenant, snapshot, &suspects[0], errcode)
+            self.mark_unusable(push.held, snapshot, &suspects[0], errcode)
                 .await?;
             return Ok(left_on_wecom);
         }
@@ -726,7 +739,7 @@ where
                 }
                 Err(PushFailure::WeCom(e)) if e.class() == FailureClass::StaffUnusable => {
                     self.mark_unusable(
-                        push.held.asked.tenant,
+                        push.held,
                         snapshot,
                         &suspect,
                         e.errcode().unwrap_or(errcode),
@@ -741,7 +754,7 @@ where
 
     async fn mark_unusable(
         &self,
-        tenant: &TenantId,
+        held: &Held<'_>,
         snapshot: &mut CodeSnapshot,
         staff: &StaffId,
         errcode: i64,
@@ -752,11 +765,31 @@ where
             errcode,
             "WeCom refuses this staff member on contact ways; they are excluded on this tenant"
         );
-        self.facts
-            .mark_staff_unusable(tenant, staff, errcode, (self.clock)())
+        let now_ms = (self.clock)();
+        let tenant = held.asked.tenant;
+        let codes = self
+            .facts
+            .mark_staff_unusable(tenant, staff, errcode, now_ms)
             .await?;
         if let Some(facts) = snapshot.staff.get_mut(staff) {
             facts.rejected_by_wecom = true;
+        }
+        let others: Vec<RefreshReason> = codes
+            .into_iter()
+            .filter(|code| code != held.asked.code)
+            .map(|code| RefreshReason {
+                tenant: tenant.clone(),
+                code,
+                cause: Cause::StaffChanged,
+                fact_at_ms: now_ms,
+                fact_key: format!("wecom-refused:{staff}:{errcode}"),
+            })
+            .collect();
+        if let (Some(queue), false) = (&self.reasons, others.is_empty()) {
+            // The mark is written; a code not told now finds out at its own next push.
+            if let Err(error) = queue.send_all(&others).await {
+                tracing::warn!(error = %error, codes = others.len(), "other codes of an unusable staff member not sent for a recompute");
+            }
         }
         Ok(())
     }

@@ -24,6 +24,7 @@ struct FakeFacts {
     age: Mutex<Option<CodeAge>>,
     lease: Mutex<Option<Lease>>,
     taken_over: Mutex<bool>,
+    codes_of_staff: Mutex<Vec<CodeId>>,
     pushes: Mutex<Vec<PushRecord>>,
     fail_record: Mutex<bool>,
     starved: Mutex<u32>,
@@ -173,13 +174,13 @@ impl FailureMarks for FakeFacts {
         staff: &StaffId,
         _: i64,
         _: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<CodeId>, StoreError> {
         self.marks
             .lock()
             .expect("lock")
             .unusable
             .push(staff.clone());
-        Ok(())
+        Ok(self.codes_of_staff.lock().expect("lock").clone())
     }
     async fn mark_dirty(
         &self,
@@ -788,4 +789,31 @@ async fn no_wecom_call_starts_when_too_little_of_the_lease_is_left_to_cover_it()
         }
     );
     assert!(refresher.pusher.calls.lock().expect("lock").is_empty());
+}
+
+#[tokio::test]
+async fn a_staff_member_wecom_refuses_is_recomputed_away_from_their_other_codes_too() {
+    let mut state = snapshot(&[("a", true), ("x", true)]);
+    state.code.created_with = vec![id("a")];
+    let queue = crate::admin::fakes::InMemoryReasonQueue::default();
+    let refresher = refresher(state).with_reasons(queue.clone());
+    refresher
+        .pusher
+        .refused
+        .lock()
+        .expect("lock")
+        .insert("x".into());
+    let other = CodeId::parse("c2").expect("valid");
+    *refresher.facts.codes_of_staff.lock().expect("lock") = vec![code(), other.clone()];
+    fast(&refresher, &[1]).await.expect("handled");
+    let sent: Vec<(CodeId, Cause)> = queue
+        .reasons()
+        .into_iter()
+        .map(|r| (r.code, r.cause))
+        .collect();
+    assert_eq!(
+        sent,
+        [(other, Cause::StaffChanged)],
+        "the other code, not this one (it was recomputed already)"
+    );
 }
