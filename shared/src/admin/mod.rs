@@ -25,9 +25,7 @@ use crate::membership::{
     self, CodeId, DepartmentId, Employment, Exclusion, Family, Membership, StaffId, WeeklySchedule,
 };
 use crate::ports::StoreError;
-use crate::refresh::{
-    Cause, RefreshReason, Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY,
-};
+use crate::refresh::{Cause, RefreshReason, Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY};
 use crate::schedules::{plan, Subject};
 use crate::tenants::{TenantId, TenantProfile, Timezone};
 use crate::wecom::api::{
@@ -191,7 +189,11 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
         match budget.spend(tenant, api, (self.clock)()).await? {
             Spend::Granted => Ok(()),
             Spend::Exhausted { retry_after_ms, .. } => {
-                tracing::info!(api, retry_after_ms, "no WeCom budget left; refused with 429");
+                tracing::info!(
+                    api,
+                    retry_after_ms,
+                    "no WeCom budget left; refused with 429"
+                );
                 Err(AdminError::Budget {
                     api,
                     retry_after_ms,

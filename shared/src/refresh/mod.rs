@@ -16,12 +16,12 @@ pub use budget::{
 pub use lease::{Acquired, CodeLeases, Lease, LeaseTimes, Recorded};
 pub use reason::{Cause, RefreshReason};
 
+use crate::facts::ReasonQueue;
 use crate::lanes::{CodeAge, Lane, LanePolicy};
 use crate::membership::{
     self, AddCounts, CodeConfig, CodeId, DepartmentId, Facts, Membership, RotationSlot, StaffFacts,
     StaffId, TenantRules,
 };
-use crate::facts::ReasonQueue;
 use crate::ports::StoreError;
 use crate::tenants::{TenantId, TenantProfile};
 use crate::wecom::api::{CorpCredentials, FailureClass, WeComError};
