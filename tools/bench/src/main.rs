@@ -283,35 +283,62 @@ async fn run(args: Args) -> Result<bool> {
 }
 
 /// Sets a staff member's online flag; answers the reasons it fanned out to
-/// (`codes_refreshed`), how long the answer took, and how many tries failed first. A 5xx
-/// (the emulator's 10 s function timeout under load) is tried again, up to 3 times: the
-/// write is idempotent and a repeated reason only costs a recompute.
+/// (`codes_refreshed`), how long the answer took, and how many tries failed first.
 async fn put_staff(
     admin: &AdminApi,
     tenant: &str,
     staff: &str,
     online: bool,
 ) -> Result<(u64, u64, u32)> {
-    let path = format!("/tenants/{tenant}/staff/{staff}");
+    let sent = Instant::now();
+    let (answer, retries) = put(
+        admin,
+        &format!("/tenants/{tenant}/staff/{staff}"),
+        &json!({ "online": online }),
+    )
+    .await?;
+    let refreshed = answer
+        .get("codes_refreshed")
+        .and_then(Value::as_u64)
+        .with_context(|| format!("PUT staff {staff}: no codes_refreshed"))?;
+    Ok((refreshed, sent.elapsed().as_millis() as u64, retries))
+}
+
+/// One admin PUT (200 or 201), tried again when the admin API answers 429 (the tenant's
+/// add_contact_way budget is spent: after the wait it names, at most a minute) or a 5xx (the
+/// emulator's 10 s function timeout under load, up to 3 times: every PUT the bench sends is
+/// idempotent, and a repeated reason only costs a recompute). Answers the body and the tries
+/// that failed first.
+async fn put(admin: &AdminApi, path: &str, body: &Value) -> Result<(Value, u32)> {
     let mut retries = 0;
     loop {
-        let sent = Instant::now();
-        let answer = admin.put(&path, &json!({ "online": online })).await?;
-        if answer.status >= 500 && retries < 3 {
-            retries += 1;
-            say(format!(
-                "PUT staff {staff} answered {} after {} ms; trying again",
-                answer.status,
-                sent.elapsed().as_millis()
-            ));
-            continue;
+        let answer = admin.put(path, body).await?;
+        let wait = match answer.status {
+            429 => {
+                let detail = answer.body.get("detail").and_then(Value::as_str);
+                let secs = detail
+                    .and_then(|d| d.split("retry in ").nth(1))
+                    .and_then(|d| d.split(' ').next())
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(5);
+                Some(Duration::from_secs(secs.clamp(1, 60)))
+            }
+            500.. if retries < 3 => Some(Duration::from_secs(1)),
+            _ => None,
+        };
+        match wait {
+            Some(wait) => {
+                retries += 1;
+                if answer.status >= 500 {
+                    say(format!(
+                        "PUT {path} answered {}; trying again",
+                        answer.status
+                    ));
+                }
+                tokio::time::sleep(wait).await;
+            }
+            None => return Ok((answer.expect(&format!("PUT {path}"), &[200, 201])?, retries)),
         }
-        let answer = answer.expect(&format!("PUT staff {staff}"), &[200, 201])?;
-        let refreshed = answer
-            .get("codes_refreshed")
-            .and_then(Value::as_u64)
-            .with_context(|| format!("PUT staff {staff}: no codes_refreshed"))?;
-        return Ok((refreshed, sent.elapsed().as_millis() as u64, retries));
     }
 }
 
@@ -342,13 +369,8 @@ impl Bench<'_> {
         let concurrency = self.args.concurrency.max(1);
         futures::stream::iter(&plan.staff)
             .map(|staff| async move {
-                admin
-                    .put(
-                        &format!("/tenants/{}/staff/{staff}", id.tenant),
-                        &json!({ "online": true }),
-                    )
-                    .await?
-                    .expect(&format!("PUT staff {staff}"), &[200, 201])
+                let path = format!("/tenants/{}/staff/{staff}", id.tenant);
+                put(admin, &path, &json!({ "online": true })).await
             })
             .buffer_unordered(concurrency)
             .try_collect::<Vec<_>>()
@@ -358,17 +380,13 @@ impl Bench<'_> {
         let mut last_progress = Instant::now();
         let mut creations = futures::stream::iter(&plan.codes)
             .map(|(code, members)| async move {
-                admin
-                    .put(
-                        &format!("/tenants/{}/codes/{code}", id.tenant),
-                        &json!({
-                            "family": "native",
-                            "members": members,
-                            "switches": { "offline_check": true },
-                        }),
-                    )
-                    .await?
-                    .expect(&format!("PUT code {code}"), &[201])
+                let path = format!("/tenants/{}/codes/{code}", id.tenant);
+                let body = json!({
+                    "family": "native",
+                    "members": members,
+                    "switches": { "offline_check": true },
+                });
+                put(admin, &path, &body).await
             })
             .buffer_unordered(concurrency);
         while let Some(created) = creations.next().await {
