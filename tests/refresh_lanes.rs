@@ -5,28 +5,18 @@
 
 use anyhow::{ensure, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration_tests::{eventually, random_id, LiveTenant, World};
+use integration_tests::{eventually, now_ms, random_id, LiveTenant, World};
 use shared::adapters::dynamodb::{keys, DynamoStore};
 use shared::lanes::Lane;
 use shared::membership::{CodeId, StaffId};
 use shared::refresh::{Acquired, CodeLeases, CodeRecords, Lease, PushRecord, Recorded};
 use shared::tenants::TenantId;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// The lanes test's policy: quiet after this long without an edit...
 const QUIET_AFTER_SECONDS: u64 = 8;
 /// ...and at most one slow-lane push per code this often.
 const SLOW_INTERVAL_SECONDS: u64 = 5;
-
-fn now_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .expect("clock after 1970")
-            .as_millis(),
-    )
-    .expect("ms fit u64")
-}
 
 fn store(world: &World) -> DynamoStore {
     DynamoStore::new(world.dynamodb.clone(), world.output("TableName").to_owned())

@@ -7,7 +7,7 @@
 
 use anyhow::{ensure, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration_tests::{eventually, LiveTenant, World};
+use integration_tests::{eventually, now_ms, LiveTenant, World};
 use serde_json::{json, Value};
 use shared::adapters::dynamodb::{keys, DynamoBudget, DynamoStore};
 use shared::membership::{CodeId, StaffId};
@@ -16,21 +16,11 @@ use shared::tenants::TenantId;
 use shared::wecom::api::{CorpCredentials, WeComClient};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Convergence after a throttle waits for the next wall-clock minute plus a retry queue's
 /// delay (60 s at most): two minutes cover the worst case.
 const CONVERGE: Duration = Duration::from_secs(150);
-
-fn now_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .expect("clock after 1970")
-            .as_millis(),
-    )
-    .expect("ms fit u64")
-}
 
 #[tokio::test]
 async fn refresh_under_wecom_limits() -> Result<()> {

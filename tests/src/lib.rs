@@ -35,6 +35,17 @@ pub fn now_secs() -> u64 {
         .as_secs()
 }
 
+/// The wall clock in milliseconds since the epoch.
+pub fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("clock after 1970")
+            .as_millis(),
+    )
+    .expect("ms fit u64")
+}
+
 pub fn random_id(len: usize) -> String {
     Alphanumeric.sample_string(&mut rand::thread_rng(), len)
 }

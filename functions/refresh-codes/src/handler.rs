@@ -545,6 +545,13 @@ mod tests {
         refresher_with(fakes, LanePolicy::all_fast())
     }
 
+    fn all_slow() -> LanePolicy {
+        LanePolicy {
+            switch: LaneSwitch::AllSlow,
+            ..LanePolicy::all_fast()
+        }
+    }
+
     #[tokio::test]
     async fn reasons_for_one_code_in_a_batch_give_one_recompute() {
         let fakes = Fakes::default();
@@ -721,11 +728,7 @@ mod tests {
     #[tokio::test]
     async fn the_reasons_of_a_code_the_policy_calls_quiet_go_to_the_slow_lane_as_one_message() {
         let fakes = Fakes::default();
-        let all_slow = LanePolicy {
-            switch: LaneSwitch::AllSlow,
-            ..LanePolicy::all_fast()
-        };
-        let refresher = refresher_with(&fakes, all_slow);
+        let refresher = refresher_with(&fakes, all_slow());
         let response = handle(&refresher, &&fakes, &&fakes, sample())
             .await
             .expect("handled");
@@ -740,11 +743,7 @@ mod tests {
     #[tokio::test]
     async fn reasons_from_the_slow_queue_are_refreshed_there_not_sent_back_to_it() {
         let fakes = Fakes::default();
-        let all_slow = LanePolicy {
-            switch: LaneSwitch::AllSlow,
-            ..LanePolicy::all_fast()
-        };
-        let refresher = refresher_with(&fakes, all_slow);
+        let refresher = refresher_with(&fakes, all_slow());
         let mut event = sample();
         for record in &mut event.payload.records {
             record.event_source_arn =
