@@ -84,14 +84,14 @@ struct Args {
     #[arg(long, default_value_t = 400)]
     limit2: u64,
     /// Rounds of staff changes in phase 1, and staff changed per round.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 22)]
     rounds1: usize,
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 10)]
     round_staff1: usize,
     /// The same in phase 2.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 4)]
     rounds2: usize,
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 10)]
     round_staff2: usize,
     /// A round starts this long after the previous one started (or when it ends, if later).
     #[arg(long, default_value_t = 20)]
