@@ -357,19 +357,39 @@ fn phase_lines(out: &mut Lines, phase: &Phase, inputs: &Inputs<'_>, first: bool)
             None => out.line(label, "0 (not recorded by this stack)"),
         }
     }
-    match (phase.counter("store_requests"), phase.counter("recomputes")) {
-        (Some(requests), Some(recomputes)) if recomputes > 0 => out.line(
-            "DynamoDB requests per refresh (store_requests / recomputes)",
-            format!(
-                "{:.2} ({requests} / {recomputes})",
-                requests as f64 / recomputes as f64
-            ),
-        ),
-        (None, _) => out.line(
+    // Every tallied refresh read the code: the recomputes, and those put off after the
+    // snapshot (budget, WeCom's throttling, a lost lease, the slow lane's interval).
+    let refreshes: u64 = [
+        "recomputes",
+        "requeued_budget",
+        "requeued_throttled",
+        "requeued_lease",
+        "slow_interval_waits",
+    ]
+    .iter()
+    .filter_map(|name| phase.counter(name))
+    .sum();
+    match phase.counter("store_requests") {
+        Some(requests) if refreshes > 0 => {
+            out.line(
+                "DynamoDB requests per refresh (pushed, unchanged or put off)",
+                format!(
+                    "{:.2} ({requests} / {refreshes})",
+                    requests as f64 / refreshes as f64
+                ),
+            );
+            if let Some(recomputes) = phase.counter("recomputes").filter(|n| *n > 0) {
+                out.line(
+                    "    per completed recompute (put-off refreshes included)",
+                    format!("{:.2}", requests as f64 / recomputes as f64),
+                );
+            }
+        }
+        None => out.line(
             "DynamoDB requests per refresh",
             "not recorded by this stack (no store_requests counter)",
         ),
-        _ => out.line("DynamoDB requests per refresh", "no recompute"),
+        _ => out.line("DynamoDB requests per refresh", "no refresh"),
     }
 
     // Latency.
@@ -486,6 +506,7 @@ mod tests {
                 .iter()
                 .map(|(at_ms, errcode)| Call {
                     at_ms: *at_ms,
+                    request: json!({}),
                     response: json!({ "errcode": errcode }),
                 })
                 .collect(),

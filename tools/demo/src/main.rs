@@ -275,7 +275,7 @@ async fn run(args: Args) -> Result<bool> {
     ));
 
     // ---------------------------------------------------------------- seed
-    sandbox.configure(args.retry_pause_ms, args.seed).await?;
+    sandbox.set_delivery(args.retry_pause_ms, args.seed).await?;
     let callback_url = format!("{}/wecom/{}/callback", world.api_url, id.tenant);
     sandbox
         .put_corp(

@@ -1,15 +1,21 @@
-//! The WeCom sandbox's control API (`/_sandbox`, see tools/wecom-sandbox/README.md): only the
-//! parts the demo steers and reads.
+//! The WeCom sandbox steps the demo takes (campaigns, scans, its clock, directory changes),
+//! on top of the shared control client (`stack_client::sandbox`).
 
-use anyhow::{bail, Context, Result};
-use serde::de::DeserializeOwned;
+use anyhow::{Context, Result};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use stack_client::sandbox::SandboxControl;
+pub use stack_client::sandbox::{Call, ContactWay};
 use std::time::Duration;
 
-pub struct Sandbox {
-    base: String,
-    http: reqwest::Client,
+pub struct Sandbox(SandboxControl);
+
+impl std::ops::Deref for Sandbox {
+    type Target = SandboxControl;
+
+    fn deref(&self) -> &SandboxControl {
+        &self.0
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -79,26 +85,6 @@ pub struct Scan {
     pub delivery: Option<Delivery>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-pub struct ContactWay {
-    pub config_id: String,
-    pub user: Vec<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct Call {
-    /// The JSON body the caller sent.
-    pub request: Value,
-    pub response: Value,
-}
-
-impl Call {
-    /// WeCom's errcode, when WeCom answered at all.
-    pub fn errcode(&self) -> Option<i64> {
-        self.response.get("errcode").and_then(Value::as_i64)
-    }
-}
-
 /// The callback the sandbox delivers a corp's events to.
 pub struct Callback<'a> {
     pub url: &'a str,
@@ -108,58 +94,15 @@ pub struct Callback<'a> {
 
 impl Sandbox {
     pub fn new(base: &str) -> Result<Self> {
-        Ok(Self {
-            base: base.trim_end_matches('/').to_owned(),
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(60))
-                .build()?,
-        })
-    }
-
-    async fn call<T: DeserializeOwned>(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> Result<T> {
-        let url = format!("{}{path}", self.base);
-        let mut request = self.http.request(method.clone(), &url);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.with_context(|| {
-            format!(
-                "the WeCom sandbox at {} does not answer ({method} {path})",
-                self.base
-            )
-        })?;
-        let status = response.status();
-        let text = response.text().await?;
-        if !status.is_success() {
-            bail!("sandbox {method} {path}: {status} {text}");
-        }
-        serde_json::from_str(&text)
-            .with_context(|| format!("sandbox {method} {path}: unexpected answer"))
-    }
-
-    pub async fn health(&self) -> Result<()> {
-        let _: Value = self
-            .call(reqwest::Method::GET, "/_sandbox/health", None)
-            .await?;
-        Ok(())
+        Ok(Self(SandboxControl::new(base, Duration::from_secs(60))?))
     }
 
     /// The pause between delivery attempts, and the seed of the sandbox's random streams
     /// (which code a campaign scan picks, which member WeCom routes to).
-    pub async fn configure(&self, retry_pause_ms: u64, seed: u64) -> Result<()> {
-        let _: Value = self
-            .call(
-                reqwest::Method::PUT,
-                "/_sandbox/config",
-                Some(json!({ "retry_pause_ms": retry_pause_ms, "seed": seed })),
-            )
-            .await?;
-        Ok(())
+    pub async fn set_delivery(&self, retry_pause_ms: u64, seed: u64) -> Result<()> {
+        self.0
+            .configure(json!({ "retry_pause_ms": retry_pause_ms, "seed": seed }))
+            .await
     }
 
     pub async fn put_corp(
@@ -178,14 +121,7 @@ impl Sandbox {
                 "encoding_aes_key": callback.encoding_aes_key,
             },
         });
-        let _: Value = self
-            .call(
-                reqwest::Method::PUT,
-                &format!("/_sandbox/corps/{corp_id}"),
-                Some(body),
-            )
-            .await?;
-        Ok(())
+        self.0.put_corp(corp_id, body).await
     }
 
     pub async fn stats(&self) -> Result<Stats> {
@@ -250,21 +186,6 @@ impl Sandbox {
             )
             .await?;
         Ok(page.scans)
-    }
-
-    pub async fn calls(&self, corp_id: &str, api: &str) -> Result<Vec<Call>> {
-        #[derive(Deserialize)]
-        struct Page {
-            calls: Vec<Call>,
-        }
-        let page: Page = self
-            .call(
-                reqwest::Method::GET,
-                &format!("/_sandbox/calls?corp_id={corp_id}&api={api}"),
-                None,
-            )
-            .await?;
-        Ok(page.calls)
     }
 
     /// The sandbox's clock now (WeCom's time: callbacks are signed and dated with it).
@@ -337,20 +258,5 @@ impl Sandbox {
                     .collect()
             })
             .unwrap_or_default())
-    }
-
-    pub async fn contact_ways(&self, corp_id: &str) -> Result<Vec<ContactWay>> {
-        #[derive(Deserialize)]
-        struct Page {
-            contact_ways: Vec<ContactWay>,
-        }
-        let page: Page = self
-            .call(
-                reqwest::Method::GET,
-                &format!("/_sandbox/contact-ways?corp_id={corp_id}"),
-                None,
-            )
-            .await?;
-        Ok(page.contact_ways)
     }
 }

@@ -1,8 +1,10 @@
 //! A client of a deployed qrsync stack, found only through its CloudFormation outputs and the
 //! standard AWS settings (`AWS_ENDPOINT_URL`, credentials, region): what a platform backend or
-//! an operator would use. The integration tests and `make demo` share it.
+//! an operator would use. The integration tests, `make demo` and `make bench` share it, and
+//! the WeCom sandbox's control API (`sandbox`).
 
 mod admin;
+pub mod sandbox;
 
 pub use admin::{AdminApi, Answer};
 
