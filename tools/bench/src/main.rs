@@ -45,19 +45,8 @@ use world::World;
     about = "Drives a backlog of refresh reasons through the local stack against lowered WeCom limits and prints what happened"
 )]
 struct Args {
-    /// CloudFormation stack to find everything in.
-    #[arg(long, env = "QRSYNC_STACK", default_value = "qrsync-local")]
-    stack: String,
-    /// The WeCom sandbox's base URL.
-    #[arg(
-        long,
-        env = "QRSYNC_SANDBOX_URL",
-        default_value = "http://127.0.0.1:4580"
-    )]
-    sandbox_url: String,
-    /// API base URL; derived from the stack's outputs and AWS_ENDPOINT_URL when absent.
-    #[arg(long, env = "QRSYNC_API_URL")]
-    api_url: Option<String>,
+    #[command(flatten)]
+    target: stack_client::Target,
     /// Seed of every choice the bench makes (members of each code, who changes in each round)
     /// and of the sandbox's random streams.
     #[arg(long, default_value_t = 42)]
@@ -210,8 +199,8 @@ struct Bench<'a> {
 
 async fn run(args: Args) -> Result<bool> {
     let started = Instant::now();
-    let world = World::connect(&args.stack, args.api_url.as_deref()).await?;
-    let sandbox = Sandbox::new(&args.sandbox_url)?;
+    let world = World::connect(&args.target.stack, args.target.api_url.as_deref()).await?;
+    let sandbox = Sandbox::new(&args.target.sandbox_url)?;
     sandbox.health().await?;
     let admin = AdminApi::new(&world.api_url, &world.aws)?;
     let budget = world.budget().await?;
@@ -222,7 +211,7 @@ async fn run(args: Args) -> Result<bool> {
     let (fewest, most) = plan.seats();
     say(format!(
         "stack {} (table {}), API {}, sandbox {}",
-        world.stack, world.table, world.api_url, args.sandbox_url
+        world.stack, world.table, world.api_url, args.target.sandbox_url
     ));
     say(format!(
         "budget of the refresh function: {} pushes/min, {}/h; work queues: {}",

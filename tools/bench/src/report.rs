@@ -2,6 +2,7 @@
 
 use crate::sandbox::Call;
 use crate::world::Budget;
+use stack_client::report::Lines;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -173,36 +174,6 @@ fn quantiles(sorted: &[u64], unit: fn(u64) -> String) -> String {
 /// `hh:mm` UTC of a minute since the epoch.
 fn clock(minute: u64) -> String {
     format!("{:02}:{:02}", minute / 60 % 24, minute % 60)
-}
-
-struct Lines {
-    text: String,
-    failed: Vec<String>,
-}
-
-const WIDTH: usize = 56;
-
-impl Lines {
-    fn head(&mut self, title: &str) {
-        let _ = writeln!(self.text, "\n{title}");
-    }
-
-    fn line(&mut self, label: &str, value: impl std::fmt::Display) {
-        let _ = writeln!(self.text, "  {label:<WIDTH$} {value}");
-    }
-
-    fn note(&mut self, text: &str) {
-        let _ = writeln!(self.text, "      {text}");
-    }
-
-    fn must(&mut self, label: &str, value: impl std::fmt::Display, pass: bool) {
-        let verdict = if pass { "PASS" } else { "FAIL" };
-        let value = value.to_string();
-        let _ = writeln!(self.text, "  {label:<WIDTH$} {value:<18} {verdict}");
-        if !pass {
-            self.failed.push(label.to_owned());
-        }
-    }
 }
 
 /// The counters the refresh function keeps per tenant-day, as the report names them.
@@ -425,10 +396,7 @@ fn phase_lines(out: &mut Lines, phase: &Phase, inputs: &Inputs<'_>, first: bool)
 
 /// Prints the report; true when every must-be line passed.
 pub fn print(inputs: &Inputs<'_>) -> bool {
-    let mut out = Lines {
-        text: String::new(),
-        failed: Vec::new(),
-    };
+    let mut out = Lines::new(56, 18);
     let seeding = &inputs.seeding;
     let _ = writeln!(
         out.text,

@@ -50,19 +50,8 @@ use world::World;
     about = "Runs a campaign against the local stack and prints what happened"
 )]
 struct Args {
-    /// CloudFormation stack to find everything in.
-    #[arg(long, env = "QRSYNC_STACK", default_value = "qrsync-local")]
-    stack: String,
-    /// The WeCom sandbox's base URL.
-    #[arg(
-        long,
-        env = "QRSYNC_SANDBOX_URL",
-        default_value = "http://127.0.0.1:4580"
-    )]
-    sandbox_url: String,
-    /// API base URL; derived from the stack's outputs and AWS_ENDPOINT_URL when absent.
-    #[arg(long, env = "QRSYNC_API_URL")]
-    api_url: Option<String>,
+    #[command(flatten)]
+    target: stack_client::Target,
     /// Seed of every choice the demo makes (members, limits, who goes offline) and of the
     /// sandbox's random streams (which code each scan hits, which member it reaches).
     #[arg(long, default_value_t = 42)]
@@ -209,8 +198,8 @@ const HOUR_MS: u64 = 3_600_000;
 
 async fn run(args: Args) -> Result<bool> {
     let started = Instant::now();
-    let world = World::connect(&args.stack, args.api_url.as_deref()).await?;
-    let sandbox = Sandbox::new(&args.sandbox_url)?;
+    let world = World::connect(&args.target.stack, args.target.api_url.as_deref()).await?;
+    let sandbox = Sandbox::new(&args.target.sandbox_url)?;
     sandbox.health().await?;
     let admin = AdminApi::new(&world.api_url, &world.aws)?;
     // The stack's clock: back to the real one if an earlier run left it moved.
@@ -260,7 +249,7 @@ async fn run(args: Args) -> Result<bool> {
     let tenant = TenantId::parse(&id.tenant)?;
     say(format!(
         "stack {} (table {}), API {}, sandbox {}",
-        world.stack, world.table, world.api_url, args.sandbox_url
+        world.stack, world.table, world.api_url, args.target.sandbox_url
     ));
     say(format!(
         "tenant {} (corp {}, timezone {timezone}, next midnight {} from now), seed {}: {} staff, {} codes, {} scans at {}/s",

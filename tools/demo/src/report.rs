@@ -8,6 +8,7 @@ use crate::rollover::Rollover;
 use crate::sandbox::{Call, Campaign, Scan, Stats};
 use aws_sdk_dynamodb::types::AttributeValue;
 use shared::tenants::{tenant_day, Timezone};
+use stack_client::report::Lines;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 
@@ -637,43 +638,10 @@ pub fn differing(codes: &[FinalCode]) -> (Vec<String>, usize) {
     (differ, unverifiable)
 }
 
-struct Lines {
-    text: String,
-    failed: Vec<String>,
-}
-
-const WIDTH: usize = 58;
-
-impl Lines {
-    fn head(&mut self, title: &str) {
-        let _ = writeln!(self.text, "\n{title}");
-    }
-
-    fn line(&mut self, label: &str, value: impl std::fmt::Display) {
-        let _ = writeln!(self.text, "  {label:<WIDTH$} {value}");
-    }
-
-    fn note(&mut self, text: &str) {
-        let _ = writeln!(self.text, "      {text}");
-    }
-
-    fn must(&mut self, label: &str, value: impl std::fmt::Display, pass: bool) {
-        let verdict = if pass { "PASS" } else { "FAIL" };
-        let value = value.to_string();
-        let _ = writeln!(self.text, "  {label:<WIDTH$} {value:<16} {verdict}");
-        if !pass {
-            self.failed.push(label.to_owned());
-        }
-    }
-}
-
 /// Prints the report; true when every must-be line passed.
 pub fn print(inputs: &Inputs<'_>) -> bool {
     let plan = inputs.plan;
-    let mut out = Lines {
-        text: String::new(),
-        failed: Vec::new(),
-    };
+    let mut out = Lines::new(58, 16);
     let limited = plan
         .codes
         .iter()

@@ -4,9 +4,12 @@
 //! the WeCom sandbox's control API (`sandbox`).
 
 mod admin;
+pub mod report;
 pub mod sandbox;
+mod target;
 
 pub use admin::{AdminApi, Answer};
+pub use target::Target;
 
 use anyhow::{anyhow, Context, Result};
 use aws_sdk_sqs::types::QueueAttributeName;
