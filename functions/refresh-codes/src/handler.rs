@@ -24,7 +24,6 @@ use shared::batch::PartialBatch;
 use shared::lanes::Lane;
 use shared::ports::DeadLetters;
 use shared::refresh::retry::{self, Path, RetriedReason, RetryQueues};
-use shared::refresh::Requeue;
 use shared::refresh::{
     Asked, CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, Outcome,
     RefreshError, Refresher, WeComBudget,
@@ -157,11 +156,10 @@ async fn refresh_code<F, P, B, D, R>(
             why,
             retry_after_ms,
         }) => {
+            // Every put-off (budget, 45009, lease, slow-lane interval) waits like a throttled
+            // refresh: no failed attempt counted.
             resync = why.needs_resync();
-            match why {
-                Requeue::Budget | Requeue::Throttled => retry::throttled(retry_after_ms, attempt),
-                _ => retry::put_off(retry_after_ms, attempt),
-            }
+            retry::throttled(retry_after_ms, attempt)
         }
         Ok(Outcome::ToSlowLane) => {
             let first_id = code.messages.first().map(|(id, _)| *id).unwrap_or_default();

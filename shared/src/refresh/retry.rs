@@ -54,18 +54,13 @@ pub enum Path {
     DeadLetter(FailureClass),
 }
 
-/// The path for a refresh that was throttled (our budget or WeCom's 45009/45033).
+/// The path for a refresh that was throttled (our budget or WeCom's 45009/45033) or put off
+/// (a busy lease, the slow lane's interval): it never counts as a failed attempt.
 pub fn throttled(retry_after_ms: u64, attempt: u32) -> Path {
     Path::Requeue {
         delay: RetryDelay::covering(retry_after_ms),
         attempt,
     }
-}
-
-/// The path for a refresh put off for a while (slow-lane interval, a busy lease): like a
-/// throttled one, it never counts as a failed attempt.
-pub fn put_off(retry_after_ms: u64, attempt: u32) -> Path {
-    throttled(retry_after_ms, attempt)
 }
 
 /// The path for a WeCom failure the refresh could not resolve itself, after `attempt` failed

@@ -363,6 +363,12 @@ async fn fast(refresher: &TestRefresher, fact_at_ms: &[u64]) -> Result<Outcome, 
     on_lane(refresher, Lane::Fast, false, fact_at_ms).await
 }
 
+/// WeCom refuses these users on any contact way from now on.
+fn refuse(refresher: &TestRefresher, users: &[&str]) {
+    let mut refused = refresher.pusher.refused.lock().expect("lock");
+    refused.extend(users.iter().map(|u| (*u).to_owned()));
+}
+
 fn wire(users: &[&str]) -> Vec<String> {
     users.iter().map(|u| (*u).to_owned()).collect()
 }
@@ -527,12 +533,7 @@ async fn a_refused_new_member_is_marked_unusable_and_the_others_pushed_in_the_sa
     let mut state = snapshot(&[("a", true), ("b", true), ("x", true)]);
     state.code.created_with = vec![id("a"), id("b")];
     let refresher = refresher(state);
-    refresher
-        .pusher
-        .refused
-        .lock()
-        .expect("lock")
-        .insert("x".into());
+    refuse(&refresher, &["x"]);
     let outcome = fast(&refresher, &[1]).await.expect("handled");
     // The list WeCom holds did not change: a and b were accepted before.
     assert_eq!(outcome, Outcome::Pushed(vec![id("a"), id("b")]));
@@ -552,12 +553,7 @@ async fn several_new_members_are_tried_one_at_a_time_and_only_the_refused_ones_m
     let mut state = snapshot(&[("a", true), ("x", true), ("c", true), ("y", true)]);
     state.code.created_with = vec![id("a")];
     let refresher = refresher(state);
-    refresher
-        .pusher
-        .refused
-        .lock()
-        .expect("lock")
-        .extend(["x".to_owned(), "y".to_owned()]);
+    refuse(&refresher, &["x", "y"]);
     let outcome = fast(&refresher, &[1]).await.expect("handled");
     assert_eq!(outcome, Outcome::Pushed(vec![id("a"), id("c")]));
     assert_eq!(
@@ -578,12 +574,7 @@ async fn a_member_wecom_held_before_and_now_refuses_is_found_among_everyone() {
     state.code.created_with = vec![id("a")];
     let refresher = refresher(state);
     // a left the corp: WeCom refuses any list with a, including the one it held.
-    refresher
-        .pusher
-        .refused
-        .lock()
-        .expect("lock")
-        .insert("a".into());
+    refuse(&refresher, &["a"]);
     let outcome = fast(&refresher, &[1]).await.expect("handled");
     assert_eq!(outcome, Outcome::Pushed(vec![id("b")]));
     assert_eq!(
@@ -597,12 +588,7 @@ async fn probing_stops_when_the_budget_runs_out_and_what_was_found_is_kept() {
     let mut state = snapshot(&[("a", true), ("x", true)]);
     state.code.created_with = vec![id("a")];
     let refresher = refresher(state);
-    refresher
-        .pusher
-        .refused
-        .lock()
-        .expect("lock")
-        .insert("x".into());
+    refuse(&refresher, &["x"]);
     *refresher.budget.left.lock().expect("lock") = Some(1);
     let outcome = fast(&refresher, &[1]).await.expect("handled");
     assert!(matches!(
@@ -797,12 +783,7 @@ async fn a_staff_member_wecom_refuses_is_recomputed_away_from_their_other_codes_
     state.code.created_with = vec![id("a")];
     let queue = crate::admin::fakes::InMemoryReasonQueue::default();
     let refresher = refresher(state).with_reasons(queue.clone());
-    refresher
-        .pusher
-        .refused
-        .lock()
-        .expect("lock")
-        .insert("x".into());
+    refuse(&refresher, &["x"]);
     let other = CodeId::parse("c2").expect("valid");
     *refresher.facts.codes_of_staff.lock().expect("lock") = vec![code(), other.clone()];
     fast(&refresher, &[1]).await.expect("handled");
