@@ -151,10 +151,14 @@ def up() -> None:
             "STATE_DIR": str(STATE / f"ministack-state-{AWS_PORT}"),
             "PERSIST_STATE": "0",
             "LOG_LEVEL": os.environ.get("MINISTACK_LOG_LEVEL", "WARNING"),
+            # IAM enforced: every call a function makes is checked against the policies
+            # template.yaml gives its role (the functions run under their role's session).
+            "AUTH": "true",
         },
         f"{AWS_URL}/_ministack/health",
         timeout=60,
     )
+    log("MiniStack enforces IAM (AUTH=true): each function runs as its own role")
     sandbox = ROOT / "target" / "debug" / "wecom-sandbox"
     if not sandbox.exists():
         subprocess.run(["cargo", "build", "-q", "-p", "wecom-sandbox"], cwd=ROOT, check=True)
