@@ -3,7 +3,7 @@
 mod config;
 mod handler;
 
-use lambda_runtime::{run, service_fn, tracing, Error};
+use lambda_runtime::{run, service_fn, Error};
 use shared::adapters::dynamodb::DynamoStore;
 use shared::adapters::eventbridge::EventBridgeNotifier;
 use shared::adapters::sqs::{SqsDeadLetters, SqsReasonQueue};
@@ -11,7 +11,7 @@ use shared::facts::FactRecorder;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing::init_default_subscriber();
+    shared::logging::init();
     let config = config::Config::from_env()?;
     let aws = aws_config::load_from_env().await;
     let sqs = aws_sdk_sqs::Client::new(&aws);

@@ -3,14 +3,14 @@
 mod config;
 mod handler;
 
-use lambda_runtime::{run, service_fn, tracing, Error};
+use lambda_runtime::{run, service_fn, Error};
 use shared::adapters::dynamodb::DynamoStore;
 use shared::adapters::sqs::SqsReasonQueue;
 use shared::schedules::{Tick, TickSettings};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing::init_default_subscriber();
+    shared::logging::init();
     let config = config::Config::from_env()?;
     let aws = aws_config::load_from_env().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);

@@ -4,7 +4,7 @@ mod config;
 mod handler;
 
 use aws_config::timeout::TimeoutConfig;
-use lambda_http::{run, service_fn, tracing, Error};
+use lambda_http::{run, service_fn, Error};
 use shared::adapters::dynamodb::DynamoStore;
 use shared::adapters::sqs::SqsInbox;
 use shared::intake::Intake;
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing::init_default_subscriber();
+    shared::logging::init();
     let config = config::Config::from_env()?;
     let aws = aws_config::load_from_env().await;
     let tenants = CachedTenantDirectory::new(
