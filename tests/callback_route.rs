@@ -262,11 +262,49 @@ async fn bad_input_of_every_kind_is_refused_with_a_4xx_and_nothing_is_persisted(
             failures.push(format!("{what}: the answer leaks a secret"));
         }
     }
-    let (status, _) = world
-        .post_callback("no-such-tenant", &good.query(), good.body.clone())
+    // No answer may tell an unknown tenant from a known one with a wrong signature.
+    let mut forged = query(&good);
+    forged[0].1 = "0".repeat(40);
+    let forged: Vec<(&str, &str)> = forged
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let bad_signature = world
+        .post_callback(&tenant.id, &forged, good.body.clone())
         .await?;
-    if status != 404 {
-        failures.push(format!("unknown tenant: expected 404, got {status}"));
+    for unknown in ["no-such-tenant", "no%23such"] {
+        let answer = world
+            .post_callback(unknown, &good.query(), good.body.clone())
+            .await?;
+        if answer != bad_signature || answer.0 != 401 {
+            failures.push(format!(
+                "unknown tenant {unknown}: {answer:?}, a bad signature: {bad_signature:?}"
+            ));
+        }
+    }
+    let stale_elsewhere = world
+        .post_callback("no-such-tenant", &stale.query(), stale.body.clone())
+        .await?;
+    if stale_elsewhere.0 != 400 {
+        failures.push(format!(
+            "stale callback for an unknown tenant: expected 400 as for a known one, got {stale_elsewhere:?}"
+        ));
+    }
+    // Refused before it is parsed, whatever its size.
+    for size in [64 * 1024 + 1, 10 * 1024 * 1024] {
+        let started = std::time::Instant::now();
+        let (status, answer) = world
+            .post_callback(&tenant.id, &good.query(), "<xml>".repeat(size / 5 + 1))
+            .await?;
+        println!(
+            "a {size}-byte body: {status} in {} ms",
+            started.elapsed().as_millis()
+        );
+        if status != 413 {
+            failures.push(format!(
+                "a {size}-byte body: expected 413, got {status} {answer}"
+            ));
+        }
     }
     let (status, _) = world
         .get_callback(

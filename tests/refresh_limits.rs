@@ -405,19 +405,26 @@ async fn a_code_wecom_deleted_is_marked_gone_and_dirty_and_left_alone(
 
 /// A staff member left WeCom's directory but not ours: the push listing them gets 60111;
 /// they are marked unusable on the tenant and the others are pushed in the same refresh.
+/// Every other code they sit on is told by the refresh that found out (a query of the staff
+/// -> codes index), before its own next push fails on them: here a second code gets no other
+/// reason, and its list loses them without a refused call of its own.
 async fn a_staff_member_wecom_refuses_is_marked_unusable_and_the_others_pushed(
     world: &World,
 ) -> Result<()> {
-    let live = LiveTenant::create(world, 3).await?;
-    let members: Vec<&str> = live.staff.iter().map(String::as_str).collect();
-    let config_id = live.put_code("unusable", &members, None).await?;
-    let leaver = live.staff[2].clone();
-    live.set_online(&leaver, false).await?;
-    let others = live.staff[..2].to_vec();
-    eventually("the leaver is off the list", CONVERGE, || async {
-        Ok((live.wecom_list(&config_id).await? == others).then_some(()))
-    })
-    .await?;
+    let live = LiveTenant::create(world, 4).await?;
+    let [s0, s1, leaver, s3] = [0, 1, 2, 3].map(|i| live.staff[i].as_str());
+    let config_id = live.put_code("unusable", &[s0, s1, leaver], None).await?;
+    let other_config = live.put_code("unusable-too", &[s3, leaver], None).await?;
+    for (config, wanted) in [
+        (&config_id, vec![s0, s1, leaver]),
+        (&other_config, vec![s3, leaver]),
+    ] {
+        eventually("both codes list the leaver", CONVERGE, || async {
+            Ok((live.wecom_list(config).await? == wanted).then_some(()))
+        })
+        .await?;
+    }
+    world.wait_until_drained().await?;
     let removed = world
         .http
         .delete(format!(
@@ -430,28 +437,40 @@ async fn a_staff_member_wecom_refuses_is_marked_unusable_and_the_others_pushed(
         removed.status().is_success(),
         "user not removed from the sandbox"
     );
-    live.set_online(&leaver, true).await?;
+    // s1 sits on the first code only: its reason reaches that code and no other.
+    live.set_online(s1, false).await?;
     let tenant = TenantId::parse(&live.tenant.id)?;
     let staff_item = eventually("the leaver is marked unusable", CONVERGE, || async {
-        Ok(
-            item(world, &tenant, &keys::staff(&StaffId::parse(&leaver)?))
-                .await?
-                .filter(|i| i.get("rejected_by_wecom") == Some(&AttributeValue::Bool(true))),
-        )
+        Ok(item(world, &tenant, &keys::staff(&StaffId::parse(leaver)?))
+            .await?
+            .filter(|i| i.get("rejected_by_wecom") == Some(&AttributeValue::Bool(true))))
     })
     .await?;
     ensure!(
         staff_item.get("rejected_errcode") == Some(&AttributeValue::N("60111".into())),
         "{staff_item:?}"
     );
+    eventually("the other code drops the leaver", CONVERGE, || async {
+        Ok((live.wecom_list(&other_config).await? == [s3]).then_some(()))
+    })
+    .await?;
     world.wait_until_drained().await?;
-    ensure!(live.wecom_list(&config_id).await? == others);
+    ensure!(live.wecom_list(&config_id).await? == [s0]);
+    let refused_on_other: Vec<_> = updates(world, &live.tenant.corp_id)
+        .await?
+        .into_iter()
+        .filter(|(_, outcome, config)| *config == other_config && *outcome != 0)
+        .collect();
+    ensure!(
+        refused_on_other.is_empty(),
+        "the other code found out by its own refused push: {refused_on_other:?}"
+    );
     let status = world
         .admin()
         .get(&format!("/tenants/{}/codes/unusable", live.tenant.id))
         .await?;
     ensure!(
-        status.to_string().contains(&leaver) && status["in_sync"] == Value::Bool(true),
+        status.to_string().contains(leaver) && status["in_sync"] == Value::Bool(true),
         "status after the rejection: {status}"
     );
     Ok(())

@@ -20,11 +20,22 @@ impl ErrorAnswer {
 
 impl From<&IntakeError> for ErrorAnswer {
     fn from(error: &IntakeError) -> Self {
+        if error.is_unauthenticated() {
+            // One answer, word for word, whether the tenant is unknown or the signature wrong.
+            return Self {
+                status: 401,
+                code: "bad_signature",
+                detail: CryptoError::BadSignature.to_string(),
+            };
+        }
         let (status, code) = match error {
-            IntakeError::MalformedTenant | IntakeError::UnknownTenant(_) => (404, "unknown_tenant"),
+            IntakeError::TooLarge { .. } => (413, "too_large"),
             IntakeError::MissingParameter(_) => (400, "missing_parameter"),
+            IntakeError::OversizedParameter(_) => (400, "oversized_parameter"),
             IntakeError::StaleTimestamp { .. } => (400, "stale_timestamp"),
-            IntakeError::Crypto(CryptoError::BadSignature) => (401, "bad_signature"),
+            IntakeError::MalformedTenant
+            | IntakeError::UnknownTenant(_)
+            | IntakeError::Crypto(CryptoError::BadSignature) => (401, "bad_signature"),
             IntakeError::Crypto(CryptoError::WrongReceiver) | IntakeError::WrongReceiverCorp => {
                 (400, "wrong_receiver")
             }

@@ -128,9 +128,9 @@ impl World {
         stack_client::queue_depth(&self.sqs, self.output(queue_output)).await
     }
 
-    /// Waits until inbox.fifo, refresh.fifo, the slow lane's queue and the refresh retry
-    /// queues (a throttled or transiently failed reason waits there) are all empty, twice in
-    /// a row.
+    /// Waits until inbox.fifo, the fan-out queue, refresh.fifo, the slow lane's queue and the
+    /// refresh retry queues (a throttled or transiently failed reason waits there) are all
+    /// empty, twice in a row.
     pub async fn wait_until_drained(&self) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(120);
         let mut empty_polls = 0;
@@ -138,6 +138,7 @@ impl World {
             let mut depth = self.queue_depth("InboxQueueUrl").await?
                 + self.queue_depth("RefreshQueueUrl").await?;
             for retry in [
+                "FanOutQueueUrl",
                 "SlowRefreshQueueUrl",
                 "RefreshRetry15sQueueUrl",
                 "RefreshRetry60sQueueUrl",
@@ -214,6 +215,33 @@ impl World {
             },
         )
         .await
+    }
+
+    /// Every log line a function wrote since `since_ms`, from its CloudWatch Logs group
+    /// (`/aws/lambda/<name>`), following pages.
+    pub async fn function_logs(&self, function_output: &str, since_ms: u64) -> Result<Vec<String>> {
+        let logs = aws_sdk_cloudwatchlogs::Client::new(&self.aws);
+        let group = format!("/aws/lambda/{}", self.output(function_output));
+        let mut lines = Vec::new();
+        let mut next = None;
+        loop {
+            let page = logs
+                .filter_log_events()
+                .log_group_name(&group)
+                .start_time(i64::try_from(since_ms)?)
+                .set_next_token(next)
+                .send()
+                .await?;
+            lines.extend(
+                page.events()
+                    .iter()
+                    .filter_map(|event| event.message().map(str::to_owned)),
+            );
+            next = page.next_token().map(str::to_owned);
+            if next.is_none() {
+                return Ok(lines);
+            }
+        }
     }
 
     pub fn output(&self, key: &str) -> &str {

@@ -7,6 +7,8 @@ use shared::refresh::BudgetLimits;
 pub struct Config {
     pub table_name: String,
     pub refresh_queue_url: String,
+    /// Where facts that reach several codes go, to be expanded after the answer.
+    pub fan_out_queue_url: String,
     /// WeCom's API host (`https://qyapi.weixin.qq.com` in production, the sandbox locally).
     pub wecom_api_base_url: String,
     /// Each tenant's calls per WeCom API per minute and hour, shared with the refresh function.
@@ -18,6 +20,7 @@ impl Config {
         Ok(Self {
             table_name: required("TABLE_NAME")?,
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,
+            fan_out_queue_url: required("FAN_OUT_QUEUE_URL")?,
             wecom_api_base_url: required("WECOM_API_BASE_URL")?,
             budget: BudgetLimits {
                 per_minute: parsed("WECOM_BUDGET_PER_MINUTE")?,

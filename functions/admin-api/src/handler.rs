@@ -10,11 +10,13 @@
 //! - `PUT /admin/tenants/{tenant}/departments/{department}`: 200
 //!
 //! Errors carry `{code, detail}`: 400 `invalid`, 404 `not_found`, 405 `method_not_allowed`,
-//! 409 `no_eligible_member`, 502 `wecom_error`, 503 `unavailable` (cause logged only). Bodies
+//! 409 `no_eligible_member`, 413 `too_large` (a body over `MAX_BODY_BYTES`, refused before it
+//! is read), 429 `throttled`, 502 `wecom_error`, 503 `unavailable` (cause logged only). Bodies
 //! are never logged: the tenant body holds the corp's secrets.
 
 use lambda_http::{Body, Error, Request, RequestExt, Response};
 use serde::Serialize;
+use shared::admin::commands::MAX_BODY_BYTES;
 use shared::admin::{
     Admin, AdminError, AdminStore, ContactWays, DeleteCode, GetCode, PutCode, PutDepartment,
     PutStaff, PutTenant,
@@ -78,6 +80,13 @@ fn route(request: &Request) -> Option<Route> {
 }
 
 fn body_text(request: &Request) -> Result<&str, AdminError> {
+    let bytes = request.body().len();
+    if bytes > MAX_BODY_BYTES {
+        return Err(AdminError::TooLarge {
+            bytes,
+            limit: MAX_BODY_BYTES,
+        });
+    }
     match request.body() {
         Body::Text(text) => Ok(text),
         Body::Binary(bytes) => {
@@ -199,7 +208,9 @@ mod tests {
     use super::*;
     use lambda_http::http::Method;
     use serde_json::{json, Value};
-    use shared::admin::fakes::{FakeContactWays, InMemoryAdminStore, InMemoryReasonQueue};
+    use shared::admin::fakes::{
+        FakeContactWays, InMemoryAdminStore, InMemoryFanOutQueue, InMemoryReasonQueue,
+    };
     use shared::membership::{StaffFacts, StaffId};
     use shared::schedules::Subject;
     use shared::tenants::TenantId;
@@ -222,7 +233,13 @@ mod tests {
         let store = InMemoryAdminStore::default();
         let queue = InMemoryReasonQueue::default();
         let wecom = FakeContactWays::default();
-        let admin = Admin::new(store.clone(), queue.clone(), wecom.clone(), fixed_clock);
+        let admin = Admin::new(
+            store.clone(),
+            queue.clone(),
+            InMemoryFanOutQueue::expanding_into(store.clone(), queue.clone()),
+            wecom.clone(),
+            fixed_clock,
+        );
         World {
             store,
             queue,
@@ -272,7 +289,7 @@ mod tests {
         assert_eq!(
             body_json(&response),
             json!({"tenant": "demo", "corp_id": "wx5823bf96d3bd56c7", "timezone": "Asia/Shanghai",
-                   "company_daily_cap": 50, "codes_refreshed": 0})
+                   "company_daily_cap": 50})
         );
         let tenant = TenantId::parse("demo").expect("valid");
         let stored = w.store.stored_profile(&tenant).expect("stored");
@@ -311,7 +328,8 @@ mod tests {
         assert_eq!(response.status(), 200);
         assert_eq!(
             body_json(&response),
-            json!({"staff": "zhangsan", "online": false, "employment": "active", "codes_refreshed": 1})
+            json!({"staff": "zhangsan", "online": false, "employment": "active",
+                   "fan_out": format!("staff:zhangsan:{}", fixed_clock())})
         );
         let last = w.queue.reasons().pop().expect("a reason");
         assert_eq!(last.code.as_str(), "spring-01");
@@ -365,7 +383,7 @@ mod tests {
             answer["schedule"]["shifts"][2],
             json!({"day": "sat", "start": "22:00", "end": "06:00"})
         );
-        assert_eq!(answer["codes_refreshed"], 1);
+        assert!(answer["fan_out"].is_string(), "{answer}");
         let tenant = TenantId::parse("demo").expect("valid");
         let lisi = StaffId::parse("lisi").expect("valid");
         // 2026-09-01 20:00 in Shanghai is a Tuesday evening: the next edge is Saturday 22:00.
@@ -405,6 +423,21 @@ mod tests {
         assert!(body_json(&response)["detail"]
             .as_str()
             .is_some_and(|d| d.starts_with("body: ")));
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_refused_with_413_and_nothing_is_stored() {
+        let w = world();
+        let mut request = sample("apigw-admin-put-tenant.json");
+        *request.body_mut() =
+            Body::Text(format!("{{\"pad\": \"{}\"}}", "x".repeat(MAX_BODY_BYTES)));
+
+        let response = send(&w, request).await;
+
+        assert_eq!(response.status(), 413);
+        assert_eq!(body_json(&response)["code"], "too_large");
+        let tenant = TenantId::parse("demo").expect("valid");
+        assert!(w.store.stored_profile(&tenant).is_none());
     }
 
     #[tokio::test]
@@ -481,7 +514,8 @@ mod tests {
         assert_eq!(
             body_json(&department),
             json!({"department": "2", "members": ["lisi", "zhangsan"],
-                   "changed": ["lisi", "zhangsan"], "codes_refreshed": 0})
+                   "changed": ["lisi", "zhangsan"],
+                   "fan_out": format!("department:2:{}", fixed_clock())})
         );
         assert_eq!(code.status(), 201);
         assert_eq!(w.wecom.created()[0].1.users, ["wangwu", "lisi", "zhangsan"]);
@@ -489,10 +523,10 @@ mod tests {
         assert_eq!(
             body_json(&staff),
             json!({"staff": "wangwu", "online": true, "employment": "active",
-                   "departments": ["2", "3"], "codes_refreshed": 1})
+                   "departments": ["2", "3"],
+                   "fan_out": format!("staff:wangwu:{}", fixed_clock())})
         );
         assert_eq!(body_json(&again)["changed"], json!(["wangwu"]));
-        assert_eq!(body_json(&again)["codes_refreshed"], 1);
         let sent: Vec<String> = w
             .queue
             .reasons()

@@ -3,9 +3,9 @@
 mod config;
 mod handler;
 
-use lambda_http::{run, service_fn, tracing, Error};
+use lambda_http::{run, service_fn, Error};
 use shared::adapters::dynamodb::{DynamoBudget, DynamoStore};
-use shared::adapters::sqs::SqsReasonQueue;
+use shared::adapters::sqs::{SqsFanOutQueue, SqsReasonQueue};
 use shared::admin::Admin;
 use shared::wecom::api::WeComClient;
 use std::time::Duration;
@@ -16,16 +16,19 @@ const WECOM_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing::init_default_subscriber();
+    shared::logging::init();
     let config = config::Config::from_env()?;
     let aws = aws_config::load_from_env().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
-    let reasons = SqsReasonQueue::new(aws_sdk_sqs::Client::new(&aws), config.refresh_queue_url);
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let reasons = SqsReasonQueue::new(sqs.clone(), config.refresh_queue_url);
+    let fan_outs = SqsFanOutQueue::new(sqs, config.fan_out_queue_url);
     // Access tokens are shared through the table with the refresh function and every other
     // container: one corp app, one token, refreshed by one worker at a time.
     let wecom = WeComClient::new(config.wecom_api_base_url, WECOM_TIMEOUT)
         .with_token_store(std::sync::Arc::new(store.clone()));
     let budget = DynamoBudget::new(store.clone(), config.budget);
-    let admin = Admin::new(store, reasons, wecom, shared::system_clock).with_budget(budget);
+    let admin =
+        Admin::new(store, reasons, fan_outs, wecom, shared::system_clock).with_budget(budget);
     run(service_fn(|request| handler::handle(&admin, request))).await
 }

@@ -17,6 +17,8 @@ pub struct Config {
     pub dead_letter_queue_url: String,
     /// Where reasons go back to once their delay is served.
     pub refresh_queue_url: String,
+    /// Where the fan-out to every code of a staff member WeCom refuses goes.
+    pub fan_out_queue_url: String,
     /// One FIFO delay queue per `RetryDelay`.
     pub retry_queue_urls: Vec<(RetryDelay, String)>,
     /// Where WeCom's API is: its real host in AWS, the sandbox locally.
@@ -66,6 +68,7 @@ impl Config {
             table_name: required("TABLE_NAME")?,
             dead_letter_queue_url: required("DEAD_LETTER_QUEUE_URL")?,
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,
+            fan_out_queue_url: required("FAN_OUT_QUEUE_URL")?,
             retry_queue_urls,
             wecom_api_base_url: required("WECOM_API_BASE_URL")?,
             wecom_timeout,

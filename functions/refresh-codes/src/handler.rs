@@ -308,8 +308,8 @@ mod tests {
             _: &StaffId,
             _: i64,
             _: u64,
-        ) -> Result<Vec<CodeId>, StoreError> {
-            Ok(Vec::new())
+        ) -> Result<(), StoreError> {
+            Ok(())
         }
         async fn mark_dirty(
             &self,

@@ -3,15 +3,15 @@
 mod config;
 mod handler;
 
-use lambda_runtime::{run, service_fn, tracing, Error};
+use lambda_runtime::{run, service_fn, Error};
 use shared::adapters::dynamodb::{DynamoBudget, DynamoStore};
-use shared::adapters::sqs::{SqsDeadLetters, SqsReasonQueue, SqsRetryQueues};
+use shared::adapters::sqs::{SqsDeadLetters, SqsFanOutQueue, SqsRetryQueues};
 use shared::refresh::Refresher;
 use shared::wecom::api::WeComClient;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing::init_default_subscriber();
+    shared::logging::init();
     let config = config::Config::from_env()?;
     let aws = aws_config::load_from_env().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
@@ -29,10 +29,7 @@ async fn main() -> Result<(), Error> {
         config.lanes,
         config.lease_times,
     )
-    .with_reasons(SqsReasonQueue::new(
-        sqs.clone(),
-        config.refresh_queue_url.clone(),
-    ));
+    .with_fan_outs(SqsFanOutQueue::new(sqs.clone(), config.fan_out_queue_url));
     let dead_letters = SqsDeadLetters::new(sqs.clone(), config.dead_letter_queue_url);
     let retries = SqsRetryQueues::new(
         sqs,

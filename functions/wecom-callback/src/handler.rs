@@ -5,7 +5,7 @@
 
 use lambda_http::{Body, Error, Request, RequestExt, Response};
 use shared::http::ErrorAnswer;
-use shared::intake::{CallbackRequest, Intake, IntakeError};
+use shared::intake::{CallbackRequest, Intake, IntakeError, MAX_BODY_BYTES};
 use shared::ports::{Inbox, TenantDirectory};
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -73,6 +73,11 @@ pub(crate) async fn handle<D: TenantDirectory, I: Inbox>(
     intake: &Intake<D, I>,
     request: Request,
 ) -> Result<Response<Body>, Error> {
+    // Before anything is copied or parsed: a body far over any WeCom envelope is refused.
+    let bytes = request.body().len();
+    if bytes > MAX_BODY_BYTES {
+        return Ok(refuse(&IntakeError::TooLarge { bytes }, ""));
+    }
     let callback = to_callback_request(&request);
     let response = match request.method().as_str() {
         "GET" => match intake.verify_url(&callback, now_ms() / 1000).await {
@@ -155,6 +160,16 @@ mod tests {
             response.body(),
             &Body::Text("{\"code\":\"unavailable\",\"detail\":\"try again later\"}".into())
         );
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_refused_with_413_and_nothing_persisted() {
+        let (intake, inbox) = intake();
+        let mut request = sample("apigw-callback-add-contact.json");
+        *request.body_mut() = Body::Text("<xml>".repeat(MAX_BODY_BYTES / 4));
+        let response = handle(&intake, request).await.expect("handled");
+        assert_eq!(response.status(), 413);
+        assert!(inbox.messages().is_empty());
     }
 
     #[tokio::test]

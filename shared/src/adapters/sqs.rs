@@ -107,6 +107,34 @@ impl ReasonQueue for SqsReasonQueue {
     }
 }
 
+/// `FanOutQueue` on a standard queue: fan-outs need no order, and a repeat only resends
+/// reasons refresh.fifo deduplicates.
+pub struct SqsFanOutQueue {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+impl SqsFanOutQueue {
+    pub fn new(client: aws_sdk_sqs::Client, queue_url: String) -> Self {
+        Self { client, queue_url }
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::fanout::FanOutQueue for SqsFanOutQueue {
+    #[tracing::instrument(skip_all, fields(tenant = %fan_out.tenant, fact_key = %fan_out.fact_key))]
+    async fn send(&self, fan_out: &crate::fanout::FanOut) -> Result<(), StoreError> {
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(fan_out.to_json())
+            .send()
+            .await
+            .map_err(|e| StoreError::new("fan-out queue", e.into_service_error()))?;
+        Ok(())
+    }
+}
+
 /// `DeadLetters` on a FIFO dead-letter queue. The class and reason travel as message
 /// attributes so an operator can filter and replay by class.
 pub struct SqsDeadLetters {

@@ -13,6 +13,9 @@ use std::collections::{BTreeSet, HashSet};
 
 /// WeCom corp ids are 18 characters today; 64 leaves room without accepting junk.
 pub const MAX_CORP_ID_CHARS: usize = 64;
+/// The largest request body read: a department of `MAX_DEPARTMENT_MEMBERS` ids of 64
+/// characters is about 135 KB, every other body a few KB.
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
 /// Members are stored with their seats in the staff -> codes index, one write each; WeCom
 /// takes at most 100 of them at a time anyway.
 pub const MAX_MEMBERS: usize = 500;

@@ -10,6 +10,9 @@ pub enum AdminError {
     /// `switches.daily_limit`, `body`, the path parameter `tenant`...). Never carries a secret.
     #[error("{field}: {reason}")]
     Invalid { field: String, reason: String },
+    /// The body is over `commands::MAX_BODY_BYTES`; it was not read.
+    #[error("body of {bytes} bytes is over the limit of {limit}")]
+    TooLarge { bytes: usize, limit: usize },
     /// No such tenant or code; `what` names it (`tenant demo`, `code spring-01`).
     #[error("{what} does not exist")]
     NotFound { what: String },
@@ -48,7 +51,10 @@ impl AdminError {
     pub fn is_client_error(&self) -> bool {
         matches!(
             self,
-            Self::Invalid { .. } | Self::NotFound { .. } | Self::NoEligibleMember { .. }
+            Self::Invalid { .. }
+                | Self::TooLarge { .. }
+                | Self::NotFound { .. }
+                | Self::NoEligibleMember { .. }
         )
     }
 }
@@ -57,6 +63,7 @@ impl From<&AdminError> for ErrorAnswer {
     fn from(error: &AdminError) -> Self {
         let (status, code, detail) = match error {
             AdminError::Invalid { .. } => (400, "invalid", error.to_string()),
+            AdminError::TooLarge { .. } => (413, "too_large", error.to_string()),
             AdminError::NotFound { .. } => (404, "not_found", error.to_string()),
             AdminError::NoEligibleMember { .. } => (409, "no_eligible_member", error.to_string()),
             // The class and errcode only: WeCom's errmsg is for our logs, not for callers.

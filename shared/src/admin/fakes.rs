@@ -472,6 +472,7 @@ impl AdminStore for InMemoryAdminStore {
 #[derive(Clone, Default)]
 pub struct InMemoryReasonQueue {
     reasons: Arc<Mutex<Vec<RefreshReason>>>,
+    ids: Arc<Mutex<std::collections::HashSet<String>>>,
     unavailable: Arc<Mutex<bool>>,
 }
 
@@ -494,14 +495,72 @@ impl ReasonQueue for InMemoryReasonQueue {
                 "the fake queue is switched off",
             ));
         }
-        let mut reasons = self.reasons.lock().expect("fake queue lock");
-        if !reasons
-            .iter()
-            .any(|r| r.deduplication_id() == reason.deduplication_id())
+        if self
+            .ids
+            .lock()
+            .expect("fake queue lock")
+            .insert(reason.deduplication_id())
         {
-            reasons.push(reason.clone());
+            self.reasons
+                .lock()
+                .expect("fake queue lock")
+                .push(reason.clone());
         }
         Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::fanout::CodeIndex for InMemoryAdminStore {
+    async fn codes_of(
+        &self,
+        tenant: &TenantId,
+        source: &crate::fanout::Source,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        use crate::fanout::Source;
+        match source {
+            Source::Staff { staff } => self.codes_of_staff(tenant, staff).await,
+            Source::Department { department } => {
+                self.codes_listing_department(tenant, department).await
+            }
+            Source::Tenant => self.codes_of_tenant(tenant).await,
+        }
+    }
+}
+
+/// Collects fan-outs and, like the fan-out function after the answer, expands each at once
+/// into `reasons` through `index`, so a test sees the reasons a fact reaches.
+#[derive(Clone)]
+pub struct InMemoryFanOutQueue {
+    fan_outs: Arc<Mutex<Vec<crate::fanout::FanOut>>>,
+    index: InMemoryAdminStore,
+    reasons: InMemoryReasonQueue,
+}
+
+impl InMemoryFanOutQueue {
+    pub fn expanding_into(index: InMemoryAdminStore, reasons: InMemoryReasonQueue) -> Self {
+        Self {
+            fan_outs: Arc::default(),
+            index,
+            reasons,
+        }
+    }
+
+    pub fn fan_outs(&self) -> Vec<crate::fanout::FanOut> {
+        self.fan_outs.lock().expect("fake queue lock").clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::fanout::FanOutQueue for InMemoryFanOutQueue {
+    async fn send(&self, fan_out: &crate::fanout::FanOut) -> Result<(), StoreError> {
+        self.fan_outs
+            .lock()
+            .expect("fake queue lock")
+            .push(fan_out.clone());
+        let expander =
+            crate::fanout::Expander::new(self.index.clone(), self.reasons.clone(), self.clone());
+        expander.expand(fan_out, || false).await.map(|_| ())
     }
 }
 

@@ -21,6 +21,7 @@ pub use error::AdminError;
 pub use ports::{AdminStore, ContactWays, StaffChange, VersionedCode};
 
 use crate::facts::ReasonQueue;
+use crate::fanout::{FanOut, FanOutQueue, Source};
 use crate::membership::{
     self, CodeId, DepartmentId, Employment, Exclusion, Family, Membership, StaffId, WeeklySchedule,
 };
@@ -33,12 +34,7 @@ use crate::wecom::api::{
 };
 use crate::Clock;
 use serde::Serialize;
-use std::collections::BTreeSet;
 use std::sync::Arc;
-
-/// Refresh reasons of one fan-out in flight at once: a staff member on 100+ codes must not
-/// cost 100 sequential round trips, nor open 100 connections at once.
-const SEND_CONCURRENCY: usize = 16;
 
 /// The answer to `PUT /admin/tenants/{tenant}`. Holds no secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -47,8 +43,10 @@ pub struct TenantAnswer {
     pub corp_id: String,
     pub timezone: String,
     pub company_daily_cap: Option<u32>,
-    /// Codes sent for a recompute because the cap or the timezone changed.
-    pub codes_refreshed: usize,
+    /// The fan-out that sends every code of the tenant a reason, when the cap or the timezone
+    /// changed (its id, the fact's key); absent when no code needs a recompute.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fan_out: Option<String>,
 }
 
 /// The answer to `PUT /admin/tenants/{tenant}/staff/{staff}`.
@@ -63,7 +61,9 @@ pub struct StaffAnswer {
     /// The stored work schedule (absent: none, always on shift).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<WeeklySchedule>,
-    pub codes_refreshed: usize,
+    /// The fan-out that sends a reason to every code the staff member may be on, and to every
+    /// code listing a department they joined or left: queued before the answer.
+    pub fan_out: String,
 }
 
 /// The answer to `PUT /admin/tenants/{tenant}/departments/{department}`.
@@ -73,8 +73,8 @@ pub struct DepartmentAnswer {
     pub members: Vec<StaffId>,
     /// Staff who joined or left the department with this request.
     pub changed: Vec<StaffId>,
-    /// Codes sent for a recompute: every code that lists the department.
-    pub codes_refreshed: usize,
+    /// The fan-out that sends a reason to every code listing the department.
+    pub fan_out: String,
 }
 
 /// The answer to `DELETE /admin/tenants/{tenant}/codes/{code}`.
@@ -157,17 +157,27 @@ pub fn exclusion_name(exclusion: Exclusion) -> &'static str {
 
 pub struct Admin<S, Q, W> {
     store: S,
-    reasons: Arc<Q>,
+    reasons: Q,
+    fan_outs: Arc<dyn FanOutQueue>,
     contact_ways: W,
     clock: Clock,
     budget: Option<Arc<dyn WeComBudget>>,
 }
 
-impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
-    pub fn new(store: S, reasons: Q, contact_ways: W, clock: Clock) -> Self {
+impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
+    /// `reasons` takes the one reason of a code edit; `fan_outs` every fact that reaches more
+    /// codes than one, expanded after the answer by the fan-out function.
+    pub fn new(
+        store: S,
+        reasons: Q,
+        fan_outs: impl FanOutQueue + 'static,
+        contact_ways: W,
+        clock: Clock,
+    ) -> Self {
         Self {
             store,
-            reasons: Arc::new(reasons),
+            reasons,
+            fan_outs: Arc::new(fan_outs),
             contact_ways,
             clock,
             budget: None,
@@ -231,24 +241,21 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
         let rules_changed = previous.is_some_and(|p| {
             p.company_daily_cap != profile.company_daily_cap || p.timezone != profile.timezone
         });
-        let codes_refreshed = if rules_changed {
-            let codes = self.store.codes_of_tenant(&tenant).await?;
-            let reasons = codes
-                .into_iter()
-                .map(|code| RefreshReason {
-                    tenant: tenant.clone(),
-                    code,
-                    cause: Cause::Requested,
-                    fact_at_ms: now_ms,
-                    fact_key: format!("tenant-rules:{now_ms}"),
-                })
-                .collect();
-            self.send_all(reasons).await?
+        let fan_out = if rules_changed {
+            let fan_out = FanOut::new(
+                tenant.clone(),
+                vec![Source::Tenant],
+                Cause::Requested,
+                now_ms,
+                format!("tenant-rules:{now_ms}"),
+            );
+            self.fan_outs.send(&fan_out).await?;
+            Some(fan_out.fact_key)
         } else {
-            0
+            None
         };
-        tracing::info!(corp_id = %profile.corp_id, timezone = %profile.timezone, company_daily_cap = ?profile.company_daily_cap, codes_refreshed, "tenant profile stored");
-        Ok(answer_for_tenant(tenant, &profile, codes_refreshed))
+        tracing::info!(corp_id = %profile.corp_id, timezone = %profile.timezone, company_daily_cap = ?profile.company_daily_cap, fan_out = ?fan_out, "tenant profile stored");
+        Ok(answer_for_tenant(tenant, &profile, fan_out))
     }
 
     /// Writes the staff member's facts (and departments, when given), then sends a reason to
@@ -282,39 +289,30 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
             }
             None => Vec::new(),
         };
-        let mut codes: BTreeSet<CodeId> = self
-            .store
-            .codes_of_staff(&tenant, &staff)
-            .await?
-            .into_iter()
-            .collect();
-        // The codes of departments joined are among the staff member's codes already.
-        for department in &changed {
-            codes.extend(
-                self.store
-                    .codes_listing_department(&tenant, department)
-                    .await?,
-            );
-        }
-        let reasons = codes
-            .into_iter()
-            .map(|code| RefreshReason {
-                tenant: tenant.clone(),
-                code,
-                cause: Cause::StaffChanged,
-                fact_at_ms: now_ms,
-                fact_key: format!("staff:{staff}:{now_ms}"),
-            })
-            .collect();
-        let codes_refreshed = self.send_all(reasons).await?;
-        tracing::info!(online = facts.online, employment = ?facts.employment, departments_changed = changed.len(), codes_refreshed, "staff facts stored");
+        // The codes of departments joined are among the staff member's codes already; the
+        // ones of departments left are not, any more.
+        let mut sources = vec![Source::Staff {
+            staff: staff.clone(),
+        }];
+        sources.extend(changed.iter().map(|department| Source::Department {
+            department: department.clone(),
+        }));
+        let fan_out = FanOut::new(
+            tenant.clone(),
+            sources,
+            Cause::StaffChanged,
+            now_ms,
+            format!("staff:{staff}:{now_ms}"),
+        );
+        self.fan_outs.send(&fan_out).await?;
+        tracing::info!(online = facts.online, employment = ?facts.employment, departments_changed = changed.len(), fan_out = %fan_out.fact_key, "staff facts stored");
         Ok(StaffAnswer {
             staff,
             online: facts.online,
             employment: facts.employment,
             departments: departments.map(|d| d.into_iter().collect()),
             schedule: facts.schedule,
-            codes_refreshed,
+            fan_out: fan_out.fact_key,
         })
     }
 
@@ -367,32 +365,27 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
             .store
             .set_department_members(&tenant, &department, &members, now_ms)
             .await?;
-        let codes = self
-            .store
-            .codes_listing_department(&tenant, &department)
-            .await?;
-        let reasons = codes
-            .into_iter()
-            .map(|code| RefreshReason {
-                tenant: tenant.clone(),
-                code,
-                cause: Cause::StaffChanged,
-                fact_at_ms: now_ms,
-                fact_key: format!("department:{department}:{now_ms}"),
-            })
-            .collect();
-        let codes_refreshed = self.send_all(reasons).await?;
+        let fan_out = FanOut::new(
+            tenant.clone(),
+            vec![Source::Department {
+                department: department.clone(),
+            }],
+            Cause::StaffChanged,
+            now_ms,
+            format!("department:{department}:{now_ms}"),
+        );
+        self.fan_outs.send(&fan_out).await?;
         tracing::info!(
             members = members.len(),
             changed = changed.len(),
-            codes_refreshed,
+            fan_out = %fan_out.fact_key,
             "department members stored"
         );
         Ok(DepartmentAnswer {
             department,
             members: members.into_iter().collect(),
             changed,
-            codes_refreshed,
+            fan_out: fan_out.fact_key,
         })
     }
 
@@ -415,14 +408,15 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
             Some(config_id) => (config_id, None, false),
             None => self.create_contact_way(&tenant, &code, now_ms).await?,
         };
-        self.send_all(vec![RefreshReason {
-            tenant: tenant.clone(),
-            code: code.clone(),
-            cause: Cause::CodeEdited,
-            fact_at_ms: now_ms,
-            fact_key: format!("code:{code}:v{}", stored.version),
-        }])
-        .await?;
+        self.reasons
+            .send(&RefreshReason {
+                tenant: tenant.clone(),
+                code: code.clone(),
+                cause: Cause::CodeEdited,
+                fact_at_ms: now_ms,
+                fact_key: format!("code:{code}:v{}", stored.version),
+            })
+            .await?;
         tracing::info!(version = stored.version, created, config_id = %config_id, members = config.members.len(), "code stored");
         Ok(CodeAnswer {
             code,
@@ -605,38 +599,19 @@ impl<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays> Admin<S, Q, W> {
             tracing::error!(alert = "orphan_contact_way", config_id, class = %e.class(), error = %e, "could not delete an unrecorded contact way; delete it by hand");
         }
     }
-
-    /// Sends every reason, a few at a time. The facts are already written, so a failure here
-    /// is answered 503 and a retry of the request sends them all again (harmless: a recompute
-    /// with nothing changed pushes nothing).
-    async fn send_all(&self, reasons: Vec<RefreshReason>) -> Result<usize, StoreError> {
-        let count = reasons.len();
-        let mut reasons = reasons.into_iter().peekable();
-        while reasons.peek().is_some() {
-            let mut sends = tokio::task::JoinSet::new();
-            for reason in reasons.by_ref().take(SEND_CONCURRENCY) {
-                let queue = Arc::clone(&self.reasons);
-                sends.spawn(async move { queue.send(&reason).await });
-            }
-            while let Some(sent) = sends.join_next().await {
-                sent.map_err(|e| StoreError::new("refresh queue", e))??;
-            }
-        }
-        Ok(count)
-    }
 }
 
 fn answer_for_tenant(
     tenant: TenantId,
     profile: &TenantProfile,
-    codes_refreshed: usize,
+    fan_out: Option<String>,
 ) -> TenantAnswer {
     TenantAnswer {
         tenant,
         corp_id: profile.corp_id.clone(),
         timezone: profile.timezone.name().to_owned(),
         company_daily_cap: profile.company_daily_cap,
-        codes_refreshed,
+        fan_out,
     }
 }
 

@@ -13,15 +13,31 @@ use crate::wecom::callback::{CallbackEvent, Envelope, XmlError};
 use crate::wecom::crypto::CryptoError;
 use std::collections::HashMap;
 
+/// The largest callback body read. WeCom's envelopes are a few kilobytes (an `Encrypt` field
+/// and the corp id); anything far larger is refused before it is parsed.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// The longest query parameter read: a signature is 40 hex digits, a timestamp 10 digits, a
+/// nonce a few characters; the `echostr` of a URL verification is a few hundred.
+pub const MAX_PARAMETER_BYTES: usize = 1024;
+
 /// Why a callback was refused or could not be stored.
+///
+/// Every refusal that depends on whether the tenant exists (unknown or malformed tenant, bad
+/// signature) is answered the same way, so tenant ids cannot be probed; the checks that need
+/// no tenant (sizes, parameters, timestamp, envelope shape) come first.
 #[derive(Debug, thiserror::Error)]
 pub enum IntakeError {
+    #[error("body of {bytes} bytes is over the limit of {MAX_BODY_BYTES}")]
+    TooLarge { bytes: usize },
     #[error("tenant id is malformed")]
     MalformedTenant,
     #[error("no tenant {0}")]
     UnknownTenant(TenantId),
     #[error("query parameter {0} is missing")]
     MissingParameter(&'static str),
+    #[error("query parameter {0} is longer than {MAX_PARAMETER_BYTES} bytes")]
+    OversizedParameter(&'static str),
     #[error("timestamp is outside the accepted window of {max_age_secs} s")]
     StaleTimestamp { max_age_secs: u64 },
     #[error(transparent)]
@@ -41,6 +57,16 @@ impl IntakeError {
     pub fn is_client_error(&self) -> bool {
         !matches!(self, Self::Unavailable(_) | Self::BrokenTenantSettings(_))
     }
+
+    /// The refusals answered alike so that no answer tells whether a tenant exists.
+    pub fn is_unauthenticated(&self) -> bool {
+        matches!(
+            self,
+            Self::MalformedTenant
+                | Self::UnknownTenant(_)
+                | Self::Crypto(crate::wecom::crypto::CryptoError::BadSignature)
+        )
+    }
 }
 
 /// One HTTP request to `/wecom/{tenant}/callback`, already decoded from its transport.
@@ -53,11 +79,25 @@ pub struct CallbackRequest {
 
 impl CallbackRequest {
     fn param(&self, name: &'static str) -> Result<&str, IntakeError> {
-        self.query
+        let value = self
+            .query
             .get(name)
             .map(String::as_str)
             .filter(|v| !v.is_empty())
-            .ok_or(IntakeError::MissingParameter(name))
+            .ok_or(IntakeError::MissingParameter(name))?;
+        if value.len() > MAX_PARAMETER_BYTES {
+            return Err(IntakeError::OversizedParameter(name));
+        }
+        Ok(value)
+    }
+
+    fn check_size(&self) -> Result<(), IntakeError> {
+        if self.body.len() > MAX_BODY_BYTES {
+            return Err(IntakeError::TooLarge {
+                bytes: self.body.len(),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -85,13 +125,14 @@ impl<D: TenantDirectory, I: Inbox> Intake<D, I> {
         request: &CallbackRequest,
         now_secs: u64,
     ) -> Result<String, IntakeError> {
-        let (_, settings) = self.tenant(request).await?;
+        request.check_size()?;
         let signature = request.param("msg_signature")?;
         let timestamp = request.param("timestamp")?;
         let nonce = request.param("nonce")?;
         // A raw '+' that reached us unencoded arrives as a space; base64 has no spaces.
         let echostr = request.param("echostr")?.replace(' ', "+");
         self.check_timestamp(timestamp, now_secs)?;
+        let (_, settings) = self.tenant(request).await?;
         let crypto = settings
             .crypto()
             .map_err(IntakeError::BrokenTenantSettings)?;
@@ -106,19 +147,22 @@ impl<D: TenantDirectory, I: Inbox> Intake<D, I> {
         request: &CallbackRequest,
         now_ms: u64,
     ) -> Result<InboxMessage, IntakeError> {
-        let (tenant, settings) = self.tenant(request).await?;
+        request.check_size()?;
         let signature = request.param("msg_signature")?;
         let timestamp = request.param("timestamp")?;
         let nonce = request.param("nonce")?;
         self.check_timestamp(timestamp, now_ms / 1000)?;
         let envelope = Envelope::parse(&request.body)?;
-        if envelope.to_user_name != settings.corp_id {
-            return Err(IntakeError::WrongReceiverCorp);
-        }
+        let (tenant, settings) = self.tenant(request).await?;
         let crypto = settings
             .crypto()
             .map_err(IntakeError::BrokenTenantSettings)?;
+        // The signature before the receiver: only a sender holding the tenant's token learns
+        // anything about the tenant from an answer.
         crypto.verify(signature, timestamp, nonce, &envelope.encrypt)?;
+        if envelope.to_user_name != settings.corp_id {
+            return Err(IntakeError::WrongReceiverCorp);
+        }
         let plaintext = crypto.decrypt(&envelope.encrypt)?;
         let event = CallbackEvent::parse(&plaintext.message)?;
         if event.field("ToUserName") != Some(settings.corp_id.as_str()) {

@@ -169,3 +169,62 @@ async fn an_unknown_tenant_is_a_client_error() {
     let error = intake.accept_event(&request, NOW * 1000).await.unwrap_err();
     assert!(matches!(error, IntakeError::UnknownTenant(_)));
 }
+
+#[tokio::test]
+async fn an_oversized_body_is_refused_before_the_tenant_is_read_and_nothing_is_stored() {
+    let tenants = InMemoryTenantDirectory::default();
+    let inbox = InMemoryInbox::default();
+    let intake = Intake::new(tenants.clone(), inbox.clone(), 300);
+    let mut request = post(&add_event("wm1"), NOW);
+    request.body = format!("{}{}", request.body, " ".repeat(MAX_BODY_BYTES));
+    let error = intake.accept_event(&request, NOW * 1000).await.unwrap_err();
+    assert!(matches!(error, IntakeError::TooLarge { .. }), "{error:?}");
+    assert_eq!(crate::http::ErrorAnswer::from(&error).status, 413);
+    assert_eq!(tenants.reads(), 0);
+    assert!(inbox.messages().is_empty());
+}
+
+#[tokio::test]
+async fn an_oversized_parameter_is_refused() {
+    let (intake, inbox) = intake();
+    let mut request = post(&add_event("wm1"), NOW);
+    request
+        .query
+        .insert("nonce".into(), "n".repeat(MAX_PARAMETER_BYTES + 1));
+    let error = intake.accept_event(&request, NOW * 1000).await.unwrap_err();
+    assert!(matches!(error, IntakeError::OversizedParameter("nonce")));
+    assert!(inbox.messages().is_empty());
+}
+
+#[tokio::test]
+async fn an_unknown_tenant_and_a_bad_signature_get_the_same_answer_word_for_word() {
+    let (intake, _) = intake();
+    let mut unknown = post(&add_event("wm1"), NOW);
+    unknown.tenant = "nobody".into();
+    let mut malformed = post(&add_event("wm1"), NOW);
+    malformed.tenant = "no#body".into();
+    let mut forged = post(&add_event("wm1"), NOW);
+    forged.query.insert("msg_signature".into(), "0".repeat(40));
+    let mut answers = Vec::new();
+    for request in [unknown, malformed, forged] {
+        let error = intake.accept_event(&request, NOW * 1000).await.unwrap_err();
+        answers.push(crate::http::ErrorAnswer::from(&error));
+    }
+    assert_eq!(answers[0].status, 401);
+    assert!(answers.iter().all(|a| *a == answers[0]), "{answers:?}");
+}
+
+#[tokio::test]
+async fn a_stale_callback_is_refused_alike_for_known_and_unknown_tenants() {
+    let (intake, _) = intake();
+    let known = post(&add_event("wm1"), NOW - 301);
+    let mut unknown = post(&add_event("wm1"), NOW - 301);
+    unknown.tenant = "nobody".into();
+    for request in [known, unknown] {
+        let error = intake.accept_event(&request, NOW * 1000).await.unwrap_err();
+        assert!(
+            matches!(error, IntakeError::StaleTimestamp { .. }),
+            "{error:?}"
+        );
+    }
+}

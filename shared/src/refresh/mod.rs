@@ -16,7 +16,7 @@ pub use budget::{
 pub use lease::{Acquired, CodeLeases, Lease, LeaseTimes, Recorded};
 pub use reason::{Cause, RefreshReason};
 
-use crate::facts::ReasonQueue;
+use crate::fanout::{FanOut, FanOutQueue, Source};
 use crate::lanes::{CodeAge, Lane, LanePolicy};
 use crate::membership::{
     self, AddCounts, CodeConfig, CodeId, DepartmentId, Facts, Membership, RotationSlot, StaffFacts,
@@ -228,15 +228,14 @@ pub trait FailureMarks: Send + Sync {
         at_ms: u64,
     ) -> Result<(), StoreError>;
     /// WeCom refused `staff` on a contact way: never eligible on this tenant again (sticky,
-    /// like every WeCom rejection in `membership::fold`). Answers the codes they sit on, which
-    /// are to be recomputed without them.
+    /// like every WeCom rejection in `membership::fold`).
     async fn mark_staff_unusable(
         &self,
         tenant: &TenantId,
         staff: &StaffId,
         errcode: i64,
         at_ms: u64,
-    ) -> Result<Vec<CodeId>, StoreError>;
+    ) -> Result<(), StoreError>;
     /// The code's last refresh failed for good or was dead-lettered: the sweep recomputes it.
     async fn mark_dirty(
         &self,
@@ -351,7 +350,7 @@ pub struct Refresher<F, P, B> {
     clock: Clock,
     lanes: LanePolicy,
     lease_times: LeaseTimes,
-    reasons: Option<Arc<dyn ReasonQueue>>,
+    fan_outs: Option<Arc<dyn FanOutQueue>>,
 }
 
 impl<F, P, B> Refresher<F, P, B>
@@ -375,15 +374,16 @@ where
             clock,
             lanes,
             lease_times,
-            reasons: None,
+            fan_outs: None,
         }
     }
 
-    /// Where reasons for other codes go: a staff member WeCom refuses is recomputed away from
-    /// every code they sit on, not only the one whose push found out.
+    /// Where the fan-out to other codes goes: a staff member WeCom refuses is recomputed away
+    /// from every code they sit on, not only the one whose push found out. Expanding it is the
+    /// fan-out function's job, so the lease is not spent on a thousand sends.
     #[must_use]
-    pub fn with_reasons(mut self, reasons: impl ReasonQueue + 'static) -> Self {
-        self.reasons = Some(Arc::new(reasons));
+    pub fn with_fan_outs(mut self, fan_outs: impl FanOutQueue + 'static) -> Self {
+        self.fan_outs = Some(Arc::new(fan_outs));
         self
     }
 
@@ -767,28 +767,26 @@ where
         );
         let now_ms = (self.clock)();
         let tenant = held.asked.tenant;
-        let codes = self
-            .facts
+        self.facts
             .mark_staff_unusable(tenant, staff, errcode, now_ms)
             .await?;
         if let Some(facts) = snapshot.staff.get_mut(staff) {
             facts.rejected_by_wecom = true;
         }
-        let others: Vec<RefreshReason> = codes
-            .into_iter()
-            .filter(|code| code != held.asked.code)
-            .map(|code| RefreshReason {
-                tenant: tenant.clone(),
-                code,
-                cause: Cause::StaffChanged,
-                fact_at_ms: now_ms,
-                fact_key: format!("wecom-refused:{staff}:{errcode}"),
-            })
-            .collect();
-        if let (Some(queue), false) = (&self.reasons, others.is_empty()) {
+        if let Some(fan_outs) = &self.fan_outs {
+            // It reaches this code too: one more recompute, which finds the list unchanged.
+            let fan_out = FanOut::new(
+                tenant.clone(),
+                vec![Source::Staff {
+                    staff: staff.clone(),
+                }],
+                Cause::StaffChanged,
+                now_ms,
+                format!("wecom-refused:{staff}:{errcode}"),
+            );
             // The mark is written; a code not told now finds out at its own next push.
-            if let Err(error) = queue.send_all(&others).await {
-                tracing::warn!(error = %error, codes = others.len(), "other codes of an unusable staff member not sent for a recompute");
+            if let Err(error) = fan_outs.send(&fan_out).await {
+                tracing::warn!(error = %error, "other codes of an unusable staff member not sent for a recompute");
             }
         }
         Ok(())

@@ -24,7 +24,6 @@ struct FakeFacts {
     age: Mutex<Option<CodeAge>>,
     lease: Mutex<Option<Lease>>,
     taken_over: Mutex<bool>,
-    codes_of_staff: Mutex<Vec<CodeId>>,
     pushes: Mutex<Vec<PushRecord>>,
     fail_record: Mutex<bool>,
     starved: Mutex<u32>,
@@ -174,13 +173,13 @@ impl FailureMarks for FakeFacts {
         staff: &StaffId,
         _: i64,
         _: u64,
-    ) -> Result<Vec<CodeId>, StoreError> {
+    ) -> Result<(), StoreError> {
         self.marks
             .lock()
             .expect("lock")
             .unusable
             .push(staff.clone());
-        Ok(self.codes_of_staff.lock().expect("lock").clone())
+        Ok(())
     }
     async fn mark_dirty(
         &self,
@@ -781,20 +780,24 @@ async fn no_wecom_call_starts_when_too_little_of_the_lease_is_left_to_cover_it()
 async fn a_staff_member_wecom_refuses_is_recomputed_away_from_their_other_codes_too() {
     let mut state = snapshot(&[("a", true), ("x", true)]);
     state.code.created_with = vec![id("a")];
-    let queue = crate::admin::fakes::InMemoryReasonQueue::default();
-    let refresher = refresher(state).with_reasons(queue.clone());
+    let fan_outs = crate::admin::fakes::InMemoryFanOutQueue::expanding_into(
+        crate::admin::fakes::InMemoryAdminStore::default(),
+        crate::admin::fakes::InMemoryReasonQueue::default(),
+    );
+    let refresher = refresher(state).with_fan_outs(fan_outs.clone());
     refuse(&refresher, &["x"]);
-    let other = CodeId::parse("c2").expect("valid");
-    *refresher.facts.codes_of_staff.lock().expect("lock") = vec![code(), other.clone()];
     fast(&refresher, &[1]).await.expect("handled");
-    let sent: Vec<(CodeId, Cause)> = queue
-        .reasons()
+    let sent: Vec<(Vec<crate::fanout::Source>, Cause)> = fan_outs
+        .fan_outs()
         .into_iter()
-        .map(|r| (r.code, r.cause))
+        .map(|f| (f.sources, f.cause))
         .collect();
     assert_eq!(
         sent,
-        [(other, Cause::StaffChanged)],
-        "the other code, not this one (it was recomputed already)"
+        [(
+            vec![crate::fanout::Source::Staff { staff: id("x") }],
+            Cause::StaffChanged
+        )],
+        "one fan-out to every code of the refused staff member"
     );
 }

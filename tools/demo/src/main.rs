@@ -676,7 +676,12 @@ async fn drive(
                 .await?
                 .expect(&format!("PUT staff {} offline", flip.staff), &[200, 201])?;
             let acked_ms = real_now_ms();
-            let codes_refreshed = answer.get("codes_refreshed").and_then(Value::as_u64);
+            // The fan-out function sends the reasons after the answer: the plan says how many.
+            answer
+                .get("fan_out")
+                .and_then(Value::as_str)
+                .with_context(|| format!("PUT staff {}: no fan_out in {answer}", flip.staff))?;
+            let codes_refreshed = Some(plan.codes_of(&flip.staff).len() as u64);
             say(format!(
                 "{} taken offline after {} scans (acknowledged in {} ms, {} codes to refresh)",
                 flip.staff,

@@ -63,7 +63,9 @@ impl World {
                 .outputs
                 .iter()
                 .filter(|(key, _)| {
-                    (key.starts_with("RefreshRetry") || *key == "SlowRefreshQueueUrl")
+                    (key.starts_with("RefreshRetry")
+                        || *key == "SlowRefreshQueueUrl"
+                        || *key == "FanOutQueueUrl")
                         && key.ends_with("QueueUrl")
                 })
                 .map(|(_, url)| url.clone())

@@ -69,6 +69,24 @@ impl DynamoStore {
 }
 
 #[async_trait::async_trait]
+impl crate::fanout::CodeIndex for DynamoStore {
+    async fn codes_of(
+        &self,
+        tenant: &TenantId,
+        source: &crate::fanout::Source,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        use crate::fanout::Source;
+        match source {
+            Source::Staff { staff } => self.codes_of_staff(tenant, staff).await,
+            Source::Department { department } => {
+                self.codes_listing_department(tenant, department).await
+            }
+            Source::Tenant => self.codes_of_tenant(tenant).await,
+        }
+    }
+}
+
+#[async_trait::async_trait]
 impl AdminStore for DynamoStore {
     async fn put_profile(
         &self,

@@ -124,7 +124,7 @@ impl FailureMarks for DynamoStore {
         staff: &StaffId,
         errcode: i64,
         at_ms: u64,
-    ) -> Result<Vec<CodeId>, StoreError> {
+    ) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.table)
@@ -138,7 +138,7 @@ impl FailureMarks for DynamoStore {
             .send()
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;
-        self.codes_of_staff(tenant, staff).await
+        Ok(())
     }
 
     /// One item per code (`DIRTY#<code>`): repeated failures count up on it.

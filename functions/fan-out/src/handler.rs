@@ -1,0 +1,204 @@
+//! Translates fan-out queue batches into `Expander::expand` calls, inside the invocation's
+//! deadline. Per message:
+//!
+//! - expanded, or continued in a new message before the deadline -> acknowledged;
+//! - no time left to start it -> queued again as it is and acknowledged (no receive counted);
+//! - the table or a queue failed -> reported for redelivery: it resumes where it was sent
+//!   from, so at most one page of reasons is sent twice (refresh.fifo deduplicates them);
+//! - not a fan-out -> reported, until the queue's redrive moves it to its dead-letter queue.
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use lambda_runtime::{Error, LambdaEvent};
+use shared::facts::ReasonQueue;
+use shared::fanout::{CodeIndex, Expanded, Expander, FanOut, FanOutQueue};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Time kept back from the deadline: one page of reasons (ten `SendMessageBatch` calls) and
+/// the continuation's own send, with room for a slow call.
+const RESERVE_MS: u64 = 3_000;
+
+/// The host's clock, as the Lambda deadline is (the operator's clock offset does not move it).
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
+#[tracing::instrument(skip_all, fields(records = event.payload.records.len()))]
+pub(crate) async fn handle<I, R, Q>(
+    expander: &Expander<I, R, Q>,
+    event: LambdaEvent<SqsEvent>,
+) -> Result<SqsBatchResponse, Error>
+where
+    I: CodeIndex,
+    R: ReasonQueue,
+    Q: FanOutQueue,
+{
+    let deadline_ms = event.context.deadline;
+    let out_of_time = || wall_ms().saturating_add(RESERVE_MS) >= deadline_ms;
+    let mut failures = Vec::new();
+    for message in &event.payload.records {
+        let id = message.message_id.as_deref().unwrap_or_default();
+        let body = message.body.as_deref().unwrap_or_default();
+        let fan_out = match serde_json::from_str::<FanOut>(body) {
+            Ok(fan_out) => fan_out,
+            Err(error) => {
+                tracing::error!(message_id = id, error = %error, "not a fan-out; left to the queue's redrive");
+                failures.push(id.to_owned());
+                continue;
+            }
+        };
+        let outcome = if out_of_time() {
+            expander.postpone(&fan_out).await.map(|()| None)
+        } else {
+            expander.expand(&fan_out, out_of_time).await.map(Some)
+        };
+        match outcome {
+            Ok(Some(Expanded::Done { reasons })) => {
+                tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, reasons, "fan-out done");
+            }
+            Ok(Some(Expanded::Continued {
+                reasons,
+                sent_through,
+            })) => {
+                tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, reasons, sent_through = %sent_through, "fan-out continues in a new message");
+            }
+            Ok(None) => {
+                tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, "no time left to start; queued again");
+            }
+            Err(error) => {
+                tracing::warn!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, error = %error, "fan-out failed; redelivered");
+                failures.push(id.to_owned());
+            }
+        }
+    }
+    let mut response = SqsBatchResponse::default();
+    response.set_failures(failures);
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lambda_runtime::Context;
+    use shared::admin::fakes::{InMemoryAdminStore, InMemoryFanOutQueue, InMemoryReasonQueue};
+    use shared::admin::AdminStore;
+    use shared::fanout::Source;
+    use shared::membership::{CodeConfig, CodeId, StaffId};
+    use shared::refresh::Cause;
+    use shared::tenants::TenantId;
+
+    fn clock() -> u64 {
+        1_788_264_000_000
+    }
+
+    fn event(bodies: &[String], deadline: u64) -> LambdaEvent<SqsEvent> {
+        let records = bodies
+            .iter()
+            .enumerate()
+            .map(|(n, body)| {
+                serde_json::from_value(serde_json::json!({
+                    "messageId": format!("m{n}"),
+                    "body": body,
+                }))
+                .expect("an SQS message")
+            })
+            .collect();
+        let mut sqs = SqsEvent::default();
+        sqs.records = records;
+        let mut context = Context::default();
+        context.deadline = deadline;
+        LambdaEvent::new(sqs, context)
+    }
+
+    /// A tenant with 250 codes, all listing `a`, and the fan-out of `a` going offline.
+    async fn world() -> (InMemoryAdminStore, FanOut) {
+        let store = InMemoryAdminStore::default();
+        let tenant = TenantId::parse("demo").expect("valid");
+        let a = StaffId::parse("a").expect("valid");
+        for n in 0..250 {
+            let config: CodeConfig =
+                serde_json::from_value(serde_json::json!({"family": "native", "members": ["a"]}))
+                    .expect("a code config");
+            let code = CodeId::parse(&format!("c{n:03}")).expect("valid");
+            store
+                .put_code(&tenant, &code, &config, clock())
+                .await
+                .expect("stored");
+        }
+        let fan_out = FanOut::new(
+            tenant,
+            vec![Source::Staff { staff: a }],
+            Cause::StaffChanged,
+            clock(),
+            format!("staff:a:{}", clock()),
+        );
+        (store, fan_out)
+    }
+
+    #[tokio::test]
+    async fn a_fan_out_with_time_left_sends_every_code_its_reason() {
+        let (store, fan_out) = world().await;
+        let reasons = InMemoryReasonQueue::default();
+        let continuations =
+            InMemoryFanOutQueue::expanding_into(store.clone(), InMemoryReasonQueue::default());
+        let expander = Expander::new(store, reasons.clone(), continuations);
+
+        let answer = handle(&expander, event(&[fan_out.to_json()], wall_ms() + 60_000))
+            .await
+            .expect("handled");
+
+        assert!(answer.batch_item_failures.is_empty());
+        assert_eq!(reasons.reasons().len(), 250);
+    }
+
+    #[tokio::test]
+    async fn without_time_to_start_a_fan_out_is_queued_again_not_failed() {
+        let (store, fan_out) = world().await;
+        let reasons = InMemoryReasonQueue::default();
+        let later = InMemoryReasonQueue::default();
+        let continuations = InMemoryFanOutQueue::expanding_into(store.clone(), later.clone());
+        let expander = Expander::new(store, reasons.clone(), continuations.clone());
+
+        let answer = handle(&expander, event(&[fan_out.to_json()], wall_ms() + 1_000))
+            .await
+            .expect("handled");
+
+        assert!(answer.batch_item_failures.is_empty());
+        assert!(reasons.reasons().is_empty());
+        assert_eq!(continuations.fan_outs(), [fan_out]);
+        assert_eq!(
+            later.reasons().len(),
+            250,
+            "the queued fan-out reaches every code"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_message_that_is_not_a_fan_out_is_reported_and_the_others_go_on() {
+        let (store, fan_out) = world().await;
+        let reasons = InMemoryReasonQueue::default();
+        let continuations =
+            InMemoryFanOutQueue::expanding_into(store.clone(), InMemoryReasonQueue::default());
+        let expander = Expander::new(store, reasons.clone(), continuations);
+
+        let answer = handle(
+            &expander,
+            event(
+                &["{\"not\": 1}".into(), fan_out.to_json()],
+                wall_ms() + 60_000,
+            ),
+        )
+        .await
+        .expect("handled");
+
+        let failed: Vec<&str> = answer
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.as_str())
+            .collect();
+        assert_eq!(failed, ["m0"]);
+        assert_eq!(reasons.reasons().len(), 250);
+    }
+}

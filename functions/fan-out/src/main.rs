@@ -1,0 +1,25 @@
+//! Wiring only: configuration, clients and adapters are built once per container.
+
+mod config;
+mod handler;
+
+use lambda_runtime::{run, service_fn, Error};
+use shared::adapters::dynamodb::DynamoStore;
+use shared::adapters::sqs::{SqsFanOutQueue, SqsReasonQueue};
+use shared::fanout::Expander;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    shared::logging::init();
+    let config = config::Config::from_env()?;
+    let aws = aws_config::load_from_env().await;
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let continuations = SqsFanOutQueue::new(sqs.clone(), config.fan_out_queue_url);
+    let expander = Expander::new(
+        store,
+        SqsReasonQueue::new(sqs, config.refresh_queue_url),
+        continuations,
+    );
+    run(service_fn(|event| handler::handle(&expander, event))).await
+}

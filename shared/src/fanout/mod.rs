@@ -1,0 +1,184 @@
+//! One fact, many codes. A fact about a staff member, a department or a tenant's rules may
+//! change the list of every code it reaches, which can be a thousand codes or more. Whoever
+//! writes such a fact sends one durable `FanOut` (after the fact, rule 2) and answers; the
+//! fan-out function expands it into one refresh reason per code, a page at a time, and hands
+//! what it could not send before its deadline to a continuation of itself. So a request never
+//! waits on a thousand sends, and no partial failure loses the codes not yet told: an
+//! unfinished fan-out is redelivered and resumes after the last code it had sent.
+
+use crate::facts::ReasonQueue;
+use crate::membership::{CodeId, DepartmentId, StaffId};
+use crate::ports::StoreError;
+use crate::refresh::{Cause, RefreshReason};
+use crate::tenants::TenantId;
+use std::collections::BTreeSet;
+
+/// Reasons sent per step; between steps the expander checks its deadline.
+pub const PAGE: usize = 100;
+
+/// Where the codes of a fan-out come from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Source {
+    /// Every code that may route to the staff member: as member, as fallback, or through a
+    /// department of theirs that the code lists.
+    Staff { staff: StaffId },
+    /// Every code that lists the department.
+    Department { department: DepartmentId },
+    /// Every code of the tenant.
+    Tenant,
+}
+
+/// A reason to recompute every code of its sources, for one fact.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FanOut {
+    pub tenant: TenantId,
+    pub sources: Vec<Source>,
+    pub cause: Cause,
+    /// When the fact was written; every reason carries it, so the push latency starts there.
+    pub fact_at_ms: u64,
+    /// The fact's identity: it names the fan-out and deduplicates its reasons.
+    pub fact_key: String,
+    /// The codes up to this one (in code order) were sent by an earlier part of the fan-out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_through: Option<CodeId>,
+}
+
+impl FanOut {
+    pub fn new(
+        tenant: TenantId,
+        sources: Vec<Source>,
+        cause: Cause,
+        fact_at_ms: u64,
+        fact_key: String,
+    ) -> Self {
+        Self {
+            tenant,
+            sources,
+            cause,
+            fact_at_ms,
+            fact_key,
+            sent_through: None,
+        }
+    }
+
+    /// The one place a fact becomes refresh reasons: one per code, all alike but the code.
+    pub fn reasons<'a>(
+        &'a self,
+        codes: impl IntoIterator<Item = &'a CodeId> + 'a,
+    ) -> impl Iterator<Item = RefreshReason> + 'a {
+        codes.into_iter().map(|code| RefreshReason {
+            tenant: self.tenant.clone(),
+            code: code.clone(),
+            cause: self.cause,
+            fact_at_ms: self.fact_at_ms,
+            fact_key: self.fact_key.clone(),
+        })
+    }
+
+    /// The rest of this fan-out, after `code`.
+    pub fn resumed_after(&self, code: &CodeId) -> Self {
+        Self {
+            sent_through: Some(code.clone()),
+            ..self.clone()
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a fan-out always serialises")
+    }
+}
+
+/// The indexes that answer which codes a source reaches (queries, never a scan).
+#[async_trait::async_trait]
+pub trait CodeIndex: Send + Sync {
+    async fn codes_of(&self, tenant: &TenantId, source: &Source)
+        -> Result<Vec<CodeId>, StoreError>;
+}
+
+/// Where fan-outs wait to be expanded (a queue the fan-out function consumes).
+#[async_trait::async_trait]
+pub trait FanOutQueue: Send + Sync {
+    async fn send(&self, fan_out: &FanOut) -> Result<(), StoreError>;
+}
+
+/// What one expansion did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expanded {
+    /// Every code was sent a reason.
+    Done { reasons: usize },
+    /// Time ran out: `reasons` were sent and the rest continues in the fan-out queued after
+    /// `sent_through`.
+    Continued {
+        reasons: usize,
+        sent_through: CodeId,
+    },
+}
+
+pub struct Expander<I, R, Q> {
+    index: I,
+    reasons: R,
+    continuations: Q,
+}
+
+impl<I: CodeIndex, R: ReasonQueue, Q: FanOutQueue> Expander<I, R, Q> {
+    pub fn new(index: I, reasons: R, continuations: Q) -> Self {
+        Self {
+            index,
+            reasons,
+            continuations,
+        }
+    }
+
+    /// Queues the fan-out again unexpanded, for a later invocation: no time was left to start
+    /// it (and reporting it failed would count a receive against it).
+    pub async fn postpone(&self, fan_out: &FanOut) -> Result<(), StoreError> {
+        self.continuations.send(fan_out).await
+    }
+
+    /// Sends a reason to every code of the fan-out not sent yet, in code order, `PAGE` at a
+    /// time. Before each page `out_of_time` is asked; once it says yes, the rest is queued
+    /// as a continuation and the expansion ends. A failed send ends it with the error: the
+    /// fan-out is redelivered and resends at most the page that failed.
+    #[tracing::instrument(skip_all, fields(tenant = %fan_out.tenant, fact_key = %fan_out.fact_key))]
+    pub async fn expand(
+        &self,
+        fan_out: &FanOut,
+        out_of_time: impl Fn() -> bool,
+    ) -> Result<Expanded, StoreError> {
+        let mut codes = BTreeSet::new();
+        for source in &fan_out.sources {
+            codes.extend(self.index.codes_of(&fan_out.tenant, source).await?);
+        }
+        let pending: Vec<CodeId> = match &fan_out.sent_through {
+            Some(last) => codes.into_iter().filter(|code| code > last).collect(),
+            None => codes.into_iter().collect(),
+        };
+        let mut sent = 0;
+        for page in pending.chunks(PAGE) {
+            if sent > 0 && out_of_time() {
+                let last = &pending[sent - 1];
+                self.continuations
+                    .send(&fan_out.resumed_after(last))
+                    .await?;
+                tracing::info!(
+                    reasons = sent,
+                    left = pending.len() - sent,
+                    "fan-out continued in a new message"
+                );
+                return Ok(Expanded::Continued {
+                    reasons: sent,
+                    sent_through: last.clone(),
+                });
+            }
+            let reasons: Vec<RefreshReason> = fan_out.reasons(page).collect();
+            self.reasons.send_all(&reasons).await?;
+            sent += page.len();
+        }
+        tracing::info!(reasons = sent, "fan-out sent");
+        Ok(Expanded::Done { reasons: sent })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,182 @@
+use super::*;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+#[derive(Default)]
+struct Index(HashMap<String, Vec<CodeId>>);
+
+fn source_key(source: &Source) -> String {
+    serde_json::to_string(source).expect("serialises")
+}
+
+#[async_trait::async_trait]
+impl CodeIndex for Index {
+    async fn codes_of(&self, _: &TenantId, source: &Source) -> Result<Vec<CodeId>, StoreError> {
+        Ok(self.0.get(&source_key(source)).cloned().unwrap_or_default())
+    }
+}
+
+#[derive(Default)]
+struct Sent {
+    reasons: Mutex<Vec<RefreshReason>>,
+    continuations: Mutex<Vec<FanOut>>,
+    fail_after: Option<usize>,
+}
+
+#[async_trait::async_trait]
+impl ReasonQueue for &Sent {
+    async fn send(&self, reason: &RefreshReason) -> Result<(), StoreError> {
+        let mut reasons = self.reasons.lock().expect("lock");
+        if self.fail_after.is_some_and(|n| reasons.len() >= n) {
+            return Err(StoreError::new("refresh queue", "switched off"));
+        }
+        reasons.push(reason.clone());
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl FanOutQueue for &Sent {
+    async fn send(&self, fan_out: &FanOut) -> Result<(), StoreError> {
+        self.continuations
+            .lock()
+            .expect("lock")
+            .push(fan_out.clone());
+        Ok(())
+    }
+}
+
+fn code(n: usize) -> CodeId {
+    CodeId::parse(&format!("c{n:04}")).expect("valid")
+}
+
+fn staff(name: &str) -> Source {
+    Source::Staff {
+        staff: StaffId::parse(name).expect("valid"),
+    }
+}
+
+fn fan_out(sources: Vec<Source>) -> FanOut {
+    FanOut::new(
+        TenantId::parse("t1").expect("valid"),
+        sources,
+        Cause::StaffChanged,
+        42,
+        "staff:alice:42".into(),
+    )
+}
+
+fn index(entries: Vec<(Source, Vec<CodeId>)>) -> Index {
+    Index(
+        entries
+            .into_iter()
+            .map(|(source, codes)| (source_key(&source), codes))
+            .collect(),
+    )
+}
+
+#[tokio::test]
+async fn every_code_of_every_source_gets_one_reason_alike_but_for_the_code() {
+    let department = Source::Department {
+        department: DepartmentId::parse("7").expect("valid"),
+    };
+    let index = index(vec![
+        (staff("alice"), vec![code(1), code(2)]),
+        (department.clone(), vec![code(2), code(3)]),
+    ]);
+    let sent = Sent::default();
+    let expander = Expander::new(index, &sent, &sent);
+
+    let expanded = expander
+        .expand(&fan_out(vec![staff("alice"), department]), || false)
+        .await
+        .expect("sent");
+
+    assert_eq!(expanded, Expanded::Done { reasons: 3 });
+    let reasons = sent.reasons.lock().expect("lock").clone();
+    let codes: Vec<&str> = reasons.iter().map(|r| r.code.as_str()).collect();
+    assert_eq!(codes, ["c0001", "c0002", "c0003"]);
+    assert!(reasons.iter().all(|r| r.fact_key == "staff:alice:42"
+        && r.fact_at_ms == 42
+        && r.cause == Cause::StaffChanged));
+}
+
+#[tokio::test]
+async fn out_of_time_the_rest_continues_after_the_last_code_sent_and_nothing_is_lost() {
+    let all: Vec<CodeId> = (0..1_000).map(code).collect();
+    let index = index(vec![(staff("alice"), all.clone())]);
+    let sent = Sent::default();
+    let expander = Expander::new(index, &sent, &sent);
+    let mut next = Some(fan_out(vec![staff("alice")]));
+    let mut invocations = 0;
+    while let Some(part) = next.take() {
+        invocations += 1;
+        // Time runs out after three pages in every invocation (asked before pages 2, 3, 4).
+        let checks = AtomicUsize::new(0);
+        let out_of_time = || checks.fetch_add(1, Ordering::SeqCst) + 1 >= 3;
+        match expander.expand(&part, out_of_time).await.expect("sent") {
+            Expanded::Done { .. } => {}
+            Expanded::Continued { sent_through, .. } => {
+                let queued = sent.continuations.lock().expect("lock").pop();
+                assert_eq!(
+                    queued.as_ref().and_then(|f| f.sent_through.clone()),
+                    Some(sent_through)
+                );
+                next = queued;
+            }
+        }
+    }
+
+    let reasons = sent.reasons.lock().expect("lock").clone();
+    let codes: Vec<CodeId> = reasons.iter().map(|r| r.code.clone()).collect();
+    assert_eq!(codes, all, "each code exactly once, in order");
+    assert_eq!(
+        invocations, 4,
+        "1,000 codes at 3 pages of 100 per invocation"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_send_is_an_error_and_the_redelivered_fan_out_resends_from_its_resume_point() {
+    let all: Vec<CodeId> = (0..250).map(code).collect();
+    let sent = Sent {
+        fail_after: Some(130),
+        ..Sent::default()
+    };
+    let expander = Expander::new(index(vec![(staff("alice"), all.clone())]), &sent, &sent);
+
+    let failed = expander
+        .expand(&fan_out(vec![staff("alice")]), || false)
+        .await;
+
+    assert!(failed.is_err());
+    assert!(sent.continuations.lock().expect("lock").is_empty());
+}
+
+#[tokio::test]
+async fn a_fan_out_always_makes_progress_even_when_time_is_short_from_the_start() {
+    let index = index(vec![(staff("alice"), (0..150).map(code).collect())]);
+    let sent = Sent::default();
+    let expander = Expander::new(index, &sent, &sent);
+
+    let expanded = expander
+        .expand(&fan_out(vec![staff("alice")]), || true)
+        .await
+        .expect("sent");
+
+    assert_eq!(
+        expanded,
+        Expanded::Continued {
+            reasons: PAGE,
+            sent_through: code(PAGE - 1)
+        }
+    );
+}
+
+#[test]
+fn a_fan_out_survives_its_queue_as_json() {
+    let original = fan_out(vec![staff("alice"), Source::Tenant]).resumed_after(&code(9));
+    let back: FanOut = serde_json::from_str(&original.to_json()).expect("parses");
+    assert_eq!(back, original);
+}

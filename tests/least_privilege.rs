@@ -1,0 +1,144 @@
+//! The roles `template.yaml` gives the functions, checked where IAM is evaluated (MiniStack
+//! runs with `AUTH=true`): the test takes the internet-facing callback function's role and
+//! tries, with its credentials, what the function does and what it must never do.
+
+use anyhow::{anyhow, Context, Result};
+use aws_sdk_dynamodb::types::AttributeValue;
+use integration_tests::World;
+use shared::adapters::dynamodb::keys;
+use shared::tenants::TenantId;
+use std::collections::HashMap;
+
+/// A DynamoDB client signing as the callback function's execution role.
+async fn as_callback_role(world: &World) -> Result<aws_sdk_dynamodb::Client> {
+    let function = world
+        .lambda
+        .get_function_configuration()
+        .function_name(world.output("CallbackFunctionName"))
+        .send()
+        .await?;
+    let role = function
+        .role()
+        .context("the callback function has a role")?;
+    let assumed = aws_sdk_sts::Client::new(&world.aws)
+        .assume_role()
+        .role_arn(role)
+        .role_session_name("least-privilege-test")
+        .send()
+        .await?;
+    let credentials = assumed
+        .credentials()
+        .context("AssumeRole answers credentials")?;
+    let credentials = aws_credential_types::Credentials::new(
+        credentials.access_key_id(),
+        credentials.secret_access_key(),
+        Some(credentials.session_token().to_owned()),
+        None,
+        "callback-role",
+    );
+    let config = aws_sdk_dynamodb::config::Builder::from(&world.aws)
+        .credentials_provider(credentials)
+        .build();
+    Ok(aws_sdk_dynamodb::Client::from_conf(config))
+}
+
+fn key(pk: String, sk: &str) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (keys::PK.to_owned(), AttributeValue::S(pk)),
+        (keys::SK.to_owned(), AttributeValue::S(sk.to_owned())),
+    ])
+}
+
+fn denied<T, E: std::fmt::Debug>(result: Result<T, aws_sdk_dynamodb::error::SdkError<E>>) -> bool {
+    match result {
+        Ok(_) => false,
+        Err(error) => format!("{error:?}").contains("AccessDenied"),
+    }
+}
+
+#[tokio::test]
+async fn the_callback_role_reads_callback_settings_and_nothing_else() -> Result<()> {
+    let world = World::connect().await?;
+    let tenant = world.new_tenant().await?;
+    let table = world.output("TableName").to_owned();
+    let profile = key(keys::tenant(&TenantId::parse(&tenant.id)?), keys::PROFILE);
+    let callback = as_callback_role(&world).await?;
+
+    let settings = callback
+        .get_item()
+        .table_name(&table)
+        .set_key(Some(profile.clone()))
+        .projection_expression("corp_id, callback_token, encoding_aes_key")
+        .send()
+        .await
+        .map_err(|e| anyhow!("the callback's own read was refused: {e:?}"))?;
+    let item = settings.item().context("the profile is there")?;
+    assert_eq!(
+        item.get("corp_id"),
+        Some(&AttributeValue::S(tenant.corp_id.clone()))
+    );
+    assert!(!item.contains_key("corp_secret"));
+
+    let mut refusals = Vec::new();
+    let whole_profile = callback
+        .get_item()
+        .table_name(&table)
+        .set_key(Some(profile.clone()))
+        .send()
+        .await;
+    if !denied(whole_profile) {
+        refusals.push("the whole profile item (with the corp secret)");
+    }
+    let secret = callback
+        .get_item()
+        .table_name(&table)
+        .set_key(Some(profile.clone()))
+        .projection_expression("corp_id, corp_secret")
+        .send()
+        .await;
+    if !denied(secret) {
+        refusals.push("the corp secret by name");
+    }
+    let token = callback
+        .get_item()
+        .table_name(&table)
+        .set_key(Some(key(
+            keys::wecom_token(&tenant.corp_id),
+            keys::WECOM_TOKEN_SK,
+        )))
+        .send()
+        .await;
+    if !denied(token) {
+        refusals.push("a stored access token");
+    }
+    let partition = callback
+        .query()
+        .table_name(&table)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(
+            ":pk",
+            AttributeValue::S(keys::tenant(&TenantId::parse(&tenant.id)?)),
+        )
+        .send()
+        .await;
+    if !denied(partition) {
+        refusals.push("a query over the tenant's items");
+    }
+    let write = callback
+        .put_item()
+        .table_name(&table)
+        .set_item(Some(key(
+            keys::tenant(&TenantId::parse(&tenant.id)?),
+            "STAFF#intruder",
+        )))
+        .send()
+        .await;
+    if !denied(write) {
+        refusals.push("a write");
+    }
+    assert!(
+        refusals.is_empty(),
+        "the callback role was allowed: {refusals:?}"
+    );
+    Ok(())
+}
