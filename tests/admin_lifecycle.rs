@@ -216,7 +216,7 @@ async fn a_department_change_reaches_every_code_listing_the_department() -> Resu
 
     let answer = put_department(&live, "7", &[s[2], s[1]]).await?;
 
-    assert_eq!(answer["codes_refreshed"], 3, "{answer}");
+    assert!(answer["fan_out"].is_string(), "{answer}");
     until_listed(&live, &a, &[s[4], s[1], s[2]]).await?;
     until_listed(&live, &b, &[s[1], s[2]]).await?;
     until_listed(&live, &c, &[s[3], s[1], s[2]]).await?;
@@ -230,7 +230,7 @@ async fn a_department_change_reaches_every_code_listing_the_department() -> Resu
             json!({"online": true, "departments": ["7"]}),
         )
         .await?;
-    assert_eq!(answer["codes_refreshed"], 3, "{answer}");
+    assert!(answer["fan_out"].is_string(), "{answer}");
     until_listed(&live, &a, &[s[4], s[0], s[1], s[2]]).await?;
     until_listed(&live, &b, &[s[0], s[1], s[2]]).await?;
     until_listed(&live, &c, &[s[3], s[0], s[1], s[2]]).await?;
@@ -276,7 +276,7 @@ async fn a_resignation_through_the_admin_api_removes_the_staff_member_from_every
         .await?;
 
     assert_eq!(answer["employment"], "resigned", "{answer}");
-    assert_eq!(answer["codes_refreshed"], 3, "{answer}");
+    assert!(answer["fan_out"].is_string(), "{answer}");
     until_listed(&live, &x, &[s[1]]).await?;
     until_listed(&live, &y, &[s[2]]).await?;
     until_listed(&live, &z, &[s[1], s[3]]).await?;

@@ -142,3 +142,63 @@ async fn the_callback_role_reads_callback_settings_and_nothing_else() -> Result<
     );
     Ok(())
 }
+
+/// The stage throttles every route (template parameters `ApiThrottleRatePerSecond` and
+/// `ApiThrottleBurst`): the deployed stage carries the limits, and a stage over its limit
+/// answers 429 without running a function.
+#[tokio::test]
+async fn the_stage_throttles_a_flood_before_any_function_runs() -> Result<()> {
+    use aws_sdk_apigateway::types::{Op, PatchOperation};
+    let world = World::connect().await?;
+    let apigateway = aws_sdk_apigateway::Client::new(&world.aws);
+    let (api, stage) = (world.output("ApiId"), world.output("ApiStage"));
+    let deployed = apigateway
+        .get_stage()
+        .rest_api_id(api)
+        .stage_name(stage)
+        .send()
+        .await?;
+    let limits = deployed
+        .method_settings()
+        .and_then(|settings| settings.get("*/*"))
+        .context("the stage has stage-wide method settings")?;
+    assert!(
+        limits.throttling_rate_limit() > 0.0 && limits.throttling_burst_limit() > 0,
+        "{limits:?}"
+    );
+    let set = |rate: String, burst: String| {
+        apigateway
+            .update_stage()
+            .rest_api_id(api)
+            .stage_name(stage)
+            .patch_operations(
+                PatchOperation::builder()
+                    .op(Op::Replace)
+                    .path("/*/*/throttling/rateLimit")
+                    .value(rate)
+                    .build(),
+            )
+            .patch_operations(
+                PatchOperation::builder()
+                    .op(Op::Replace)
+                    .path("/*/*/throttling/burstLimit")
+                    .value(burst)
+                    .build(),
+            )
+            .send()
+    };
+    set("1".into(), "2".into()).await?;
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        let (status, _) = world.post_callback("flood", &[], String::new()).await?;
+        statuses.push(status);
+    }
+    set(
+        limits.throttling_rate_limit().to_string(),
+        limits.throttling_burst_limit().to_string(),
+    )
+    .await?;
+    let throttled = statuses.iter().filter(|s| **s == 429).count();
+    assert!(throttled >= 7, "statuses of a flood at 1/s: {statuses:?}");
+    Ok(())
+}

@@ -50,7 +50,7 @@ async fn an_offline_flip_reaches_the_wecom_list_and_back() -> Result<()> {
     .await?;
 
     let answer = live.set_online(members[0], false).await?;
-    assert_eq!(answer["codes_refreshed"], 1, "{answer}");
+    assert!(answer["fan_out"].is_string(), "{answer}");
     eventually("the offline member is removed", CONVERGE, || async {
         Ok((live.wecom_list(&config_id).await? == members[1..]).then_some(()))
     })
