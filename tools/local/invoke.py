@@ -149,6 +149,35 @@ def sam_args(doc: dict, values: dict[str, str]) -> list[str]:
     ]
 
 
+def placed(sample: Path, values: dict[str, str]) -> Path:
+    """The sample as the deployed stack would deliver it.
+
+    The SQS samples name the queue they came from in `eventSourceARN`, for a stack named
+    `qrsync` (`...:qrsync-refresh-retry-15s.fifo`), and the refresh function tells a retry
+    queue's message from a fresh reason by that queue's name. Each record is pointed at the
+    deployed queue of the same role (the output URL ending in the stack's name plus the same
+    suffix); other samples are used as they are.
+    """
+    event = json.loads(sample.read_text())
+    records = event.get("Records") if isinstance(event, dict) else None
+    if not records or any(r.get("eventSource") != "aws:sqs" for r in records):
+        return sample
+    queues = {url.rsplit("/", 1)[-1]: url for key, url in values.items() if key.endswith("QueueUrl")}
+    for record in records:
+        name = record["eventSourceARN"].rsplit(":", 1)[-1]
+        deployed = f"{stack.STACK}-{name.removeprefix('qrsync-')}"
+        if deployed not in queues:
+            raise SystemExit(f"{sample.name}: no queue {deployed} in the stack's outputs for {name}")
+        account = queues[deployed].rsplit("/", 2)[-2]
+        record["eventSourceARN"] = f"arn:aws:sqs:{stack.REGION}:{account}:{deployed}"
+        record["awsRegion"] = stack.REGION
+    placed_dir = stack.STATE / "events"
+    placed_dir.mkdir(parents=True, exist_ok=True)
+    target = placed_dir / sample.name
+    target.write_text(json.dumps(event, indent=2) + "\n")
+    return target
+
+
 # ---------------------------------------------------------------- seeding
 
 
@@ -218,7 +247,10 @@ def run(function: str, event: str) -> None:
     lambda_image.locked(lambda_image.ensure)
     values = outputs()
     seed(values)
-    command = [*SAM, "local", "invoke", function, "--event", event, *sam_args(doc, values)]
+    sample = placed(Path(event), values)
+    if sample != Path(event):
+        log(f"{event}: eventSourceARN pointed at the deployed queues ({sample.relative_to(ROOT)})")
+    command = [*SAM, "local", "invoke", function, "--event", str(sample), *sam_args(doc, values)]
     started = time.monotonic()
     status = subprocess.run(command, cwd=ROOT, env=sam_env(doc)).returncode
     log(f"sam local invoke {function} -e {event}: exit {status} in {time.monotonic() - started:.1f} s")
