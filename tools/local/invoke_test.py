@@ -21,7 +21,6 @@ import os
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -442,7 +441,11 @@ def run_case(world: World, function: str, sample: str, check: Check, call, timin
     answer = invoked()
     if function == "ScheduleTickFunction" and answer.get("held_elsewhere"):
         # The deployed tick runs every minute too, and gives the cursor back when done.
-        answer = poll("the tick's cursor", lambda: (lambda a: None if a.get("held_elsewhere") else a)(invoked()), 20, pause=1)
+        def walked():
+            again = invoked()
+            return None if again.get("held_elsewhere") else again
+
+        answer = poll("a tick run that holds the cursor", walked, 20, pause=1)
     check(answer, world, before)
 
 
