@@ -201,6 +201,23 @@ def http(method: str, url: str, data: bytes | None, headers: dict[str, str]):
         return error.code, json.loads(error.read() or b"null")
 
 
+def stack_id() -> str:
+    stacks = stack.boto3_client("cloudformation").describe_stacks(StackName=stack.STACK)["Stacks"]
+    return stacks[0]["StackId"]
+
+
+def seed_once(values: dict[str, str]) -> None:
+    """Seeds a stack the first time a sample is run against it, and not again: seeding puts the
+    staff back online, which would undo what a sample run since (put-staff) changed."""
+    marker = stack.STATE / f"invoke-seeded-{stack.STACK}-{stack.AWS_PORT}"
+    current = stack_id()
+    if marker.exists() and marker.read_text().strip() == current:
+        log(f"tenant demo seeded already in this stack ({marker.relative_to(ROOT)})")
+        return
+    seed(values)
+    marker.write_text(current + "\n")
+
+
 def seed(values: dict[str, str]) -> None:
     """The `demo` tenant the samples are signed for, its WeCom corp and the codes they name."""
     tenant = json.loads(json.loads((EVENTS / "apigw-admin-put-tenant.json").read_text())["body"])
@@ -244,7 +261,7 @@ def run(function: str, event: str) -> None:
         raise SystemExit(f"no function {function} in template.yaml: one of {', '.join(functions(doc))}")
     lambda_image.locked(lambda_image.ensure)
     values = outputs()
-    seed(values)
+    seed_once(values)
     sample = placed(Path(event), values)
     if sample != Path(event):
         log(f"{event}: eventSourceARN pointed at the deployed queues ({sample.relative_to(ROOT)})")

@@ -469,7 +469,7 @@ def main(invoke) -> None:
     doc = invoke.template()
     values = invoke.outputs()
     invoke.seed(values)
-    stack_id = invoke.stack.boto3_client("cloudformation").describe_stacks(StackName=invoke.stack.STACK)["Stacks"][0]["StackId"]
+    stack_id = invoke.stack_id()
     last_run = invoke.stack.STATE / f"invoke-test-{invoke.stack.STACK}-{invoke.stack.AWS_PORT}.json"
     try:
         last = json.loads(last_run.read_text())
