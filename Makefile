@@ -16,7 +16,8 @@ export QRSYNC_SANDBOX_PORT ?= 4580
 LOCAL_AWS := AWS_ENDPOINT_URL=http://127.0.0.1:$(QRSYNC_AWS_PORT) AWS_ACCESS_KEY_ID=test \
 	AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 
-.PHONY: tools build local up deploy down lint check unit integration test demo bench clean
+.PHONY: tools build local up deploy down lint check unit integration test demo bench clean \
+	lambda-image invoke invoke-test
 
 $(VENV)/tools/.installed: tools/requirements/sam.txt
 	$(PYTHON) -m venv $(VENV)/tools
@@ -70,13 +71,34 @@ integration:
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
 		cargo test --locked -p integration-tests
 
+## lambda-image: the base image `sam local invoke` runs the functions in: the real one where a
+## registry answers, else one built locally from pinned Debian packages (once, then reused)
+lambda-image: $(VENV)/tools/.installed
+	$(TOOLS)/python tools/local/lambda_image.py ensure
+
+## invoke: one sample through `sam local invoke` against the local world, with the stack's
+## resources from its outputs and the sample tenant seeded; prints the function's answer:
+##   make invoke FN=CallbackFunction EVENT=events/apigw-callback-verify-url.json
+## Deploys first when no stack of this checkout answers on QRSYNC_AWS_PORT, and leaves the world
+## running for the next invoke (`make down` stops it).
+invoke: tools
+	@test -n "$(FN)" -a -n "$(EVENT)" || { echo 'usage: make invoke FN=<logical id> EVENT=events/<file>.json'; exit 2; }
+	@$(TOOLS)/python tools/local/invoke.py deployed || $(MAKE) deploy
+	$(TOOLS)/python tools/local/invoke.py run "$(FN)" "$(EVENT)"
+
+## invoke-test: every file in events/ through SAM's emulator against the deployed local world,
+## each answer and effect asserted (needs a Docker engine, and says so when there is none)
+invoke-test: $(VENV)/tools/.installed
+	$(TOOLS)/python tools/local/invoke.py test
+
 ## test: every check, against a fresh local world (any earlier one of this checkout is stopped
 ## first), which is stopped again afterwards
 test: tools lint
 	$(MAKE) down
 	$(MAKE) unit
 	$(MAKE) deploy || { $(MAKE) down; exit 1; }
-	$(MAKE) integration; status=$$?; $(MAKE) down; exit $$status
+	$(MAKE) invoke-test; invoked=$$?; $(MAKE) integration; status=$$?; $(MAKE) down; \
+		[ $$invoked -ne 0 ] && exit $$invoked; exit $$status
 
 ## demo: the local world through a small campaign (tools/demo): deploys, seeds a tenant through
 ## the admin API, drives scans through the sandbox, prints the report, stops the world again and
