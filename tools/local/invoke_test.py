@@ -316,6 +316,25 @@ def retry_served(answer, world, before):
         expect(reason(forwarded).get("cause") == "add_counted", f"forwarded {forwarded['Body']}")
 
 
+def fan_out_staff(answer, world, before):
+    expect(batch(answer) == [], f"left for redelivery: {batch(answer)}")
+    # lisi sits on both seeded codes: the fan-out sends each of them its reason.
+    ours = lambda m: reason(m).get("fact_key") == "staff:lisi:1409659813700"  # noqa: E731
+    seen: dict[str, dict] = {}
+
+    def both():
+        while batch_ := world._receive("RefreshQueueUrl"):
+            for message in batch_:
+                world._settle("RefreshQueueUrl", message)
+                if ours(message):
+                    seen[reason(message)["code"]] = reason(message)
+        return world.repeat or sorted(seen) == ["code-1", "code-2"]
+
+    poll("the fan-out's reasons for code-1 and code-2 in refresh.fifo", both)
+    expect(set(seen) <= {"code-1", "code-2"}, f"reasons for {sorted(seen)}")
+    expect(all(r["cause"] == "staff_changed" for r in seen.values()), f"reasons {seen}")
+
+
 def tick(answer, world, before):
     for field in ("held_elsewhere", "minutes_walked", "reasons_sent", "minutes_behind"):
         expect(field in answer, f"no {field} in the tick's report {answer}")
@@ -340,6 +359,7 @@ CASES: list[tuple[str, str, Check]] = [
     ("RecordFactsFunction", "sqs-inbox-add-and-poison.json", inbox_add_and_poison),
     ("RefreshCodesFunction", "sqs-refresh-three-reasons-two-codes.json", refresh_two_codes),
     ("RefreshCodesFunction", "sqs-refresh-retry-served.json", retry_served),
+    ("FanOutFunction", "sqs-fan-out-staff.json", fan_out_staff),
     ("ScheduleTickFunction", "scheduler-tick.json", tick),
 ]
 

@@ -176,6 +176,52 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_sample_fan_out_reaches_both_codes_its_staff_member_sits_on() {
+        let store = InMemoryAdminStore::default();
+        let tenant = TenantId::parse("demo").expect("valid");
+        for (code, members) in [
+            ("code-1", ["zhangsan", "lisi"]),
+            ("code-2", ["lisi", "wangwu"]),
+        ] {
+            let config: CodeConfig =
+                serde_json::from_value(serde_json::json!({"family": "native", "members": members}))
+                    .expect("a code config");
+            let code = CodeId::parse(code).expect("valid");
+            store
+                .put_code(&tenant, &code, &config, clock())
+                .await
+                .expect("stored");
+        }
+        let path = format!(
+            "{}/../../events/sqs-fan-out-staff.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let sample: SqsEvent =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
+                .expect("an SQS event");
+        let reasons = InMemoryReasonQueue::default();
+        let expander = Expander::new(
+            store.clone(),
+            reasons.clone(),
+            InMemoryFanOutQueue::expanding_into(store, InMemoryReasonQueue::default()),
+        );
+        let mut context = Context::default();
+        context.deadline = wall_ms() + 60_000;
+
+        let answer = handle(&expander, LambdaEvent::new(sample, context))
+            .await
+            .expect("handled");
+
+        assert!(answer.batch_item_failures.is_empty());
+        let codes: Vec<String> = reasons
+            .reasons()
+            .iter()
+            .map(|r| r.code.to_string())
+            .collect();
+        assert_eq!(codes, ["code-1", "code-2"]);
+    }
+
+    #[tokio::test]
     async fn a_message_that_is_not_a_fan_out_is_reported_and_the_others_go_on() {
         let (store, fan_out) = world().await;
         let reasons = InMemoryReasonQueue::default();
