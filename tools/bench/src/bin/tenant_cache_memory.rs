@@ -3,7 +3,7 @@
 //! no tenant, sends it `--ids` random ids, and prints the resident memory before and after
 //! and the entries the cache holds.
 //!
-//!     cargo run --release -p qrsync-bench --bin tenant-cache-memory -- --ids 1000000
+//!     cargo run -p qrsync-bench --bin tenant-cache-memory -- --ids 1000000
 
 use anyhow::{Context, Result};
 use clap::Parser;
