@@ -92,7 +92,8 @@ async fn forward(
         .request(method, format!("{}{path}", shared.upstream))
         .body(body);
     for (name, value) in &headers {
-        if name != "host" && name != "content-length" {
+        // The signature covers the Host header, so the upstream must see the one the client signed.
+        if name != "content-length" {
             request = request.header(name, value);
         }
     }
