@@ -21,7 +21,9 @@ async fn a_staff_member_on_a_thousand_codes_is_answered_at_once_and_every_code_r
 
     // The answer's time, over several samples: the fan-out consumer is paused so the samples'
     // fan-outs pile up unexpanded (they are purged after), then the last change is expanded.
-    world.set_consumer_enabled("FanOutFunctionName", false).await?;
+    world
+        .set_consumer_enabled("FanOutFunctionName", false)
+        .await?;
     let mut answers_ms = Vec::with_capacity(SAMPLES);
     for sample in 0..SAMPLES {
         let asked = Instant::now();
@@ -30,7 +32,9 @@ async fn a_staff_member_on_a_thousand_codes_is_answered_at_once_and_every_code_r
         ensure!(answer["fan_out"].is_string(), "{answer}");
     }
     world.purge("FanOutQueueUrl").await?;
-    world.set_consumer_enabled("FanOutFunctionName", true).await?;
+    world
+        .set_consumer_enabled("FanOutFunctionName", true)
+        .await?;
     answers_ms.sort_by(f64::total_cmp);
     let p95 = answers_ms[(SAMPLES * 95).div_ceil(100) - 1];
     println!(
