@@ -184,9 +184,12 @@ impl DynamoStore {
         let owed = self.read_owed(tenant, &owner).await?;
         let next: BTreeSet<String> = members.iter().map(|m| m.as_str().to_owned()).collect();
         let plan = replan(&before, &owed.owed, &next);
+        // In id order, joined and left together.
         let changed: Vec<StaffId> = plan
             .entries()
             .filter_map(|(staff, _)| StaffId::parse(staff).ok())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
             .collect();
         let mut update = Update::builder()
             .table_name(&self.table)
