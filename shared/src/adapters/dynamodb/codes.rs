@@ -8,6 +8,7 @@ use super::{
 use crate::lanes::{CodeAge, Lane};
 use crate::membership::{
     candidates, AddCounts, CodeConfig, CodeId, DepartmentId, RotationSlot, StaffId,
+    MAX_DEPARTMENT_CANDIDATES,
 };
 use crate::owed::replan;
 use crate::ports::StoreError;
@@ -46,6 +47,15 @@ fn seated(config: &CodeConfig) -> BTreeSet<StaffId> {
         .chain(&config.fallback)
         .cloned()
         .collect()
+}
+
+/// Department items read per request in a snapshot: a department item holds up to 2,000 ids
+/// (about 40 KB), so a page stays far below `BatchGetItem`'s 16 MB, and a code listing many
+/// large departments stops after the first page or two (`MAX_DEPARTMENT_CANDIDATES`).
+const DEPARTMENTS_PER_PAGE: usize = 10;
+
+fn unique_members(config: &CodeConfig) -> usize {
+    config.members.iter().collect::<BTreeSet<_>>().len()
 }
 
 /// The sort keys of a code's entries in the staff -> codes and department -> codes indexes.
@@ -331,6 +341,25 @@ impl DynamoStore {
         Ok(stored)
     }
 
+    /// The code's departments as `candidates` expands them, read a page of
+    /// `DEPARTMENTS_PER_PAGE` at a time in the code's order, stopping once they hold
+    /// `MAX_DEPARTMENT_CANDIDATES` staff (the departments after that could add nobody).
+    async fn departments_for_candidates(
+        &self,
+        tenant: &TenantId,
+        config: &CodeConfig,
+    ) -> Result<HashMap<DepartmentId, BTreeSet<StaffId>>, StoreError> {
+        let mut read = HashMap::new();
+        for page in config.departments.chunks(DEPARTMENTS_PER_PAGE) {
+            read.extend(self.departments(tenant, page).await?);
+            let expanded = candidates(config, &read).len() - unique_members(config);
+            if expanded >= MAX_DEPARTMENT_CANDIDATES {
+                break;
+            }
+        }
+        Ok(read)
+    }
+
     /// Every item of a tenant whose sort key starts with `prefix`, e.g. a code's push history.
     pub async fn query_prefix(
         &self,
@@ -382,7 +411,7 @@ impl CodeFacts for DynamoStore {
 
         let day = tenant_day(now_ms, profile.timezone);
         let departments = self
-            .departments(tenant, &record.code.config.departments)
+            .departments_for_candidates(tenant, &record.code.config)
             .await?;
         let mut people: BTreeSet<StaffId> = candidates(&record.code.config, &departments)
             .into_iter()
