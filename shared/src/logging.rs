@@ -23,6 +23,7 @@ const OWN_CRATES: &[&str] = &[
     "refresh_codes",
     "admin_api",
     "schedule_tick",
+    "fan_out",
 ];
 
 /// The most any dependency logs.

@@ -123,6 +123,16 @@ impl World {
         Ok(())
     }
 
+    /// Deletes every message in a queue (SQS allows one purge per queue per 60 s).
+    pub async fn purge(&self, queue_output: &str) -> Result<()> {
+        self.sqs
+            .purge_queue()
+            .queue_url(self.output(queue_output))
+            .send()
+            .await?;
+        Ok(())
+    }
+
     /// Messages in a queue, visible, in flight or delayed.
     pub async fn queue_depth(&self, queue_output: &str) -> Result<u64> {
         stack_client::queue_depth(&self.sqs, self.output(queue_output)).await

@@ -3,11 +3,13 @@
 //! admin API.
 
 use crate::{random_id, TestTenant, World};
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
+use futures::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 use shared::adapters::dynamodb::{keys, DynamoStore};
-use shared::membership::{CodeId, StaffId};
+use shared::membership::{CodeConfig, CodeId, StaffId};
 use shared::tenants::TenantId;
+use std::collections::BTreeMap;
 
 pub struct LiveTenant<'a> {
     pub world: &'a World,
@@ -187,5 +189,79 @@ impl<'a> LiveTenant<'a> {
                     .and_then(|n| n.parse::<u64>().ok())
             })
             .sum())
+    }
+
+    /// `count` native codes named `{prefix}-0000`... listing `members`, created as the admin
+    /// API would (a contact way in WeCom, the code and its seats in the table), many at a
+    /// time: faster than the admin API for the hundreds a test may need.
+    pub async fn seed_native_codes(
+        &self,
+        prefix: &str,
+        count: usize,
+        members: &[&str],
+    ) -> Result<()> {
+        let world = self.world;
+        let store = DynamoStore::new(world.dynamodb.clone(), world.output("TableName").to_owned());
+        let tenant = TenantId::parse(&self.tenant.id)?;
+        let token = world.sandbox().token(&self.tenant).await?;
+        let config: CodeConfig = serde_json::from_value(json!({
+            "family": "native", "members": members, "switches": {"offline_check": true}
+        }))?;
+        let users: Vec<String> = members.iter().map(|m| (*m).to_owned()).collect();
+        futures::stream::iter(0..count)
+            .map(|n| {
+                let (store, tenant, token, config, users) =
+                    (&store, &tenant, &token, &config, &users);
+                async move {
+                    let code = CodeId::parse(&format!("{prefix}-{n:04}"))?;
+                    let created = world
+                        .sandbox()
+                        .call(
+                            "add_contact_way",
+                            token,
+                            json!({"type": 2, "scene": 2, "state": code.as_str(), "user": users}),
+                        )
+                        .await?;
+                    let config_id = created["config_id"].as_str().context("created")?;
+                    store
+                        .put_code(tenant, &code, config, crate::now_ms())
+                        .await?;
+                    store.set_config_id(tenant, &code, config_id, users).await?;
+                    anyhow::Ok(())
+                }
+            })
+            .buffer_unordered(16)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+
+    /// The tenant's contact ways by state (the code id) and their lists, as WeCom (the
+    /// sandbox) holds them.
+    pub async fn wecom_lists(&self) -> Result<BTreeMap<String, Vec<String>>> {
+        let ways = self
+            .world
+            .sandbox()
+            .get(&format!(
+                "/_sandbox/contact-ways?corp_id={}",
+                self.tenant.corp_id
+            ))
+            .await?;
+        Ok(ways["contact_ways"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|way| {
+                let users = way["user"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect();
+                (way["state"].as_str().unwrap_or_default().to_owned(), users)
+            })
+            .collect())
     }
 }

@@ -7,10 +7,6 @@ use shared::refresh::{BudgetLimits, LeaseTimes};
 use shared::tenants::TenantId;
 use std::time::Duration;
 
-/// What a WeCom call may take beyond its timeout (connection set-up, the token's refresh
-/// and retry are separate calls with their own timeout).
-const CALL_MARGIN_MS: u64 = 500;
-
 #[derive(Debug)]
 pub struct Config {
     pub table_name: String,
@@ -48,7 +44,9 @@ impl Config {
         let wecom_timeout = Duration::from_millis(parsed("WECOM_TIMEOUT_MS")?);
         let lease_times = LeaseTimes {
             duration_ms: parsed::<u64>("CODE_LEASE_SECONDS")? * 1000,
-            call_ms: u64::try_from(wecom_timeout.as_millis()).unwrap_or(u64::MAX) + CALL_MARGIN_MS,
+            // The client bounds a whole call (token and stale-token retry included) to this.
+            call_ms: u64::try_from((wecom_timeout + shared::wecom::api::CALL_MARGIN).as_millis())
+                .unwrap_or(u64::MAX),
         };
         if lease_times.duration_ms <= lease_times.call_ms {
             return Err(EnvError::Malformed(

@@ -26,11 +26,16 @@ use shared::ports::DeadLetters;
 use shared::refresh::retry::{self, Path, RetriedReason, RetryQueues};
 use shared::refresh::{
     Asked, CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, Outcome,
-    RefreshError, Refresher, WeComBudget,
+    RefreshError, Refresher, Requeue, WeComBudget,
 };
 
 /// refresh.fifo's `maxReceiveCount` in `template.yaml`.
 const MAX_RECEIVES: u32 = 5;
+
+/// What the handler needs after the last WeCom call ends: the record, the lease's release,
+/// the tally, requeueing the codes it did not reach, and its answer. A code's work ends this
+/// long before the invocation's deadline.
+const FINISH_RESERVE_MS: u64 = 1_500;
 
 /// The reasons of one code in this batch, in arrival order.
 struct CodeWork<'a> {
@@ -56,6 +61,7 @@ where
     D: DeadLetters,
     R: RetryQueues,
 {
+    let deadline_ms = event.context.deadline.saturating_sub(FINISH_RESERVE_MS);
     let mut batch = PartialBatch::default();
     let mut work: Vec<CodeWork<'_>> = Vec::new();
     for message in &event.payload.records {
@@ -121,7 +127,15 @@ where
         }
     }
     for code in work {
-        refresh_code(refresher, dead_letters, retries, &mut batch, code).await;
+        refresh_code(
+            refresher,
+            dead_letters,
+            retries,
+            &mut batch,
+            code,
+            deadline_ms,
+        )
+        .await;
     }
     let mut response = SqsBatchResponse::default();
     response.set_failures(batch.failures());
@@ -134,6 +148,7 @@ async fn refresh_code<F, P, B, D, R>(
     retries: &R,
     batch: &mut PartialBatch,
     code: CodeWork<'_>,
+    deadline_ms: u64,
 ) where
     F: CodeFacts + CodeRecords + FailureMarks + CodeLeases,
     P: ContactWayPusher,
@@ -143,15 +158,34 @@ async fn refresh_code<F, P, B, D, R>(
 {
     let (tenant, code_id) = (&code.reason.reason.tenant, &code.reason.reason.code);
     let attempt = code.reason.attempt;
+    // After this receive SQS moves the messages to the DLQ without running any code of
+    // ours (a timeout, a crash), so the mark comes before the work it may not survive.
+    if code.receive_count >= MAX_RECEIVES {
+        tracing::warn!(tenant = %tenant, code = %code_id, receive_count = code.receive_count, "last receive before the queue's redrive; code marked dirty first");
+        mark_dirty(
+            refresher,
+            &code,
+            shared::wecom::api::FailureClass::Transient,
+        )
+        .await;
+    }
     let asked = Asked {
         tenant,
         code: code_id,
         fact_at_ms: &code.fact_at_ms,
         lane: code.lane,
         resync: code.reason.resync,
+        deadline_ms,
     };
     let mut resync = false;
     let path = match refresher.refresh(asked).await {
+        Ok(Outcome::Requeue {
+            why: Requeue::OutOfTime,
+            ..
+        }) => {
+            requeue_unreached(retries, batch, &code).await;
+            return;
+        }
         Ok(Outcome::Requeue {
             why,
             retry_after_ms,
@@ -189,14 +223,6 @@ async fn refresh_code<F, P, B, D, R>(
         }
         Err(RefreshError::Store(error)) => {
             tracing::warn!(tenant = %tenant, code = %code_id, error = %error, "refresh failed; its reasons are redelivered");
-            if code.receive_count >= MAX_RECEIVES {
-                mark_dirty(
-                    refresher,
-                    &code,
-                    shared::wecom::api::FailureClass::Transient,
-                )
-                .await;
-            }
             fail_all(batch, &code);
             return;
         }
@@ -255,6 +281,30 @@ async fn mark_dirty<F, P, B>(
         .await
     {
         tracing::error!(error = %error, tenant = %tenant, code = %code_id, "code not marked dirty");
+    }
+}
+
+/// A code the invocation had no time left for goes straight back to refresh.fifo, its
+/// messages acknowledged: no receive is spent on it and it counts as neither failed nor
+/// throttled. The requeued reason's deduplication id comes from the message it replaces, so
+/// a redelivered batch requeues it once.
+async fn requeue_unreached<R: RetryQueues>(
+    retries: &R,
+    batch: &mut PartialBatch,
+    code: &CodeWork<'_>,
+) {
+    let first_id = code.messages.first().map(|(id, _)| *id).unwrap_or_default();
+    let mut requeued =
+        RetriedReason::requeued(code.reason.reason.clone(), code.reason.attempt, first_id);
+    requeued.resync = code.reason.resync;
+    match retries.forward(&requeued).await {
+        Ok(()) => {
+            tracing::info!(tenant = %code.reason.reason.tenant, code = %code.reason.reason.code, reasons = code.messages.len(), requeued = "deadline", "no time left in this invocation; reasons back on refresh.fifo")
+        }
+        Err(error) => {
+            tracing::warn!(error = %error, "requeue failed; the reasons are redelivered");
+            fail_all(batch, code);
+        }
     }
 }
 
@@ -522,11 +572,20 @@ mod tests {
         );
         let event = serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
             .expect("an SQS event");
-        LambdaEvent::new(event, Context::default())
+        LambdaEvent::new(event, context(CLOCK_MS + 10_000))
     }
 
+    /// An invocation that must end at `deadline_ms`.
+    fn context(deadline_ms: u64) -> Context {
+        let mut context = Context::default();
+        context.deadline = deadline_ms;
+        context
+    }
+
+    const CLOCK_MS: u64 = 1;
+
     fn clock() -> u64 {
-        1
+        CLOCK_MS
     }
 
     type FakeRefresher<'a> = Refresher<&'a Fakes, &'a Fakes, &'a Fakes>;
@@ -699,6 +758,64 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn codes_the_invocation_has_no_time_left_for_go_back_to_refresh_fifo_unrefreshed_and_acknowledged(
+    ) {
+        let fakes = Fakes::default();
+        let refresher = refresher(&fakes);
+        let mut event = sample();
+        // Less than one WeCom call (3.5 s) is left once the finishing reserve is set aside.
+        event.context = context(CLOCK_MS + FINISH_RESERVE_MS + 3_000);
+        let response = handle(&refresher, &&fakes, &&fakes, event)
+            .await
+            .expect("handled");
+        assert!(failed_ids(&response).is_empty(), "no receive is spent");
+        let forwarded = fakes.forwarded.lock().expect("lock");
+        let codes: Vec<&str> = forwarded.iter().map(|r| r.reason.code.as_str()).collect();
+        assert_eq!(
+            codes,
+            ["code-1", "code-2"],
+            "one reason per code, back on refresh.fifo"
+        );
+        assert!(forwarded
+            .iter()
+            .all(|r| !r.retry_of.is_empty() && r.attempt == 0));
+        assert!(fakes.pushes.lock().expect("lock").is_empty());
+        assert!(
+            fakes.delayed.lock().expect("lock").is_empty(),
+            "not throttled"
+        );
+        assert!(fakes.dirty.lock().expect("lock").is_empty(), "not failed");
+    }
+
+    #[tokio::test]
+    async fn a_message_on_its_last_receive_marks_its_code_dirty_before_the_work_it_may_not_survive()
+    {
+        let fakes = Fakes::default();
+        let refresher = refresher(&fakes);
+        let mut event = sample();
+        let last = event
+            .payload
+            .records
+            .iter_mut()
+            .find(|r| r.body.as_deref().is_some_and(|b| b.contains("code-2")))
+            .expect("a reason for code-2");
+        last.attributes
+            .insert("ApproximateReceiveCount".into(), MAX_RECEIVES.to_string());
+        handle(&refresher, &&fakes, &&fakes, event)
+            .await
+            .expect("handled");
+        assert_eq!(
+            *fakes.dirty.lock().expect("lock"),
+            [("code-2".to_owned(), FailureClass::Transient)]
+        );
+        assert_eq!(
+            fakes.pushes.lock().expect("lock").len(),
+            2,
+            "the work still runs"
+        );
+    }
+
+    #[tokio::test]
     async fn a_reason_whose_delay_is_served_goes_back_to_its_group_unrefreshed() {
         let fakes = Fakes::default();
         let refresher = refresher(&fakes);
@@ -712,7 +829,7 @@ mod tests {
             &refresher,
             &&fakes,
             &&fakes,
-            LambdaEvent::new(event, Context::default()),
+            LambdaEvent::new(event, context(CLOCK_MS + 10_000)),
         )
         .await
         .expect("handled");

@@ -286,6 +286,9 @@ pub enum Requeue {
     SlowInterval,
     /// Staff WeCom refuses were still being found after several rounds.
     Unsettled,
+    /// The invocation's deadline comes before another WeCom call could end: the code goes
+    /// back to refresh.fifo at once, neither failed nor throttled.
+    OutOfTime,
 }
 
 impl Requeue {
@@ -335,6 +338,16 @@ pub struct Asked<'a> {
     pub lane: Lane,
     /// A writer lost its lease after a push: push even if the record says WeCom has the list.
     pub resync: bool,
+    /// When the work must be done (epoch ms): the invocation's deadline less what the handler
+    /// needs to requeue and answer. No WeCom call starts that could end after it.
+    pub deadline_ms: u64,
+}
+
+impl Asked<'_> {
+    /// Whether a call that may take `call_ms` ends before the deadline.
+    fn leaves_time_for(&self, now_ms: u64, call_ms: u64) -> bool {
+        now_ms.saturating_add(call_ms) < self.deadline_ms
+    }
 }
 
 /// The refresh of one code while it holds the lease.
@@ -431,7 +444,7 @@ where
                 Requeue::Throttled => tally.requeued_throttled = 1,
                 Requeue::LeaseBusy | Requeue::LeaseLost => tally.requeued_lease = 1,
                 Requeue::SlowInterval => tally.slow_interval_waits = 1,
-                Requeue::Unsettled => {}
+                Requeue::Unsettled | Requeue::OutOfTime => {}
             },
         }
         // Put off before the snapshot (slow lane, lease busy), the tenant's day is unknown and
@@ -457,6 +470,15 @@ where
         asked: Asked<'_>,
         now_ms: u64,
     ) -> Result<(Outcome, Option<crate::tenants::Timezone>), RefreshError> {
+        // A code that could not make even one call before the deadline is not started: its
+        // lease would only hold the next writer off.
+        if !asked.leaves_time_for(now_ms, self.lease_times.call_ms) {
+            let outcome = Outcome::Requeue {
+                why: Requeue::OutOfTime,
+                retry_after_ms: 0,
+            };
+            return Ok((outcome, None));
+        }
         if asked.lane == Lane::Fast {
             let age = if self.lanes.needs_age(asked.tenant) {
                 self.facts.age(asked.tenant, asked.code).await?
@@ -622,6 +644,17 @@ where
     ) -> Result<(), PushFailure> {
         let (tenant, code) = (push.held.asked.tenant, push.held.asked.code);
         let now_ms = (self.clock)();
+        // A call cut off by the invocation's timeout would leave its reasons to SQS's redrive.
+        if !push
+            .held
+            .asked
+            .leaves_time_for(now_ms, self.lease_times.call_ms)
+        {
+            tracing::info!(
+                "the invocation's deadline comes before a WeCom call could end; requeued"
+            );
+            return Err(PushFailure::Lease(Requeue::OutOfTime));
+        }
         // A call must end before the lease does, or another writer could take the code and
         // push while this call is still in flight.
         if !push.held.lease.covers(now_ms, self.lease_times.call_ms) {

@@ -346,6 +346,16 @@ async fn on_lane(
     resync: bool,
     fact_at_ms: &[u64],
 ) -> Result<Outcome, RefreshError> {
+    before(refresher, lane, resync, fact_at_ms, u64::MAX).await
+}
+
+async fn before(
+    refresher: &TestRefresher,
+    lane: Lane,
+    resync: bool,
+    fact_at_ms: &[u64],
+    deadline_ms: u64,
+) -> Result<Outcome, RefreshError> {
     let (tenant, code) = (tenant(), code());
     refresher
         .refresh(Asked {
@@ -354,6 +364,7 @@ async fn on_lane(
             fact_at_ms,
             lane,
             resync,
+            deadline_ms,
         })
         .await
 }
@@ -774,6 +785,25 @@ async fn no_wecom_call_starts_when_too_little_of_the_lease_is_left_to_cover_it()
         }
     );
     assert!(refresher.pusher.calls.lock().expect("lock").is_empty());
+}
+
+#[tokio::test]
+async fn a_code_is_not_started_when_the_invocation_ends_before_one_call_could() {
+    let refresher = refresher(snapshot(&[("a", true)]));
+    // The fixed clock reads 1,000 ms; a call may take 3,500 ms.
+    let outcome = before(&refresher, Lane::Fast, false, &[1], 4_000).await;
+    assert_eq!(
+        outcome.expect("ok"),
+        Outcome::Requeue {
+            why: Requeue::OutOfTime,
+            retry_after_ms: 0
+        }
+    );
+    assert!(refresher.pusher.calls.lock().expect("lock").is_empty());
+    assert_eq!(*refresher.facts.snapshots_read.lock().expect("lock"), 0);
+    assert!(refresher.facts.lease.lock().expect("lock").is_none());
+    let pushed = before(&refresher, Lane::Fast, false, &[1], 4_501).await;
+    assert_eq!(pushed.expect("ok"), Outcome::Pushed(vec![id("a")]));
 }
 
 #[tokio::test]

@@ -45,6 +45,9 @@ const MAX_ERRMSG_CHARS: usize = 300;
 /// overflowing the clock arithmetic).
 const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
 const REDACTED: &str = "[redacted]";
+/// What a whole contact-way call may take beyond one request's timeout: the token from the
+/// table, a token lock's short wait, connection set-up.
+pub const CALL_MARGIN: Duration = Duration::from_millis(500);
 /// How long a process may hold a corp's token refresh lock in a [`TokenStore`]: longer than
 /// one `gettoken`, short enough that a crashed holder costs little.
 const TOKEN_LOCK: Duration = Duration::from_secs(10);
@@ -440,6 +443,9 @@ struct SlotState {
 pub struct WeComClient {
     http: reqwest::Client,
     base_url: String,
+    /// The most one contact-way call may take, its token fetch and one stale-token retry
+    /// included: [`WeComClient::call_bound`].
+    call_bound: Duration,
     tokens: Mutex<HashMap<String, Arc<TokenSlot>>>,
     shared: Option<Arc<dyn TokenStore>>,
 }
@@ -471,6 +477,7 @@ impl WeComClient {
         Self {
             http,
             base_url,
+            call_bound: timeout + CALL_MARGIN,
             tokens: Mutex::new(HashMap::new()),
             shared: None,
         }
@@ -481,6 +488,14 @@ impl WeComClient {
     pub fn with_token_store(mut self, store: Arc<dyn TokenStore>) -> Self {
         self.shared = Some(store);
         self
+    }
+
+    /// The most one contact-way call may take as a whole: `timeout` plus [`CALL_MARGIN`].
+    /// A call is a token (cached, shared, or fetched), the request, and on a stale token one
+    /// more fetch and request, so without this bound it could take four timeouts; callers
+    /// that must finish within a lease or an invocation plan on this figure alone.
+    pub fn call_bound(&self) -> Duration {
+        self.call_bound
     }
 
     /// The base URL calls go to, without a trailing slash.
@@ -553,8 +568,26 @@ impl WeComClient {
     }
 
     /// One contact-way call with the token policy: a cached (or fetched) token, and on
-    /// 40014/42001 one refresh and one more attempt, never a loop.
+    /// 40014/42001 one refresh and one more attempt, never a loop. The whole of it ends
+    /// within [`WeComClient::call_bound`]; one that does not is transient, like a timeout
+    /// (WeCom may or may not have applied it).
     async fn call(
+        &self,
+        creds: &CorpCredentials,
+        api: &'static str,
+        body: &Value,
+    ) -> Result<Value, WeComError> {
+        tokio::time::timeout(self.call_bound, self.call_with_token(creds, api, body))
+            .await
+            .unwrap_or_else(|_| {
+                Err(WeComError::transient(format!(
+                    "{api} and its token took longer than {} ms",
+                    self.call_bound.as_millis()
+                )))
+            })
+    }
+
+    async fn call_with_token(
         &self,
         creds: &CorpCredentials,
         api: &'static str,

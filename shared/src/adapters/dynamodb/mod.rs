@@ -22,6 +22,11 @@ use crate::tenants::TenantId;
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
+/// The waits between BatchGetItem rounds that left keys unprocessed (DynamoDB throttling),
+/// 750 ms in all for one read: a snapshot must finish well inside its code's lease (8 s),
+/// and a read still refused after them is better retried from the queue.
+const BATCH_GET_BACKOFF_MS: [u64; 5] = [25, 50, 100, 200, 375];
+
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
 #[derive(Clone)]
@@ -205,13 +210,14 @@ impl DynamoStore {
     }
 
     /// Strongly consistent `BatchGetItem` of any number of keys, retrying unprocessed keys.
+    /// BatchGetItem answers at most 100 keys per request, so a large read takes several.
     async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
         let mut found = Vec::with_capacity(keys.len());
+        // One allowance for the whole read, however many chunks it takes.
+        let mut backoffs = BATCH_GET_BACKOFF_MS.iter();
         for chunk in keys.chunks(100) {
             let mut pending = chunk.to_vec();
-            let mut attempts = 0;
             while !pending.is_empty() {
-                attempts += 1;
                 let request = aws_sdk_dynamodb::types::KeysAndAttributes::builder()
                     .set_keys(Some(pending))
                     .consistent_read(true)
@@ -233,14 +239,17 @@ impl DynamoStore {
                     .map(|k| k.keys)
                     .unwrap_or_default();
                 if !pending.is_empty() {
-                    if attempts >= 8 {
+                    // Unprocessed keys mean throttling: back off before asking again, but
+                    // never longer in all than `BATCH_GET_BACKOFF_MS` adds up to, so a
+                    // snapshot stays well inside its code's lease; after that the refresh
+                    // fails as the table unavailable and its reasons come back.
+                    let Some(backoff_ms) = backoffs.next() else {
                         return Err(StoreError::new(
                             "table",
                             "BatchGetItem left keys unprocessed",
                         ));
-                    }
-                    // Unprocessed keys mean throttling: back off before asking again.
-                    tokio::time::sleep(std::time::Duration::from_millis(25 << attempts)).await;
+                    };
+                    tokio::time::sleep(std::time::Duration::from_millis(*backoff_ms)).await;
                 }
             }
         }
