@@ -9,6 +9,7 @@
 //! - `tenants`: tenant ids and the settings that authenticate their callbacks.
 //! - `ports`: the traits the domain needs; `adapters`: DynamoDB, SQS and in-memory versions.
 //! - `schedules`: work-schedule edges and the tenant's midnight, due in a minute-bucketed index.
+//! - `owed`: index work an edit still owes, so a retried edit finishes what it interrupted.
 //! - `batch`: MISSION rule 7, order-safe partial batch responses for FIFO consumers.
 //! - `http`: how domain errors become HTTP answers, shared by every HTTP function.
 
@@ -24,6 +25,7 @@ pub mod intake;
 pub mod lanes;
 pub mod logging;
 pub mod membership;
+pub mod owed;
 pub mod ports;
 pub mod refresh;
 pub mod schedules;

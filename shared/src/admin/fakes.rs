@@ -6,6 +6,7 @@ use crate::membership::{
     candidates, AddCounts, CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId,
     WeeklySchedule,
 };
+use crate::owed::{replan, Owed, WRITES_PER_TRANSACTION};
 use crate::ports::StoreError;
 use crate::refresh::{CodeFacts, CodeSnapshot, PushedList, RefreshReason, StoredCode};
 use crate::schedules::{DueWriter, Minute, Subject};
@@ -15,6 +16,28 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 type CodeKey = (TenantId, CodeId);
+type DepartmentKey = (TenantId, DepartmentId);
+
+/// A code's entry in the staff -> codes or the department -> codes index.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Seat {
+    Staff(StaffId),
+    Department(DepartmentId),
+}
+
+fn seats(config: &CodeConfig) -> BTreeSet<Seat> {
+    config
+        .members
+        .iter()
+        .chain(&config.fallback)
+        .cloned()
+        .map(Seat::Staff)
+        .chain(config.departments.iter().cloned().map(Seat::Department))
+        .collect()
+}
+
+/// DynamoDB's cap on items in one transaction.
+const TRANSACTION_ITEMS: usize = 100;
 
 #[derive(Default)]
 struct Tables {
@@ -29,7 +52,70 @@ struct Tables {
     schedule_at_ms: HashMap<(TenantId, StaffId), u64>,
     /// A contact way another request stores first, just before the next `set_config_id`.
     race: HashMap<CodeKey, String>,
+    /// The staff -> codes and department -> codes indexes, each code's entries, and the index
+    /// writes an interrupted edit still owes (`crate::owed`), as the table keeps them.
+    code_index: HashMap<CodeKey, BTreeSet<Seat>>,
+    code_owed: HashMap<CodeKey, Owed<Seat>>,
+    /// Each staff member's departments (their staff item), and what a department replacement
+    /// still owes them.
+    staff_departments: HashMap<(TenantId, StaffId), BTreeSet<DepartmentId>>,
+    department_owed: HashMap<DepartmentKey, Owed<StaffId>>,
+    /// Transactions written, and how many more succeed before every one fails.
+    transactions: usize,
+    transactions_left: Option<usize>,
     unavailable: bool,
+}
+
+impl Tables {
+    /// One `TransactWriteItems`: counted, and refused once the injected fault is due.
+    fn transact(&mut self) -> Result<(), StoreError> {
+        if let Some(left) = &mut self.transactions_left {
+            if *left == 0 {
+                return Err(StoreError::new(
+                    "table",
+                    "the fake table failed a transaction",
+                ));
+            }
+            *left -= 1;
+        }
+        self.transactions += 1;
+        Ok(())
+    }
+}
+
+/// Lands `plan` as the table does (`adapters::dynamodb`'s owed writes): inline with the
+/// owner's write when it fits one transaction, else recorded as owed and landed in chunks of
+/// `WRITES_PER_TRANSACTION`, each struck from the owed record as it lands. `owner` is the
+/// owner's own write (the first transaction), `apply` one index write.
+fn land<T: Ord + Clone>(
+    tables: &mut Tables,
+    owed_before: &Owed<T>,
+    plan: Owed<T>,
+    owner: impl FnOnce(&mut Tables),
+    owed: impl Fn(&mut Tables) -> &mut Owed<T>,
+    apply: impl Fn(&mut Tables, &T, bool),
+) -> Result<(), StoreError> {
+    tables.transact()?;
+    owner(tables);
+    let old_chunks = owed_before.chunks(WRITES_PER_TRANSACTION).len();
+    if 1 + old_chunks + plan.len() <= TRANSACTION_ITEMS {
+        for (entry, put) in plan.entries() {
+            apply(tables, entry, put);
+        }
+        *owed(tables) = Owed::default();
+        return Ok(());
+    }
+    *owed(tables) = plan.clone();
+    for chunk in plan.chunks(WRITES_PER_TRANSACTION) {
+        tables.transact()?;
+        for (entry, put) in chunk.entries() {
+            apply(tables, entry, put);
+            let owed = owed(tables);
+            owed.put.remove(entry);
+            owed.delete.remove(entry);
+        }
+    }
+    Ok(())
 }
 
 /// The table, as the admin API sees it. Clones share their contents.
@@ -120,6 +206,64 @@ impl InMemoryAdminStore {
             .due
             .get(&(tenant.clone(), subject.clone()))
             .copied()
+    }
+
+    /// After `transactions` more successful transactions every transaction fails (as a
+    /// DynamoDB outage or a timed-out function would cut an edit short); `None` heals it.
+    pub fn fail_transactions_after(&self, transactions: Option<usize>) {
+        self.tables().transactions_left = transactions;
+    }
+
+    /// Transactions written so far (each a `TransactWriteItems`, one round trip).
+    pub fn transactions(&self) -> usize {
+        self.tables().transactions
+    }
+
+    /// The staff members whose staff -> codes index lists `code`.
+    pub fn staff_seated_on(&self, tenant: &TenantId, code: &CodeId) -> BTreeSet<StaffId> {
+        self.tables()
+            .code_index
+            .get(&(tenant.clone(), code.clone()))
+            .into_iter()
+            .flatten()
+            .filter_map(|seat| match seat {
+                Seat::Staff(staff) => Some(staff.clone()),
+                Seat::Department(_) => None,
+            })
+            .collect()
+    }
+
+    /// Whether an edit of the code still owes index writes.
+    pub fn code_owes_index_writes(&self, tenant: &TenantId, code: &CodeId) -> bool {
+        self.tables()
+            .code_owed
+            .get(&(tenant.clone(), code.clone()))
+            .is_some_and(|owed| !owed.is_empty())
+    }
+
+    /// The departments the staff member's own record lists.
+    pub fn stored_staff_departments(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> BTreeSet<DepartmentId> {
+        self.tables()
+            .staff_departments
+            .get(&(tenant.clone(), staff.clone()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Whether a replacement of the department's members still owes staff updates.
+    pub fn department_owes_staff_updates(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+    ) -> bool {
+        self.tables()
+            .department_owed
+            .get(&(tenant.clone(), department.clone()))
+            .is_some_and(|owed| !owed.is_empty())
     }
 
     /// Makes another request win the next creation race for `code` with `config_id`.
@@ -294,22 +438,23 @@ impl AdminStore for InMemoryAdminStore {
         tenant: &TenantId,
         staff: &StaffId,
     ) -> Result<Vec<CodeId>, StoreError> {
+        // As the table answers: the staff -> codes index, and the department -> codes index of
+        // each department the staff member's record lists.
         let tables = self.available()?;
+        let departments = tables
+            .staff_departments
+            .get(&(tenant.clone(), staff.clone()))
+            .cloned()
+            .unwrap_or_default();
         let mut codes: Vec<CodeId> = tables
-            .codes
+            .code_index
             .iter()
-            .filter(|((t, _), stored)| {
-                let config = &stored.code.config;
-                let in_department = config.departments.iter().any(|d| {
-                    tables
-                        .departments
-                        .get(&(tenant.clone(), d.clone()))
-                        .is_some_and(|members| members.contains(staff))
-                });
+            .filter(|((t, _), seats)| {
                 t == tenant
-                    && (config.members.contains(staff)
-                        || config.fallback.contains(staff)
-                        || in_department)
+                    && seats.iter().any(|seat| match seat {
+                        Seat::Staff(s) => s == staff,
+                        Seat::Department(d) => departments.contains(d),
+                    })
             })
             .map(|((_, code), _)| code.clone())
             .collect();
@@ -350,25 +495,52 @@ impl AdminStore for InMemoryAdminStore {
     ) -> Result<VersionedCode, StoreError> {
         let mut tables = self.available()?;
         let key = (tenant.clone(), code.clone());
-        let previous = tables.codes.get(&key);
+        let previous = tables.codes.get(&key).cloned();
+        let owed_before = tables.code_owed.get(&key).cloned().unwrap_or_default();
+        let stored_seats = previous
+            .as_ref()
+            .map(|p| seats(&p.code.config))
+            .unwrap_or_default();
+        let plan = replan(&stored_seats, &owed_before, &seats(config));
         let stored = VersionedCode {
             code: StoredCode {
                 config: config.clone(),
-                config_id: previous.and_then(|p| p.code.config_id.clone()),
+                config_id: previous.as_ref().and_then(|p| p.code.config_id.clone()),
                 created_with: previous
+                    .as_ref()
                     .map(|p| p.code.created_with.clone())
                     .unwrap_or_default(),
             },
-            version: previous.map_or(1, |p| p.version + 1),
+            version: previous.as_ref().map_or(1, |p| p.version + 1),
         };
-        tables.codes.insert(key, stored.clone());
-        Ok(stored)
+        let answer = stored.clone();
+        let (owned_key, index_key) = (key.clone(), key.clone());
+        land(
+            &mut tables,
+            &owed_before,
+            plan,
+            |tables| {
+                tables.codes.insert(key, stored);
+            },
+            |tables| tables.code_owed.entry(owned_key.clone()).or_default(),
+            |tables, seat, put| {
+                let index = tables.code_index.entry(index_key.clone()).or_default();
+                if put {
+                    index.insert(seat.clone());
+                } else {
+                    index.remove(seat);
+                }
+            },
+        )?;
+        Ok(answer)
     }
 
     async fn delete_code(&self, tenant: &TenantId, code: &CodeId) -> Result<(), StoreError> {
         let mut tables = self.available()?;
         let key = (tenant.clone(), code.clone());
         tables.codes.remove(&key);
+        tables.code_index.remove(&key);
+        tables.code_owed.remove(&key);
         tables.pushed.remove(&key);
         tables
             .today
@@ -384,6 +556,9 @@ impl AdminStore for InMemoryAdminStore {
         _at_ms: u64,
     ) -> Result<Vec<DepartmentId>, StoreError> {
         let mut tables = self.available()?;
+        tables
+            .staff_departments
+            .insert((tenant.clone(), staff.clone()), departments.clone());
         for department in departments {
             tables
                 .departments
@@ -415,11 +590,38 @@ impl AdminStore for InMemoryAdminStore {
         _at_ms: u64,
     ) -> Result<Vec<StaffId>, StoreError> {
         let mut tables = self.available()?;
-        let before = tables
-            .departments
-            .insert((tenant.clone(), department.clone()), members.clone())
+        let key = (tenant.clone(), department.clone());
+        let before = tables.departments.get(&key).cloned().unwrap_or_default();
+        let owed_before = tables
+            .department_owed
+            .get(&key)
+            .cloned()
             .unwrap_or_default();
-        Ok(before.symmetric_difference(members).cloned().collect())
+        let plan = replan(&before, &owed_before, members);
+        // In id order, joined and left together, as the table's adapter answers.
+        let changed: BTreeSet<StaffId> = plan.entries().map(|(staff, _)| staff.clone()).collect();
+        let owed_key = key.clone();
+        land(
+            &mut tables,
+            &owed_before,
+            plan,
+            |tables| {
+                tables.departments.insert(key, members.clone());
+            },
+            |tables| tables.department_owed.entry(owed_key.clone()).or_default(),
+            |tables, staff, member| {
+                let departments = tables
+                    .staff_departments
+                    .entry((tenant.clone(), staff.clone()))
+                    .or_default();
+                if member {
+                    departments.insert(department.clone());
+                } else {
+                    departments.remove(department);
+                }
+            },
+        )?;
+        Ok(changed.into_iter().collect())
     }
 
     async fn codes_listing_department(
@@ -428,12 +630,11 @@ impl AdminStore for InMemoryAdminStore {
         department: &DepartmentId,
     ) -> Result<Vec<CodeId>, StoreError> {
         let tables = self.available()?;
+        let seat = Seat::Department(department.clone());
         let mut codes: Vec<CodeId> = tables
-            .codes
+            .code_index
             .iter()
-            .filter(|((t, _), stored)| {
-                t == tenant && stored.code.config.departments.contains(department)
-            })
+            .filter(|((t, _), seats)| t == tenant && seats.contains(&seat))
             .map(|((_, code), _)| code.clone())
             .collect();
         codes.sort();

@@ -80,6 +80,9 @@ pub trait AdminStore: TenantProfiles + CodeFacts + DueWriter {
 
     /// Creates or replaces a code's configuration (keeping its `config_id`) and its seats in
     /// the staff -> codes index; a concurrent edit of the same code makes one of them fail.
+    /// An edit cut short after storing the configuration leaves its owed index writes
+    /// recorded (`crate::owed`); the next `put_code` of the code, even with the same
+    /// configuration, finishes them, so the index ends matching the configuration stored last.
     async fn put_code(
         &self,
         tenant: &TenantId,
@@ -103,7 +106,8 @@ pub trait AdminStore: TenantProfiles + CodeFacts + DueWriter {
     ) -> Result<Vec<DepartmentId>, StoreError>;
 
     /// Replaces a department's members (as of `at_ms`), keeping each staff member's
-    /// departments in step. Answers the staff whose membership changed.
+    /// departments in step. Answers the staff whose records this write updates (in id order).
+    /// Like `put_code`, a replacement cut short is finished by the next one, the same or not.
     async fn set_department_members(
         &self,
         tenant: &TenantId,

@@ -1587,3 +1587,200 @@ async fn a_code_is_not_created_in_wecom_when_the_tenants_budget_is_spent() {
         .expect("config kept");
     assert_eq!(stored.code.config_id, None);
 }
+
+// ---------------------------------------------------------------- edits that cannot end half done
+
+fn numbered(prefix: &str, range: std::ops::Range<usize>) -> Vec<String> {
+    range.map(|i| format!("{prefix}{i:04}")).collect()
+}
+
+fn staff_set(ids: &[String]) -> BTreeSet<StaffId> {
+    ids.iter().map(|id| staff(id)).collect()
+}
+
+#[tokio::test]
+async fn a_code_edit_interrupted_after_its_first_chunk_then_retried_ends_with_the_index_matching_the_config(
+) {
+    let w = world();
+    for id in numbered("s", 0..500) {
+        w.store.insert_staff(&tenant(), &staff(&id), online(true));
+    }
+    let first = numbered("s", 0..300);
+    let edited = numbered("s", 200..500);
+    w.admin
+        .put_code(put_code(
+            "c1",
+            json!({"family": "native", "members": first}),
+        ))
+        .await
+        .expect("created");
+    assert_eq!(
+        w.store.staff_seated_on(&tenant(), &code("c1")),
+        staff_set(&first)
+    );
+
+    // 200 seats added and 200 removed: the configuration with the work it owes, then five
+    // chunks. The table fails after the configuration and the first chunk.
+    w.store.fail_transactions_after(Some(2));
+    let edit = json!({"family": "native", "members": edited});
+    w.admin
+        .put_code(put_code("c1", edit.clone()))
+        .await
+        .expect_err("cut short");
+    assert_eq!(
+        w.store
+            .stored_code(&tenant(), &code("c1"))
+            .expect("stored")
+            .code
+            .config
+            .members,
+        staff_set(&edited).into_iter().collect::<Vec<_>>()
+    );
+    assert!(w.store.code_owes_index_writes(&tenant(), &code("c1")));
+    assert_ne!(
+        w.store.staff_seated_on(&tenant(), &code("c1")),
+        staff_set(&edited)
+    );
+
+    // The same body again: the stored configuration equals it, and the retry still finishes
+    // the index writes the cut-short edit owed.
+    w.store.fail_transactions_after(None);
+    w.admin
+        .put_code(put_code("c1", edit))
+        .await
+        .expect("retried");
+
+    assert!(!w.store.code_owes_index_writes(&tenant(), &code("c1")));
+    assert_eq!(
+        w.store.staff_seated_on(&tenant(), &code("c1")),
+        staff_set(&edited)
+    );
+    let codes = |id: &str| {
+        let store = w.store.clone();
+        let id = staff(id);
+        async move { store.codes_of_staff(&tenant(), &id).await.expect("read") }
+    };
+    assert_eq!(codes("s0000").await, Vec::<CodeId>::new());
+    assert_eq!(codes("s0499").await, [code("c1")]);
+}
+
+#[tokio::test]
+async fn a_retry_after_an_interrupted_code_edit_may_change_the_config_again_and_the_index_follows_the_last_one(
+) {
+    let w = world();
+    for id in numbered("s", 0..500) {
+        w.store.insert_staff(&tenant(), &staff(&id), online(true));
+    }
+    w.admin
+        .put_code(put_code(
+            "c1",
+            json!({"family": "native", "members": numbered("s", 0..250)}),
+        ))
+        .await
+        .expect("created");
+    w.store.fail_transactions_after(Some(2));
+    w.admin
+        .put_code(put_code(
+            "c1",
+            json!({"family": "native", "members": numbered("s", 250..500)}),
+        ))
+        .await
+        .expect_err("cut short");
+    w.store.fail_transactions_after(None);
+
+    let last = numbered("s", 100..200);
+    w.admin
+        .put_code(put_code("c1", json!({"family": "native", "members": last})))
+        .await
+        .expect("stored");
+
+    assert!(!w.store.code_owes_index_writes(&tenant(), &code("c1")));
+    assert_eq!(
+        w.store.staff_seated_on(&tenant(), &code("c1")),
+        staff_set(&last)
+    );
+}
+
+#[tokio::test]
+async fn a_small_code_edit_is_one_transaction() {
+    let w = world();
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect("created");
+    let before = w.store.transactions();
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a", "b"])))
+        .await
+        .expect("edited");
+    assert_eq!(w.store.transactions() - before, 1);
+}
+
+#[tokio::test]
+async fn a_department_replacement_of_2000_members_for_2000_others_interrupted_midway_then_retried_ends_correct(
+) {
+    let w = world();
+    let old = numbered("d", 0..2000);
+    let new = numbered("e", 0..2000);
+    put_department(&w, "7", &old.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let before = w.store.transactions();
+
+    // 4,000 staff updates: the department with what it owes, then 41 chunks of 99. The
+    // table fails after the department and 20 chunks.
+    w.store.fail_transactions_after(Some(21));
+    let body = json!({ "members": new }).to_string();
+    let command = || PutDepartment::parse("demo", "7", &body).expect("valid");
+    w.admin
+        .put_department(command())
+        .await
+        .expect_err("cut short");
+    assert_eq!(w.store.transactions() - before, 21);
+    assert!(w
+        .store
+        .department_owes_staff_updates(&tenant(), &department("7")));
+
+    w.store.fail_transactions_after(None);
+    let answer = w.admin.put_department(command()).await.expect("retried");
+
+    // The retry wrote only what was still owed: 21 chunks of the 41, and the department.
+    assert_eq!(w.store.transactions() - before, 21 + 1 + 21);
+    assert_eq!(answer.members.len(), 2000);
+    assert!(!w
+        .store
+        .department_owes_staff_updates(&tenant(), &department("7")));
+    let seven: BTreeSet<DepartmentId> = [department("7")].into_iter().collect();
+    for id in &new {
+        assert_eq!(
+            w.store.stored_staff_departments(&tenant(), &staff(id)),
+            seven,
+            "{id}"
+        );
+    }
+    for id in &old {
+        assert!(
+            w.store
+                .stored_staff_departments(&tenant(), &staff(id))
+                .is_empty(),
+            "{id}"
+        );
+    }
+    assert_eq!(
+        w.store.stored_department(&tenant(), &department("7")),
+        Some(staff_set(&new))
+    );
+}
+
+#[tokio::test]
+async fn a_2000_for_2000_department_replacement_takes_42_transactions_not_4000_writes() {
+    let w = world();
+    let old = numbered("d", 0..2000);
+    put_department(&w, "7", &old.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let before = w.store.transactions();
+
+    let new = numbered("e", 0..2000);
+    put_department(&w, "7", &new.iter().map(String::as_str).collect::<Vec<_>>()).await;
+
+    // One for the department and what it owes, then ceil(4,000 / 99) = 41 chunks (landed
+    // `owed::CHUNKS_IN_FLIGHT` at a time by the table's adapter: 11 rounds).
+    assert_eq!(w.store.transactions() - before, 42);
+}

@@ -176,24 +176,40 @@ pub struct Facts<'a> {
     pub now: DateTime<Tz>,
 }
 
+/// At most this many candidates a code takes from its departments (after its own members).
+///
+/// WeCom's contact way takes at most `MAX_USERS_PER_CODE` users, departments expanded
+/// (41041), so a code never needs a department's 2,000th member: five times the cap still
+/// fills the list when four in five are offline or over a limit. The bound is what keeps a
+/// code's snapshot inside its lease: without it a code listing 50 departments of 2,000 would
+/// read 100,000 staff, 4 items each (4,000 `BatchGetItem`s); with it a snapshot reads at most
+/// 500 members + 500 from departments + 100 fallback = 1,100 staff, 44 `BatchGetItem`s of
+/// 100 keys, and the departments' items until the bound is reached.
+pub const MAX_DEPARTMENT_CANDIDATES: usize = 500;
+
 /// The code's candidates in order: its members, then each listed department's members (by
-/// user id), each person once.
+/// user id), each person once, at most `MAX_DEPARTMENT_CANDIDATES` of them from departments.
 pub fn candidates(
     code: &CodeConfig,
     departments: &HashMap<DepartmentId, BTreeSet<StaffId>>,
 ) -> Vec<StaffId> {
     let mut seen = HashSet::new();
-    code.members
+    let mut candidates: Vec<StaffId> = code
+        .members
         .iter()
-        .chain(
-            code.departments
-                .iter()
-                .filter_map(|department| departments.get(department))
-                .flatten(),
-        )
         .filter(|staff| seen.insert(*staff))
         .cloned()
-        .collect()
+        .collect();
+    candidates.extend(
+        code.departments
+            .iter()
+            .filter_map(|department| departments.get(department))
+            .flatten()
+            .filter(|staff| seen.insert(*staff))
+            .take(MAX_DEPARTMENT_CANDIDATES)
+            .cloned(),
+    );
+    candidates
 }
 
 fn never_eligible(facts: Option<&StaffFacts>) -> Option<Exclusion> {

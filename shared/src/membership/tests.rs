@@ -1001,6 +1001,25 @@ fn the_one_hundred_user_cap_counts_department_members_after_the_listed_members()
 }
 
 #[test]
+fn a_code_takes_at_most_500_candidates_from_its_departments_after_all_its_members() {
+    // 20 members, then two departments of 400 (the first holding 10 of the members).
+    let listed = numbered("m", 0..20);
+    let mut first = numbered("a", 0..390);
+    first.extend(numbered("m", 10..20));
+    let second = numbered("b", 0..400);
+    let world = World::native(&strs(&listed))
+        .lists_departments(&["7", "8"])
+        .department("7", &strs(&first))
+        .department("8", &strs(&second));
+    let candidates = candidates(&world.code, &world.departments);
+    assert_eq!(candidates.len(), 20 + MAX_DEPARTMENT_CANDIDATES);
+    let mut expected = listed;
+    expected.extend(numbered("a", 0..390));
+    expected.extend(numbered("b", 0..110));
+    assert_eq!(candidates, ids(&strs(&expected)));
+}
+
+#[test]
 fn excluded_candidates_do_not_take_places_under_the_one_hundred_user_cap() {
     // 140 members, the first 30 offline: 110 eligible, the first 100 of them listed.
     let listed = numbered("u", 0..140);

@@ -1,5 +1,6 @@
 //! Codes, staff, the staff -> codes index, and the refresh function's push records.
 
+use super::owed::OwedEdit;
 use super::{
     corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, staff_from, strings,
     unavailable, DynamoStore, Item,
@@ -7,7 +8,9 @@ use super::{
 use crate::lanes::{CodeAge, Lane};
 use crate::membership::{
     candidates, AddCounts, CodeConfig, CodeId, DepartmentId, RotationSlot, StaffId,
+    MAX_DEPARTMENT_CANDIDATES,
 };
+use crate::owed::replan;
 use crate::ports::StoreError;
 use crate::refresh::{
     CodeFacts, CodeRecords, CodeSnapshot, Lease, PushRecord, PushedList, Recorded, StoredCode,
@@ -43,6 +46,29 @@ fn seated(config: &CodeConfig) -> BTreeSet<StaffId> {
         .iter()
         .chain(&config.fallback)
         .cloned()
+        .collect()
+}
+
+/// Department items read per request in a snapshot: a department item holds up to 2,000 ids
+/// (about 40 KB), so a page stays far below `BatchGetItem`'s 16 MB, and a code listing many
+/// large departments stops after the first page or two (`MAX_DEPARTMENT_CANDIDATES`).
+const DEPARTMENTS_PER_PAGE: usize = 10;
+
+fn unique_members(config: &CodeConfig) -> usize {
+    config.members.iter().collect::<BTreeSet<_>>().len()
+}
+
+/// The sort keys of a code's entries in the staff -> codes and department -> codes indexes.
+fn index_entries(code: &CodeId, config: &CodeConfig) -> BTreeSet<String> {
+    seated(config)
+        .iter()
+        .map(|staff| keys::seat(staff, code))
+        .chain(
+            config
+                .departments
+                .iter()
+                .map(|department| keys::department_seat(department, code)),
+        )
         .collect()
 }
 
@@ -84,9 +110,13 @@ impl DynamoStore {
         output.item.as_ref().map(code_from).transpose()
     }
 
-    /// Creates or replaces a code's configuration and keeps the staff -> codes index in step,
-    /// in one transaction conditioned on the version read, so two concurrent edits cannot
-    /// leave the index describing a configuration that lost.
+    /// Creates or replaces a code's configuration and keeps the staff -> codes and department
+    /// -> codes indexes in step (`crate::owed`). The configuration and the index writes it owes
+    /// are stored in one transaction conditioned on the version read, so two concurrent edits
+    /// cannot both land; the owed writes then land in fenced chunks (one transaction in all
+    /// for an edit of up to 98 entries). A retry, with the same configuration or another,
+    /// finishes what an interrupted edit still owed, so the index always ends matching the
+    /// configuration stored last.
     pub async fn put_code(
         &self,
         tenant: &TenantId,
@@ -96,6 +126,7 @@ impl DynamoStore {
     ) -> Result<(CodeRecord, SeatChange), StoreError> {
         let previous = self.code(tenant, code).await?;
         let pk = keys::tenant(tenant);
+        let owner = keys::code(code);
         let before = previous
             .as_ref()
             .map(|p| seated(&p.code.config))
@@ -105,14 +136,15 @@ impl DynamoStore {
             added: after.difference(&before).cloned().collect(),
             removed: before.difference(&after).cloned().collect(),
         };
-        let listed_before: BTreeSet<DepartmentId> = previous
+        let owed = self.read_owed(tenant, &owner).await?;
+        let stored_entries = previous
             .as_ref()
-            .map(|p| p.code.config.departments.iter().cloned().collect())
+            .map(|p| index_entries(code, &p.code.config))
             .unwrap_or_default();
-        let listed_after: BTreeSet<DepartmentId> = config.departments.iter().cloned().collect();
+        let plan = replan(&stored_entries, &owed.owed, &index_entries(code, config));
         let version = previous.as_ref().map_or(1, |p| p.version + 1);
         let created_at_ms = previous.as_ref().map_or(now_ms, |p| p.created_at_ms);
-        let mut item = key(pk.clone(), keys::code(code));
+        let mut item = key(pk.clone(), owner.clone());
         item.insert(
             "config".into(),
             s(serde_json::to_string(config).map_err(|_| corrupt("config"))?),
@@ -138,76 +170,47 @@ impl DynamoStore {
                 .expression_attribute_values(":seen", n(p.version)),
             None => put.condition_expression("attribute_not_exists(pk)"),
         };
-        let mut writes = vec![TransactWriteItem::builder()
+        let owner_write = TransactWriteItem::builder()
             .put(put.build().map_err(unavailable)?)
-            .build()];
-        for staff in &change.added {
-            let seat = key(pk.clone(), keys::seat(staff, code));
-            writes.push(
+            .build();
+        let index_write = |sk: &str, put: bool| -> Result<TransactWriteItem, StoreError> {
+            let key = key(pk.clone(), sk.to_owned());
+            Ok(if put {
                 TransactWriteItem::builder()
                     .put(
                         Put::builder()
                             .table_name(&self.table)
-                            .set_item(Some(seat))
+                            .set_item(Some(key))
                             .build()
                             .map_err(unavailable)?,
                     )
-                    .build(),
-            );
-        }
-        for department in listed_after.difference(&listed_before) {
-            let seat = key(pk.clone(), keys::department_seat(department, code));
-            writes.push(
-                TransactWriteItem::builder()
-                    .put(
-                        Put::builder()
-                            .table_name(&self.table)
-                            .set_item(Some(seat))
-                            .build()
-                            .map_err(unavailable)?,
-                    )
-                    .build(),
-            );
-        }
-        for department in listed_before.difference(&listed_after) {
-            writes.push(
+                    .build()
+            } else {
                 TransactWriteItem::builder()
                     .delete(
                         Delete::builder()
                             .table_name(&self.table)
-                            .set_key(Some(key(
-                                pk.clone(),
-                                keys::department_seat(department, code),
-                            )))
+                            .set_key(Some(key))
                             .build()
                             .map_err(unavailable)?,
                     )
-                    .build(),
+                    .build()
+            })
+        };
+        if !owed.owed.is_empty() {
+            tracing::info!(
+                owed = owed.owed.len(),
+                "finishing the index writes an earlier edit owed"
             );
         }
-        for staff in &change.removed {
-            writes.push(
-                TransactWriteItem::builder()
-                    .delete(
-                        Delete::builder()
-                            .table_name(&self.table)
-                            .set_key(Some(key(pk.clone(), keys::seat(staff, code))))
-                            .build()
-                            .map_err(unavailable)?,
-                    )
-                    .build(),
-            );
-        }
-        // DynamoDB transactions take at most 100 items; a code lists at most a few hundred
-        // staff, and an edit rarely changes more than a handful of seats.
-        for chunk in writes.chunks(100) {
-            self.client
-                .transact_write_items()
-                .set_transact_items(Some(chunk.to_vec()))
-                .send()
-                .await
-                .map_err(|e| unavailable(e.into_service_error()))?;
-        }
+        let edit = OwedEdit {
+            owner: &owner,
+            version,
+            owner_write,
+            before: owed,
+            plan,
+        };
+        self.write_owed(tenant, edit, &index_write).await?;
         let record = CodeRecord {
             code: StoredCode {
                 config: config.clone(),
@@ -282,23 +285,16 @@ impl DynamoStore {
             return Ok(None);
         };
         let pk = keys::tenant(tenant);
-        let mut doomed = vec![keys::pushed(code), keys::code(code)];
-        doomed.extend(
-            seated(&record.code.config)
-                .iter()
-                .map(|s| keys::seat(s, code)),
-        );
-        doomed.extend(
-            record
-                .code
-                .config
-                .departments
-                .iter()
-                .map(|d| keys::department_seat(d, code)),
-        );
+        // What an interrupted edit still owed: entries it had not deleted yet, and its chunks.
+        let owed = self.read_owed(tenant, &keys::code(code)).await?;
+        let mut entries = index_entries(code, &record.code.config);
+        entries.extend(owed.owed.delete.iter().cloned());
         // Index entries first, the code item last: a crash in between leaves the code
         // deletable again by a retry, never an index entry pointing at nothing forever.
-        doomed.rotate_left(2);
+        let mut doomed: Vec<String> = entries.into_iter().collect();
+        doomed.extend(owed.chunk_keys().iter().cloned());
+        doomed.push(keys::pushed(code));
+        doomed.push(keys::code(code));
         for sk in doomed {
             self.client
                 .delete_item()
@@ -343,6 +339,25 @@ impl DynamoStore {
             stored.insert(department, members);
         }
         Ok(stored)
+    }
+
+    /// The code's departments as `candidates` expands them, read a page of
+    /// `DEPARTMENTS_PER_PAGE` at a time in the code's order, stopping once they hold
+    /// `MAX_DEPARTMENT_CANDIDATES` staff (the departments after that could add nobody).
+    async fn departments_for_candidates(
+        &self,
+        tenant: &TenantId,
+        config: &CodeConfig,
+    ) -> Result<HashMap<DepartmentId, BTreeSet<StaffId>>, StoreError> {
+        let mut read = HashMap::new();
+        for page in config.departments.chunks(DEPARTMENTS_PER_PAGE) {
+            read.extend(self.departments(tenant, page).await?);
+            let expanded = candidates(config, &read).len() - unique_members(config);
+            if expanded >= MAX_DEPARTMENT_CANDIDATES {
+                break;
+            }
+        }
+        Ok(read)
     }
 
     /// Every item of a tenant whose sort key starts with `prefix`, e.g. a code's push history.
@@ -396,7 +411,7 @@ impl CodeFacts for DynamoStore {
 
         let day = tenant_day(now_ms, profile.timezone);
         let departments = self
-            .departments(tenant, &record.code.config.departments)
+            .departments_for_candidates(tenant, &record.code.config)
             .await?;
         let mut people: BTreeSet<StaffId> = candidates(&record.code.config, &departments)
             .into_iter()

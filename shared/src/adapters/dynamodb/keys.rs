@@ -185,3 +185,13 @@ pub fn due_index_sort(tenant_id: &TenantId, subject: &Subject) -> String {
 /// The schedule tick's cursor and lease: one item outside every tenant.
 pub const TICK_CURSOR_PK: &str = "SCHEDULES";
 pub const TICK_CURSOR_SK: &str = "TICK_CURSOR";
+
+/// One chunk of the index writes an edit of `owner` (a code's or a department's item) still
+/// owes (`crate::owed`): `OWED#<owner sk>#<n>`.
+pub fn owed(owner: &str, n: usize) -> String {
+    format!("OWED#{owner}#{n:03}")
+}
+
+pub fn owed_of(owner: &str) -> String {
+    format!("OWED#{owner}#")
+}

@@ -8,6 +8,7 @@ pub mod keys;
 mod leases;
 mod ledger;
 mod limits;
+mod owed;
 mod staff;
 mod tenants;
 mod tokens;

@@ -3,15 +3,17 @@
 //! happened and a write only lands when it is not older than the stored one, so facts applied
 //! in any order leave the same state (the rule `membership::fold` states purely).
 
+use super::owed::OwedEdit;
 use super::{
     corrupt, employment_name, get_n, get_strings, key, keys, n, s, unavailable, DynamoStore, Item,
 };
 use crate::facts::{StaffLedger, TenantProfiles};
 use crate::membership::{CodeId, DepartmentId, Employment, StaffId};
+use crate::owed::replan;
 use crate::ports::StoreError;
 use crate::tenants::{tenant_day, TenantId};
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use std::collections::BTreeSet;
 
 /// A conditional write that lost to a newer fact is not an error.
@@ -156,8 +158,11 @@ impl DynamoStore {
     }
 
     /// Replaces a department's members (the admin API, or WeCom deleting the department) and
-    /// keeps each staff member's department set in step. Answers the staff whose membership
-    /// changed.
+    /// keeps each staff member's department set in step (`crate::owed`): the new members and
+    /// the staff updates they owe are stored on the department in one write conditioned on its
+    /// `members_version`, then the updates land in fenced transactions of 99,
+    /// `CHUNKS_IN_FLIGHT` at once. A retry finishes what an interrupted replacement still
+    /// owed. Answers the staff whose membership this write updates.
     pub async fn set_department_members(
         &self,
         tenant: &TenantId,
@@ -165,49 +170,82 @@ impl DynamoStore {
         members: &BTreeSet<StaffId>,
         at_ms: u64,
     ) -> Result<Vec<StaffId>, StoreError> {
-        let before: BTreeSet<StaffId> = self
-            .get(tenant, keys::department(department))
-            .await?
-            .map(|item| {
-                get_strings(&item, "members")
-                    .iter()
-                    .filter_map(|raw| StaffId::parse(raw).ok())
-                    .collect()
-            })
+        let pk = keys::tenant(tenant);
+        let owner = keys::department(department);
+        let stored = self.get(tenant, owner.clone()).await?;
+        let before: BTreeSet<String> = stored
+            .as_ref()
+            .map(|item| get_strings(item, "members").into_iter().collect())
             .unwrap_or_default();
-        let mut item = key(keys::tenant(tenant), keys::department(department));
-        item.insert("department".into(), s(department.as_str()));
-        item.insert("members_at_ms".into(), n(at_ms));
-        if let Some(set) = string_set(members.iter().map(StaffId::as_str)) {
-            item.insert("members".into(), set);
-        }
-        self.client
-            .put_item()
+        let seen = stored
+            .as_ref()
+            .and_then(|item| get_n::<u64>(item, "members_version"));
+        let version = seen.unwrap_or(0) + 1;
+        let owed = self.read_owed(tenant, &owner).await?;
+        let next: BTreeSet<String> = members.iter().map(|m| m.as_str().to_owned()).collect();
+        let plan = replan(&before, &owed.owed, &next);
+        // In id order, joined and left together.
+        let changed: Vec<StaffId> = plan
+            .entries()
+            .filter_map(|(staff, _)| StaffId::parse(staff).ok())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut update = Update::builder()
             .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        let changed: Vec<StaffId> = before.symmetric_difference(members).cloned().collect();
-        for staff in &changed {
-            let expression = if members.contains(staff) {
+            .set_key(Some(key(pk.clone(), owner.clone())))
+            .expression_attribute_values(":department", s(department.as_str()))
+            .expression_attribute_values(":at", n(at_ms))
+            .expression_attribute_values(":version", n(version));
+        let set = "SET department = :department, members_at_ms = :at, members_version = :version";
+        update = match string_set(members.iter().map(StaffId::as_str)) {
+            Some(members) => update
+                .update_expression(format!("{set}, members = :members"))
+                .expression_attribute_values(":members", members),
+            None => update.update_expression(format!("{set} REMOVE members")),
+        };
+        update = match seen {
+            Some(seen) => update
+                .condition_expression("members_version = :seen")
+                .expression_attribute_values(":seen", n(seen)),
+            None => update.condition_expression("attribute_not_exists(members_version)"),
+        };
+        let owner_write = TransactWriteItem::builder()
+            .update(update.build().map_err(unavailable)?)
+            .build();
+        let index_write = |staff: &str, member: bool| -> Result<TransactWriteItem, StoreError> {
+            let expression = if member {
                 "ADD departments :department"
             } else {
                 "DELETE departments :department"
             };
-            self.client
-                .update_item()
+            let staff = StaffId::parse(staff).map_err(|_| corrupt("department member"))?;
+            let update = Update::builder()
                 .table_name(&self.table)
-                .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+                .set_key(Some(key(pk.clone(), keys::staff(&staff))))
                 .update_expression(expression)
                 .expression_attribute_values(
                     ":department",
                     AttributeValue::Ss(vec![department.to_string()]),
                 )
-                .send()
-                .await
-                .map_err(|e| unavailable(e.into_service_error()))?;
+                .build()
+                .map_err(unavailable)?;
+            Ok(TransactWriteItem::builder().update(update).build())
+        };
+        if !owed.owed.is_empty() {
+            tracing::info!(
+                owed = owed.owed.len(),
+                "finishing the staff updates an earlier replacement owed"
+            );
         }
+        let edit = OwedEdit {
+            owner: &owner,
+            version,
+            owner_write,
+            before: owed,
+            plan,
+        };
+        self.write_owed(tenant, edit, &index_write).await?;
         Ok(changed)
     }
 
