@@ -318,20 +318,22 @@ def retry_served(answer, world, before):
 
 def fan_out_staff(answer, world, before):
     expect(batch(answer) == [], f"left for redelivery: {batch(answer)}")
-    # lisi sits on both seeded codes: the fan-out sends each of them its reason.
+    # lisi sits on both seeded codes, and on autumn-02 through department 2 (the department
+    # and code samples above): the fan-out sends each of them its reason.
+    codes = ["autumn-02", "code-1", "code-2"]
     ours = lambda m: reason(m).get("fact_key") == "staff:lisi:1409659813700"  # noqa: E731
     seen: dict[str, dict] = {}
 
-    def both():
+    def every():
         while batch_ := world._receive("RefreshQueueUrl"):
             for message in batch_:
                 world._settle("RefreshQueueUrl", message)
                 if ours(message):
                     seen[reason(message)["code"]] = reason(message)
-        return world.repeat or sorted(seen) == ["code-1", "code-2"]
+        return world.repeat or sorted(seen) == codes
 
-    poll("the fan-out's reasons for code-1 and code-2 in refresh.fifo", both)
-    expect(set(seen) <= {"code-1", "code-2"}, f"reasons for {sorted(seen)}")
+    poll(f"the fan-out's reasons for {', '.join(codes)} in refresh.fifo", every)
+    expect(set(seen) <= set(codes), f"reasons for {sorted(seen)}")
     expect(all(r["cause"] == "staff_changed" for r in seen.values()), f"reasons {seen}")
 
 
