@@ -14,7 +14,7 @@ use shared::tenants::TenantId;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[tokio::test]
 async fn edits_that_cannot_end_half_done() -> Result<()> {
@@ -57,27 +57,10 @@ async fn owed_items(world: &World, tenant: &TenantId) -> Result<usize> {
     Ok(store(world).query_prefix(tenant, "OWED#").await?.len())
 }
 
-async fn a_department_of_2000_members_is_stored_in_one_put_and_every_member_lists_it(
-    world: &World,
-) -> Result<()> {
-    let live = LiveTenant::create(world, 1).await?;
-    let tenant = TenantId::parse(&live.tenant.id)?;
-    let members = numbered("m", 0..2000);
-    let answer = world
-        .admin()
-        .put(
-            &format!("/tenants/{}/departments/7", live.tenant.id),
-            json!({ "members": members }),
-        )
-        .await?;
-    ensure!(
-        answer["members"].as_array().map(Vec::len) == Some(2000),
-        "the answer lists the 2,000 members: {answer}"
-    );
-
-    // Every member's own record lists the department: one query of the tenant's staff items.
-    let listing: BTreeSet<String> = store(world)
-        .query_prefix(&tenant, "STAFF#")
+/// The staff whose own record lists department `7`: one query of the tenant's staff items.
+async fn listing_department_7(world: &World, tenant: &TenantId) -> Result<BTreeSet<String>> {
+    Ok(store(world)
+        .query_prefix(tenant, "STAFF#")
         .await?
         .iter()
         .filter(|item| match item.get("departments") {
@@ -88,9 +71,37 @@ async fn a_department_of_2000_members_is_stored_in_one_put_and_every_member_list
             let sk = item.get("sk")?.as_s().ok()?;
             sk.strip_prefix("STAFF#").map(str::to_owned)
         })
-        .collect();
-    assert_eq!(listing, members.into_iter().collect::<BTreeSet<_>>());
-    assert_eq!(owed_items(world, &tenant).await?, 0, "nothing is left owed");
+        .collect())
+}
+
+async fn a_department_of_2000_members_is_stored_in_one_put_and_every_member_lists_it(
+    world: &World,
+) -> Result<()> {
+    let live = LiveTenant::create(world, 1).await?;
+    let tenant = TenantId::parse(&live.tenant.id)?;
+    let path = format!("/tenants/{}/departments/7", live.tenant.id);
+    let mut answers_ms = Vec::new();
+    for members in [numbered("m", 0..2000), numbered("n", 0..2000)] {
+        let asked = Instant::now();
+        let answer = world
+            .admin()
+            .put(&path, json!({ "members": members }))
+            .await?;
+        answers_ms.push(asked.elapsed().as_millis());
+        ensure!(
+            answer["members"].as_array().map(Vec::len) == Some(2000),
+            "the answer lists the 2,000 members: {answer}"
+        );
+        assert_eq!(
+            listing_department_7(world, &tenant).await?,
+            members.into_iter().collect::<BTreeSet<_>>()
+        );
+        assert_eq!(owed_items(world, &tenant).await?, 0, "nothing is left owed");
+    }
+    println!(
+        "a department of 2000 members: stored in {} ms, replaced by 2000 others in {} ms",
+        answers_ms[0], answers_ms[1]
+    );
     Ok(())
 }
 
