@@ -37,6 +37,14 @@ const MAX_RECEIVES: u32 = 5;
 /// long before the invocation's deadline.
 const FINISH_RESERVE_MS: u64 = 1_500;
 
+/// The host's clock, as the invocation's deadline is.
+fn host_clock_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
 /// The reasons of one code in this batch, in arrival order.
 struct CodeWork<'a> {
     group: &'a str,
@@ -61,7 +69,13 @@ where
     D: DeadLetters,
     R: RetryQueues,
 {
-    let deadline_ms = event.context.deadline.saturating_sub(FINISH_RESERVE_MS);
+    // The deadline is on the host's clock; the refresher's may carry the operator's offset
+    // (`ClockOffsetSeconds`), so what is handed over is the time left, on the refresher's clock.
+    let left_ms = event.context.deadline.saturating_sub(host_clock_ms());
+    let deadline_ms = refresher
+        .now_ms()
+        .saturating_add(left_ms)
+        .saturating_sub(FINISH_RESERVE_MS);
     let mut batch = PartialBatch::default();
     let mut work: Vec<CodeWork<'_>> = Vec::new();
     for message in &event.payload.records {
@@ -572,13 +586,14 @@ mod tests {
         );
         let event = serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
             .expect("an SQS event");
-        LambdaEvent::new(event, context(CLOCK_MS + 10_000))
+        LambdaEvent::new(event, context(10_000))
     }
 
-    /// An invocation that must end at `deadline_ms`.
-    fn context(deadline_ms: u64) -> Context {
+    /// An invocation with `left_ms` of its time left. The refresher's fixed clock stands far
+    /// from the host's, as an operator's clock offset puts it: only the time left carries over.
+    fn context(left_ms: u64) -> Context {
         let mut context = Context::default();
-        context.deadline = deadline_ms;
+        context.deadline = host_clock_ms() + left_ms;
         context
     }
 
@@ -764,7 +779,7 @@ mod tests {
         let refresher = refresher(&fakes);
         let mut event = sample();
         // Less than one WeCom call (3.5 s) is left once the finishing reserve is set aside.
-        event.context = context(CLOCK_MS + FINISH_RESERVE_MS + 3_000);
+        event.context = context(FINISH_RESERVE_MS + 3_000);
         let response = handle(&refresher, &&fakes, &&fakes, event)
             .await
             .expect("handled");
@@ -829,7 +844,7 @@ mod tests {
             &refresher,
             &&fakes,
             &&fakes,
-            LambdaEvent::new(event, context(CLOCK_MS + 10_000)),
+            LambdaEvent::new(event, context(10_000)),
         )
         .await
         .expect("handled");
