@@ -18,7 +18,7 @@ use crate::refresh::{
 };
 use crate::tenants::{tenant_day, TenantId};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 use std::collections::{BTreeSet, HashMap};
 
 /// Push history is kept for reports and audits, then collected.
@@ -175,27 +175,11 @@ impl DynamoStore {
             .build();
         let index_write = |sk: &str, put: bool| -> Result<TransactWriteItem, StoreError> {
             let key = key(pk.clone(), sk.to_owned());
-            Ok(if put {
-                TransactWriteItem::builder()
-                    .put(
-                        Put::builder()
-                            .table_name(&self.table)
-                            .set_item(Some(key))
-                            .build()
-                            .map_err(unavailable)?,
-                    )
-                    .build()
+            if put {
+                self.put_in_transaction(key)
             } else {
-                TransactWriteItem::builder()
-                    .delete(
-                        Delete::builder()
-                            .table_name(&self.table)
-                            .set_key(Some(key))
-                            .build()
-                            .map_err(unavailable)?,
-                    )
-                    .build()
-            })
+                self.delete_in_transaction(key)
+            }
         };
         if !owed.owed.is_empty() {
             tracing::info!(

@@ -148,17 +148,7 @@ impl DynamoStore {
             if let Some(set) = string_set(&chunk.delete) {
                 item.insert("owed_delete".into(), set);
             }
-            first.push(
-                TransactWriteItem::builder()
-                    .put(
-                        Put::builder()
-                            .table_name(&self.table)
-                            .set_item(Some(item))
-                            .build()
-                            .map_err(unavailable)?,
-                    )
-                    .build(),
-            );
+            first.push(self.put_in_transaction(item)?);
         }
         self.transact(first).await?;
         futures::stream::iter(chunks.into_iter().enumerate())
@@ -232,5 +222,27 @@ impl DynamoStore {
                 other => Err(unavailable(other)),
             },
         }
+    }
+}
+
+impl DynamoStore {
+    /// An unconditional put, as one item of a transaction.
+    pub(super) fn put_in_transaction(&self, item: Item) -> Result<TransactWriteItem, StoreError> {
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .build()
+            .map_err(unavailable)?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
+    /// An unconditional delete, as one item of a transaction.
+    pub(super) fn delete_in_transaction(&self, key: Item) -> Result<TransactWriteItem, StoreError> {
+        let delete = Delete::builder()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .build()
+            .map_err(unavailable)?;
+        Ok(TransactWriteItem::builder().delete(delete).build())
     }
 }
