@@ -2,12 +2,12 @@
 //! department membership and resignation, each checked where it matters, in WeCom (the
 //! sandbox) and in the table.
 
+use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::Result;
+use domain::membership::{CodeId, DepartmentId, StaffId};
+use domain::tenants::TenantId;
 use integration_tests::{eventually, LiveTenant, World};
 use serde_json::{json, Value};
-use shared::adapters::dynamodb::{keys, DynamoStore};
-use shared::membership::{CodeId, DepartmentId, StaffId};
-use shared::tenants::TenantId;
 use std::time::Duration;
 
 const CONVERGE: Duration = Duration::from_secs(60);

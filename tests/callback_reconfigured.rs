@@ -3,8 +3,8 @@
 //! the original configuration back before asserting.
 
 use anyhow::Result;
+use domain::wecom::reference_vectors::{self as vectors, Settings, Signed};
 use integration_tests::{eventually, now_secs, random_id, TestTenant, World};
-use shared::wecom::reference_vectors::{self as vectors, Settings, Signed};
 use std::collections::HashMap;
 use std::time::Duration;
 

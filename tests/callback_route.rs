@@ -3,8 +3,8 @@
 
 use anyhow::Result;
 use base64::Engine;
+use domain::wecom::crypto::CallbackCrypto;
 use integration_tests::{now_secs, random_id, World};
-use shared::wecom::crypto::CallbackCrypto;
 
 #[tokio::test]
 async fn a_signed_add_event_is_persisted_with_its_code_as_message_group() -> Result<()> {
@@ -82,7 +82,7 @@ async fn events_without_a_code_are_grouped_per_staff_member() -> Result<()> {
         .set_consumer_enabled("RecordFactsFunctionName", false)
         .await?;
     let tenant = world.new_tenant().await?;
-    let event = shared::wecom::callback::write_flat_xml(&[
+    let event = domain::wecom::callback::write_flat_xml(&[
         ("ToUserName", &tenant.corp_id),
         ("FromUserName", "sys"),
         ("CreateTime", &now_secs().to_string()),

@@ -1,16 +1,16 @@
-//! Admin writes that cannot end half done (`shared::owed`): a code edit owing more index
+//! Admin writes that cannot end half done (`domain::owed`): a code edit owing more index
 //! writes than one transaction takes, cut short by failed transactions on the wire and
 //! retried; and a department of 2,000 members stored in one PUT. The first step reconfigures
 //! the admin function (its DynamoDB endpoint goes through a `FaultProxy`), so the steps run
 //! one after another and the original configuration is put back before asserting.
 
+use adapters::dynamodb::DynamoStore;
 use anyhow::{ensure, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
+use domain::tenants::TenantId;
 use integration_tests::proxy::FaultProxy;
 use integration_tests::{eventually, LiveTenant, World};
 use serde_json::{json, Value};
-use shared::adapters::dynamodb::DynamoStore;
-use shared::tenants::TenantId;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -2,11 +2,11 @@
 //! runs with `AUTH=true`): the test takes the internet-facing callback function's role and
 //! tries, with its credentials, what the function does and what it must never do.
 
+use adapters::dynamodb::keys;
 use anyhow::{anyhow, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
+use domain::tenants::TenantId;
 use integration_tests::World;
-use shared::adapters::dynamodb::keys;
-use shared::tenants::TenantId;
 use std::collections::HashMap;
 
 /// A DynamoDB client signing as the callback function's execution role.

@@ -3,12 +3,12 @@
 //! creation (an access token fetched and used) and a delivered callback (the settings read
 //! back from the table), and their CloudWatch logs are searched for every secret.
 
+use adapters::dynamodb::keys;
+use adapters::logging::LOG_LEVEL_VAR;
 use anyhow::{ensure, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::{eventually, now_ms, LiveTenant, World};
 use serde_json::json;
-use shared::adapters::dynamodb::keys;
-use shared::logging::LOG_LEVEL_VAR;
 use std::time::Duration;
 
 const TRACED: [&str; 2] = ["AdminApiFunctionName", "CallbackFunctionName"];

@@ -3,14 +3,14 @@
 //! on its way, through the deployed functions. The lanes test reconfigures the refresh
 //! function (a short quiet period and slow-lane interval) and puts it back at the end.
 
+use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::{ensure, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
+use domain::lanes::Lane;
+use domain::membership::{CodeId, StaffId};
+use domain::refresh::{Acquired, CodeLeases, CodeRecords, Lease, PushRecord, Recorded};
+use domain::tenants::TenantId;
 use integration_tests::{eventually, now_ms, random_id, LiveTenant, World};
-use shared::adapters::dynamodb::{keys, DynamoStore};
-use shared::lanes::Lane;
-use shared::membership::{CodeId, StaffId};
-use shared::refresh::{Acquired, CodeLeases, CodeRecords, Lease, PushRecord, Recorded};
-use shared::tenants::TenantId;
 use std::time::Duration;
 
 /// The lanes test's policy: quiet after this long without an edit...

@@ -5,15 +5,16 @@
 //! its own tenant, with the fault rules of all of them set at once (filtered by corp) and
 //! the sandbox's settings put back at the end.
 
+use adapters::dynamodb::{keys, DynamoBudget, DynamoStore};
+use adapters::wecom::WeComClient;
 use anyhow::{ensure, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
+use domain::membership::{CodeId, StaffId};
+use domain::refresh::{BudgetLimits, BudgetSlot, Spend, WeComBudget, UPDATE_CONTACT_WAY};
+use domain::tenants::TenantId;
+use domain::wecom::contact_way::CorpCredentials;
 use integration_tests::{eventually, now_ms, LiveTenant, World};
 use serde_json::{json, Value};
-use shared::adapters::dynamodb::{keys, DynamoBudget, DynamoStore};
-use shared::membership::{CodeId, StaffId};
-use shared::refresh::{BudgetLimits, BudgetSlot, Spend, WeComBudget, UPDATE_CONTACT_WAY};
-use shared::tenants::TenantId;
-use shared::wecom::api::{CorpCredentials, WeComClient};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,15 +8,15 @@
 
 use anyhow::{ensure, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
+use domain::tenants::{zone_with_the_next_midnight, Timezone};
 use integration_tests::{eventually, LiveTenant, World};
 use serde_json::{json, Value};
-use shared::tenants::{zone_with_the_next_midnight, Timezone};
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-const OFFSET_VAR: &str = shared::CLOCK_OFFSET_VAR;
+const OFFSET_VAR: &str = adapters::clock::CLOCK_OFFSET_VAR;
 /// A tick runs every 60-70 s locally and walks a minute 15 s after it began; a refresh
 /// follows within a second or two.
 const TICK_LATENCY: Duration = Duration::from_secs(150);

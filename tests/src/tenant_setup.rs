@@ -3,12 +3,12 @@
 //! admin API.
 
 use crate::{random_id, TestTenant, World};
+use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::{ensure, Context, Result};
+use domain::membership::{CodeConfig, CodeId, StaffId};
+use domain::tenants::TenantId;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
-use shared::adapters::dynamodb::{keys, DynamoStore};
-use shared::membership::{CodeConfig, CodeId, StaffId};
-use shared::tenants::TenantId;
 use std::collections::BTreeMap;
 
 pub struct LiveTenant<'a> {

@@ -1,7 +1,7 @@
 //! The environment this function reads; names match `template.yaml`.
 
-use shared::env::{parsed, required, EnvError};
-use shared::refresh::BudgetLimits;
+use adapters::env::{parsed, required, EnvError};
+use domain::refresh::BudgetLimits;
 
 #[derive(Debug)]
 pub struct Config {

@@ -1,4 +1,4 @@
-//! Translates API Gateway requests on `/admin/tenants/...` into `shared::admin` commands and
+//! Translates API Gateway requests on `/admin/tenants/...` into `domain::admin` commands and
 //! their results into JSON answers. Routes (all behind IAM auth):
 //!
 //! - `PUT /admin/tenants/{tenant}`: 200
@@ -14,15 +14,15 @@
 //! is read), 429 `throttled`, 502 `wecom_error`, 503 `unavailable` (cause logged only). Bodies
 //! are never logged: the tenant body holds the corp's secrets.
 
-use lambda_http::{Body, Error, Request, RequestExt, Response};
-use serde::Serialize;
-use shared::admin::commands::MAX_BODY_BYTES;
-use shared::admin::{
+use domain::admin::commands::MAX_BODY_BYTES;
+use domain::admin::{
     Admin, AdminError, AdminStore, ContactWays, DeleteCode, GetCode, PutCode, PutDepartment,
     PutStaff, PutTenant,
 };
-use shared::facts::ReasonQueue;
-use shared::http::ErrorAnswer;
+use domain::facts::ReasonQueue;
+use domain::http::ErrorAnswer;
+use lambda_http::{Body, Error, Request, RequestExt, Response};
+use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Route {
@@ -206,15 +206,15 @@ pub(crate) async fn handle<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_http::http::Method;
-    use serde_json::{json, Value};
-    use shared::admin::fakes::{
+    use domain::admin::fakes::{
         FakeContactWays, InMemoryAdminStore, InMemoryFanOutQueue, InMemoryReasonQueue,
     };
-    use shared::membership::{StaffFacts, StaffId};
-    use shared::schedules::Subject;
-    use shared::tenants::TenantId;
-    use shared::wecom::api::WeComError;
+    use domain::membership::{StaffFacts, StaffId};
+    use domain::schedules::Subject;
+    use domain::tenants::TenantId;
+    use domain::wecom::errors::WeComError;
+    use lambda_http::http::Method;
+    use serde_json::{json, Value};
 
     type TestAdmin = Admin<InMemoryAdminStore, InMemoryReasonQueue, FakeContactWays>;
 

@@ -3,11 +3,11 @@
 mod config;
 mod handler;
 
+use adapters::dynamodb::{DynamoBudget, DynamoStore};
+use adapters::sqs::{SqsFanOutQueue, SqsReasonQueue};
+use adapters::wecom::WeComClient;
+use domain::admin::Admin;
 use lambda_http::{run, service_fn, Error};
-use shared::adapters::dynamodb::{DynamoBudget, DynamoStore};
-use shared::adapters::sqs::{SqsFanOutQueue, SqsReasonQueue};
-use shared::admin::Admin;
-use shared::wecom::api::WeComClient;
 use std::time::Duration;
 
 /// Per WeCom request. Creating a contact way can take four requests (token, create, and once
@@ -16,7 +16,7 @@ const WECOM_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::logging::init();
+    adapters::logging::init();
     let config = config::Config::from_env()?;
     let aws = aws_config::load_from_env().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
@@ -28,7 +28,13 @@ async fn main() -> Result<(), Error> {
     let wecom = WeComClient::new(config.wecom_api_base_url, WECOM_TIMEOUT)
         .with_token_store(std::sync::Arc::new(store.clone()));
     let budget = DynamoBudget::new(store.clone(), config.budget);
-    let admin =
-        Admin::new(store, reasons, fan_outs, wecom, shared::system_clock).with_budget(budget);
+    let admin = Admin::new(
+        store,
+        reasons,
+        fan_outs,
+        wecom,
+        adapters::clock::system_clock,
+    )
+    .with_budget(budget);
     run(service_fn(|request| handler::handle(&admin, request))).await
 }

@@ -8,9 +8,9 @@
 //! - not a fan-out -> reported, until the queue's redrive moves it to its dead-letter queue.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use domain::facts::ReasonQueue;
+use domain::fanout::{CodeIndex, Expanded, Expander, FanOut, FanOutQueue};
 use lambda_runtime::{Error, LambdaEvent};
-use shared::facts::ReasonQueue;
-use shared::fanout::{CodeIndex, Expanded, Expander, FanOut, FanOutQueue};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Time kept back from the deadline: one page of reasons (ten `SendMessageBatch` calls) and
@@ -81,13 +81,13 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use domain::admin::fakes::{InMemoryAdminStore, InMemoryFanOutQueue, InMemoryReasonQueue};
+    use domain::admin::AdminStore;
+    use domain::fanout::Source;
+    use domain::membership::{CodeConfig, CodeId, StaffId};
+    use domain::refresh::Cause;
+    use domain::tenants::TenantId;
     use lambda_runtime::Context;
-    use shared::admin::fakes::{InMemoryAdminStore, InMemoryFanOutQueue, InMemoryReasonQueue};
-    use shared::admin::AdminStore;
-    use shared::fanout::Source;
-    use shared::membership::{CodeConfig, CodeId, StaffId};
-    use shared::refresh::Cause;
-    use shared::tenants::TenantId;
 
     fn clock() -> u64 {
         1_788_264_000_000

@@ -3,14 +3,14 @@
 mod config;
 mod handler;
 
+use adapters::dynamodb::DynamoStore;
+use adapters::sqs::{SqsFanOutQueue, SqsReasonQueue};
+use domain::fanout::Expander;
 use lambda_runtime::{run, service_fn, Error};
-use shared::adapters::dynamodb::DynamoStore;
-use shared::adapters::sqs::{SqsFanOutQueue, SqsReasonQueue};
-use shared::fanout::Expander;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::logging::init();
+    adapters::logging::init();
     let config = config::Config::from_env()?;
     let aws = aws_config::load_from_env().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);

@@ -7,13 +7,13 @@
 //! of being retried.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use lambda_runtime::{Error, LambdaEvent};
-use shared::batch::PartialBatch;
-use shared::facts::{
+use domain::batch::PartialBatch;
+use domain::facts::{
     FactLedger, FactRecorder, FactsError, QuotaNotifier, ReasonQueue, Recorded, TenantProfiles,
 };
-use shared::intake::InboxMessage;
-use shared::ports::DeadLetters;
+use domain::intake::InboxMessage;
+use domain::ports::DeadLetters;
+use lambda_runtime::{Error, LambdaEvent};
 
 fn attribute<'a>(message: &'a SqsMessage, name: &str) -> &'a str {
     message
@@ -82,16 +82,16 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_runtime::Context;
-    use shared::facts::{
+    use domain::facts::{
         AddFact, AddLedger, ClaimOutcome, CountOutcome, LimitClaim, QuotaLedger, StaffLedger,
         StaffQuotaReached,
     };
-    use shared::membership::{AddCounts, CodeId, DepartmentId, Employment, StaffId, Switches};
-    use shared::ports::StoreError;
-    use shared::refresh::RefreshReason;
-    use shared::tenants::{TenantId, TenantProfile};
-    use shared::wecom::reference_vectors::V1;
+    use domain::membership::{AddCounts, CodeId, DepartmentId, Employment, StaffId, Switches};
+    use domain::ports::StoreError;
+    use domain::refresh::RefreshReason;
+    use domain::tenants::{TenantId, TenantProfile};
+    use domain::wecom::reference_vectors::V1;
+    use lambda_runtime::Context;
     use std::collections::BTreeSet;
     use std::sync::Mutex;
 

@@ -3,15 +3,15 @@
 mod config;
 mod handler;
 
+use adapters::dynamodb::DynamoStore;
+use adapters::eventbridge::EventBridgeNotifier;
+use adapters::sqs::{SqsDeadLetters, SqsReasonQueue};
+use domain::facts::FactRecorder;
 use lambda_runtime::{run, service_fn, Error};
-use shared::adapters::dynamodb::DynamoStore;
-use shared::adapters::eventbridge::EventBridgeNotifier;
-use shared::adapters::sqs::{SqsDeadLetters, SqsReasonQueue};
-use shared::facts::FactRecorder;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::logging::init();
+    adapters::logging::init();
     let config = config::Config::from_env()?;
     let aws = aws_config::load_from_env().await;
     let sqs = aws_sdk_sqs::Client::new(&aws);
@@ -24,7 +24,7 @@ async fn main() -> Result<(), Error> {
             aws_sdk_eventbridge::Client::new(&aws),
             config.quota_event_bus,
         ),
-        shared::system_clock,
+        adapters::clock::system_clock,
     );
     let dead_letters = SqsDeadLetters::new(sqs, config.dead_letter_queue_url);
     run(service_fn(|event| {

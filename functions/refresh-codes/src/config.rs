@@ -1,10 +1,10 @@
 //! The environment this function reads; names match `template.yaml`.
 
-use shared::env::{parsed, required, EnvError};
-use shared::lanes::{LanePolicy, LaneSwitch};
-use shared::refresh::retry::RetryDelay;
-use shared::refresh::{BudgetLimits, LeaseTimes};
-use shared::tenants::TenantId;
+use adapters::env::{parsed, required, EnvError};
+use domain::lanes::{LanePolicy, LaneSwitch};
+use domain::refresh::retry::RetryDelay;
+use domain::refresh::{BudgetLimits, LeaseTimes};
+use domain::tenants::TenantId;
 use std::time::Duration;
 
 #[derive(Debug)]
@@ -45,7 +45,7 @@ impl Config {
         let lease_times = LeaseTimes {
             duration_ms: parsed::<u64>("CODE_LEASE_SECONDS")? * 1000,
             // The client bounds a whole call (token and stale-token retry included) to this.
-            call_ms: u64::try_from((wecom_timeout + shared::wecom::api::CALL_MARGIN).as_millis())
+            call_ms: u64::try_from((wecom_timeout + adapters::wecom::CALL_MARGIN).as_millis())
                 .unwrap_or(u64::MAX),
         };
         if lease_times.duration_ms <= lease_times.call_ms {

@@ -1,6 +1,6 @@
 //! Translates refresh.fifo batches into `Refresher::refresh` calls: one recompute per code
 //! however many of its reasons the batch holds (MISSION rule 5, coalescing), and sends each
-//! code that did not finish down its path (rules 6 and 9, `shared::refresh::retry`):
+//! code that did not finish down its path (rules 6 and 9, `domain::refresh::retry`):
 //!
 //! - throttled (no budget, or WeCom's 45009/45033): one reason requeued through the retry
 //!   queue covering the wait, the messages acknowledged: no receive counted, never a DLQ;
@@ -19,15 +19,15 @@
 //! that is not a refresh reason is moved to the dead-letter queue as poison.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use lambda_runtime::{Error, LambdaEvent};
-use shared::batch::PartialBatch;
-use shared::lanes::Lane;
-use shared::ports::DeadLetters;
-use shared::refresh::retry::{self, Path, RetriedReason, RetryQueues};
-use shared::refresh::{
+use domain::batch::PartialBatch;
+use domain::lanes::Lane;
+use domain::ports::DeadLetters;
+use domain::refresh::retry::{self, Path, RetriedReason, RetryQueues};
+use domain::refresh::{
     Asked, CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, Outcome,
     RefreshError, Refresher, Requeue, WeComBudget,
 };
+use lambda_runtime::{Error, LambdaEvent};
 
 /// refresh.fifo's `maxReceiveCount` in `template.yaml`.
 const MAX_RECEIVES: u32 = 5;
@@ -179,7 +179,7 @@ async fn refresh_code<F, P, B, D, R>(
         mark_dirty(
             refresher,
             &code,
-            shared::wecom::api::FailureClass::Transient,
+            domain::wecom::errors::FailureClass::Transient,
         )
         .await;
     }
@@ -282,7 +282,7 @@ async fn refresh_code<F, P, B, D, R>(
 async fn mark_dirty<F, P, B>(
     refresher: &Refresher<F, P, B>,
     code: &CodeWork<'_>,
-    class: shared::wecom::api::FailureClass,
+    class: domain::wecom::errors::FailureClass,
 ) where
     F: CodeFacts + CodeRecords + FailureMarks + CodeLeases,
     P: ContactWayPusher,
@@ -331,18 +331,19 @@ fn fail_all(batch: &mut PartialBatch, code: &CodeWork<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_runtime::Context;
-    use shared::lanes::{CodeAge, LanePolicy, LaneSwitch};
-    use shared::membership::RotationSlot;
-    use shared::membership::{CodeConfig, CodeId, Family, StaffFacts, StaffId, Switches};
-    use shared::ports::StoreError;
-    use shared::refresh::retry::RetryDelay;
-    use shared::refresh::{
+    use domain::lanes::{CodeAge, LanePolicy, LaneSwitch};
+    use domain::membership::RotationSlot;
+    use domain::membership::{CodeConfig, CodeId, Family, StaffFacts, StaffId, Switches};
+    use domain::ports::StoreError;
+    use domain::refresh::retry::RetryDelay;
+    use domain::refresh::{
         Acquired, CodeSnapshot, Lease, LeaseTimes, PushRecord, Recorded, Spend, StoredCode, Tally,
         Window,
     };
-    use shared::tenants::{TenantId, TenantProfile};
-    use shared::wecom::api::{CorpCredentials, FailureClass, WeComError};
+    use domain::tenants::{TenantId, TenantProfile};
+    use domain::wecom::contact_way::CorpCredentials;
+    use domain::wecom::errors::{FailureClass, WeComError};
+    use lambda_runtime::Context;
     use std::sync::Mutex;
 
     #[derive(Default)]

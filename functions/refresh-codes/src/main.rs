@@ -3,15 +3,15 @@
 mod config;
 mod handler;
 
+use adapters::dynamodb::{DynamoBudget, DynamoStore};
+use adapters::sqs::{SqsDeadLetters, SqsFanOutQueue, SqsRetryQueues};
+use adapters::wecom::WeComClient;
+use domain::refresh::Refresher;
 use lambda_runtime::{run, service_fn, Error};
-use shared::adapters::dynamodb::{DynamoBudget, DynamoStore};
-use shared::adapters::sqs::{SqsDeadLetters, SqsFanOutQueue, SqsRetryQueues};
-use shared::refresh::Refresher;
-use shared::wecom::api::WeComClient;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::logging::init();
+    adapters::logging::init();
     let config = config::Config::from_env()?;
     let aws = aws_config::load_from_env().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
@@ -25,7 +25,7 @@ async fn main() -> Result<(), Error> {
         store,
         wecom,
         budget,
-        shared::system_clock,
+        adapters::clock::system_clock,
         config.lanes,
         config.lease_times,
     )

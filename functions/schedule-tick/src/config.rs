@@ -1,6 +1,6 @@
 //! The environment this function reads; names match `template.yaml`.
 
-use shared::env::{required, EnvError};
+use adapters::env::{required, EnvError};
 
 #[derive(Debug)]
 pub struct Config {

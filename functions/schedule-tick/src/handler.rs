@@ -6,10 +6,10 @@
 //! shows as a Lambda error; the cursor stays on the minute in hand and the next run walks it
 //! again. A failure while handling one item only moves that item to a later minute.
 
+use domain::facts::ReasonQueue;
+use domain::schedules::{DueIndex, ScheduleFacts, Tick, TickReport};
 use lambda_runtime::{Error, LambdaEvent};
 use serde_json::Value;
-use shared::facts::ReasonQueue;
-use shared::schedules::{DueIndex, ScheduleFacts, Tick, TickReport};
 use std::time::{Duration, SystemTime};
 
 /// A run's time when the invocation carries no deadline (a hand-run `sam local invoke`).
@@ -43,12 +43,12 @@ fn budget(deadline_ms: u64, now: SystemTime) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use domain::admin::fakes::InMemoryReasonQueue;
+    use domain::membership::{CodeId, StaffId};
+    use domain::schedules::fakes::InMemoryDueStore;
+    use domain::schedules::{Minute, Subject, TickSettings};
+    use domain::tenants::TenantId;
     use lambda_runtime::Context;
-    use shared::admin::fakes::InMemoryReasonQueue;
-    use shared::membership::{CodeId, StaffId};
-    use shared::schedules::fakes::InMemoryDueStore;
-    use shared::schedules::{Minute, Subject, TickSettings};
-    use shared::tenants::TenantId;
 
     /// Monday 2026-11-30 09:00:30 in Shanghai (01:00:30Z).
     fn clock() -> u64 {

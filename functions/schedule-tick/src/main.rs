@@ -3,14 +3,14 @@
 mod config;
 mod handler;
 
+use adapters::dynamodb::DynamoStore;
+use adapters::sqs::SqsReasonQueue;
+use domain::schedules::{Tick, TickSettings};
 use lambda_runtime::{run, service_fn, Error};
-use shared::adapters::dynamodb::DynamoStore;
-use shared::adapters::sqs::SqsReasonQueue;
-use shared::schedules::{Tick, TickSettings};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::logging::init();
+    adapters::logging::init();
     let config = config::Config::from_env()?;
     let aws = aws_config::load_from_env().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
@@ -19,7 +19,7 @@ async fn main() -> Result<(), Error> {
         store.clone(),
         store,
         reasons,
-        shared::system_clock,
+        adapters::clock::system_clock,
         TickSettings::DEFAULT,
     );
     run(service_fn(|event| handler::handle(&tick, event))).await

@@ -1,6 +1,6 @@
 //! The environment this function reads; names match `template.yaml`.
 
-use shared::env::{parsed, required, EnvError};
+use adapters::env::{parsed, required, EnvError};
 use std::time::Duration;
 
 #[derive(Debug)]

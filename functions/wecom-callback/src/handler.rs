@@ -1,12 +1,12 @@
-//! Translates API Gateway requests on `/wecom/{tenant}/callback` into `shared::intake` calls
+//! Translates API Gateway requests on `/wecom/{tenant}/callback` into `domain::intake` calls
 //! and their results into WeCom's expected answers: the bare echostr for GET, an empty 200
 //! for POST once the inbox accepted the event, 4xx for input that will never verify, 5xx
 //! when persisting failed so WeCom retries.
 
+use domain::http::ErrorAnswer;
+use domain::intake::{CallbackRequest, Intake, IntakeError, MAX_BODY_BYTES};
+use domain::ports::{Inbox, TenantDirectory};
 use lambda_http::{Body, Error, Request, RequestExt, Response};
-use shared::http::ErrorAnswer;
-use shared::intake::{CallbackRequest, Intake, IntakeError, MAX_BODY_BYTES};
-use shared::ports::{Inbox, TenantDirectory};
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -102,8 +102,8 @@ pub(crate) async fn handle<D: TenantDirectory, I: Inbox>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::adapters::memory::{InMemoryInbox, InMemoryTenantDirectory};
-    use shared::tenants::{CallbackSettings, TenantId};
+    use domain::fakes::{InMemoryInbox, InMemoryTenantDirectory};
+    use domain::tenants::{CallbackSettings, TenantId};
 
     fn intake() -> (
         Intake<InMemoryTenantDirectory, InMemoryInbox>,

@@ -3,17 +3,17 @@
 mod config;
 mod handler;
 
+use adapters::dynamodb::DynamoStore;
+use adapters::sqs::SqsInbox;
 use aws_config::timeout::TimeoutConfig;
+use domain::intake::Intake;
+use domain::tenants::cache::CachedTenantDirectory;
 use lambda_http::{run, service_fn, Error};
-use shared::adapters::dynamodb::DynamoStore;
-use shared::adapters::sqs::SqsInbox;
-use shared::intake::Intake;
-use shared::tenants::cache::CachedTenantDirectory;
 use std::time::Duration;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::logging::init();
+    adapters::logging::init();
     let config = config::Config::from_env()?;
     let aws = aws_config::load_from_env().await;
     let tenants = CachedTenantDirectory::new(

@@ -1,10 +1,10 @@
 //! The deployed stack, found through its CloudFormation outputs (`stack_client`): its queues,
 //! the budget its refresh function was deployed with, and the tenant's items in the table.
 
+use adapters::dynamodb::DynamoStore;
 use anyhow::{anyhow, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::adapters::dynamodb::DynamoStore;
-use shared::tenants::TenantId;
+use domain::tenants::TenantId;
 use stack_client::{queue_depth, Stack};
 use std::collections::{BTreeMap, HashMap};
 

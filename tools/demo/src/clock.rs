@@ -7,9 +7,9 @@
 
 use crate::sandbox::Sandbox;
 use crate::world::World;
+use adapters::clock::CLOCK_OFFSET_VAR;
 use anyhow::{bail, Context, Result};
 use aws_sdk_lambda::types::{Environment, LastUpdateStatus};
-use shared::CLOCK_OFFSET_VAR;
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

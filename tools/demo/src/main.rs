@@ -22,9 +22,14 @@ mod rollover;
 mod sandbox;
 mod world;
 
+use adapters::dynamodb::keys;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use clock::{real_now_ms, StackClock};
+use domain::membership::{CodeId, Membership, StaffId};
+use domain::refresh::CodeFacts;
+use domain::schedules::Subject;
+use domain::tenants::{tenant_day, TenantId, Timezone};
 use futures::{StreamExt, TryStreamExt};
 use plan::{Plan, Settings};
 use quota::{Crossing, LimitClaim};
@@ -33,11 +38,6 @@ use report::{Claim, Drain, FinalCode, Flip, Inputs, Push, RefreshStats, Resignat
 use rollover::Rollover;
 use sandbox::{Callback, Sandbox};
 use serde_json::{json, Value};
-use shared::adapters::dynamodb::keys;
-use shared::membership::{CodeId, Membership, StaffId};
-use shared::refresh::CodeFacts;
-use shared::schedules::Subject;
-use shared::tenants::{tenant_day, TenantId, Timezone};
 use stack_client::AdminApi;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::process::ExitCode;
@@ -240,7 +240,7 @@ async fn run(args: Args) -> Result<bool> {
             let zone = Timezone::default();
             (zone, zone.next_midnight_ms(stack_now()))
         }
-        None => shared::tenants::zone_with_the_next_midnight(
+        None => domain::tenants::zone_with_the_next_midnight(
             stack_now() + 30_000 + campaign_ms + args.rollover_margin_secs * 1000,
         ),
     };
@@ -528,7 +528,7 @@ async fn run(args: Args) -> Result<bool> {
             None => Rollover {
                 skipped: Some(format!(
                     "the stack has no controllable clock ({} on its functions)",
-                    shared::CLOCK_OFFSET_VAR
+                    adapters::clock::CLOCK_OFFSET_VAR
                 )),
                 ..Rollover::default()
             },

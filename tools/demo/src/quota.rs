@@ -8,8 +8,8 @@ use crate::report::{n, s, Item};
 use crate::sandbox::Scan;
 use crate::world::World;
 use anyhow::{Context, Result};
+use domain::tenants::{tenant_day, Timezone};
 use serde::Deserialize;
-use shared::tenants::{tenant_day, Timezone};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 

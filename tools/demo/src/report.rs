@@ -7,7 +7,7 @@ use crate::quota::{self, Crossing, LimitClaim, Notification};
 use crate::rollover::Rollover;
 use crate::sandbox::{Call, Campaign, Scan, Stats};
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::tenants::{tenant_day, Timezone};
+use domain::tenants::{tenant_day, Timezone};
 use stack_client::report::Lines;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;

@@ -1,10 +1,10 @@
 //! The deployed stack, found only through its CloudFormation outputs and the standard AWS
 //! settings (`AWS_ENDPOINT_URL`, credentials, region), through `stack_client`.
 
+use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::Result;
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::adapters::dynamodb::{keys, DynamoStore};
-use shared::tenants::TenantId;
+use domain::tenants::TenantId;
 use stack_client::{queue_depth, Stack};
 use std::collections::BTreeMap;
 

@@ -16,10 +16,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
+use domain::wecom::callback::write_flat_xml;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use shared::wecom::callback::write_flat_xml;
 use std::collections::BTreeSet;
 
 pub(crate) fn routes() -> Router<SharedApp> {

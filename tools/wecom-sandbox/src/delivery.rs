@@ -4,10 +4,10 @@
 
 use crate::app::SharedApp;
 use crate::rng;
+use domain::wecom::callback::Envelope;
+use domain::wecom::crypto::CallbackCrypto;
 use rand::Rng;
 use serde::Serialize;
-use shared::wecom::callback::Envelope;
-use shared::wecom::crypto::CallbackCrypto;
 use std::time::{Duration, Instant};
 
 /// A corp's callback endpoint with the crypto to address it.

@@ -6,9 +6,9 @@ use crate::app::SharedApp;
 use crate::delivery::{self, DeliveryReport, Target};
 use crate::rng;
 use crate::state::{DeliverySummary, ScanRecord};
+use domain::wecom::callback::write_flat_xml;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use shared::wecom::callback::write_flat_xml;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

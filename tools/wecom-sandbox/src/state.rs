@@ -7,9 +7,9 @@ use crate::config::{SandboxConfig, Settings};
 use crate::journal::{Journal, Sequenced, DEFAULT_CAPACITY};
 use crate::limits::RateLimiter;
 use crate::rng::Rngs;
+use domain::wecom::crypto::CallbackCrypto;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use shared::wecom::crypto::CallbackCrypto;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Where and how a corp's callbacks are delivered.

@@ -4,9 +4,9 @@
 mod common;
 
 use common::{eventually, Harness, Receiver, AES_KEY, CORP, TOKEN};
+use domain::wecom::callback::{CallbackEvent, Envelope};
+use domain::wecom::crypto::CallbackCrypto;
 use serde_json::{json, Value};
-use shared::wecom::callback::{CallbackEvent, Envelope};
-use shared::wecom::crypto::CallbackCrypto;
 use std::collections::BTreeSet;
 use std::time::Duration;
 

@@ -1,15 +1,16 @@
-//! `shared::wecom::api::WeComClient` against the sandbox: the contact-way calls, error
+//! `adapters::wecom::WeComClient` against the sandbox: the contact-way calls, error
 //! classification (MISSION rule 9) and the token cache, as a real WeCom would exercise them.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
+use adapters::wecom::WeComClient;
 use common::{Harness, CORP, SECRET};
-use serde_json::{json, Value};
-use shared::wecom::api::{
-    ContactWay, ContactWayKind, ContactWayScene, CorpCredentials, FailureClass, NewContactWay,
-    WeComClient, WeComError,
+use domain::wecom::contact_way::{
+    ContactWay, ContactWayKind, ContactWayScene, CorpCredentials, NewContactWay,
 };
+use domain::wecom::errors::{FailureClass, WeComError};
+use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -599,16 +600,16 @@ async fn a_rotated_secret_fetches_a_new_token_instead_of_reusing_the_old_one() {
 /// A `TokenStore` in memory: what several processes share through the table.
 #[derive(Default)]
 struct MemoryTokens {
-    token: std::sync::Mutex<Option<shared::wecom::api::SharedToken>>,
+    token: std::sync::Mutex<Option<adapters::wecom::SharedToken>>,
     lock_until_ms: std::sync::Mutex<u64>,
 }
 
 #[async_trait::async_trait]
-impl shared::wecom::api::TokenStore for MemoryTokens {
+impl adapters::wecom::TokenStore for MemoryTokens {
     async fn load(
         &self,
         _: &str,
-    ) -> Result<Option<shared::wecom::api::SharedToken>, shared::ports::StoreError> {
+    ) -> Result<Option<adapters::wecom::SharedToken>, domain::ports::StoreError> {
         Ok(self.token.lock().unwrap().clone())
     }
     async fn try_lock(
@@ -616,7 +617,7 @@ impl shared::wecom::api::TokenStore for MemoryTokens {
         _: &str,
         now_ms: u64,
         until_ms: u64,
-    ) -> Result<bool, shared::ports::StoreError> {
+    ) -> Result<bool, domain::ports::StoreError> {
         let mut lock = self.lock_until_ms.lock().unwrap();
         if *lock >= now_ms {
             return Ok(false);
@@ -627,8 +628,8 @@ impl shared::wecom::api::TokenStore for MemoryTokens {
     async fn save(
         &self,
         _: &str,
-        token: &shared::wecom::api::SharedToken,
-    ) -> Result<(), shared::ports::StoreError> {
+        token: &adapters::wecom::SharedToken,
+    ) -> Result<(), domain::ports::StoreError> {
         *self.token.lock().unwrap() = Some(token.clone());
         *self.lock_until_ms.lock().unwrap() = 0;
         Ok(())
@@ -639,7 +640,7 @@ impl shared::wecom::api::TokenStore for MemoryTokens {
 fn containers(h: &Harness, store: &Arc<MemoryTokens>) -> Vec<Arc<WeComClient>> {
     (0..3)
         .map(|_| {
-            let shared: Arc<dyn shared::wecom::api::TokenStore> = store.clone();
+            let shared: Arc<dyn adapters::wecom::TokenStore> = store.clone();
             Arc::new(client(h).with_token_store(shared))
         })
         .collect()

@@ -7,11 +7,11 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use domain::ports::{StoreError, TenantDirectory};
+use domain::tenants::cache::CachedTenantDirectory;
+use domain::tenants::{CallbackSettings, TenantId};
 use rand::distributions::{Alphanumeric, DistString};
 use rand::{rngs::StdRng, SeedableRng};
-use shared::ports::{StoreError, TenantDirectory};
-use shared::tenants::cache::CachedTenantDirectory;
-use shared::tenants::{CallbackSettings, TenantId};
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]

@@ -1,0 +1,52 @@
+//! The time every function acts on.
+
+/// The operator's clock offset (template parameter `ClockOffsetSeconds`), in seconds.
+pub const CLOCK_OFFSET_VAR: &str = "QRSYNC_CLOCK_OFFSET_SECONDS";
+
+/// The time every function acts on: the host's clock moved by `QRSYNC_CLOCK_OFFSET_SECONDS`
+/// (0 when unset). The offset exists so an operator can move a whole stack through a day
+/// rollover or a shift edge (the local demo does); it is read once per process.
+pub fn system_clock() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+        .saturating_add_signed(clock_offset_ms())
+}
+
+fn clock_offset_ms() -> i64 {
+    static OFFSET_MS: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *OFFSET_MS.get_or_init(|| {
+        let raw = std::env::var(CLOCK_OFFSET_VAR).unwrap_or_default();
+        parse_clock_offset(&raw).unwrap_or_else(|| {
+            // The template only passes whole numbers; a hand-edited value must not stop time.
+            tracing::error!(value = %raw, "{CLOCK_OFFSET_VAR} is not a whole number of seconds; using 0");
+            0
+        })
+    })
+}
+
+/// Seconds (an optionally signed integer, or empty for none) as milliseconds.
+fn parse_clock_offset(raw: &str) -> Option<i64> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Some(0);
+    }
+    raw.parse::<i64>()
+        .ok()
+        .map(|secs| secs.saturating_mul(1000))
+}
+
+#[cfg(test)]
+mod clock_tests {
+    use super::parse_clock_offset;
+
+    #[test]
+    fn a_clock_offset_is_whole_seconds_either_way() {
+        assert_eq!(parse_clock_offset(""), Some(0));
+        assert_eq!(parse_clock_offset("86400"), Some(86_400_000));
+        assert_eq!(parse_clock_offset(" -90 "), Some(-90_000));
+        assert_eq!(parse_clock_offset("1.5"), None);
+        assert_eq!(parse_clock_offset("soon"), None);
+    }
+}

@@ -1,0 +1,650 @@
+//! Codes, staff, the staff -> codes index, and the refresh function's push records.
+
+use super::owed::OwedEdit;
+use super::{
+    corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, staff_from, strings,
+    unavailable, DynamoStore, Item,
+};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+use domain::lanes::{CodeAge, Lane};
+use domain::membership::{
+    candidates, AddCounts, CodeConfig, CodeId, DepartmentId, RotationSlot, StaffId,
+    MAX_DEPARTMENT_CANDIDATES,
+};
+use domain::owed::replan;
+use domain::ports::StoreError;
+use domain::refresh::{
+    CodeFacts, CodeRecords, CodeSnapshot, Lease, PushRecord, PushedList, Recorded, StoredCode,
+    Tally,
+};
+use domain::tenants::{tenant_day, TenantId};
+use std::collections::{BTreeSet, HashMap};
+
+/// Push history is kept for reports and audits, then collected.
+const PUSH_LOG_TTL_SECS: u64 = 30 * 24 * 3600;
+
+/// A code item as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeRecord {
+    pub code: StoredCode,
+    pub version: u64,
+    pub created_at_ms: u64,
+    pub updated_at_ms: u64,
+}
+
+/// Which staff -> code index entries an edit added and removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SeatChange {
+    pub added: Vec<StaffId>,
+    pub removed: Vec<StaffId>,
+}
+
+fn seated(config: &CodeConfig) -> BTreeSet<StaffId> {
+    config
+        .members
+        .iter()
+        .chain(&config.fallback)
+        .cloned()
+        .collect()
+}
+
+/// Department items read per request in a snapshot: a department item holds up to 2,000 ids
+/// (about 40 KB), so a page stays far below `BatchGetItem`'s 16 MB, and a code listing many
+/// large departments stops after the first page or two (`MAX_DEPARTMENT_CANDIDATES`).
+const DEPARTMENTS_PER_PAGE: usize = 10;
+
+fn unique_members(config: &CodeConfig) -> usize {
+    config.members.iter().collect::<BTreeSet<_>>().len()
+}
+
+/// The sort keys of a code's entries in the staff -> codes and department -> codes indexes.
+fn index_entries(code: &CodeId, config: &CodeConfig) -> BTreeSet<String> {
+    seated(config)
+        .iter()
+        .map(|staff| keys::seat(staff, code))
+        .chain(
+            config
+                .departments
+                .iter()
+                .map(|department| keys::department_seat(department, code)),
+        )
+        .collect()
+}
+
+fn code_from(item: &Item) -> Result<CodeRecord, StoreError> {
+    let config: CodeConfig =
+        serde_json::from_str(get_s(item, "config").ok_or_else(|| corrupt("code config"))?)
+            .map_err(|_| corrupt("code config"))?;
+    Ok(CodeRecord {
+        code: StoredCode {
+            config,
+            config_id: get_s(item, "config_id").map(str::to_owned),
+            created_with: parse_staff(&get_strings(item, "created_with")),
+        },
+        version: get_n(item, "version").unwrap_or(0),
+        created_at_ms: get_n(item, "created_at_ms").unwrap_or(0),
+        updated_at_ms: get_n(item, "updated_at_ms").unwrap_or(0),
+    })
+}
+
+fn parse_staff(raw: &[String]) -> Vec<StaffId> {
+    raw.iter().filter_map(|u| StaffId::parse(u).ok()).collect()
+}
+
+impl DynamoStore {
+    pub async fn code(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+    ) -> Result<Option<CodeRecord>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::code(code))))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        output.item.as_ref().map(code_from).transpose()
+    }
+
+    /// Creates or replaces a code's configuration and keeps the staff -> codes and department
+    /// -> codes indexes in step (`domain::owed`). The configuration and the index writes it owes
+    /// are stored in one transaction conditioned on the version read, so two concurrent edits
+    /// cannot both land; the owed writes then land in fenced chunks (one transaction in all
+    /// for an edit of up to 98 entries). A retry, with the same configuration or another,
+    /// finishes what an interrupted edit still owed, so the index always ends matching the
+    /// configuration stored last.
+    pub async fn put_code(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        config: &CodeConfig,
+        now_ms: u64,
+    ) -> Result<(CodeRecord, SeatChange), StoreError> {
+        let previous = self.code(tenant, code).await?;
+        let pk = keys::tenant(tenant);
+        let owner = keys::code(code);
+        let before = previous
+            .as_ref()
+            .map(|p| seated(&p.code.config))
+            .unwrap_or_default();
+        let after = seated(config);
+        let change = SeatChange {
+            added: after.difference(&before).cloned().collect(),
+            removed: before.difference(&after).cloned().collect(),
+        };
+        let owed = self.read_owed(tenant, &owner).await?;
+        let stored_entries = previous
+            .as_ref()
+            .map(|p| index_entries(code, &p.code.config))
+            .unwrap_or_default();
+        let plan = replan(&stored_entries, &owed.owed, &index_entries(code, config));
+        let version = previous.as_ref().map_or(1, |p| p.version + 1);
+        let created_at_ms = previous.as_ref().map_or(now_ms, |p| p.created_at_ms);
+        let mut item = key(pk.clone(), owner.clone());
+        item.insert(
+            "config".into(),
+            s(serde_json::to_string(config).map_err(|_| corrupt("config"))?),
+        );
+        item.insert("version".into(), n(version));
+        item.insert("created_at_ms".into(), n(created_at_ms));
+        item.insert("updated_at_ms".into(), n(now_ms));
+        if let Some(previous) = &previous {
+            if let Some(config_id) = &previous.code.config_id {
+                let created_with = previous
+                    .code
+                    .created_with
+                    .iter()
+                    .map(|u| u.as_str().to_owned());
+                item.insert("config_id".into(), s(config_id));
+                item.insert("created_with".into(), strings(created_with));
+            }
+        }
+        let mut put = Put::builder().table_name(&self.table).set_item(Some(item));
+        put = match &previous {
+            Some(p) => put
+                .condition_expression("version = :seen")
+                .expression_attribute_values(":seen", n(p.version)),
+            None => put.condition_expression("attribute_not_exists(pk)"),
+        };
+        let owner_write = TransactWriteItem::builder()
+            .put(put.build().map_err(unavailable)?)
+            .build();
+        let index_write = |sk: &str, put: bool| -> Result<TransactWriteItem, StoreError> {
+            let key = key(pk.clone(), sk.to_owned());
+            if put {
+                self.put_in_transaction(key)
+            } else {
+                self.delete_in_transaction(key)
+            }
+        };
+        if !owed.owed.is_empty() {
+            tracing::info!(
+                owed = owed.owed.len(),
+                "finishing the index writes an earlier edit owed"
+            );
+        }
+        let edit = OwedEdit {
+            owner: &owner,
+            version,
+            owner_write,
+            before: owed,
+            plan,
+        };
+        self.write_owed(tenant, edit, &index_write).await?;
+        let record = CodeRecord {
+            code: StoredCode {
+                config: config.clone(),
+                config_id: previous.as_ref().and_then(|p| p.code.config_id.clone()),
+                created_with: previous.map(|p| p.code.created_with).unwrap_or_default(),
+            },
+            version,
+            created_at_ms,
+            updated_at_ms: now_ms,
+        };
+        Ok((record, change))
+    }
+
+    /// Stores the WeCom contact way created for a code and the list WeCom created it with;
+    /// refuses to overwrite another one.
+    pub async fn set_config_id(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        config_id: &str,
+        created_with: &[String],
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::code(code))))
+            .update_expression("SET config_id = :id, created_with = :users")
+            .expression_attribute_values(":users", strings(created_with.iter().cloned()))
+            .condition_expression("attribute_exists(pk) AND attribute_not_exists(config_id)")
+            .expression_attribute_values(":id", s(config_id))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(unavailable(e.into_service_error())),
+        }
+    }
+
+    /// Every code the staff member sits on, as a member or fallback or through a department
+    /// the code lists: the staff -> codes and department -> codes indexes (queries, never a
+    /// scan).
+    pub async fn codes_of_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        let mut codes = BTreeSet::new();
+        for code in self.keys_under(tenant, &keys::seats_of(staff)).await? {
+            codes.insert(CodeId::parse(&code).map_err(|_| corrupt("seat"))?);
+        }
+        for department in self.departments_of_staff(tenant, staff).await? {
+            codes.extend(self.codes_listing_department(tenant, &department).await?);
+        }
+        Ok(codes.into_iter().collect())
+    }
+
+    /// Deletes a code's configuration, its last-pushed record and its index entries; answers
+    /// what was deleted (`None`: nothing was stored, e.g. a repeat).
+    pub async fn delete_code(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+    ) -> Result<Option<CodeRecord>, StoreError> {
+        let Some(record) = self.code(tenant, code).await? else {
+            return Ok(None);
+        };
+        let pk = keys::tenant(tenant);
+        // What an interrupted edit still owed: entries it had not deleted yet, and its chunks.
+        let owed = self.read_owed(tenant, &keys::code(code)).await?;
+        let mut entries = index_entries(code, &record.code.config);
+        entries.extend(owed.owed.delete.iter().cloned());
+        // Index entries first, the code item last: a crash in between leaves the code
+        // deletable again by a retry, never an index entry pointing at nothing forever.
+        let mut doomed: Vec<String> = entries.into_iter().collect();
+        doomed.extend(owed.chunk_keys().iter().cloned());
+        doomed.push(keys::pushed(code));
+        doomed.push(keys::code(code));
+        for sk in doomed {
+            self.client
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(key(pk.clone(), sk)))
+                .send()
+                .await
+                .map_err(|e| unavailable(e.into_service_error()))?;
+        }
+        Ok(Some(record))
+    }
+
+    /// Stored membership of `departments` (a department nobody is in, or that WeCom deleted,
+    /// is absent).
+    pub async fn departments(
+        &self,
+        tenant: &TenantId,
+        departments: &[DepartmentId],
+    ) -> Result<HashMap<DepartmentId, BTreeSet<StaffId>>, StoreError> {
+        if departments.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let pk = keys::tenant(tenant);
+        let items = self
+            .batch_get(
+                departments
+                    .iter()
+                    .map(|d| key(pk.clone(), keys::department(d)))
+                    .collect(),
+            )
+            .await?;
+        let mut stored = HashMap::new();
+        for item in items {
+            let Some(department) =
+                get_s(&item, "department").and_then(|d| DepartmentId::parse(d).ok())
+            else {
+                continue;
+            };
+            let members = parse_staff(&get_strings(&item, "members"))
+                .into_iter()
+                .collect();
+            stored.insert(department, members);
+        }
+        Ok(stored)
+    }
+
+    /// The code's departments as `candidates` expands them, read a page of
+    /// `DEPARTMENTS_PER_PAGE` at a time in the code's order, stopping once they hold
+    /// `MAX_DEPARTMENT_CANDIDATES` staff (the departments after that could add nobody).
+    async fn departments_for_candidates(
+        &self,
+        tenant: &TenantId,
+        config: &CodeConfig,
+    ) -> Result<HashMap<DepartmentId, BTreeSet<StaffId>>, StoreError> {
+        let mut read = HashMap::new();
+        for page in config.departments.chunks(DEPARTMENTS_PER_PAGE) {
+            read.extend(self.departments(tenant, page).await?);
+            let expanded = candidates(config, &read).len() - unique_members(config);
+            if expanded >= MAX_DEPARTMENT_CANDIDATES {
+                break;
+            }
+        }
+        Ok(read)
+    }
+
+    /// Every item of a tenant whose sort key starts with `prefix`, e.g. a code's push history.
+    pub async fn query_prefix(
+        &self,
+        tenant: &TenantId,
+        prefix: &str,
+    ) -> Result<Vec<Item>, StoreError> {
+        self.query_tenant(tenant, prefix, false).await
+    }
+}
+
+#[async_trait::async_trait]
+impl CodeFacts for DynamoStore {
+    #[tracing::instrument(skip(self), fields(tenant = %tenant, code = %code))]
+    async fn snapshot(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        now_ms: u64,
+    ) -> Result<Option<CodeSnapshot>, StoreError> {
+        let pk = keys::tenant(tenant);
+        let first = self
+            .batch_get(vec![
+                key(pk.clone(), keys::PROFILE.to_owned()),
+                key(pk.clone(), keys::code(code)),
+                key(pk.clone(), keys::pushed(code)),
+            ])
+            .await?;
+        let by_sk: HashMap<String, Item> = first
+            .into_iter()
+            .filter_map(|item| Some((get_s(&item, keys::SK)?.to_owned(), item)))
+            .collect();
+        let (Some(profile), Some(code_item)) =
+            (by_sk.get(keys::PROFILE), by_sk.get(&keys::code(code)))
+        else {
+            return Ok(None);
+        };
+        // WeCom answered 41044 for it (`FailureMarks::mark_code_gone`): refreshed no more.
+        if get_n::<u64>(code_item, "wecom_gone_at_ms").is_some() {
+            return Ok(None);
+        }
+        let profile = Self::profile_from(profile)?;
+        let record = code_from(code_item)?;
+        let last_pushed = by_sk.get(&keys::pushed(code)).map(|item| PushedList {
+            users: parse_staff(&get_strings(item, "users")),
+            pushed_at_ms: get_n(item, "pushed_at_ms").unwrap_or(0),
+            starved: get_bool(item, "starved").unwrap_or(false),
+            rotation: get_s(item, "rotation").and_then(|raw| serde_json::from_str(raw).ok()),
+        });
+
+        let day = tenant_day(now_ms, profile.timezone);
+        let departments = self
+            .departments_for_candidates(tenant, &record.code.config)
+            .await?;
+        let mut people: BTreeSet<StaffId> = candidates(&record.code.config, &departments)
+            .into_iter()
+            .collect();
+        people.extend(record.code.config.fallback.iter().cloned());
+        let mut wanted = Vec::with_capacity(people.len() * 4);
+        for staff in &people {
+            wanted.push(key(pk.clone(), keys::staff(staff)));
+            wanted.push(key(pk.clone(), keys::adds_today_on_code(&day, code, staff)));
+            wanted.push(key(pk.clone(), keys::adds_today_all_codes(&day, staff)));
+            wanted.push(key(pk.clone(), keys::adds_total(code, staff)));
+        }
+        let second: HashMap<String, Item> = self
+            .batch_get(wanted)
+            .await?
+            .into_iter()
+            .filter_map(|item| Some((get_s(&item, keys::SK)?.to_owned(), item)))
+            .collect();
+        let mut staff = HashMap::new();
+        let mut adds = HashMap::new();
+        for person in people {
+            if let Some(item) = second.get(&keys::staff(&person)) {
+                staff.insert(person.clone(), staff_from(item));
+            }
+            let count = |sk: String| {
+                second
+                    .get(&sk)
+                    .and_then(|item| get_n::<u32>(item, "adds"))
+                    .unwrap_or(0)
+            };
+            let counts = AddCounts {
+                on_code: count(keys::adds_today_on_code(&day, code, &person)),
+                all_codes: count(keys::adds_today_all_codes(&day, &person)),
+                on_code_total: count(keys::adds_total(code, &person)),
+            };
+            adds.insert(person, counts);
+        }
+        Ok(Some(CodeSnapshot {
+            profile,
+            code: record.code,
+            staff,
+            adds,
+            departments,
+            now_ms,
+            last_pushed,
+        }))
+    }
+}
+
+impl DynamoStore {
+    /// Writes `items` with the lease fence appended, in one transaction: all or nothing, and
+    /// nothing when the lease was taken over.
+    async fn fenced_write(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+        mut items: Vec<TransactWriteItem>,
+    ) -> Result<Recorded, StoreError> {
+        let fence_at = items.len();
+        items.push(
+            TransactWriteItem::builder()
+                .condition_check(self.lease_fence(tenant, code, lease)?)
+                .build(),
+        );
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Recorded::Written),
+            Err(error) => match error.into_service_error() {
+                TransactWriteItemsError::TransactionCanceledException(cancelled)
+                    if cancelled
+                        .cancellation_reasons()
+                        .get(fence_at)
+                        .and_then(|r| r.code())
+                        == Some("ConditionalCheckFailed") =>
+                {
+                    Ok(Recorded::LeaseLost)
+                }
+                other => Err(unavailable(other)),
+            },
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CodeRecords for DynamoStore {
+    async fn age(&self, tenant: &TenantId, code: &CodeId) -> Result<Option<CodeAge>, StoreError> {
+        // Eventually consistent and two attributes: the policy needs no more.
+        let item = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::code(code))))
+            .projection_expression("created_at_ms, updated_at_ms")
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?
+            .item;
+        Ok(item.map(|item| CodeAge {
+            created_at_ms: get_n(&item, "created_at_ms").unwrap_or(0),
+            updated_at_ms: get_n(&item, "updated_at_ms").unwrap_or(0),
+        }))
+    }
+
+    fn requests_sent(&self) -> u64 {
+        DynamoStore::requests_sent(self)
+    }
+
+    async fn record_push(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+        push: &PushRecord,
+    ) -> Result<Recorded, StoreError> {
+        let pk = keys::tenant(tenant);
+        let users = push.users.iter().map(|u| u.as_str().to_owned());
+        let mut pushed = key(pk.clone(), keys::pushed(code));
+        pushed.insert("users".into(), strings(users.clone()));
+        pushed.insert("pushed_at_ms".into(), n(push.pushed_at_ms));
+        pushed.insert("fallback".into(), AttributeValue::Bool(push.fallback));
+        pushed.insert("starved".into(), AttributeValue::Bool(false));
+        if let Some(rotation) = &push.rotation {
+            pushed.insert(
+                "rotation".into(),
+                s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?),
+            );
+        }
+        // Two pushes of one code in the same millisecond must not overwrite each other's entry.
+        let nonce = format!("{:06}", rand::random::<u32>() % 1_000_000);
+        let mut log = key(pk, keys::push_log(code, push.pushed_at_ms, &nonce));
+        log.insert("users".into(), strings(users));
+        log.insert("pushed_at_ms".into(), n(push.pushed_at_ms));
+        log.insert("fallback".into(), AttributeValue::Bool(push.fallback));
+        let lane = match push.lane {
+            Lane::Fast => "fast",
+            Lane::Slow => "slow",
+        };
+        log.insert("lane".into(), s(lane));
+        log.insert(
+            "fact_at_ms".into(),
+            AttributeValue::L(push.fact_at_ms.iter().map(n).collect()),
+        );
+        log.insert(
+            keys::EXPIRES_AT.into(),
+            n(push.pushed_at_ms / 1000 + PUSH_LOG_TTL_SECS),
+        );
+        let writes = [pushed, log]
+            .into_iter()
+            .map(|item| {
+                Ok(TransactWriteItem::builder()
+                    .put(
+                        Put::builder()
+                            .table_name(&self.table)
+                            .set_item(Some(item))
+                            .build()
+                            .map_err(unavailable)?,
+                    )
+                    .build())
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        self.fenced_write(tenant, code, lease, writes).await
+    }
+
+    async fn record_rotation(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+        wecom_list: &[StaffId],
+        rotation: &[RotationSlot],
+    ) -> Result<Recorded, StoreError> {
+        let rotation = s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?);
+        // Before its first push a code has no record, and WeCom holds the list the contact way
+        // was created with: the record starts from that list, so the next recompute still sees
+        // what WeCom has (and does not push it again).
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::pushed(code))))
+            .update_expression(
+                "SET rotation = :rotation, #users = if_not_exists(#users, :wecom_list), \
+                 starved = if_not_exists(starved, :no)",
+            )
+            .expression_attribute_names("#users", "users")
+            .expression_attribute_values(":rotation", rotation)
+            .expression_attribute_values(
+                ":wecom_list",
+                strings(wecom_list.iter().map(|u| u.as_str().to_owned())),
+            )
+            .expression_attribute_values(":no", AttributeValue::Bool(false))
+            .build()
+            .map_err(unavailable)?;
+        let write = TransactWriteItem::builder().update(update).build();
+        self.fenced_write(tenant, code, lease, vec![write]).await
+    }
+
+    async fn record_starved(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+        at_ms: u64,
+    ) -> Result<Recorded, StoreError> {
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::pushed(code))))
+            .update_expression("SET starved = :yes, starved_at_ms = :at")
+            .expression_attribute_values(":yes", AttributeValue::Bool(true))
+            .expression_attribute_values(":at", n(at_ms))
+            .build()
+            .map_err(unavailable)?;
+        let write = TransactWriteItem::builder().update(update).build();
+        self.fenced_write(tenant, code, lease, vec![write]).await
+    }
+
+    async fn record_tally(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        tally: &Tally,
+    ) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::refresh_tally(day))))
+            .update_expression(
+                "ADD reasons :r, recomputes :c, pushes :p, unchanged :u, starved :s, \
+                 requeued_budget :rb, requeued_throttled :rt, requeued_lease :rl, \
+                 to_slow_lane :sl, slow_interval_waits :sw, store_requests :sr",
+            )
+            .expression_attribute_values(":rb", n(tally.requeued_budget))
+            .expression_attribute_values(":rt", n(tally.requeued_throttled))
+            .expression_attribute_values(":rl", n(tally.requeued_lease))
+            .expression_attribute_values(":sl", n(tally.to_slow_lane))
+            .expression_attribute_values(":sw", n(tally.slow_interval_waits))
+            .expression_attribute_values(":sr", n(tally.store_requests))
+            .expression_attribute_values(":r", n(tally.reasons))
+            .expression_attribute_values(":c", n(tally.recomputes))
+            .expression_attribute_values(":p", n(tally.pushes))
+            .expression_attribute_values(":u", n(tally.unchanged))
+            .expression_attribute_values(":s", n(tally.starved))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,474 @@
+//! The schedule tick's due index and cursor on the single table (`domain::schedules` explains
+//! the design), the staff schedules the admin API stores, and the quota loop's claims as the
+//! day rollover reads them.
+//!
+//! A due item is `pk = TENANT#t, sk = DUE#STAFF#s | DUE#MIDNIGHT` with `gsi1pk` = its minute
+//! and shard (`DUE#202611300900#3`) and `gsi1sk` = tenant and subject, so a minute's items are
+//! `DUE_SHARDS` index queries and never a scan. Each subject has one item: moving it to its
+//! next moment is an update of `gsi1pk`.
+
+use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
+use aws_sdk_dynamodb::types::ReturnValue;
+use domain::facts::TenantProfiles;
+use domain::membership::{CodeId, Limit, StaffId, WeeklySchedule};
+use domain::ports::StoreError;
+use domain::schedules::{
+    Due, DueIndex, DueWriter, Lease, LimitReached, Minute, ScheduleFacts, Subject,
+};
+use domain::tenants::{TenantId, Timezone};
+
+const NEXT_MINUTE: &str = "next_minute";
+const LEASE_UNTIL: &str = "lease_until_ms";
+const DUE_AT: &str = "due_at_ms";
+
+fn cursor_key() -> Item {
+    key(
+        keys::TICK_CURSOR_PK.to_owned(),
+        keys::TICK_CURSOR_SK.to_owned(),
+    )
+}
+
+fn limit_named(name: &str) -> Option<Limit> {
+    [Limit::CodeTotal, Limit::CodeDaily, Limit::CompanyDaily]
+        .into_iter()
+        .find(|limit| limit.name() == name)
+}
+
+/// A due item as an index query answers it (keys only): its tenant and subject from the
+/// table's keys, its minute from the index partition.
+fn due_from(item: &Item, minute: Minute) -> Option<Due> {
+    let tenant = get_s(item, keys::PK)?.strip_prefix("TENANT#")?;
+    Some(Due {
+        tenant: TenantId::parse(tenant).ok()?,
+        subject: keys::due_subject(get_s(item, keys::SK)?)?,
+        minute,
+    })
+}
+
+impl DynamoStore {
+    /// Stores a staff member's schedule (`None` removes it) and the time it was set. A write
+    /// older than the stored one is dropped (answered `false`), so two racing admin writes
+    /// leave the later one, as for the other staff facts.
+    pub async fn set_staff_schedule(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        schedule: Option<&WeeklySchedule>,
+        now_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .condition_expression("attribute_not_exists(#at) OR #at <= :now")
+            .expression_attribute_names("#schedule", "schedule")
+            .expression_attribute_names("#at", "schedule_at_ms")
+            .expression_attribute_values(":now", n(now_ms));
+        let update = match schedule {
+            Some(schedule) => {
+                let json =
+                    serde_json::to_string(schedule).map_err(|e| StoreError::new("table", e))?;
+                update
+                    .update_expression("SET #schedule = :schedule, #at = :now")
+                    .expression_attribute_values(":schedule", s(json))
+            }
+            None => update.update_expression("REMOVE #schedule SET #at = :now"),
+        };
+        match update.send().await {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(unavailable(e.into_service_error())),
+        }
+    }
+
+    /// Every page of an index query for one bucket.
+    async fn bucket(&self, minute: Minute, shard: u32) -> Result<Vec<Due>, StoreError> {
+        let mut found = Vec::new();
+        let mut start = None;
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(keys::GSI1)
+                .key_condition_expression("#gpk = :bucket")
+                .expression_attribute_names("#gpk", keys::GSI1_PK)
+                .expression_attribute_values(":bucket", s(keys::due_bucket(minute, shard)))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| unavailable(e.into_service_error()))?;
+            for item in output.items.unwrap_or_default() {
+                match due_from(&item, minute) {
+                    Some(due) => found.push(due),
+                    None => {
+                        tracing::warn!(pk = ?get_s(&item, keys::PK), sk = ?get_s(&item, keys::SK), "unreadable due item in the index; skipped")
+                    }
+                }
+            }
+            start = output.last_evaluated_key;
+            if start.is_none() {
+                return Ok(found);
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl DueIndex for DynamoStore {
+    async fn acquire(
+        &self,
+        owner: &str,
+        now_ms: u64,
+        lease_until_ms: u64,
+    ) -> Result<Lease, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(cursor_key()))
+            .update_expression("SET #owner = :owner, #until = :until")
+            // A lease ending after the one we would take was taken under a clock ahead of ours
+            // (an operator set the clock back, which restarts every function): nobody holds it.
+            .condition_expression("attribute_not_exists(#pk) OR #until < :now OR #until > :until")
+            .expression_attribute_names("#pk", keys::PK)
+            .expression_attribute_names("#owner", "owner")
+            .expression_attribute_names("#until", LEASE_UNTIL)
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":until", n(lease_until_ms))
+            .expression_attribute_values(":now", n(now_ms))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(Lease::Acquired {
+                next: output
+                    .attributes
+                    .as_ref()
+                    .and_then(|item| get_n::<u64>(item, NEXT_MINUTE))
+                    .map(Minute::from_u64),
+            }),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(Lease::HeldElsewhere)
+            }
+            Err(e) => Err(unavailable(e.into_service_error())),
+        }
+    }
+
+    async fn advance(
+        &self,
+        owner: &str,
+        from: Option<Minute>,
+        to: Minute,
+    ) -> Result<bool, StoreError> {
+        let update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(cursor_key()))
+            .update_expression("SET #next = :to")
+            .expression_attribute_names("#owner", "owner")
+            .expression_attribute_names("#next", NEXT_MINUTE)
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":to", n(to.as_u64()));
+        let update = match from {
+            Some(from) => update
+                .condition_expression("#owner = :owner AND #next = :from")
+                .expression_attribute_values(":from", n(from.as_u64())),
+            None => update.condition_expression("#owner = :owner AND attribute_not_exists(#next)"),
+        };
+        match update.send().await {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(unavailable(e.into_service_error())),
+        }
+    }
+
+    async fn release(&self, owner: &str) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(cursor_key()))
+            .update_expression("SET #until = :zero")
+            .condition_expression("#owner = :owner")
+            .expression_attribute_names("#owner", "owner")
+            .expression_attribute_names("#until", LEASE_UNTIL)
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":zero", n(0))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Not ours any more: leave it to its holder.
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(unavailable(e.into_service_error())),
+        }
+    }
+
+    async fn due_in(&self, minute: Minute) -> Result<Vec<Due>, StoreError> {
+        let shards = (0..keys::DUE_SHARDS).map(|shard| self.bucket(minute, shard));
+        Ok(futures::future::try_join_all(shards)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect())
+    }
+
+    async fn reschedule(&self, due: &Due, next: Option<Minute>) -> Result<(), StoreError> {
+        let shard = keys::due_shard(&due.tenant, &due.subject);
+        let item_key = key(keys::tenant(&due.tenant), keys::due(&due.subject));
+        let old = s(keys::due_bucket(due.minute, shard));
+        let result = match next {
+            Some(next) => self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(item_key))
+                .update_expression("SET #gpk = :new, #at = :at")
+                .condition_expression("#gpk = :old")
+                .expression_attribute_names("#gpk", keys::GSI1_PK)
+                .expression_attribute_names("#at", DUE_AT)
+                .expression_attribute_values(":new", s(keys::due_bucket(next, shard)))
+                .expression_attribute_values(":at", n(next.start_ms()))
+                .expression_attribute_values(":old", old)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| e.into_service_error().into()),
+            None => self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(item_key))
+                .condition_expression("#gpk = :old")
+                .expression_attribute_names("#gpk", keys::GSI1_PK)
+                .expression_attribute_values(":old", old)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| e.into_service_error().into()),
+        };
+        match result {
+            Ok(()) => Ok(()),
+            // A writer moved or deleted it since the tick read it: the writer's version stands.
+            Err(aws_sdk_dynamodb::Error::ConditionalCheckFailedException(_)) => Ok(()),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl DueWriter for DynamoStore {
+    async fn set_due(
+        &self,
+        tenant: &TenantId,
+        subject: &Subject,
+        minute: Minute,
+    ) -> Result<(), StoreError> {
+        let shard = keys::due_shard(tenant, subject);
+        let mut item = key(keys::tenant(tenant), keys::due(subject));
+        item.insert(keys::GSI1_PK.into(), s(keys::due_bucket(minute, shard)));
+        item.insert(
+            keys::GSI1_SK.into(),
+            s(keys::due_index_sort(tenant, subject)),
+        );
+        item.insert(DUE_AT.into(), n(minute.start_ms()));
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+
+    async fn clear_due(&self, tenant: &TenantId, subject: &Subject) -> Result<(), StoreError> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::due(subject))))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+
+    async fn due_subjects(&self, tenant: &TenantId) -> Result<Vec<Subject>, StoreError> {
+        Ok(self
+            .query_tenant(tenant, keys::DUE_PREFIX, true)
+            .await?
+            .iter()
+            .filter_map(|item| keys::due_subject(get_s(item, keys::SK)?))
+            .collect())
+    }
+}
+
+#[async_trait::async_trait]
+impl ScheduleFacts for DynamoStore {
+    async fn timezone(&self, tenant: &TenantId) -> Result<Option<Timezone>, StoreError> {
+        Ok(TenantProfiles::profile(self, tenant)
+            .await?
+            .map(|profile| profile.timezone))
+    }
+
+    async fn schedule(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<Option<WeeklySchedule>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .projection_expression("#schedule")
+            .expression_attribute_names("#schedule", "schedule")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        // Read as the recompute reads it (`staff_from`): an unreadable schedule is none.
+        Ok(output
+            .item
+            .as_ref()
+            .and_then(|item| get_s(item, "schedule"))
+            .and_then(|raw| serde_json::from_str(raw).ok()))
+    }
+
+    async fn codes_of_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        DynamoStore::codes_of_staff(self, tenant, staff).await
+    }
+
+    async fn limits_reached(
+        &self,
+        tenant: &TenantId,
+        first_day: &str,
+        last_day: &str,
+    ) -> Result<Vec<LimitReached>, StoreError> {
+        // `REMOVED#<first>#` up to everything of `REMOVED#<last>#...` ('$' sorts after '#').
+        let from = keys::limits_reached_on(first_day);
+        let to = format!(
+            "{}$",
+            keys::limits_reached_on(last_day).trim_end_matches('#')
+        );
+        let mut claims = Vec::new();
+        let mut start = None;
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk AND #sk BETWEEN :from AND :to")
+                .expression_attribute_names("#pk", keys::PK)
+                .expression_attribute_names("#sk", keys::SK)
+                .expression_attribute_values(":pk", s(keys::tenant(tenant)))
+                .expression_attribute_values(":from", s(&from))
+                .expression_attribute_values(":to", s(&to))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| unavailable(e.into_service_error()))?;
+            for item in output.items.unwrap_or_default() {
+                let claim = (|| {
+                    Some(LimitReached {
+                        staff: StaffId::parse(get_s(&item, "staff")?).ok()?,
+                        limit: limit_named(get_s(&item, "limit")?)?,
+                        code: match get_s(&item, "code") {
+                            Some(code) => Some(CodeId::parse(code).ok()?),
+                            None => None,
+                        },
+                    })
+                })();
+                match claim {
+                    Some(claim) => claims.push(claim),
+                    None => {
+                        tracing::warn!(sk = ?get_s(&item, keys::SK), "unreadable limit claim; skipped")
+                    }
+                }
+            }
+            start = output.last_evaluated_key;
+            if start.is_none() {
+                return Ok(claims);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_due_item_is_read_back_from_its_keys() {
+        let tenant = TenantId::parse("t1").expect("valid");
+        let alice = Subject::Shift(StaffId::parse("alice").expect("valid"));
+        let minute = Minute::containing(1_796_000_000_000);
+        for subject in [alice, Subject::Midnight] {
+            let item = key(keys::tenant(&tenant), keys::due(&subject));
+            assert_eq!(
+                due_from(&item, minute),
+                Some(Due {
+                    tenant: tenant.clone(),
+                    subject,
+                    minute
+                })
+            );
+        }
+        let seat = key(keys::tenant(&tenant), "SEAT#alice#c1".to_owned());
+        assert_eq!(due_from(&seat, minute), None);
+    }
+
+    #[test]
+    fn due_items_spread_over_every_shard_and_keep_theirs() {
+        let tenant = TenantId::parse("t1").expect("valid");
+        let shards: std::collections::BTreeSet<u32> = (0..200)
+            .map(|i| {
+                let subject = Subject::Shift(StaffId::parse(&format!("s{i}")).expect("valid"));
+                let shard = keys::due_shard(&tenant, &subject);
+                assert_eq!(shard, keys::due_shard(&tenant, &subject));
+                shard
+            })
+            .collect();
+        assert_eq!(shards.len(), keys::DUE_SHARDS as usize);
+    }
+
+    #[test]
+    fn the_claims_of_a_range_of_days_are_one_key_range() {
+        let to = format!(
+            "{}$",
+            keys::limits_reached_on("2026-12-02").trim_end_matches('#')
+        );
+        let inside = "REMOVED#2026-12-02#code_daily#alice#c1";
+        let after = "REMOVED#2026-12-03#code_daily#alice#c1";
+        assert!(inside < to.as_str() && after > to.as_str());
+        assert!(keys::limits_reached_on("2026-11-30").as_str() <= "REMOVED#2026-11-30#x");
+        assert_eq!(limit_named("company_daily"), Some(Limit::CompanyDaily));
+        assert_eq!(limit_named("weekly"), None);
+    }
+}

@@ -1,0 +1,197 @@
+//! How items are keyed. Everything of a tenant lives under one partition key; sort keys
+//! name the item kind first, so a kind can be read with `begins_with`.
+
+use domain::membership::{CodeId, DepartmentId, Limit, StaffId};
+use domain::schedules::{Minute, Subject};
+use domain::tenants::TenantId;
+
+pub const PK: &str = "pk";
+pub const SK: &str = "sk";
+/// TTL attribute: garbage collection of claims, daily counters and history, never correctness.
+pub const EXPIRES_AT: &str = "expires_at";
+
+pub fn tenant(tenant: &TenantId) -> String {
+    format!("TENANT#{tenant}")
+}
+
+pub const PROFILE: &str = "PROFILE";
+
+pub fn code(code: &CodeId) -> String {
+    format!("CODE#{code}")
+}
+
+pub const CODE_PREFIX: &str = "CODE#";
+
+/// The refresh function's record of what WeCom last accepted for a code.
+pub fn pushed(code: &CodeId) -> String {
+    format!("PUSHED#{code}")
+}
+
+/// The per-code lease every writer of the code's record holds (`refresh::CodeLeases`).
+pub fn lease(code: &CodeId) -> String {
+    format!("LEASE#{code}")
+}
+
+/// One entry per completed push, in time order.
+pub fn push_log(code: &CodeId, pushed_at_ms: u64, nonce: &str) -> String {
+    format!("PUSHLOG#{code}#{pushed_at_ms:013}#{nonce}")
+}
+
+pub fn push_log_prefix(code: Option<&CodeId>) -> String {
+    match code {
+        Some(code) => format!("PUSHLOG#{code}#"),
+        None => "PUSHLOG#".to_owned(),
+    }
+}
+
+pub fn staff(staff: &StaffId) -> String {
+    format!("STAFF#{staff}")
+}
+
+/// Staff member `staff` sits on `code` (as member or fallback): the staff -> codes index.
+pub fn seat(staff: &StaffId, code: &CodeId) -> String {
+    format!("SEAT#{staff}#{code}")
+}
+
+pub fn seats_of(staff: &StaffId) -> String {
+    format!("SEAT#{staff}#")
+}
+
+pub fn adds_total(code: &CodeId, staff: &StaffId) -> String {
+    format!("ADDS#TOTAL#{code}#{staff}")
+}
+
+pub fn adds_today_on_code(day: &str, code: &CodeId, staff: &StaffId) -> String {
+    format!("ADDS#DAY#{day}#{code}#{staff}")
+}
+
+pub fn adds_today_all_codes(day: &str, staff: &StaffId) -> String {
+    format!("ADDS#DAY#{day}#ALL#{staff}")
+}
+
+/// Stored membership of a WeCom department (a string set of user ids).
+pub fn department(department: &DepartmentId) -> String {
+    format!("DEPT#{department}")
+}
+
+/// Code `code` lists department `department`: the department -> codes index.
+pub fn department_seat(department: &DepartmentId, code: &CodeId) -> String {
+    format!("DSEAT#{department}#{code}")
+}
+
+pub fn department_seats_of(department: &DepartmentId) -> String {
+    format!("DSEAT#{department}#")
+}
+
+/// The quota loop's claim: `staff` reached `limit` on the tenant-day `day` (on `code`, or on
+/// every code for the company cap). Exactly one writer creates it; the day rollover reads a
+/// day's claims to bring those staff back.
+pub fn limit_reached(day: &str, limit: Limit, staff: &StaffId, code: Option<&CodeId>) -> String {
+    match code {
+        Some(code) => format!("REMOVED#{day}#{}#{staff}#{code}", limit.name()),
+        None => format!("REMOVED#{day}#{}#{staff}", limit.name()),
+    }
+}
+
+pub fn limits_reached_on(day: &str) -> String {
+    format!("REMOVED#{day}#")
+}
+
+pub fn claim(business_key: &str) -> String {
+    format!("CLAIM#{business_key}")
+}
+
+pub fn ignored(kind: &str) -> String {
+    format!("IGNORED#{kind}")
+}
+
+/// The refresh function's counters for a tenant-day.
+pub fn refresh_tally(day: &str) -> String {
+    format!("STATS#REFRESH#{day}")
+}
+
+/// A tenant's budget for one WeCom API in one UTC hour (hours since the epoch): the hour's
+/// total and a counter per minute (`refresh::BudgetSlot`).
+pub fn budget(api: &str, hour: u64) -> String {
+    format!("BUDGET#{api}#{hour}")
+}
+
+/// The code failed for good or was dead-lettered: the sweep (a later issue) recomputes it.
+pub fn dirty(code: &CodeId) -> String {
+    format!("DIRTY#{code}")
+}
+
+pub const DIRTY_PREFIX: &str = "DIRTY#";
+
+/// A corp app's WeCom access token, shared by every function (outside any tenant: tokens
+/// belong to the corp's app). Sort key `TOKEN`.
+pub fn wecom_token(corp_id: &str) -> String {
+    format!("WECOM_TOKEN#{corp_id}")
+}
+
+pub const WECOM_TOKEN_SK: &str = "TOKEN";
+
+/// The schedule tick's due items (one per staff member with a schedule, one per tenant for its
+/// midnight) live under the tenant; the `gsi1` index finds them by the minute they are due.
+pub const DUE_PREFIX: &str = "DUE#";
+const DUE_SHIFT_PREFIX: &str = "DUE#STAFF#";
+const DUE_MIDNIGHT: &str = "DUE#MIDNIGHT";
+
+pub fn due(subject: &Subject) -> String {
+    match subject {
+        Subject::Shift(staff) => format!("{DUE_SHIFT_PREFIX}{staff}"),
+        Subject::Midnight => DUE_MIDNIGHT.to_owned(),
+    }
+}
+
+/// The subject of a due item's sort key; `None` for anything else.
+pub fn due_subject(sk: &str) -> Option<Subject> {
+    if sk == DUE_MIDNIGHT {
+        return Some(Subject::Midnight);
+    }
+    let staff = sk.strip_prefix(DUE_SHIFT_PREFIX)?;
+    StaffId::parse(staff).ok().map(Subject::Shift)
+}
+
+pub const GSI1: &str = "gsi1";
+pub const GSI1_PK: &str = "gsi1pk";
+pub const GSI1_SK: &str = "gsi1sk";
+
+/// Due items are spread over this many index partitions per minute, so that one minute's
+/// wave (every 09:00 shift start of a timezone) is not one partition key's write throughput.
+/// Changing it strands items written under the old count: it is part of the key format.
+pub const DUE_SHARDS: u32 = 8;
+
+/// The index partition of a due item: its UTC minute and shard, `DUE#202611300900#3`.
+pub fn due_bucket(minute: Minute, shard: u32) -> String {
+    format!("{DUE_PREFIX}{}#{shard}", minute.label())
+}
+
+/// The shard of a subject: a stable hash (FNV-1a) of the tenant and the subject's key.
+pub fn due_shard(tenant_id: &TenantId, subject: &Subject) -> u32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in tenant(tenant_id).bytes().chain(due(subject).bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    u32::try_from(hash % u64::from(DUE_SHARDS)).unwrap_or(0)
+}
+
+/// The index sort key of a due item: its tenant and subject, `TENANT#t1#DUE#STAFF#alice`.
+pub fn due_index_sort(tenant_id: &TenantId, subject: &Subject) -> String {
+    format!("{}#{}", tenant(tenant_id), due(subject))
+}
+
+/// The schedule tick's cursor and lease: one item outside every tenant.
+pub const TICK_CURSOR_PK: &str = "SCHEDULES";
+pub const TICK_CURSOR_SK: &str = "TICK_CURSOR";
+
+/// One chunk of the index writes an edit of `owner` (a code's or a department's item) still
+/// owes (`domain::owed`): `OWED#<owner sk>#<n>`.
+pub fn owed(owner: &str, n: usize) -> String {
+    format!("OWED#{owner}#{n:03}")
+}
+
+pub fn owed_of(owner: &str) -> String {
+    format!("OWED#{owner}#")
+}

@@ -1,0 +1,112 @@
+//! Per-code leases: one item per code (`LEASE#code`), taken and given back with one
+//! conditional write each, and the condition every record write of the code is fenced on.
+//!
+//! Expiry is an absolute time on the functions' clock (Lambda hosts are NTP-synced; the
+//! `aws-semantics.md` §3.1 variant), and a WeCom call starts only while the lease covers it.
+//! The item stays after release (with its expiry cleared) so a count of acquisitions is kept;
+//! the TTL collects codes nobody refreshes any more.
+
+use super::{get_n, key, keys, n, s, unavailable, DynamoStore};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{ConditionCheck, ReturnValuesOnConditionCheckFailure};
+use domain::membership::CodeId;
+use domain::ports::StoreError;
+use domain::refresh::{Acquired, CodeLeases, Lease};
+use domain::tenants::TenantId;
+
+/// A lease item no refresh touched for a week is collected.
+const LEASE_ITEM_TTL_SECS: u64 = 7 * 24 * 3600;
+
+#[async_trait::async_trait]
+impl CodeLeases for DynamoStore {
+    async fn acquire(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        holder: &str,
+        now_ms: u64,
+        duration_ms: u64,
+    ) -> Result<Acquired, StoreError> {
+        let expires_at_ms = now_ms.saturating_add(duration_ms);
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::lease(code))))
+            .update_expression(
+                "SET holder = :holder, lease_expires_ms = :expires, #ttl = :ttl ADD acquisitions :one",
+            )
+            .condition_expression("attribute_not_exists(lease_expires_ms) OR lease_expires_ms <= :now")
+            .expression_attribute_names("#ttl", keys::EXPIRES_AT)
+            .expression_attribute_values(":holder", s(holder))
+            .expression_attribute_values(":expires", n(expires_at_ms))
+            .expression_attribute_values(":ttl", n(now_ms / 1000 + LEASE_ITEM_TTL_SECS))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":now", n(now_ms))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Acquired::Held(Lease {
+                holder: holder.to_owned(),
+                expires_at_ms,
+            })),
+            Err(error) => match error.into_service_error() {
+                UpdateItemError::ConditionalCheckFailedException(failed) => {
+                    let held_until = failed
+                        .item()
+                        .and_then(|item| get_n::<u64>(item, "lease_expires_ms"))
+                        .unwrap_or(expires_at_ms);
+                    Ok(Acquired::Busy {
+                        retry_after_ms: held_until.saturating_sub(now_ms),
+                    })
+                }
+                other => Err(unavailable(other)),
+            },
+        }
+    }
+
+    async fn release(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::lease(code))))
+            .update_expression("REMOVE lease_expires_ms")
+            .condition_expression("holder = :holder")
+            .expression_attribute_values(":holder", s(&lease.holder))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Taken over after it expired: the new holder's lease is not ours to release.
+            Err(error) => match error.into_service_error() {
+                UpdateItemError::ConditionalCheckFailedException(_) => Ok(()),
+                other => Err(unavailable(other)),
+            },
+        }
+    }
+}
+
+impl DynamoStore {
+    /// The condition a record write of `code` carries: `lease` is still the code's lease.
+    pub(crate) fn lease_fence(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+    ) -> Result<ConditionCheck, StoreError> {
+        ConditionCheck::builder()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::lease(code))))
+            .condition_expression("holder = :holder")
+            .expression_attribute_values(":holder", s(&lease.holder))
+            .build()
+            .map_err(unavailable)
+    }
+}

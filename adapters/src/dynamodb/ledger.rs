@@ -1,0 +1,233 @@
+//! Add claims and counters (MISSION rule 8): the claim and the three counters move in one
+//! transaction, so an add is counted exactly once however often it is delivered.
+
+use super::{get_bool, get_n, get_s, key, keys, n, s, unavailable, DynamoStore};
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
+use domain::facts::{AddFact, AddLedger, ClaimOutcome, CountOutcome, LimitClaim, QuotaLedger};
+use domain::membership::{AddCounts, CodeId, StaffId, Switches};
+use domain::ports::StoreError;
+use domain::tenants::TenantId;
+
+/// Claims outlive WeCom's and SQS's redelivery windows by far; daily counters outlive the
+/// day for reports.
+const CLAIM_TTL_SECS: u64 = 90 * 24 * 3600;
+const DAILY_COUNTER_TTL_SECS: u64 = 35 * 24 * 3600;
+
+fn increment(
+    table: &str,
+    pk: &str,
+    sk: String,
+    expires_at: Option<u64>,
+) -> Result<TransactWriteItem, StoreError> {
+    let mut update = Update::builder()
+        .table_name(table)
+        .set_key(Some(key(pk.to_owned(), sk)))
+        .expression_attribute_values(":one", n(1));
+    update = match expires_at {
+        Some(at) => update
+            .update_expression("ADD adds :one SET #expires = :expires")
+            .expression_attribute_names("#expires", keys::EXPIRES_AT)
+            .expression_attribute_values(":expires", n(at)),
+        None => update.update_expression("ADD adds :one"),
+    };
+    Ok(TransactWriteItem::builder()
+        .update(update.build().map_err(unavailable)?)
+        .build())
+}
+
+#[async_trait::async_trait]
+impl AddLedger for DynamoStore {
+    #[tracing::instrument(skip_all, fields(tenant = %add.tenant, code = %add.code, staff = %add.staff))]
+    async fn count_add(&self, add: &AddFact, now_ms: u64) -> Result<CountOutcome, StoreError> {
+        let pk = keys::tenant(&add.tenant);
+        let now_secs = now_ms / 1000;
+        let mut claim = key(pk.clone(), keys::claim(&add.business_key()));
+        claim.insert("counted_at_ms".into(), n(now_ms));
+        claim.insert("code".into(), s(add.code.as_str()));
+        claim.insert("staff".into(), s(add.staff.as_str()));
+        claim.insert("external_user".into(), s(&add.external_user));
+        claim.insert("day".into(), s(&add.day));
+        claim.insert(keys::EXPIRES_AT.into(), n(now_secs + CLAIM_TTL_SECS));
+        let claim = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(claim))
+            .condition_expression("attribute_not_exists(pk)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(unavailable)?;
+        let daily_expiry = Some(now_secs + DAILY_COUNTER_TTL_SECS);
+        let table = self.table.as_str();
+        let items = vec![
+            TransactWriteItem::builder().put(claim).build(),
+            increment(table, &pk, keys::adds_total(&add.code, &add.staff), None)?,
+            increment(
+                table,
+                &pk,
+                keys::adds_today_on_code(&add.day, &add.code, &add.staff),
+                daily_expiry,
+            )?,
+            increment(
+                table,
+                &pk,
+                keys::adds_today_all_codes(&add.day, &add.staff),
+                daily_expiry,
+            )?,
+        ];
+        // No ClientRequestToken: the claim is the idempotency, and a token would turn a
+        // retry with a later timestamp into IdempotentParameterMismatch.
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(CountOutcome::Counted { at_ms: now_ms }),
+            Err(error) => match error.into_service_error() {
+                TransactWriteItemsError::TransactionCanceledException(cancelled) => {
+                    let claim_reason = cancelled.cancellation_reasons().first();
+                    if claim_reason.and_then(|r| r.code()) == Some("ConditionalCheckFailed") {
+                        let at_ms = claim_reason
+                            .and_then(|r| r.item())
+                            .and_then(|item| get_n(item, "counted_at_ms"))
+                            .unwrap_or(now_ms);
+                        Ok(CountOutcome::AlreadyCounted { at_ms })
+                    } else {
+                        Err(unavailable(
+                            TransactWriteItemsError::TransactionCanceledException(cancelled),
+                        ))
+                    }
+                }
+                other => Err(unavailable(other)),
+            },
+        }
+    }
+
+    async fn record_ignored(&self, tenant: &TenantId, kind: &str) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::ignored(kind))))
+            .update_expression("ADD events :one")
+            .expression_attribute_values(":one", n(1))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+}
+
+/// Limit claims live as long as the daily counters they describe.
+const LIMIT_CLAIM_TTL_SECS: u64 = DAILY_COUNTER_TTL_SECS;
+
+#[async_trait::async_trait]
+impl QuotaLedger for DynamoStore {
+    async fn code_switches(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+    ) -> Result<Option<Switches>, StoreError> {
+        Ok(self
+            .code(tenant, code)
+            .await?
+            .map(|record| record.code.config.switches))
+    }
+
+    async fn counts(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        staff: &StaffId,
+        day: &str,
+    ) -> Result<AddCounts, StoreError> {
+        let pk = keys::tenant(tenant);
+        let on_code = keys::adds_today_on_code(day, code, staff);
+        let all_codes = keys::adds_today_all_codes(day, staff);
+        let total = keys::adds_total(code, staff);
+        let items = self
+            .batch_get(vec![
+                key(pk.clone(), on_code.clone()),
+                key(pk.clone(), all_codes.clone()),
+                key(pk, total.clone()),
+            ])
+            .await?;
+        let count = |sk: &str| {
+            items
+                .iter()
+                .find(|item| get_s(item, keys::SK) == Some(sk))
+                .and_then(|item| get_n::<u32>(item, "adds"))
+                .unwrap_or(0)
+        };
+        Ok(AddCounts {
+            on_code: count(&on_code),
+            all_codes: count(&all_codes),
+            on_code_total: count(&total),
+        })
+    }
+
+    async fn claim_limit(&self, claim: &LimitClaim) -> Result<ClaimOutcome, StoreError> {
+        let mut item = key(
+            keys::tenant(&claim.tenant),
+            keys::limit_reached(&claim.day, claim.limit, &claim.staff, claim.code.as_ref()),
+        );
+        item.insert("staff".into(), s(claim.staff.as_str()));
+        item.insert("limit".into(), s(claim.limit.name()));
+        if let Some(code) = &claim.code {
+            item.insert("code".into(), s(code.as_str()));
+        }
+        item.insert("day".into(), s(&claim.day));
+        item.insert("owner".into(), s(&claim.owner));
+        item.insert("claimed_at_ms".into(), n(claim.claimed_at_ms));
+        item.insert("notified".into(), AttributeValue::Bool(false));
+        item.insert(
+            keys::EXPIRES_AT.into(),
+            n(claim.claimed_at_ms / 1000 + LIMIT_CLAIM_TTL_SECS),
+        );
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(ClaimOutcome::Owned { notified: false }),
+            Err(error) => match error.into_service_error() {
+                PutItemError::ConditionalCheckFailedException(failed) => {
+                    let stored = failed.item.unwrap_or_default();
+                    if get_s(&stored, "owner") == Some(claim.owner.as_str()) {
+                        Ok(ClaimOutcome::Owned {
+                            notified: get_bool(&stored, "notified").unwrap_or(false),
+                        })
+                    } else {
+                        Ok(ClaimOutcome::TakenByAnother)
+                    }
+                }
+                other => Err(unavailable(other)),
+            },
+        }
+    }
+
+    async fn mark_notified(&self, claim: &LimitClaim, codes: usize) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(
+                keys::tenant(&claim.tenant),
+                keys::limit_reached(&claim.day, claim.limit, &claim.staff, claim.code.as_ref()),
+            )))
+            .update_expression("SET notified = :yes, codes = :codes")
+            .expression_attribute_values(":yes", AttributeValue::Bool(true))
+            .expression_attribute_values(":codes", n(codes))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,169 @@
+//! The refresh function's limits on the table: the shared WeCom budget (MISSION rule 6) and
+//! the marks a permanent failure leaves (rules 9 and 11).
+
+use super::{get_n, key, keys, n, s, unavailable, DynamoStore, Item};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use domain::membership::{CodeId, StaffId};
+use domain::ports::StoreError;
+use domain::refresh::{exhausted, BudgetLimits, BudgetSlot, FailureMarks, Spend, WeComBudget};
+use domain::tenants::TenantId;
+use domain::wecom::errors::FailureClass;
+
+/// Dirty marks outlive any sweep interval by far; TTL is garbage collection only.
+const DIRTY_TTL_SECS: u64 = 14 * 24 * 60 * 60;
+
+/// The shared budget on the table: one item per tenant, API and UTC hour.
+#[derive(Clone)]
+pub struct DynamoBudget {
+    store: DynamoStore,
+    limits: BudgetLimits,
+}
+
+impl DynamoBudget {
+    pub fn new(store: DynamoStore, limits: BudgetLimits) -> Self {
+        Self { store, limits }
+    }
+}
+
+#[async_trait::async_trait]
+impl WeComBudget for DynamoBudget {
+    /// One `UpdateItem`, 1 WCU (the item stays under 1 KB: a total and at most 60 minute
+    /// counters): `ADD` one to the hour's total and to the minute's counter, on condition
+    /// that both are below their budgets. DynamoDB applies a conditional update atomically
+    /// against the item's current state, so N concurrent workers serialise on the item and
+    /// at most `per_minute` of them succeed in a minute and `per_hour` in an hour. A refusal
+    /// returns the item as it was (`ALL_OLD`, no read), which tells which window is full.
+    async fn spend(&self, tenant: &TenantId, api: &str, now_ms: u64) -> Result<Spend, StoreError> {
+        let slot = BudgetSlot::at(now_ms);
+        let result = self
+            .store
+            .client
+            .update_item()
+            .table_name(&self.store.table)
+            .set_key(Some(key(
+                keys::tenant(tenant),
+                keys::budget(api, slot.hour),
+            )))
+            .update_expression("ADD #hour :one, #minute :one SET #expires = :expires")
+            .condition_expression(
+                "(attribute_not_exists(#hour) OR #hour < :per_hour) \
+                 AND (attribute_not_exists(#minute) OR #minute < :per_minute)",
+            )
+            .expression_attribute_names("#hour", "spent")
+            .expression_attribute_names("#minute", &slot.minute_counter)
+            .expression_attribute_names("#expires", keys::EXPIRES_AT)
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":per_hour", n(self.limits.per_hour))
+            .expression_attribute_values(":per_minute", n(self.limits.per_minute))
+            .expression_attribute_values(":expires", n(slot.expires_at_secs()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Spend::Granted),
+            Err(error) => match error.into_service_error() {
+                UpdateItemError::ConditionalCheckFailedException(refused) => {
+                    let old: Item = refused.item.unwrap_or_default();
+                    let hour_total = get_n(&old, "spent").unwrap_or(0);
+                    let minute_total = get_n(&old, &slot.minute_counter).unwrap_or(0);
+                    // A refusal with room in both windows means the budget was lowered
+                    // below what is spent; the minute's end is the soonest it can change.
+                    Ok(
+                        exhausted(self.limits, hour_total, minute_total, now_ms).unwrap_or(
+                            Spend::Exhausted {
+                                window: domain::refresh::Window::Minute,
+                                retry_after_ms: domain::refresh::reopens_in(
+                                    domain::refresh::Window::Minute,
+                                    now_ms,
+                                ),
+                            },
+                        ),
+                    )
+                }
+                other => Err(unavailable(other)),
+            },
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl FailureMarks for DynamoStore {
+    /// Marks the code item; `snapshot` then answers "no such code", so no reason for it
+    /// reaches WeCom again. Only if the code item still exists (a deleted code stays deleted).
+    async fn mark_code_gone(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        at_ms: u64,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::code(code))))
+            .update_expression("SET wecom_gone_at_ms = :at")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":at", n(at_ms))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(error) => match error.into_service_error() {
+                UpdateItemError::ConditionalCheckFailedException(_) => Ok(()),
+                other => Err(unavailable(other)),
+            },
+        }
+    }
+
+    /// Sets `rejected_by_wecom` on the staff item and nothing else (the admin's writes leave
+    /// it alone, see `update_staff_presence`).
+    async fn mark_staff_unusable(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        errcode: i64,
+        at_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .update_expression(
+                "SET rejected_by_wecom = :yes, rejected_errcode = :errcode, rejected_at_ms = :at",
+            )
+            .expression_attribute_values(":yes", AttributeValue::Bool(true))
+            .expression_attribute_values(":errcode", n(errcode))
+            .expression_attribute_values(":at", n(at_ms))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+
+    /// One item per code (`DIRTY#<code>`): repeated failures count up on it.
+    async fn mark_dirty(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        class: FailureClass,
+        at_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::dirty(code))))
+            .update_expression(
+                "SET failure_class = :class, marked_at_ms = :at, #expires = :expires ADD failures :one",
+            )
+            .expression_attribute_names("#expires", keys::EXPIRES_AT)
+            .expression_attribute_values(":class", s(class.as_str()))
+            .expression_attribute_values(":at", n(at_ms))
+            .expression_attribute_values(":expires", n(at_ms / 1000 + DIRTY_TTL_SECS))
+            .expression_attribute_values(":one", n(1))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+}

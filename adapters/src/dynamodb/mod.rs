@@ -1,0 +1,258 @@
+//! The DynamoDB adapter: one table holds every item, and `DynamoStore` implements every port
+//! that reads or writes it. `keys` is the only place that knows how items are keyed.
+
+mod admin;
+mod codes;
+mod due;
+pub mod keys;
+mod leases;
+mod ledger;
+mod limits;
+mod owed;
+mod staff;
+mod tenants;
+mod tokens;
+
+pub use codes::{CodeRecord, SeatChange};
+pub use limits::DynamoBudget;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use domain::membership::{Employment, StaffFacts};
+use domain::ports::StoreError;
+use domain::tenants::TenantId;
+use std::collections::HashMap;
+
+/// The waits between BatchGetItem rounds that left keys unprocessed (DynamoDB throttling),
+/// 750 ms in all for one read: a snapshot must finish well inside its code's lease (8 s),
+/// and a read still refused after them is better retried from the queue.
+const BATCH_GET_BACKOFF_MS: [u64; 5] = [25, 50, 100, 200, 375];
+
+pub(crate) type Item = HashMap<String, AttributeValue>;
+
+#[derive(Clone)]
+pub struct DynamoStore {
+    client: aws_sdk_dynamodb::Client,
+    table: String,
+    requests: RequestCounter,
+}
+
+impl DynamoStore {
+    /// Wraps `client` so every request it sends (each retry included) is counted.
+    pub fn new(client: aws_sdk_dynamodb::Client, table: String) -> Self {
+        let requests = RequestCounter::default();
+        let config = client
+            .config()
+            .to_builder()
+            .interceptor(requests.clone())
+            .build();
+        Self {
+            client: aws_sdk_dynamodb::Client::from_conf(config),
+            table,
+            requests,
+        }
+    }
+
+    /// Requests sent so far by this store's client.
+    pub fn requests_sent(&self) -> u64 {
+        self.requests.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Counts the requests a client transmits: the refresh's "DynamoDB requests per refresh".
+#[derive(Debug, Clone, Default)]
+struct RequestCounter(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl aws_sdk_dynamodb::config::Intercept for RequestCounter {
+    fn name(&self) -> &'static str {
+        "RequestCounter"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _context: &aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &aws_sdk_dynamodb::config::RuntimeComponents,
+        _cfg: &mut aws_sdk_dynamodb::config::ConfigBag,
+    ) -> Result<(), aws_sdk_dynamodb::error::BoxError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+fn unavailable(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::new("table", error)
+}
+
+fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+fn key(pk: String, sk: String) -> Item {
+    HashMap::from([(keys::PK.to_owned(), s(pk)), (keys::SK.to_owned(), s(sk))])
+}
+
+fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+}
+
+fn get_n<T: std::str::FromStr>(item: &Item, name: &str) -> Option<T> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+fn get_bool(item: &Item, name: &str) -> Option<bool> {
+    item.get(name).and_then(|v| v.as_bool().ok()).copied()
+}
+
+/// A list of strings, or a string set (in DynamoDB's order).
+fn get_strings(item: &Item, name: &str) -> Vec<String> {
+    match item.get(name) {
+        Some(AttributeValue::L(list)) => {
+            list.iter().filter_map(|v| v.as_s().ok().cloned()).collect()
+        }
+        Some(AttributeValue::Ss(set)) => set.clone(),
+        _ => Vec::new(),
+    }
+}
+
+fn strings(values: impl IntoIterator<Item = impl Into<String>>) -> AttributeValue {
+    AttributeValue::L(values.into_iter().map(|v| s(v)).collect())
+}
+
+fn corrupt(what: &str) -> StoreError {
+    StoreError::new("table", format!("stored item is malformed: {what}"))
+}
+
+/// A staff item as the recompute reads it; absent attributes mean "not known": offline,
+/// active, not rejected.
+pub(crate) fn staff_from(item: &Item) -> StaffFacts {
+    StaffFacts {
+        online: get_bool(item, "online").unwrap_or(false),
+        employment: match get_s(item, "employment") {
+            Some("resigned") => Employment::Resigned,
+            Some("disabled") => Employment::Disabled,
+            _ => Employment::Active,
+        },
+        rejected_by_wecom: get_bool(item, "rejected_by_wecom").unwrap_or(false),
+        // An unreadable schedule is treated as none: the admin API validates what it stores.
+        schedule: get_s(item, "schedule").and_then(|raw| serde_json::from_str(raw).ok()),
+    }
+}
+
+pub(crate) fn employment_name(employment: Employment) -> &'static str {
+    match employment {
+        Employment::Active => "active",
+        Employment::Resigned => "resigned",
+        Employment::Disabled => "disabled",
+    }
+}
+
+impl DynamoStore {
+    /// Every item of a tenant whose sort key starts with `prefix` (a query, never a scan),
+    /// following pages; `keys_only` reads just the keys.
+    pub(crate) async fn query_tenant(
+        &self,
+        tenant: &TenantId,
+        prefix: &str,
+        keys_only: bool,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let mut query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .expression_attribute_names("#pk", keys::PK)
+                .expression_attribute_names("#sk", keys::SK)
+                .expression_attribute_values(":pk", s(keys::tenant(tenant)))
+                .expression_attribute_values(":prefix", s(prefix))
+                .consistent_read(true)
+                .set_exclusive_start_key(start);
+            if keys_only {
+                query = query.projection_expression("#pk, #sk");
+            }
+            let output = query
+                .send()
+                .await
+                .map_err(|e| unavailable(e.into_service_error()))?;
+            items.extend(output.items.unwrap_or_default());
+            start = output.last_evaluated_key;
+            if start.is_none() {
+                return Ok(items);
+            }
+        }
+    }
+
+    /// The rest of each sort key under `prefix`, e.g. the code ids of `SEAT#{staff}#`.
+    pub(crate) async fn keys_under(
+        &self,
+        tenant: &TenantId,
+        prefix: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .query_tenant(tenant, prefix, true)
+            .await?
+            .iter()
+            .filter_map(|item| {
+                get_s(item, keys::SK)?
+                    .strip_prefix(prefix)
+                    .map(str::to_owned)
+            })
+            .collect())
+    }
+
+    /// Strongly consistent `BatchGetItem` of any number of keys, retrying unprocessed keys.
+    /// BatchGetItem answers at most 100 keys per request, so a large read takes several.
+    async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+        let mut found = Vec::with_capacity(keys.len());
+        // One allowance for the whole read, however many chunks it takes.
+        let mut backoffs = BATCH_GET_BACKOFF_MS.iter();
+        for chunk in keys.chunks(100) {
+            let mut pending = chunk.to_vec();
+            while !pending.is_empty() {
+                let request = aws_sdk_dynamodb::types::KeysAndAttributes::builder()
+                    .set_keys(Some(pending))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(unavailable)?;
+                let output = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, request)
+                    .send()
+                    .await
+                    .map_err(|e| unavailable(e.into_service_error()))?;
+                if let Some(mut responses) = output.responses {
+                    found.extend(responses.remove(&self.table).unwrap_or_default());
+                }
+                pending = output
+                    .unprocessed_keys
+                    .and_then(|mut u| u.remove(&self.table))
+                    .map(|k| k.keys)
+                    .unwrap_or_default();
+                if !pending.is_empty() {
+                    // Unprocessed keys mean throttling: back off before asking again, but
+                    // never longer in all than `BATCH_GET_BACKOFF_MS` adds up to, so a
+                    // snapshot stays well inside its code's lease; after that the refresh
+                    // fails as the table unavailable and its reasons come back.
+                    let Some(backoff_ms) = backoffs.next() else {
+                        return Err(StoreError::new(
+                            "table",
+                            "BatchGetItem left keys unprocessed",
+                        ));
+                    };
+                    tokio::time::sleep(std::time::Duration::from_millis(*backoff_ms)).await;
+                }
+            }
+        }
+        Ok(found)
+    }
+}

@@ -1,0 +1,438 @@
+//! Staff facts that WeCom's contact-change callbacks and the admin API write: employment,
+//! department membership and re-keying (WeCom's `NewUserID`). Each fact carries the time it
+//! happened and a write only lands when it is not older than the stored one, so facts applied
+//! in any order leave the same state (the rule `membership::fold` states purely).
+
+use super::owed::OwedEdit;
+use super::{
+    corrupt, employment_name, get_n, get_strings, key, keys, n, s, unavailable, DynamoStore, Item,
+};
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+use domain::facts::{StaffLedger, TenantProfiles};
+use domain::membership::{CodeId, DepartmentId, Employment, StaffId};
+use domain::owed::replan;
+use domain::ports::StoreError;
+use domain::tenants::{tenant_day, TenantId};
+use std::collections::BTreeSet;
+
+/// A conditional write that lost to a newer fact is not an error.
+fn lost_condition<E, R>(error: &SdkError<E, R>) -> bool
+where
+    E: ProvideErrorMetadata,
+{
+    error
+        .as_service_error()
+        .is_some_and(|e| e.code() == Some("ConditionalCheckFailedException"))
+}
+
+fn string_set<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<AttributeValue> {
+    let set: Vec<String> = values.into_iter().map(str::to_owned).collect();
+    // DynamoDB has no empty sets: an empty membership is an absent attribute.
+    (!set.is_empty()).then_some(AttributeValue::Ss(set))
+}
+
+impl DynamoStore {
+    async fn get(&self, tenant: &TenantId, sk: String) -> Result<Option<Item>, StoreError> {
+        Ok(self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), sk)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?
+            .item)
+    }
+
+    /// Sets the staff member's employment as of `at_ms`. `false` when a newer employment
+    /// fact is already stored (nothing changed).
+    pub async fn set_employment(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        employment: Employment,
+        at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .update_expression("SET #employment = :employment, employment_at_ms = :at")
+            .condition_expression(
+                "attribute_not_exists(employment_at_ms) OR employment_at_ms <= :at",
+            )
+            .expression_attribute_names("#employment", "employment")
+            .expression_attribute_values(":employment", s(employment_name(employment)))
+            .expression_attribute_values(":at", n(at_ms))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if lost_condition(&e) => Ok(false),
+            Err(e) => Err(unavailable(e.into_service_error())),
+        }
+    }
+
+    /// Sets the departments the staff member is in, as of `at_ms`, and keeps each
+    /// department's member set in step. Answers the departments whose membership changed
+    /// (empty when a newer fact was already stored).
+    pub async fn set_staff_departments(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        departments: &BTreeSet<DepartmentId>,
+        at_ms: u64,
+    ) -> Result<Vec<DepartmentId>, StoreError> {
+        let stored = self.get(tenant, keys::staff(staff)).await?;
+        if stored
+            .as_ref()
+            .and_then(|item| get_n::<u64>(item, "departments_at_ms"))
+            .is_some_and(|stored_at| stored_at > at_ms)
+        {
+            return Ok(Vec::new());
+        }
+        let before: BTreeSet<DepartmentId> = stored
+            .as_ref()
+            .map(|item| departments_from(item, "departments"))
+            .unwrap_or_default();
+        let mut update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .condition_expression(
+                "attribute_not_exists(departments_at_ms) OR departments_at_ms <= :at",
+            )
+            .expression_attribute_values(":at", n(at_ms));
+        update = match string_set(departments.iter().map(DepartmentId::as_str)) {
+            Some(set) => update
+                .update_expression("SET departments = :departments, departments_at_ms = :at")
+                .expression_attribute_values(":departments", set),
+            None => update.update_expression("SET departments_at_ms = :at REMOVE departments"),
+        };
+        match update.send().await {
+            Ok(_) => {}
+            Err(e) if lost_condition(&e) => return Ok(Vec::new()),
+            Err(e) => return Err(unavailable(e.into_service_error())),
+        }
+        let changed: Vec<DepartmentId> =
+            before.symmetric_difference(departments).cloned().collect();
+        for department in &changed {
+            self.update_department_set(tenant, department, staff, departments.contains(department))
+                .await?;
+        }
+        Ok(changed)
+    }
+
+    /// Adds `staff` to (or removes it from) the department's member set; set operations, so
+    /// a repeat changes nothing.
+    async fn update_department_set(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+        staff: &StaffId,
+        member: bool,
+    ) -> Result<(), StoreError> {
+        let expression = if member {
+            "ADD members :staff SET department = :department"
+        } else {
+            "DELETE members :staff SET department = :department"
+        };
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(
+                keys::tenant(tenant),
+                keys::department(department),
+            )))
+            .update_expression(expression)
+            .expression_attribute_values(":staff", AttributeValue::Ss(vec![staff.to_string()]))
+            .expression_attribute_values(":department", s(department.as_str()))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+
+    /// Replaces a department's members (the admin API, or WeCom deleting the department) and
+    /// keeps each staff member's department set in step (`domain::owed`): the new members and
+    /// the staff updates they owe are stored on the department in one write conditioned on its
+    /// `members_version`, then the updates land in fenced transactions of 99,
+    /// `CHUNKS_IN_FLIGHT` at once. A retry finishes what an interrupted replacement still
+    /// owed. Answers the staff whose membership this write updates.
+    pub async fn set_department_members(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+        members: &BTreeSet<StaffId>,
+        at_ms: u64,
+    ) -> Result<Vec<StaffId>, StoreError> {
+        let pk = keys::tenant(tenant);
+        let owner = keys::department(department);
+        let stored = self.get(tenant, owner.clone()).await?;
+        let before: BTreeSet<String> = stored
+            .as_ref()
+            .map(|item| get_strings(item, "members").into_iter().collect())
+            .unwrap_or_default();
+        let seen = stored
+            .as_ref()
+            .and_then(|item| get_n::<u64>(item, "members_version"));
+        let version = seen.unwrap_or(0) + 1;
+        let owed = self.read_owed(tenant, &owner).await?;
+        let next: BTreeSet<String> = members.iter().map(|m| m.as_str().to_owned()).collect();
+        let plan = replan(&before, &owed.owed, &next);
+        // In id order, joined and left together.
+        let changed: Vec<StaffId> = plan
+            .entries()
+            .filter_map(|(staff, _)| StaffId::parse(staff).ok())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(key(pk.clone(), owner.clone())))
+            .expression_attribute_values(":department", s(department.as_str()))
+            .expression_attribute_values(":at", n(at_ms))
+            .expression_attribute_values(":version", n(version));
+        let set = "SET department = :department, members_at_ms = :at, members_version = :version";
+        update = match string_set(members.iter().map(StaffId::as_str)) {
+            Some(members) => update
+                .update_expression(format!("{set}, members = :members"))
+                .expression_attribute_values(":members", members),
+            None => update.update_expression(format!("{set} REMOVE members")),
+        };
+        update = match seen {
+            Some(seen) => update
+                .condition_expression("members_version = :seen")
+                .expression_attribute_values(":seen", n(seen)),
+            None => update.condition_expression("attribute_not_exists(members_version)"),
+        };
+        let owner_write = TransactWriteItem::builder()
+            .update(update.build().map_err(unavailable)?)
+            .build();
+        let index_write = |staff: &str, member: bool| -> Result<TransactWriteItem, StoreError> {
+            let expression = if member {
+                "ADD departments :department"
+            } else {
+                "DELETE departments :department"
+            };
+            let staff = StaffId::parse(staff).map_err(|_| corrupt("department member"))?;
+            let update = Update::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(pk.clone(), keys::staff(&staff))))
+                .update_expression(expression)
+                .expression_attribute_values(
+                    ":department",
+                    AttributeValue::Ss(vec![department.to_string()]),
+                )
+                .build()
+                .map_err(unavailable)?;
+            Ok(TransactWriteItem::builder().update(update).build())
+        };
+        if !owed.owed.is_empty() {
+            tracing::info!(
+                owed = owed.owed.len(),
+                "finishing the staff updates an earlier replacement owed"
+            );
+        }
+        let edit = OwedEdit {
+            owner: &owner,
+            version,
+            owner_write,
+            before: owed,
+            plan,
+        };
+        self.write_owed(tenant, edit, &index_write).await?;
+        Ok(changed)
+    }
+
+    /// The departments the staff member is in, as stored.
+    pub async fn departments_of_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<BTreeSet<DepartmentId>, StoreError> {
+        Ok(self
+            .get(tenant, keys::staff(staff))
+            .await?
+            .map(|item| departments_from(&item, "departments"))
+            .unwrap_or_default())
+    }
+
+    /// Every code that lists the department, through the department -> codes index.
+    pub async fn codes_listing_department(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        self.keys_under(tenant, &keys::department_seats_of(department))
+            .await?
+            .iter()
+            .map(|code| CodeId::parse(code).map_err(|_| corrupt("department seat")))
+            .collect()
+    }
+
+    /// WeCom re-keyed a user (`update_user` with `NewUserID`): the new id takes over the old
+    /// one's facts, today's and total add counters and departments, and replaces it in every
+    /// code at the same position; the old id is never eligible again. Safe to repeat. Answers
+    /// the codes that now name `to`.
+    pub async fn rename_staff(
+        &self,
+        tenant: &TenantId,
+        from: &StaffId,
+        to: &StaffId,
+        at_ms: u64,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        let codes = self.codes_of_staff(tenant, from).await?;
+        if let Some(old) = self.get(tenant, keys::staff(from)).await? {
+            let mut moved = old.clone();
+            moved.insert(keys::SK.into(), s(keys::staff(to)));
+            moved.remove("departments");
+            moved.remove("departments_at_ms");
+            moved.insert("renamed_from".into(), s(from.as_str()));
+            self.put_if_absent(moved).await?;
+            let departments = departments_from(&old, "departments");
+            self.set_staff_departments(tenant, to, &departments, at_ms)
+                .await?;
+        }
+        let day = match self.profile(tenant).await? {
+            Some(profile) => tenant_day(at_ms, profile.timezone),
+            None => return Err(corrupt("rename for a tenant without a profile")),
+        };
+        let mut counters = vec![(
+            keys::adds_today_all_codes(&day, from),
+            keys::adds_today_all_codes(&day, to),
+        )];
+        for code in &codes {
+            counters.push((
+                keys::adds_today_on_code(&day, code, from),
+                keys::adds_today_on_code(&day, code, to),
+            ));
+            counters.push((keys::adds_total(code, from), keys::adds_total(code, to)));
+        }
+        for (old_sk, new_sk) in counters {
+            if let Some(mut counter) = self.get(tenant, old_sk).await? {
+                counter.insert(keys::SK.into(), s(new_sk));
+                self.put_if_absent(counter).await?;
+            }
+        }
+        for code in &codes {
+            let Some(record) = self.code(tenant, code).await? else {
+                continue;
+            };
+            let mut config = record.code.config.clone();
+            for list in [&mut config.members, &mut config.fallback] {
+                if list.contains(to) {
+                    list.retain(|member| member != from);
+                } else {
+                    for member in list.iter_mut().filter(|m| *m == from) {
+                        *member = to.clone();
+                    }
+                }
+            }
+            if config != record.code.config {
+                self.put_code(tenant, code, &config, at_ms).await?;
+            }
+        }
+        self.set_staff_departments(tenant, from, &BTreeSet::new(), at_ms)
+            .await?;
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::staff(from))))
+            .update_expression("SET #employment = :resigned, renamed_to = :to")
+            .expression_attribute_names("#employment", "employment")
+            .expression_attribute_values(":resigned", s(employment_name(Employment::Resigned)))
+            .expression_attribute_values(":to", s(to.as_str()))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(codes)
+    }
+
+    /// Writes `item` unless an item with its key exists (a repeat, or facts of its own).
+    async fn put_if_absent(&self, item: Item) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if lost_condition(&e) => Ok(()),
+            Err(e) => Err(unavailable(e.into_service_error())),
+        }
+    }
+}
+
+fn departments_from(item: &Item, name: &str) -> BTreeSet<DepartmentId> {
+    get_strings(item, name)
+        .iter()
+        .filter_map(|raw| DepartmentId::parse(raw).ok())
+        .collect()
+}
+
+#[async_trait::async_trait]
+impl StaffLedger for DynamoStore {
+    async fn set_employment(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        employment: Employment,
+        at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        DynamoStore::set_employment(self, tenant, staff, employment, at_ms).await
+    }
+
+    async fn rename_staff(
+        &self,
+        tenant: &TenantId,
+        from: &StaffId,
+        to: &StaffId,
+        at_ms: u64,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        DynamoStore::rename_staff(self, tenant, from, to, at_ms).await
+    }
+
+    async fn set_staff_departments(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        departments: &BTreeSet<DepartmentId>,
+        at_ms: u64,
+    ) -> Result<Vec<DepartmentId>, StoreError> {
+        DynamoStore::set_staff_departments(self, tenant, staff, departments, at_ms).await
+    }
+
+    async fn set_department_members(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+        members: &BTreeSet<StaffId>,
+        at_ms: u64,
+    ) -> Result<Vec<StaffId>, StoreError> {
+        DynamoStore::set_department_members(self, tenant, department, members, at_ms).await
+    }
+
+    async fn codes_of_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        DynamoStore::codes_of_staff(self, tenant, staff).await
+    }
+
+    async fn codes_listing_department(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        DynamoStore::codes_listing_department(self, tenant, department).await
+    }
+}

@@ -1,0 +1,262 @@
+//! SQS FIFO queues: the inbox (stored callbacks) and the refresh queue (refresh reasons).
+
+use domain::facts::ReasonQueue;
+use domain::intake::InboxMessage;
+use domain::ports::{Inbox, StoreError};
+use domain::refresh::retry::{RetriedReason, RetryDelay, RetryQueues};
+use domain::refresh::RefreshReason;
+
+pub struct SqsInbox {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+impl SqsInbox {
+    pub fn new(client: aws_sdk_sqs::Client, queue_url: String) -> Self {
+        Self { client, queue_url }
+    }
+}
+
+#[async_trait::async_trait]
+impl Inbox for SqsInbox {
+    #[tracing::instrument(skip_all, fields(group = %message.group_id(), event_key = %message.event_key))]
+    async fn persist(&self, message: &InboxMessage) -> Result<(), StoreError> {
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_group_id(message.group_id())
+            .message_deduplication_id(message.deduplication_id())
+            .message_body(message.to_json())
+            .send()
+            .await
+            .map_err(|e| StoreError::new("inbox queue", e.into_service_error()))?;
+        Ok(())
+    }
+}
+
+/// `ReasonQueue` on refresh.fifo: one message group per code, deduplicated by fact.
+pub struct SqsReasonQueue {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+impl SqsReasonQueue {
+    pub fn new(client: aws_sdk_sqs::Client, queue_url: String) -> Self {
+        Self { client, queue_url }
+    }
+}
+
+#[async_trait::async_trait]
+impl ReasonQueue for SqsReasonQueue {
+    #[tracing::instrument(skip_all, fields(tenant = %reason.tenant, code = %reason.code, cause = ?reason.cause))]
+    async fn send(&self, reason: &RefreshReason) -> Result<(), StoreError> {
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_group_id(reason.group_id())
+            .message_deduplication_id(reason.deduplication_id())
+            .message_body(reason.to_json())
+            .send()
+            .await
+            .map_err(|e| StoreError::new("refresh queue", e.into_service_error()))?;
+        Ok(())
+    }
+
+    /// Ten per `SendMessageBatch` (SQS's maximum); a fan-out to 150 codes is 15 requests.
+    /// Entries SQS refused are sent again once, then reported.
+    #[tracing::instrument(skip_all, fields(reasons = reasons.len()))]
+    async fn send_all(&self, reasons: &[RefreshReason]) -> Result<(), StoreError> {
+        let unavailable = |e: String| StoreError::new("refresh queue", e);
+        for chunk in reasons.chunks(10) {
+            let mut pending: Vec<(usize, &RefreshReason)> = chunk.iter().enumerate().collect();
+            for attempt in 0..2 {
+                let entries = pending
+                    .iter()
+                    .map(|(index, reason)| {
+                        aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                            .id(index.to_string())
+                            .message_group_id(reason.group_id())
+                            .message_deduplication_id(reason.deduplication_id())
+                            .message_body(reason.to_json())
+                            .build()
+                            .map_err(|e| unavailable(e.to_string()))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let output = self
+                    .client
+                    .send_message_batch()
+                    .queue_url(&self.queue_url)
+                    .set_entries(Some(entries))
+                    .send()
+                    .await
+                    .map_err(|e| unavailable(e.into_service_error().to_string()))?;
+                let failed: Vec<String> = output.failed.iter().map(|f| f.id.clone()).collect();
+                pending.retain(|(index, _)| failed.contains(&index.to_string()));
+                if pending.is_empty() {
+                    break;
+                }
+                if attempt == 1 {
+                    return Err(unavailable(format!(
+                        "{} reasons refused by SendMessageBatch",
+                        pending.len()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `FanOutQueue` on a standard queue: fan-outs need no order, and a repeat only resends
+/// reasons refresh.fifo deduplicates.
+pub struct SqsFanOutQueue {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+impl SqsFanOutQueue {
+    pub fn new(client: aws_sdk_sqs::Client, queue_url: String) -> Self {
+        Self { client, queue_url }
+    }
+}
+
+#[async_trait::async_trait]
+impl domain::fanout::FanOutQueue for SqsFanOutQueue {
+    #[tracing::instrument(skip_all, fields(tenant = %fan_out.tenant, fact_key = %fan_out.fact_key))]
+    async fn send(&self, fan_out: &domain::fanout::FanOut) -> Result<(), StoreError> {
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(fan_out.to_json())
+            .send()
+            .await
+            .map_err(|e| StoreError::new("fan-out queue", e.into_service_error()))?;
+        Ok(())
+    }
+}
+
+/// `DeadLetters` on a FIFO dead-letter queue. The class and reason travel as message
+/// attributes so an operator can filter and replay by class.
+pub struct SqsDeadLetters {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+impl SqsDeadLetters {
+    pub fn new(client: aws_sdk_sqs::Client, queue_url: String) -> Self {
+        Self { client, queue_url }
+    }
+}
+
+fn text_attribute(value: &str) -> Result<aws_sdk_sqs::types::MessageAttributeValue, StoreError> {
+    aws_sdk_sqs::types::MessageAttributeValue::builder()
+        .data_type("String")
+        .string_value(value)
+        .build()
+        .map_err(|e| StoreError::new("dead-letter queue", e))
+}
+
+#[async_trait::async_trait]
+impl domain::ports::DeadLetters for SqsDeadLetters {
+    async fn park(
+        &self,
+        group: &str,
+        message_id: &str,
+        body: &str,
+        failure_class: &str,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        // SQS caps message attribute values at 256 KiB, reasons are short; keep them so.
+        let reason: String = reason.chars().take(1000).collect();
+        let group = if group.is_empty() { "unknown" } else { group };
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_group_id(group)
+            .message_deduplication_id(message_id)
+            .message_body(body)
+            .message_attributes("failure_class", text_attribute(failure_class)?)
+            .message_attributes("failure_reason", text_attribute(&reason)?)
+            .message_attributes("original_message_id", text_attribute(message_id)?)
+            .send()
+            .await
+            .map_err(|e| StoreError::new("dead-letter queue", e.into_service_error()))?;
+        Ok(())
+    }
+}
+
+/// `RetryQueues` on the FIFO delay queues (one per `RetryDelay`, queue-level `DelaySeconds`:
+/// FIFO queues refuse per-message delays) and refresh.fifo.
+pub struct SqsRetryQueues {
+    client: aws_sdk_sqs::Client,
+    refresh_queue_url: String,
+    slow_queue_url: String,
+    retry_queue_urls: Vec<(RetryDelay, String)>,
+}
+
+impl SqsRetryQueues {
+    pub fn new(
+        client: aws_sdk_sqs::Client,
+        refresh_queue_url: String,
+        slow_queue_url: String,
+        retry_queue_urls: Vec<(RetryDelay, String)>,
+    ) -> Self {
+        Self {
+            client,
+            refresh_queue_url,
+            slow_queue_url,
+            retry_queue_urls,
+        }
+    }
+
+    async fn send(&self, queue_url: &str, reason: &RetriedReason) -> Result<(), StoreError> {
+        self.client
+            .send_message()
+            .queue_url(queue_url)
+            .message_group_id(reason.reason.group_id())
+            .message_deduplication_id(reason.deduplication_id())
+            .message_body(reason.to_json())
+            .send()
+            .await
+            .map_err(|e| StoreError::new("retry queue", e.into_service_error()))?;
+        Ok(())
+    }
+}
+
+/// A queue's name: the last segment of its URL or ARN.
+fn queue_name(url_or_arn: &str) -> &str {
+    url_or_arn.rsplit(['/', ':']).next().unwrap_or(url_or_arn)
+}
+
+#[async_trait::async_trait]
+impl RetryQueues for SqsRetryQueues {
+    #[tracing::instrument(skip_all, fields(code = %reason.reason.code, delay_s = delay.seconds(), attempt = reason.attempt))]
+    async fn delay(&self, reason: &RetriedReason, delay: RetryDelay) -> Result<(), StoreError> {
+        let url = self
+            .retry_queue_urls
+            .iter()
+            .find(|(d, _)| *d == delay)
+            .map(|(_, url)| url.as_str())
+            .ok_or_else(|| StoreError::new("retry queue", "no queue for this delay"))?;
+        self.send(url, reason).await
+    }
+
+    async fn forward(&self, reason: &RetriedReason) -> Result<(), StoreError> {
+        self.send(&self.refresh_queue_url, reason).await
+    }
+
+    fn is_retry_queue(&self, event_source_arn: &str) -> bool {
+        let name = queue_name(event_source_arn);
+        self.retry_queue_urls
+            .iter()
+            .any(|(_, url)| queue_name(url) == name)
+    }
+
+    async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError> {
+        self.send(&self.slow_queue_url, reason).await
+    }
+
+    fn is_slow_lane(&self, event_source_arn: &str) -> bool {
+        queue_name(event_source_arn) == queue_name(&self.slow_queue_url)
+    }
+}

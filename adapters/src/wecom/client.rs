@@ -1,0 +1,269 @@
+//! A client for WeCom's server API: the four 「联系我」 contact-way calls qrsync uses
+//! (docs/wecom-api.md §4–§7), over HTTP, with the access-token policy of `tokens`.
+//!
+//! The contract, in short:
+//!
+//! - Every failure comes back as a [`WeComError`], classified by `errcode` (never by `errmsg`)
+//!   into the paths of MISSION rule 9; [`WeComError::class`] gives the class to route on.
+//! - The client retries exactly one thing by itself: a call refused with 40014 or 42001 (token
+//!   invalid or expired) gets one new token and is sent once more. Throttling, transient and
+//!   every other failure go straight back to the caller, because a Lambda must not wait out a
+//!   back-off (rule 6 and 7): the caller requeues with a delay instead.
+//! - Access tokens are cached per corp for the life of the process (so across warm Lambda
+//!   invocations), refreshed shortly before they expire, and fetched by one caller at a time
+//!   per corp: concurrent callers wait for that one `gettoken` instead of each sending theirs
+//!   (WeCom rate-limits `gettoken` and bans IPs that storm it, §5).
+//! - With a [`TokenStore`] ([`WeComClient::with_token_store`]), tokens are also shared between
+//!   processes (every warm Lambda container of every function): a process whose own cache
+//!   has nothing fresh reads the store first, and only the one process holding the store's
+//!   short refresh lock calls `gettoken`; the others use the stored token while it is still
+//!   valid, or wait up to a second for the new one.
+//! - Tokens and secrets never appear in logs, errors or `Debug` output.
+
+use super::redaction::{scrub, transport_error};
+use super::tokens::{TokenSlot, TokenStore};
+use domain::wecom::contact_way::{
+    add_contact_way_body, parse_contact_way, ContactWay, CorpCredentials, CreatedContactWay,
+    NewContactWay,
+};
+use domain::wecom::errors::WeComError;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+/// WeCom's production API host, the default for [`WeComClient::new`]'s base URL.
+pub const WECOM_API_BASE_URL: &str = "https://qyapi.weixin.qq.com";
+/// What a whole contact-way call may take beyond one request's timeout: the token from the
+/// table, a token lock's short wait, connection set-up.
+pub const CALL_MARGIN: Duration = Duration::from_millis(500);
+
+/// A WeCom API client. Cheap to share (`Arc` it, or keep one per process): it holds the HTTP
+/// connection pool and the per-corp token cache.
+pub struct WeComClient {
+    pub(super) http: reqwest::Client,
+    pub(super) base_url: String,
+    /// The most one contact-way call may take, its token fetch and one stale-token retry
+    /// included: [`WeComClient::call_bound`].
+    call_bound: Duration,
+    pub(super) tokens: Mutex<HashMap<String, Arc<TokenSlot>>>,
+    pub(super) shared: Option<Arc<dyn TokenStore>>,
+}
+
+impl fmt::Debug for WeComClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WeComClient")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WeComClient {
+    /// A client for the WeCom API at `base_url` ([`WECOM_API_BASE_URL`] in production, the
+    /// sandbox's URL in tests). `timeout` bounds each HTTP request as a whole (connect to last
+    /// byte); a request that runs out of it is [`WeComError::Transient`].
+    ///
+    /// # Panics
+    ///
+    /// If the TLS backend cannot be initialised, as `reqwest::Client::new` does: the process
+    /// cannot talk to WeCom at all, so failing at start-up is the useful outcome.
+    pub fn new(base_url: impl Into<String>, timeout: Duration) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .user_agent(concat!("qrsync/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .expect("the TLS backend initialises");
+        let base_url = base_url.into().trim_end_matches('/').to_owned();
+        Self {
+            http,
+            base_url,
+            call_bound: timeout + CALL_MARGIN,
+            tokens: Mutex::new(HashMap::new()),
+            shared: None,
+        }
+    }
+
+    /// Shares tokens with other processes through `store` (see the module's contract).
+    #[must_use]
+    pub fn with_token_store(mut self, store: Arc<dyn TokenStore>) -> Self {
+        self.shared = Some(store);
+        self
+    }
+
+    /// The most one contact-way call may take as a whole: `timeout` plus [`CALL_MARGIN`].
+    /// A call is a token (cached, shared, or fetched), the request, and on a stale token one
+    /// more fetch and request, so without this bound it could take four timeouts; callers
+    /// that must finish within a lease or an invocation plan on this figure alone.
+    pub fn call_bound(&self) -> Duration {
+        self.call_bound
+    }
+
+    /// The base URL calls go to, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// `add_contact_way`: creates a contact way. Not idempotent: a [`WeComError::Transient`]
+    /// may hide a code that was created, so callers reconcile rather than blindly re-add.
+    pub async fn add_contact_way(
+        &self,
+        creds: &CorpCredentials,
+        way: &NewContactWay,
+    ) -> Result<CreatedContactWay, WeComError> {
+        let answer = self
+            .call(creds, "add_contact_way", &add_contact_way_body(way))
+            .await?;
+        let config_id = answer
+            .get("config_id")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| WeComError::transient("add_contact_way answered without config_id"))?;
+        Ok(CreatedContactWay {
+            config_id: config_id.to_owned(),
+            qr_code: answer
+                .get("qr_code")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        })
+    }
+
+    /// `update_contact_way` with exactly `{"config_id", "user"}`: replaces the whole user list
+    /// and leaves every other field alone (nothing else is sent, not even as null or empty).
+    /// An empty `users` is sent as `[]` and empties the list; deciding not to push an empty
+    /// list is the caller's policy. Idempotent, so safe to retry.
+    pub async fn update_contact_way_users(
+        &self,
+        creds: &CorpCredentials,
+        config_id: &str,
+        users: &[String],
+    ) -> Result<(), WeComError> {
+        let body = json!({ "config_id": config_id, "user": users });
+        self.call(creds, "update_contact_way", &body).await?;
+        Ok(())
+    }
+
+    /// `get_contact_way`: WeCom's current copy of a contact way.
+    pub async fn get_contact_way(
+        &self,
+        creds: &CorpCredentials,
+        config_id: &str,
+    ) -> Result<ContactWay, WeComError> {
+        let answer = self
+            .call(creds, "get_contact_way", &json!({ "config_id": config_id }))
+            .await?;
+        parse_contact_way(&answer)
+            .ok_or_else(|| WeComError::transient("get_contact_way answered an unexpected shape"))
+    }
+
+    /// `del_contact_way`. Deleting a code that is already gone is
+    /// [`WeComError::CodeGone`], which callers cleaning up may treat as done.
+    pub async fn del_contact_way(
+        &self,
+        creds: &CorpCredentials,
+        config_id: &str,
+    ) -> Result<(), WeComError> {
+        self.call(creds, "del_contact_way", &json!({ "config_id": config_id }))
+            .await?;
+        Ok(())
+    }
+
+    /// One contact-way call with the token policy: a cached (or fetched) token, and on
+    /// 40014/42001 one refresh and one more attempt, never a loop. The whole of it ends
+    /// within [`WeComClient::call_bound`]; one that does not is transient, like a timeout
+    /// (WeCom may or may not have applied it).
+    async fn call(
+        &self,
+        creds: &CorpCredentials,
+        api: &'static str,
+        body: &Value,
+    ) -> Result<Value, WeComError> {
+        tokio::time::timeout(self.call_bound, self.call_with_token(creds, api, body))
+            .await
+            .unwrap_or_else(|_| {
+                Err(WeComError::transient(format!(
+                    "{api} and its token took longer than {} ms",
+                    self.call_bound.as_millis()
+                )))
+            })
+    }
+
+    async fn call_with_token(
+        &self,
+        creds: &CorpCredentials,
+        api: &'static str,
+        body: &Value,
+    ) -> Result<Value, WeComError> {
+        let token = self.token(creds, None).await?;
+        match self.post(creds, api, &token, body).await {
+            Err(error) if error.is_stale_token() => {
+                tracing::info!(
+                    corp_id = %creds.corp_id,
+                    api,
+                    errcode = error.errcode(),
+                    "access token refused; fetching a new one and retrying once"
+                );
+                let token = self.token(creds, Some(&token)).await?;
+                self.post(creds, api, &token, body).await
+            }
+            outcome => outcome,
+        }
+    }
+
+    async fn post(
+        &self,
+        creds: &CorpCredentials,
+        api: &'static str,
+        token: &str,
+        body: &Value,
+    ) -> Result<Value, WeComError> {
+        let url = format!("{}/cgi-bin/externalcontact/{api}", self.base_url);
+        let request = self
+            .http
+            .post(url)
+            .query(&[("access_token", token)])
+            .json(body);
+        answer(request, &[token, &creds.corp_secret]).await
+    }
+}
+
+/// Sends `request` and reads WeCom's answer: the JSON body when `errcode` is 0, the
+/// classified error otherwise. `secrets` are scrubbed from anything kept in an error.
+pub(super) async fn answer(
+    request: reqwest::RequestBuilder,
+    secrets: &[&str],
+) -> Result<Value, WeComError> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| transport_error(e, secrets))?;
+    let status = response.status();
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|e| transport_error(e, secrets))?;
+    if status.is_server_error() {
+        // Whatever the body says, a 5xx comes from WeCom's front end having trouble.
+        return Err(WeComError::transient(format!("HTTP {status}")));
+    }
+    // Not WeCom's JSON (a proxy's or gateway's page, a truncated body): we cannot tell what
+    // happened, so it is treated like a lost answer rather than a verdict on the request.
+    let unreadable = || WeComError::transient(format!("HTTP {status}: not a WeCom answer"));
+    let body: Value = serde_json::from_slice(&bytes).map_err(|_| unreadable())?;
+    let errcode = body
+        .get("errcode")
+        .and_then(Value::as_i64)
+        .ok_or_else(unreadable)?;
+    let errmsg = body
+        .get("errmsg")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if let Some(error) = WeComError::from_errcode(errcode, &scrub(errmsg, secrets)) {
+        return Err(error);
+    }
+    if !status.is_success() {
+        return Err(unreadable());
+    }
+    Ok(body)
+}

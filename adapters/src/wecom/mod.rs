@@ -1,0 +1,11 @@
+//! WeCom's server API over HTTP: the client (`client`), its access tokens (`tokens`), the
+//! scrubbing of secrets from what it keeps (`redaction`), and the domain's ports on it
+//! (`ports`).
+
+mod client;
+mod ports;
+mod redaction;
+mod tokens;
+
+pub use client::{WeComClient, CALL_MARGIN, WECOM_API_BASE_URL};
+pub use tokens::{SharedToken, TokenStore};

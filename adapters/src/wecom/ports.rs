@@ -1,0 +1,35 @@
+//! The domain's ports on WeCom's contact-way API: the refresh's push and the admin API's
+//! creation and deletion, both on the one client.
+
+use super::WeComClient;
+use domain::admin::ContactWays;
+use domain::refresh::ContactWayPusher;
+use domain::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
+use domain::wecom::errors::WeComError;
+
+#[async_trait::async_trait]
+impl ContactWayPusher for WeComClient {
+    async fn replace_users(
+        &self,
+        corp: &CorpCredentials,
+        config_id: &str,
+        users: &[String],
+    ) -> Result<(), WeComError> {
+        self.update_contact_way_users(corp, config_id, users).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ContactWays for WeComClient {
+    async fn create(
+        &self,
+        corp: &CorpCredentials,
+        way: &NewContactWay,
+    ) -> Result<CreatedContactWay, WeComError> {
+        self.add_contact_way(corp, way).await
+    }
+
+    async fn delete(&self, corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError> {
+        self.del_contact_way(corp, config_id).await
+    }
+}

@@ -1,0 +1,620 @@
+//! The admin API: tenant admins (through the platform's backend) set up tenants, staff and
+//! codes. Like every observer of a business fact (MISSION rule 2), it writes the fact first and
+//! then emits one refresh reason per code the fact may change; it never pushes a list itself,
+//! because the refresh function is the single writer of each code's WeCom list (rule 3).
+//!
+//! The one WeCom call made here is the creation of a code's contact way, which must exist
+//! before the refresh function has anything to update. It is created with the code's current
+//! recompute, and its `config_id` is stored with a conditional write so two racing creations
+//! keep exactly one contact way.
+
+pub mod commands;
+mod error;
+#[cfg(any(test, feature = "test-util"))]
+pub mod fakes;
+mod ports;
+
+pub use commands::{
+    DeleteCode, GetCode, PutCode, PutDepartment, PutStaff, PutTenant, ScheduleEdit,
+};
+pub use error::AdminError;
+pub use ports::{AdminStore, ContactWays, StaffChange, VersionedCode};
+
+use crate::facts::ReasonQueue;
+use crate::fanout::{FanOut, FanOutQueue, Source};
+use crate::membership::{
+    self, CodeId, DepartmentId, Employment, Exclusion, Family, Membership, StaffId, WeeklySchedule,
+};
+use crate::ports::StoreError;
+use crate::refresh::{Cause, RefreshReason, Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY};
+use crate::schedules::{plan, Subject};
+use crate::tenants::{TenantId, TenantProfile, Timezone};
+use crate::wecom::contact_way::{ContactWayKind, ContactWayScene, CorpCredentials, NewContactWay};
+use crate::wecom::errors::WeComError;
+use crate::Clock;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// The answer to `PUT /admin/tenants/{tenant}`. Holds no secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TenantAnswer {
+    pub tenant: TenantId,
+    pub corp_id: String,
+    pub timezone: String,
+    pub company_daily_cap: Option<u32>,
+    /// The fan-out that sends every code of the tenant a reason, when the cap or the timezone
+    /// changed (its id, the fact's key); absent when no code needs a recompute.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fan_out: Option<String>,
+}
+
+/// The answer to `PUT /admin/tenants/{tenant}/staff/{staff}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StaffAnswer {
+    pub staff: StaffId,
+    pub online: bool,
+    pub employment: Employment,
+    /// The departments the staff member is in, when the request set them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub departments: Option<Vec<DepartmentId>>,
+    /// The stored work schedule (absent: none, always on shift).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<WeeklySchedule>,
+    /// The fan-out that sends a reason to every code the staff member may be on, and to every
+    /// code listing a department they joined or left: queued before the answer.
+    pub fan_out: String,
+}
+
+/// The answer to `PUT /admin/tenants/{tenant}/departments/{department}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DepartmentAnswer {
+    pub department: DepartmentId,
+    pub members: Vec<StaffId>,
+    /// Staff who joined or left the department with this request.
+    pub changed: Vec<StaffId>,
+    /// The fan-out that sends a reason to every code listing the department.
+    pub fan_out: String,
+}
+
+/// The answer to `DELETE /admin/tenants/{tenant}/codes/{code}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeletedCode {
+    pub code: CodeId,
+    /// The WeCom contact way deleted with it (`None` when it was never created).
+    pub config_id: Option<String>,
+}
+
+/// The answer to `PUT /admin/tenants/{tenant}/codes/{code}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CodeAnswer {
+    pub code: CodeId,
+    pub config_id: String,
+    pub version: u64,
+    /// This request created the contact way (HTTP 201).
+    pub created: bool,
+    /// The QR code image URL WeCom answered on creation; WeCom's `get_contact_way` has it later.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qr_code: Option<String>,
+}
+
+/// The answer to `GET /admin/tenants/{tenant}/codes/{code}`: what the code should route to now,
+/// why members are left out, and whether WeCom already has that list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CodeStatus {
+    pub code: CodeId,
+    pub family: Family,
+    /// The departments the code lists; their members are candidates after the members.
+    pub departments: Vec<DepartmentId>,
+    pub config_id: Option<String>,
+    pub version: u64,
+    /// The list a recompute gives now (the fallback staff when the outcome is `fallback`).
+    pub eligible_now: Vec<StaffId>,
+    pub outcome: RoutingOutcome,
+    pub excluded: Vec<ExcludedMember>,
+    pub last_pushed: Option<LastPushed>,
+    /// WeCom's list (the last push, or the creation's list before any) is `eligible_now` and
+    /// the code is not starved.
+    pub in_sync: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoutingOutcome {
+    Members,
+    Fallback,
+    Starved,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExcludedMember {
+    pub staff: StaffId,
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LastPushed {
+    pub users: Vec<StaffId>,
+    pub pushed_at_ms: u64,
+    pub starved: bool,
+}
+
+/// The reason's wire name. Spelled out rather than derived so "WeCom" reads as one word.
+pub fn exclusion_name(exclusion: Exclusion) -> &'static str {
+    match exclusion {
+        Exclusion::UnknownStaff => "unknown_staff",
+        Exclusion::Resigned => "resigned",
+        Exclusion::Disabled => "disabled",
+        Exclusion::RejectedByWeCom => "rejected_by_wecom",
+        Exclusion::Offline => "offline",
+        Exclusion::OutsideShift => "outside_shift",
+        Exclusion::AddLimitReached => "add_limit_reached",
+        Exclusion::DailyLimitReached => "daily_limit_reached",
+        Exclusion::CompanyCapReached => "company_cap_reached",
+        Exclusion::OverWeComCap => "over_wecom_cap",
+    }
+}
+
+pub struct Admin<S, Q, W> {
+    store: S,
+    reasons: Q,
+    fan_outs: Arc<dyn FanOutQueue>,
+    contact_ways: W,
+    clock: Clock,
+    budget: Option<Arc<dyn WeComBudget>>,
+}
+
+impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
+    /// `reasons` takes the one reason of a code edit; `fan_outs` every fact that reaches more
+    /// codes than one, expanded after the answer by the fan-out function.
+    pub fn new(
+        store: S,
+        reasons: Q,
+        fan_outs: impl FanOutQueue + 'static,
+        contact_ways: W,
+        clock: Clock,
+    ) -> Self {
+        Self {
+            store,
+            reasons,
+            fan_outs: Arc::new(fan_outs),
+            contact_ways,
+            clock,
+            budget: None,
+        }
+    }
+
+    /// Spends the tenant's WeCom budget (the one the refresh function spends, per API) before
+    /// creating or deleting a contact way.
+    #[must_use]
+    pub fn with_budget(mut self, budget: impl WeComBudget + 'static) -> Self {
+        self.budget = Some(Arc::new(budget));
+        self
+    }
+
+    async fn spend(&self, tenant: &TenantId, api: &'static str) -> Result<(), AdminError> {
+        let Some(budget) = &self.budget else {
+            return Ok(());
+        };
+        match budget.spend(tenant, api, (self.clock)()).await? {
+            Spend::Granted => Ok(()),
+            Spend::Exhausted { retry_after_ms, .. } => {
+                tracing::info!(
+                    api,
+                    retry_after_ms,
+                    "no WeCom budget left; refused with 429"
+                );
+                Err(AdminError::Budget {
+                    api,
+                    retry_after_ms,
+                })
+            }
+        }
+    }
+
+    /// Creates or replaces the tenant's profile. When the company cap or the timezone (which
+    /// decides "today") changed, every code of the tenant is sent for a recompute.
+    #[tracing::instrument(skip_all, fields(tenant = %command.tenant))]
+    pub async fn put_tenant(&self, command: PutTenant) -> Result<TenantAnswer, AdminError> {
+        let PutTenant { tenant, profile } = command;
+        let previous = self.store.profile(&tenant).await?;
+        let now_ms = (self.clock)();
+        self.store.put_profile(&tenant, &profile).await?;
+        // The schedule tick's due items follow the zone: the next midnight always, and on a
+        // new zone every shift edge (due at once, so the tick computes it in the new zone).
+        let midnight = plan::next_midnight(profile.timezone, now_ms);
+        self.store
+            .set_due(&tenant, &Subject::Midnight, midnight)
+            .await?;
+        if previous
+            .as_ref()
+            .is_some_and(|p| p.timezone != profile.timezone)
+        {
+            for subject in self.store.due_subjects(&tenant).await? {
+                if matches!(subject, Subject::Shift(_)) {
+                    self.store
+                        .set_due(&tenant, &subject, plan::asap(now_ms))
+                        .await?;
+                }
+            }
+        }
+        let rules_changed = previous.is_some_and(|p| {
+            p.company_daily_cap != profile.company_daily_cap || p.timezone != profile.timezone
+        });
+        let fan_out = if rules_changed {
+            let fan_out = FanOut::new(
+                tenant.clone(),
+                vec![Source::Tenant],
+                Cause::Requested,
+                now_ms,
+                format!("tenant-rules:{now_ms}"),
+            );
+            self.fan_outs.send(&fan_out).await?;
+            Some(fan_out.fact_key)
+        } else {
+            None
+        };
+        tracing::info!(corp_id = %profile.corp_id, timezone = %profile.timezone, company_daily_cap = ?profile.company_daily_cap, fan_out = ?fan_out, "tenant profile stored");
+        Ok(answer_for_tenant(tenant, &profile, fan_out))
+    }
+
+    /// Writes the staff member's facts (and departments, when given), then sends a reason to
+    /// every code that may route to them (as member, fallback or through a department it
+    /// lists) and to every code listing a department they just left. A resignation therefore
+    /// reaches every code they could be on.
+    #[tracing::instrument(skip_all, fields(tenant = %command.tenant, staff = %command.staff))]
+    pub async fn put_staff(&self, command: PutStaff) -> Result<StaffAnswer, AdminError> {
+        let PutStaff {
+            tenant,
+            staff,
+            change,
+            departments,
+            schedule,
+        } = command;
+        let profile = self.existing_profile(&tenant).await?;
+        let now_ms = (self.clock)();
+        if let Some(edit) = &schedule {
+            self.apply_schedule(&tenant, &staff, edit, profile.timezone, now_ms)
+                .await?;
+        }
+        let facts = self
+            .store
+            .update_staff(&tenant, &staff, &change, now_ms)
+            .await?;
+        let changed = match &departments {
+            Some(wanted) => {
+                self.store
+                    .set_staff_departments(&tenant, &staff, wanted, now_ms)
+                    .await?
+            }
+            None => Vec::new(),
+        };
+        // The codes of departments joined are among the staff member's codes already; the
+        // ones of departments left are not, any more.
+        let mut sources = vec![Source::Staff {
+            staff: staff.clone(),
+        }];
+        sources.extend(changed.iter().map(|department| Source::Department {
+            department: department.clone(),
+        }));
+        let fan_out = FanOut::new(
+            tenant.clone(),
+            sources,
+            Cause::StaffChanged,
+            now_ms,
+            format!("staff:{staff}:{now_ms}"),
+        );
+        self.fan_outs.send(&fan_out).await?;
+        tracing::info!(online = facts.online, employment = ?facts.employment, departments_changed = changed.len(), fan_out = %fan_out.fact_key, "staff facts stored");
+        Ok(StaffAnswer {
+            staff,
+            online: facts.online,
+            employment: facts.employment,
+            departments: departments.map(|d| d.into_iter().collect()),
+            schedule: facts.schedule,
+            fan_out: fan_out.fact_key,
+        })
+    }
+
+    /// Stores (or removes) the staff member's work schedule, then points their due item at
+    /// the next shift start or end so the schedule tick sends their codes a reason then. A
+    /// schedule older than the stored one changes nothing: its writer set the due item.
+    async fn apply_schedule(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        edit: &ScheduleEdit,
+        timezone: Timezone,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let schedule = match edit {
+            ScheduleEdit::Set(schedule) => Some(schedule),
+            ScheduleEdit::Remove => None,
+        };
+        if !self
+            .store
+            .set_schedule(tenant, staff, schedule, now_ms)
+            .await?
+        {
+            tracing::info!("a later schedule is stored; this one is dropped");
+            return Ok(());
+        }
+        let subject = Subject::Shift(staff.clone());
+        match plan::next_shift_edge(schedule, timezone, now_ms) {
+            Some(edge) => self.store.set_due(tenant, &subject, edge).await,
+            None => self.store.clear_due(tenant, &subject).await,
+        }
+    }
+
+    /// Replaces the department's members, then sends a reason to every code that lists it
+    /// (all of them, not only when someone joined or left: a retry after a failed send must
+    /// send them again, and a recompute with nothing changed pushes nothing).
+    #[tracing::instrument(skip_all, fields(tenant = %command.tenant, department = %command.department))]
+    pub async fn put_department(
+        &self,
+        command: PutDepartment,
+    ) -> Result<DepartmentAnswer, AdminError> {
+        let PutDepartment {
+            tenant,
+            department,
+            members,
+        } = command;
+        self.existing_profile(&tenant).await?;
+        let now_ms = (self.clock)();
+        let changed = self
+            .store
+            .set_department_members(&tenant, &department, &members, now_ms)
+            .await?;
+        let fan_out = FanOut::new(
+            tenant.clone(),
+            vec![Source::Department {
+                department: department.clone(),
+            }],
+            Cause::StaffChanged,
+            now_ms,
+            format!("department:{department}:{now_ms}"),
+        );
+        self.fan_outs.send(&fan_out).await?;
+        tracing::info!(
+            members = members.len(),
+            changed = changed.len(),
+            fan_out = %fan_out.fact_key,
+            "department members stored"
+        );
+        Ok(DepartmentAnswer {
+            department,
+            members: members.into_iter().collect(),
+            changed,
+            fan_out: fan_out.fact_key,
+        })
+    }
+
+    /// Stores the code's configuration, creates its WeCom contact way if it has none yet,
+    /// then sends the code a reason so the refresh function brings WeCom's list in step.
+    ///
+    /// Fails with `NoEligibleMember` (the configuration stays stored, and the next PUT tries
+    /// the creation again) and with `WeCom` when the creation failed.
+    #[tracing::instrument(skip_all, fields(tenant = %command.tenant, code = %command.code))]
+    pub async fn put_code(&self, command: PutCode) -> Result<CodeAnswer, AdminError> {
+        let PutCode {
+            tenant,
+            code,
+            config,
+        } = command;
+        self.existing_profile(&tenant).await?;
+        let now_ms = (self.clock)();
+        let stored = self.store.put_code(&tenant, &code, &config, now_ms).await?;
+        let (config_id, qr_code, created) = match stored.code.config_id {
+            Some(config_id) => (config_id, None, false),
+            None => self.create_contact_way(&tenant, &code, now_ms).await?,
+        };
+        self.reasons
+            .send(&RefreshReason {
+                tenant: tenant.clone(),
+                code: code.clone(),
+                cause: Cause::CodeEdited,
+                fact_at_ms: now_ms,
+                fact_key: format!("code:{code}:v{}", stored.version),
+            })
+            .await?;
+        tracing::info!(version = stored.version, created, config_id = %config_id, members = config.members.len(), "code stored");
+        Ok(CodeAnswer {
+            code,
+            config_id,
+            version: stored.version,
+            created,
+            qr_code,
+        })
+    }
+
+    /// Deletes the code's WeCom contact way, then the code's items. WeCom first: were the
+    /// items deleted first, a failed WeCom call would leave a contact way nobody knows of,
+    /// still routing customers. A contact way WeCom no longer has (41044) counts as deleted,
+    /// so a retry after a failure between the two steps completes the deletion. Reasons still
+    /// queued for the code find no code and change nothing.
+    #[tracing::instrument(skip_all, fields(tenant = %command.tenant, code = %command.code))]
+    pub async fn delete_code(&self, command: DeleteCode) -> Result<DeletedCode, AdminError> {
+        let DeleteCode { tenant, code } = command;
+        let profile = self.existing_profile(&tenant).await?;
+        let stored = self
+            .store
+            .code(&tenant, &code)
+            .await?
+            .ok_or_else(|| AdminError::not_found(format!("code {code} of tenant {tenant}")))?;
+        let config_id = stored.code.config_id;
+        if let Some(config_id) = &config_id {
+            let creds = CorpCredentials {
+                corp_id: profile.corp_id.clone(),
+                corp_secret: profile.corp_secret.clone(),
+            };
+            self.spend(&tenant, DEL_CONTACT_WAY).await?;
+            match self.contact_ways.delete(&creds, config_id).await {
+                Ok(()) => {}
+                Err(WeComError::CodeGone { errcode }) => {
+                    tracing::info!(errcode, config_id, "WeCom has no such contact way any more");
+                }
+                Err(e) => {
+                    tracing::warn!(class = %e.class(), errcode = e.errcode(), error = %e, "WeCom did not delete the contact way");
+                    return Err(AdminError::WeCom(e));
+                }
+            }
+        }
+        self.store.delete_code(&tenant, &code).await?;
+        tracing::info!(config_id = ?config_id, "code deleted");
+        Ok(DeletedCode { code, config_id })
+    }
+
+    /// The code's recompute at this moment, compared with what WeCom last accepted.
+    #[tracing::instrument(skip_all, fields(tenant = %query.tenant, code = %query.code))]
+    pub async fn code_status(&self, query: GetCode) -> Result<CodeStatus, AdminError> {
+        let GetCode { tenant, code } = query;
+        let not_found = || AdminError::not_found(format!("code {code} of tenant {tenant}"));
+        let stored = self
+            .store
+            .code(&tenant, &code)
+            .await?
+            .ok_or_else(not_found)?;
+        let snapshot = self
+            .store
+            .snapshot(&tenant, &code, (self.clock)())
+            .await?
+            .ok_or_else(not_found)?;
+        let facts = snapshot.facts();
+        let excluded = membership::assess(&facts)
+            .into_iter()
+            .filter_map(|(staff, exclusion)| {
+                exclusion.map(|e| ExcludedMember {
+                    staff,
+                    reason: exclusion_name(e),
+                })
+            })
+            .collect();
+        let recomputed = membership::recompute(&facts);
+        let outcome = match recomputed {
+            Membership::Members(_) => RoutingOutcome::Members,
+            Membership::Fallback(_) => RoutingOutcome::Fallback,
+            Membership::Starved => RoutingOutcome::Starved,
+        };
+        let eligible_now = recomputed.users().unwrap_or_default().to_vec();
+        let in_sync = outcome != RoutingOutcome::Starved && snapshot.wecom_has(&eligible_now);
+        let last_pushed = snapshot.last_pushed.map(|p| LastPushed {
+            users: p.users,
+            pushed_at_ms: p.pushed_at_ms,
+            starved: p.starved,
+        });
+        Ok(CodeStatus {
+            code,
+            family: snapshot.code.config.family,
+            departments: snapshot.code.config.departments,
+            config_id: snapshot.code.config_id,
+            version: stored.version,
+            eligible_now,
+            outcome,
+            excluded,
+            last_pushed,
+            in_sync,
+        })
+    }
+
+    async fn existing_profile(&self, tenant: &TenantId) -> Result<TenantProfile, AdminError> {
+        self.store
+            .profile(tenant)
+            .await?
+            .ok_or_else(|| AdminError::not_found(format!("tenant {tenant}")))
+    }
+
+    /// Creates the contact way with the code's current list and stores its `config_id`.
+    /// Answers the stored `config_id`, WeCom's QR code URL and whether this call created it.
+    async fn create_contact_way(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        now_ms: u64,
+    ) -> Result<(String, Option<String>, bool), AdminError> {
+        let snapshot = self
+            .store
+            .snapshot(tenant, code, now_ms)
+            .await?
+            .ok_or_else(|| AdminError::not_found(format!("code {code} of tenant {tenant}")))?;
+        // WeCom refuses a multi-user contact way without users, and an empty one would route
+        // nobody anyway.
+        let users = snapshot
+            .recompute()
+            .users()
+            .ok_or_else(|| AdminError::NoEligibleMember {
+                code: code.to_string(),
+            })?
+            .iter()
+            .map(|u| u.as_str().to_owned())
+            .collect();
+        let way = NewContactWay {
+            kind: ContactWayKind::Multi,
+            scene: ContactWayScene::QrCode,
+            // Add callbacks echo it, which is how the facts function knows the code.
+            state: code.as_str().to_owned(),
+            users,
+            remark: None,
+            // A live QR code exists to be added without friction; WeCom's default too.
+            skip_verify: true,
+        };
+        let creds = snapshot.credentials();
+        self.spend(tenant, ADD_CONTACT_WAY).await?;
+        let created = self.contact_ways.create(&creds, &way).await.map_err(|e| {
+            // A transient failure may hide a contact way WeCom did create; the log is where
+            // an operator finds it.
+            tracing::warn!(class = %e.class(), errcode = e.errcode(), error = %e, "WeCom did not create the contact way");
+            AdminError::WeCom(e)
+        })?;
+        match self
+            .store
+            .set_config_id(tenant, code, &created.config_id, &way.users)
+            .await
+        {
+            Ok(true) => Ok((created.config_id, created.qr_code, true)),
+            Ok(false) => {
+                // Another request stored its contact way first: keep that one, drop ours.
+                tracing::info!(ours = %created.config_id, "a concurrent request created the code's contact way first");
+                self.discard(&creds, &created.config_id).await;
+                let stored = self
+                    .store
+                    .code(tenant, code)
+                    .await?
+                    .and_then(|c| c.code.config_id)
+                    .ok_or_else(|| {
+                        AdminError::not_found(format!("code {code} of tenant {tenant}"))
+                    })?;
+                Ok((stored, None, false))
+            }
+            Err(e) => {
+                // Unrecorded, the contact way could never be edited; the next PUT makes another.
+                self.discard(&creds, &created.config_id).await;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Deletes a contact way this request created but could not keep.
+    async fn discard(&self, creds: &CorpCredentials, config_id: &str) {
+        if let Err(e) = self.contact_ways.delete(creds, config_id).await {
+            tracing::error!(alert = "orphan_contact_way", config_id, class = %e.class(), error = %e, "could not delete an unrecorded contact way; delete it by hand");
+        }
+    }
+}
+
+fn answer_for_tenant(
+    tenant: TenantId,
+    profile: &TenantProfile,
+    fan_out: Option<String>,
+) -> TenantAnswer {
+    TenantAnswer {
+        tenant,
+        corp_id: profile.corp_id.clone(),
+        timezone: profile.timezone.name().to_owned(),
+        company_daily_cap: profile.company_daily_cap,
+        fan_out,
+    }
+}
+
+#[cfg(test)]
+mod schedule_tests;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,37 @@
+//! qrsync's domain: every rule, no AWS SDK, no HTTP client, no Lambda types. The compiler
+//! keeps it so: this crate does not depend on them.
+//!
+//! - `wecom`: WeCom's wire formats (callback crypto, envelopes, events).
+//! - `intake`: MISSION rule 1, the callback function's verify, persist, answer.
+//! - `membership`: MISSION's membership rules, the pure recompute of a code's list.
+//! - `facts`: MISSION rules 2 and 8, facts written idempotently (claims by business key), then refresh reasons.
+//! - `refresh`: MISSION rules 3 to 5, the single writer of each code's WeCom list.
+//! - `lanes`: MISSION "Lanes", the pure policy choosing the fast or slow lane per event.
+//! - `tenants`: tenant ids and the settings that authenticate their callbacks.
+//! - `ports`: the traits the domain needs; the `adapters` crate implements them for AWS and
+//!   WeCom, `fakes` (feature `test-util`) in memory.
+//! - `schedules`: work-schedule edges and the tenant's midnight, due in a minute-bucketed index.
+//! - `owed`: index work an edit still owes, so a retried edit finishes what it interrupted.
+//! - `batch`: MISSION rule 7, order-safe partial batch responses for FIFO consumers.
+//! - `http`: how domain errors become HTTP answers, shared by every HTTP function.
+
+pub mod admin;
+pub mod batch;
+pub mod facts;
+#[cfg(any(test, feature = "test-util"))]
+pub mod fakes;
+pub mod fanout;
+pub mod http;
+mod ids;
+pub mod intake;
+pub mod lanes;
+pub mod membership;
+pub mod owed;
+pub mod ports;
+pub mod refresh;
+pub mod schedules;
+pub mod tenants;
+pub mod wecom;
+
+/// Milliseconds since the epoch. Domain code takes a `Clock` so tests can fix time.
+pub type Clock = fn() -> u64;

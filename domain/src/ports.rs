@@ -1,0 +1,94 @@
+//! The traits the domain needs from the outside world. The `adapters` crate implements
+//! them for DynamoDB and SQS; `fakes` has in-memory ones for unit tests.
+
+use crate::intake::InboxMessage;
+use crate::tenants::{CallbackSettings, TenantId};
+
+/// A storage or queue dependency failed. The cause is kept for the log (its whole chain is
+/// in the message: an AccessDenied, a throttle or a timeout reads differently at 3 a.m.);
+/// callers only learn that the operation can be retried, and no answer carries the message.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} unavailable: {}", causes(.source.as_ref()))]
+pub struct StoreError {
+    pub what: &'static str,
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// An error and its sources, joined by ": ", each distinct text once (SDK errors often
+/// repeat their cause's text).
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut texts: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !texts.iter().any(|t| t.contains(&text)) {
+            texts.push(text);
+        }
+        next = cause.source();
+    }
+    texts.join(": ")
+}
+
+impl StoreError {
+    pub fn new(
+        what: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self {
+            what,
+            source: source.into(),
+        }
+    }
+}
+
+/// Reads a tenant's callback settings. `Ok(None)` means the tenant does not exist.
+#[async_trait::async_trait]
+pub trait TenantDirectory: Send + Sync {
+    async fn callback_settings(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Option<CallbackSettings>, StoreError>;
+}
+
+/// The durable inbox. `persist` returns only after the message is stored (SQS accepted it);
+/// a duplicate of a message persisted within the dedupe window is accepted and dropped.
+#[async_trait::async_trait]
+pub trait Inbox: Send + Sync {
+    async fn persist(&self, message: &InboxMessage) -> Result<(), StoreError>;
+}
+
+/// A dead-letter queue a consumer moves messages to itself, with their failure class, when
+/// retrying cannot help (the queue's own redrive only counts receives).
+#[async_trait::async_trait]
+pub trait DeadLetters: Send + Sync {
+    async fn park(
+        &self,
+        group: &str,
+        message_id: &str,
+        body: &str,
+        failure_class: &str,
+        reason: &str,
+    ) -> Result<(), StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("AccessDeniedException")]
+    struct Denied(#[source] std::io::Error);
+
+    #[test]
+    fn a_store_error_names_what_failed_and_every_cause_once() {
+        let cause = Denied(std::io::Error::other(
+            "not authorized to perform dynamodb:Query",
+        ));
+        let error = StoreError::new("table", cause);
+        assert_eq!(
+            error.to_string(),
+            "table unavailable: AccessDeniedException: not authorized to perform dynamodb:Query"
+        );
+    }
+}

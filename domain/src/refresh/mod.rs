@@ -1,0 +1,902 @@
+//! MISSION rules 3 to 5, the single writer: only this module changes a code's WeCom list and
+//! its "last pushed" record. It recomputes from the facts as they are when it runs (so order,
+//! duplicates and lost reasons do not matter as long as one later reason arrives), pushes to
+//! WeCom first and records second (so the dedupe check never skips a push WeCom did not
+//! receive), and makes no call when the list is unchanged.
+
+mod budget;
+mod lease;
+mod reason;
+pub mod retry;
+
+pub use budget::{
+    exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, WeComBudget, Window, ADD_CONTACT_WAY,
+    DEL_CONTACT_WAY, UPDATE_CONTACT_WAY,
+};
+pub use lease::{Acquired, CodeLeases, Lease, LeaseTimes, Recorded};
+pub use reason::{Cause, RefreshReason};
+
+use crate::fanout::{FanOut, FanOutQueue, Source};
+use crate::lanes::{CodeAge, Lane, LanePolicy};
+use crate::membership::{
+    self, AddCounts, CodeConfig, CodeId, DepartmentId, Facts, Membership, RotationSlot, StaffFacts,
+    StaffId, TenantRules,
+};
+use crate::ports::StoreError;
+use crate::tenants::{TenantId, TenantProfile};
+use crate::wecom::contact_way::CorpCredentials;
+use crate::wecom::errors::{FailureClass, WeComError};
+use crate::Clock;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// A code as the admin configured it, with the WeCom contact way it owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredCode {
+    pub config: CodeConfig,
+    /// WeCom's id of the contact way; `None` until the admin's create call succeeded.
+    pub config_id: Option<String>,
+    /// The list WeCom created the contact way with: what WeCom holds until the first push.
+    pub created_with: Vec<StaffId>,
+}
+
+/// The list WeCom last accepted for a code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushedList {
+    pub users: Vec<StaffId>,
+    pub pushed_at_ms: u64,
+    /// The code was starved at its last recompute (nothing pushed then).
+    pub starved: bool,
+    /// The landing page's rotation written with it (sequenced and quota codes).
+    pub rotation: Option<Vec<RotationSlot>>,
+}
+
+/// Everything a recompute of one code reads, loaded at processing time.
+#[derive(Debug, Clone)]
+pub struct CodeSnapshot {
+    pub profile: TenantProfile,
+    pub code: StoredCode,
+    pub staff: HashMap<StaffId, StaffFacts>,
+    pub adds: HashMap<StaffId, AddCounts>,
+    /// Stored membership of the departments the code lists.
+    pub departments: HashMap<DepartmentId, BTreeSet<StaffId>>,
+    /// The instant the snapshot was read for: "today" and work schedules are read at it.
+    pub now_ms: u64,
+    pub last_pushed: Option<PushedList>,
+}
+
+impl CodeSnapshot {
+    pub fn facts(&self) -> Facts<'_> {
+        Facts {
+            code: &self.code.config,
+            staff: &self.staff,
+            adds: &self.adds,
+            departments: &self.departments,
+            now: self.profile.timezone.at(self.now_ms),
+            tenant: TenantRules {
+                company_daily_cap: self.profile.company_daily_cap,
+            },
+        }
+    }
+
+    /// The list WeCom routes to, by our records: the last push, or before any push the list
+    /// the contact way was created with.
+    pub fn wecom_list(&self) -> &[StaffId] {
+        match &self.last_pushed {
+            Some(last) => &last.users,
+            None => &self.code.created_with,
+        }
+    }
+
+    /// WeCom already routes to exactly `users`, and the last recompute was not starved (a
+    /// starved code's record must be cleared by a push).
+    pub fn wecom_has(&self, users: &[StaffId]) -> bool {
+        !self.last_pushed.as_ref().is_some_and(|last| last.starved) && self.wecom_list() == users
+    }
+
+    pub fn recompute(&self) -> Membership {
+        membership::recompute(&self.facts())
+    }
+
+    /// The landing page's rotation for `membership` (sequenced and quota codes only).
+    pub fn rotation(&self, membership: &Membership) -> Option<Vec<RotationSlot>> {
+        membership::rotation(&self.facts(), membership)
+    }
+
+    pub fn credentials(&self) -> CorpCredentials {
+        CorpCredentials {
+            corp_id: self.profile.corp_id.clone(),
+            corp_secret: self.profile.corp_secret.clone(),
+        }
+    }
+}
+
+/// One completed push, as recorded after WeCom accepted it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushRecord {
+    pub users: Vec<StaffId>,
+    pub pushed_at_ms: u64,
+    pub fallback: bool,
+    /// When the facts behind the coalesced reasons were written.
+    pub fact_at_ms: Vec<u64>,
+    /// The landing page's rotation from the same recompute (sequenced and quota codes).
+    pub rotation: Option<Vec<RotationSlot>>,
+    /// The lane whose refresh pushed it.
+    pub lane: Lane,
+}
+
+/// Reads a code's facts.
+#[async_trait::async_trait]
+pub trait CodeFacts: Send + Sync {
+    /// Strongly consistent reads of everything the recompute needs for the tenant's day at
+    /// `now_ms`. `Ok(None)` when the tenant or the code does not exist.
+    async fn snapshot(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        now_ms: u64,
+    ) -> Result<Option<CodeSnapshot>, StoreError>;
+}
+
+/// Keeps a code's "last pushed" record. Every write is fenced on the writer's lease: a
+/// writer that lost its lease gets `Recorded::LeaseLost` and nothing is written.
+#[async_trait::async_trait]
+pub trait CodeRecords: Send + Sync {
+    /// When the code was created and last edited, for the lane policy (one cheap read).
+    /// `Ok(None)` when there is no such code.
+    async fn age(&self, tenant: &TenantId, code: &CodeId) -> Result<Option<CodeAge>, StoreError>;
+    /// Records a push WeCom accepted: the last-pushed list and a history entry.
+    async fn record_push(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+        push: &PushRecord,
+    ) -> Result<Recorded, StoreError>;
+    /// Marks the code starved (nobody eligible, no fallback) without touching the last list.
+    async fn record_starved(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+        at_ms: u64,
+    ) -> Result<Recorded, StoreError>;
+    /// Replaces the landing page's rotation when the WeCom list stayed the same but the
+    /// rotation did not (a quota member's share of a round shrinks with each add).
+    async fn record_rotation(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+        wecom_list: &[StaffId],
+        rotation: &[RotationSlot],
+    ) -> Result<Recorded, StoreError>;
+    /// Adds one refresh's tally to the tenant's counters for `day`.
+    async fn record_tally(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        tally: &Tally,
+    ) -> Result<(), StoreError>;
+    /// Requests this store has sent so far (for the tally's requests per refresh); 0 when it
+    /// does not count them.
+    fn requests_sent(&self) -> u64 {
+        0
+    }
+}
+
+/// What one refresh did, for the tenant's daily counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub reasons: u32,
+    pub recomputes: u32,
+    pub pushes: u32,
+    pub unchanged: u32,
+    pub starved: u32,
+    /// Requeued because the tenant's budget was spent.
+    pub requeued_budget: u32,
+    /// Requeued because WeCom answered 45009 or 45033.
+    pub requeued_throttled: u32,
+    /// Requeued because another writer held the code's lease (or this one lost it).
+    pub requeued_lease: u32,
+    /// Republished from the fast lane to the slow lane.
+    pub to_slow_lane: u32,
+    /// Requeued by the slow lane to keep its interval between pushes.
+    pub slow_interval_waits: u32,
+    /// Store requests the refresh made (this tally's own write included).
+    pub store_requests: u32,
+}
+
+/// Replaces the user list of a WeCom contact way.
+#[async_trait::async_trait]
+pub trait ContactWayPusher: Send + Sync {
+    async fn replace_users(
+        &self,
+        corp: &CorpCredentials,
+        config_id: &str,
+        users: &[String],
+    ) -> Result<(), WeComError>;
+}
+
+/// What the refresh writes when WeCom refuses for good (MISSION rules 9 and 11).
+#[async_trait::async_trait]
+pub trait FailureMarks: Send + Sync {
+    /// WeCom no longer knows the code's contact way (41044): the code is not refreshed again.
+    async fn mark_code_gone(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        at_ms: u64,
+    ) -> Result<(), StoreError>;
+    /// WeCom refused `staff` on a contact way: never eligible on this tenant again (sticky,
+    /// like every WeCom rejection in `membership::fold`).
+    async fn mark_staff_unusable(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        errcode: i64,
+        at_ms: u64,
+    ) -> Result<(), StoreError>;
+    /// The code's last refresh failed for good or was dead-lettered: the sweep recomputes it.
+    async fn mark_dirty(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        class: FailureClass,
+        at_ms: u64,
+    ) -> Result<(), StoreError>;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Pushed(Vec<StaffId>),
+    /// The recomputed list equals the last pushed one: no call.
+    Unchanged,
+    /// Nobody eligible and no fallback: nothing pushed, alert raised.
+    Starved,
+    /// No such tenant or code (deleted, or a reason for a code that never existed).
+    CodeNotFound,
+    /// The code exists but its contact way is not created yet; its creation sends a reason.
+    NotCreated,
+    /// WeCom answered 41044: the code is marked gone and dirty, and an alert raised.
+    CodeGone,
+    /// The lane policy puts the code on the slow lane: its reasons are republished to the
+    /// slow queue, nothing read or called.
+    ToSlowLane,
+    /// Not done now and not a failure: the reasons wait `retry_after_ms` in a retry queue.
+    Requeue {
+        why: Requeue,
+        retry_after_ms: u64,
+    },
+}
+
+/// Why a refresh was put off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requeue {
+    /// The tenant's budget for the window is spent (rule 6).
+    Budget,
+    /// WeCom answered 45009 or 45033.
+    Throttled,
+    /// Another writer holds the code's lease, or too little of ours is left for a call.
+    LeaseBusy,
+    /// The lease was taken over while this writer pushed: its record was refused. WeCom may
+    /// hold this writer's list rather than the recorded one, so the next refresh pushes even
+    /// an unchanged list (`resync`).
+    LeaseLost,
+    /// The slow lane keeps its interval between two pushes of the code.
+    SlowInterval,
+    /// Staff WeCom refuses were still being found after several rounds.
+    Unsettled,
+    /// The invocation's deadline comes before another WeCom call could end: the code goes
+    /// back to refresh.fifo at once, neither failed nor throttled.
+    OutOfTime,
+}
+
+impl Requeue {
+    /// The next refresh must push even a list the record says WeCom has.
+    pub fn needs_resync(self) -> bool {
+        self == Self::LeaseLost
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RefreshError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("WeCom refused or failed the push: {0}")]
+    WeCom(#[from] WeComError),
+}
+
+/// Most WeCom calls one refresh makes while finding which listed staff WeCom refuses; the
+/// rest is found by the next refresh (each call is charged to the budget all the same).
+const MAX_PROBES: usize = 10;
+/// Recompute-and-push rounds after staff were found unusable.
+const MAX_ROUNDS: usize = 3;
+
+/// Why one budgeted push did not go through.
+enum PushFailure {
+    Budget(u64),
+    /// Too little of the lease is left to cover a call, or the record was refused.
+    Lease(Requeue),
+    WeCom(WeComError),
+    Store(StoreError),
+}
+
+impl From<StoreError> for PushFailure {
+    fn from(error: StoreError) -> Self {
+        Self::Store(error)
+    }
+}
+
+/// One refresh of one code, as asked by its reasons.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    pub tenant: &'a TenantId,
+    pub code: &'a CodeId,
+    /// When the facts behind the coalesced reasons were written.
+    pub fact_at_ms: &'a [u64],
+    /// The lane whose queue delivered the reasons.
+    pub lane: Lane,
+    /// A writer lost its lease after a push: push even if the record says WeCom has the list.
+    pub resync: bool,
+    /// When the work must be done (epoch ms): the invocation's deadline less what the handler
+    /// needs to requeue and answer. No WeCom call starts that could end after it.
+    pub deadline_ms: u64,
+}
+
+impl Asked<'_> {
+    /// Whether a call that may take `call_ms` ends before the deadline.
+    fn leaves_time_for(&self, now_ms: u64, call_ms: u64) -> bool {
+        now_ms.saturating_add(call_ms) < self.deadline_ms
+    }
+}
+
+/// The refresh of one code while it holds the lease.
+struct Held<'a> {
+    asked: Asked<'a>,
+    lease: Lease,
+}
+
+pub struct Refresher<F, P, B> {
+    facts: F,
+    pusher: P,
+    budget: B,
+    clock: Clock,
+    lanes: LanePolicy,
+    lease_times: LeaseTimes,
+    fan_outs: Option<Arc<dyn FanOutQueue>>,
+}
+
+impl<F, P, B> Refresher<F, P, B>
+where
+    F: CodeFacts + CodeRecords + FailureMarks + CodeLeases,
+    P: ContactWayPusher,
+    B: WeComBudget,
+{
+    pub fn new(
+        facts: F,
+        pusher: P,
+        budget: B,
+        clock: Clock,
+        lanes: LanePolicy,
+        lease_times: LeaseTimes,
+    ) -> Self {
+        Self {
+            facts,
+            pusher,
+            budget,
+            clock,
+            lanes,
+            lease_times,
+            fan_outs: None,
+        }
+    }
+
+    /// Where the fan-out to other codes goes: a staff member WeCom refuses is recomputed away
+    /// from every code they sit on, not only the one whose push found out. Expanding it is the
+    /// fan-out function's job, so the lease is not spent on a thousand sends.
+    #[must_use]
+    pub fn with_fan_outs(mut self, fan_outs: impl FanOutQueue + 'static) -> Self {
+        self.fan_outs = Some(Arc::new(fan_outs));
+        self
+    }
+
+    pub fn facts(&self) -> &F {
+        &self.facts
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        (self.clock)()
+    }
+
+    /// One recompute for a code, however many reasons asked for it: lane policy -> lease ->
+    /// recompute -> dedupe -> budget -> push -> record (MISSION's flow).
+    #[tracing::instrument(skip(self, asked), fields(tenant = %asked.tenant, code = %asked.code, reasons = asked.fact_at_ms.len(), lane = ?asked.lane))]
+    pub async fn refresh(&self, asked: Asked<'_>) -> Result<Outcome, RefreshError> {
+        let requests_before = self.facts.requests_sent();
+        let now_ms = (self.clock)();
+        let (outcome, timezone) = self.refresh_leased(asked, now_ms).await?;
+        let reasons = u32::try_from(asked.fact_at_ms.len()).unwrap_or(u32::MAX);
+        let mut tally = Tally::default();
+        match &outcome {
+            Outcome::Pushed(_) => {
+                tally.reasons = reasons;
+                tally.recomputes = 1;
+                tally.pushes = 1;
+            }
+            Outcome::Unchanged => {
+                tally.reasons = reasons;
+                tally.recomputes = 1;
+                tally.unchanged = 1;
+            }
+            Outcome::Starved => {
+                tally.reasons = reasons;
+                tally.recomputes = 1;
+                tally.starved = 1;
+            }
+            Outcome::CodeNotFound | Outcome::NotCreated | Outcome::CodeGone => {
+                tally.reasons = reasons;
+            }
+            // Put-off reasons are counted when they are finally refreshed; the put-off itself
+            // is counted by why.
+            Outcome::ToSlowLane => tally.to_slow_lane = 1,
+            Outcome::Requeue { why, .. } => match why {
+                Requeue::Budget => tally.requeued_budget = 1,
+                Requeue::Throttled => tally.requeued_throttled = 1,
+                Requeue::LeaseBusy | Requeue::LeaseLost => tally.requeued_lease = 1,
+                Requeue::SlowInterval => tally.slow_interval_waits = 1,
+                Requeue::Unsettled | Requeue::OutOfTime => {}
+            },
+        }
+        // Put off before the snapshot (slow lane, lease busy), the tenant's day is unknown and
+        // nothing is counted.
+        let Some(timezone) = timezone else {
+            return Ok(outcome);
+        };
+        // The tally's own write is one of the refresh's requests.
+        let requests = self.facts.requests_sent().saturating_sub(requests_before) + 1;
+        tally.store_requests = u32::try_from(requests).unwrap_or(u32::MAX);
+        let day = crate::tenants::tenant_day(now_ms, timezone);
+        // Counters are for people; a failure to count must not fail (and so repeat) a push.
+        if let Err(error) = self.facts.record_tally(asked.tenant, &day, &tally).await {
+            tracing::warn!(error = %error, "refresh tally not recorded");
+        }
+        Ok(outcome)
+    }
+
+    /// The refresh up to its outcome, and the tenant's timezone when the tenant was found
+    /// (its day names the tally).
+    async fn refresh_leased(
+        &self,
+        asked: Asked<'_>,
+        now_ms: u64,
+    ) -> Result<(Outcome, Option<crate::tenants::Timezone>), RefreshError> {
+        // A code that could not make even one call before the deadline is not started: its
+        // lease would only hold the next writer off.
+        if !asked.leaves_time_for(now_ms, self.lease_times.call_ms) {
+            let outcome = Outcome::Requeue {
+                why: Requeue::OutOfTime,
+                retry_after_ms: 0,
+            };
+            return Ok((outcome, None));
+        }
+        if asked.lane == Lane::Fast {
+            let age = if self.lanes.needs_age(asked.tenant) {
+                self.facts.age(asked.tenant, asked.code).await?
+            } else {
+                None
+            };
+            if self.lanes.lane_for(asked.tenant, age, now_ms) == Lane::Slow {
+                return Ok((Outcome::ToSlowLane, None));
+            }
+        }
+        let holder = Lease::new_holder();
+        let lease = match self
+            .facts
+            .acquire(
+                asked.tenant,
+                asked.code,
+                &holder,
+                now_ms,
+                self.lease_times.duration_ms,
+            )
+            .await?
+        {
+            Acquired::Held(lease) => lease,
+            Acquired::Busy { retry_after_ms } => {
+                tracing::info!(
+                    retry_after_ms,
+                    "another writer holds the code's lease; requeued"
+                );
+                let outcome = Outcome::Requeue {
+                    why: Requeue::LeaseBusy,
+                    retry_after_ms,
+                };
+                return Ok((outcome, None));
+            }
+        };
+        let held = Held { asked, lease };
+        let result = self.refresh_held(&held, now_ms).await;
+        // An unreleased lease only delays the next writer until it expires.
+        if let Err(error) = self
+            .facts
+            .release(asked.tenant, asked.code, &held.lease)
+            .await
+        {
+            tracing::warn!(error = %error, "code lease not released; it expires on its own");
+        }
+        result
+    }
+
+    async fn refresh_held(
+        &self,
+        held: &Held<'_>,
+        now_ms: u64,
+    ) -> Result<(Outcome, Option<crate::tenants::Timezone>), RefreshError> {
+        let (tenant, code) = (held.asked.tenant, held.asked.code);
+        let Some(snapshot) = self.facts.snapshot(tenant, code, now_ms).await? else {
+            return Ok((Outcome::CodeNotFound, None));
+        };
+        let timezone = snapshot.profile.timezone;
+        let outcome = self.refresh_snapshot(held, snapshot, now_ms).await?;
+        Ok((outcome, Some(timezone)))
+    }
+
+    async fn refresh_snapshot(
+        &self,
+        held: &Held<'_>,
+        mut snapshot: CodeSnapshot,
+        now_ms: u64,
+    ) -> Result<Outcome, RefreshError> {
+        let (tenant, code) = (held.asked.tenant, held.asked.code);
+        let Some(config_id) = snapshot.code.config_id.clone() else {
+            return Ok(Outcome::NotCreated);
+        };
+        let mut pushed = None;
+        let mut resync = held.asked.resync;
+        for _ in 0..MAX_ROUNDS {
+            let membership = snapshot.recompute();
+            let Some(users) = membership.users() else {
+                tracing::error!(
+                    alert = "code_starved",
+                    "nobody is eligible and the code has no usable fallback; the last list stays"
+                );
+                if !snapshot.last_pushed.as_ref().is_some_and(|p| p.starved)
+                    && self
+                        .facts
+                        .record_starved(tenant, code, &held.lease, now_ms)
+                        .await?
+                        == Recorded::LeaseLost
+                {
+                    return Ok(lease_lost());
+                }
+                return Ok(Outcome::Starved);
+            };
+            let users = users.to_vec();
+            let rotation = snapshot.rotation(&membership);
+            if !resync && snapshot.wecom_has(&users) {
+                let stored = snapshot
+                    .last_pushed
+                    .as_ref()
+                    .and_then(|p| p.rotation.as_ref());
+                if let Some(rotation) = rotation.as_ref().filter(|r| Some(*r) != stored) {
+                    let recorded = self
+                        .facts
+                        .record_rotation(tenant, code, &held.lease, snapshot.wecom_list(), rotation)
+                        .await?;
+                    if recorded == Recorded::LeaseLost {
+                        return Ok(lease_lost());
+                    }
+                }
+                return Ok(pushed.map_or(Outcome::Unchanged, Outcome::Pushed));
+            }
+            if held.asked.lane == Lane::Slow {
+                let last = snapshot.last_pushed.as_ref().map(|p| p.pushed_at_ms);
+                if let Some(wait_ms) = self.lanes.slow_wait_ms(last, now_ms) {
+                    tracing::info!(
+                        wait_ms,
+                        "slow lane: the code was pushed too recently; requeued"
+                    );
+                    return Ok(Outcome::Requeue {
+                        why: Requeue::SlowInterval,
+                        retry_after_ms: wait_ms,
+                    });
+                }
+            }
+            resync = false;
+            let fallback = matches!(membership, Membership::Fallback(_));
+            let push = Push {
+                held,
+                config_id: &config_id,
+                fallback,
+                rotation,
+            };
+            let failure = match self.push(&push, &mut snapshot, &users).await {
+                Ok(()) => return Ok(Outcome::Pushed(users)),
+                Err(failure) => failure,
+            };
+            let error = match failure {
+                PushFailure::WeCom(error) if error.class() == FailureClass::StaffUnusable => error,
+                other => return self.settle(tenant, code, other, now_ms).await,
+            };
+            match self
+                .find_unusable(&push, &mut snapshot, &users, &error)
+                .await
+            {
+                Ok(Some(list)) => pushed = Some(list),
+                Ok(None) => {}
+                Err(failure) => return self.settle(tenant, code, failure, now_ms).await,
+            }
+        }
+        // Still not settled after several rounds: let the next reason carry on.
+        Ok(Outcome::Requeue {
+            why: Requeue::Unsettled,
+            retry_after_ms: 0,
+        })
+    }
+
+    /// Spends one unit of the tenant's budget, pushes `users`, records the push, and keeps
+    /// `snapshot` in step with what WeCom now holds.
+    async fn push(
+        &self,
+        push: &Push<'_>,
+        snapshot: &mut CodeSnapshot,
+        users: &[StaffId],
+    ) -> Result<(), PushFailure> {
+        let (tenant, code) = (push.held.asked.tenant, push.held.asked.code);
+        let now_ms = (self.clock)();
+        // A call cut off by the invocation's timeout would leave its reasons to SQS's redrive.
+        if !push
+            .held
+            .asked
+            .leaves_time_for(now_ms, self.lease_times.call_ms)
+        {
+            tracing::info!(
+                "the invocation's deadline comes before a WeCom call could end; requeued"
+            );
+            return Err(PushFailure::Lease(Requeue::OutOfTime));
+        }
+        // A call must end before the lease does, or another writer could take the code and
+        // push while this call is still in flight.
+        if !push.held.lease.covers(now_ms, self.lease_times.call_ms) {
+            tracing::info!("too little of the code's lease is left for a WeCom call; requeued");
+            return Err(PushFailure::Lease(Requeue::LeaseBusy));
+        }
+        if let Spend::Exhausted {
+            window,
+            retry_after_ms,
+        } = self
+            .budget
+            .spend(tenant, UPDATE_CONTACT_WAY, now_ms)
+            .await?
+        {
+            tracing::info!(?window, retry_after_ms, "no WeCom budget left; requeued");
+            return Err(PushFailure::Budget(retry_after_ms));
+        }
+        let wire: Vec<String> = users.iter().map(|u| u.as_str().to_owned()).collect();
+        self.pusher
+            .replace_users(&snapshot.credentials(), push.config_id, &wire)
+            .await
+            .map_err(PushFailure::WeCom)?;
+        let record = PushRecord {
+            users: users.to_vec(),
+            // Completion time: the push latency ends when WeCom accepted.
+            pushed_at_ms: (self.clock)(),
+            fallback: push.fallback,
+            fact_at_ms: push.held.asked.fact_at_ms.to_vec(),
+            rotation: push.rotation.clone(),
+            lane: push.held.asked.lane,
+        };
+        let recorded = self
+            .facts
+            .record_push(tenant, code, &push.held.lease, &record)
+            .await?;
+        if recorded == Recorded::LeaseLost {
+            tracing::warn!(
+                "the code's lease was taken over during the push; this writer's record was refused"
+            );
+            return Err(PushFailure::Lease(Requeue::LeaseLost));
+        }
+        snapshot.last_pushed = Some(PushedList {
+            users: record.users,
+            pushed_at_ms: record.pushed_at_ms,
+            starved: false,
+            rotation: record.rotation,
+        });
+        Ok(())
+    }
+
+    /// WeCom refused `users` because of some listed user, without saying which (§6). The
+    /// suspects are the users WeCom does not hold yet (it accepted the others before), or
+    /// everyone when there are none; they are tried one at a time on top of the others, and
+    /// each one WeCom refuses is marked unusable. Answers the list left on WeCom, if any
+    /// probe pushed one.
+    async fn find_unusable(
+        &self,
+        push: &Push<'_>,
+        snapshot: &mut CodeSnapshot,
+        users: &[StaffId],
+        error: &WeComError,
+    ) -> Result<Option<Vec<StaffId>>, PushFailure> {
+        let errcode = error.errcode().unwrap_or_default();
+        let held = snapshot.wecom_list().to_vec();
+        let added: Vec<StaffId> = users
+            .iter()
+            .filter(|u| !held.contains(u))
+            .cloned()
+            .collect();
+        let (mut accepted, mut suspects): (Vec<StaffId>, Vec<StaffId>) =
+            if added.is_empty() || added.len() == users.len() {
+                (Vec::new(), users.to_vec())
+            } else {
+                let base = users
+                    .iter()
+                    .filter(|u| !added.contains(u))
+                    .cloned()
+                    .collect();
+                (base, added)
+            };
+        let mut left_on_wecom = None;
+        let mut probes = 0;
+        if !accepted.is_empty() {
+            probes += 1;
+            match self.push(push, snapshot, &accepted).await {
+                Ok(()) => left_on_wecom = Some(accepted.clone()),
+                Err(PushFailure::WeCom(e)) if e.class() == FailureClass::StaffUnusable => {
+                    // The refusal is among the users WeCom held: suspect everyone.
+                    accepted.clear();
+                    suspects = users.to_vec();
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        // One suspect on top of an accepted list (or alone) is the one the first push failed on.
+        if suspects.len() == 1 {
+            self.mark_unusable(push.held, snapshot, &suspects[0], errcode)
+                .await?;
+            return Ok(left_on_wecom);
+        }
+        for suspect in suspects {
+            if probes >= MAX_PROBES {
+                break;
+            }
+            probes += 1;
+            let trial: Vec<StaffId> = users
+                .iter()
+                .filter(|u| accepted.contains(u) || **u == suspect)
+                .cloned()
+                .collect();
+            match self.push(push, snapshot, &trial).await {
+                Ok(()) => {
+                    accepted = trial.clone();
+                    left_on_wecom = Some(trial);
+                }
+                Err(PushFailure::WeCom(e)) if e.class() == FailureClass::StaffUnusable => {
+                    self.mark_unusable(
+                        push.held,
+                        snapshot,
+                        &suspect,
+                        e.errcode().unwrap_or(errcode),
+                    )
+                    .await?;
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Ok(left_on_wecom)
+    }
+
+    async fn mark_unusable(
+        &self,
+        held: &Held<'_>,
+        snapshot: &mut CodeSnapshot,
+        staff: &StaffId,
+        errcode: i64,
+    ) -> Result<(), StoreError> {
+        tracing::error!(
+            alert = "staff_unusable",
+            staff = %staff,
+            errcode,
+            "WeCom refuses this staff member on contact ways; they are excluded on this tenant"
+        );
+        let now_ms = (self.clock)();
+        let tenant = held.asked.tenant;
+        self.facts
+            .mark_staff_unusable(tenant, staff, errcode, now_ms)
+            .await?;
+        if let Some(facts) = snapshot.staff.get_mut(staff) {
+            facts.rejected_by_wecom = true;
+        }
+        if let Some(fan_outs) = &self.fan_outs {
+            // It reaches this code too: one more recompute, which finds the list unchanged.
+            let fan_out = FanOut::new(
+                tenant.clone(),
+                vec![Source::Staff {
+                    staff: staff.clone(),
+                }],
+                Cause::StaffChanged,
+                now_ms,
+                format!("wecom-refused:{staff}:{errcode}"),
+            );
+            // The mark is written; a code not told now finds out at its own next push.
+            if let Err(error) = fan_outs.send(&fan_out).await {
+                tracing::warn!(error = %error, "other codes of an unusable staff member not sent for a recompute");
+            }
+        }
+        Ok(())
+    }
+
+    /// The outcome of a push that failed for a reason the refresh does not resolve itself.
+    async fn settle(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        failure: PushFailure,
+        now_ms: u64,
+    ) -> Result<Outcome, RefreshError> {
+        let error = match failure {
+            PushFailure::Budget(retry_after_ms) => {
+                return Ok(Outcome::Requeue {
+                    why: Requeue::Budget,
+                    retry_after_ms,
+                })
+            }
+            PushFailure::Lease(why) => {
+                return Ok(Outcome::Requeue {
+                    why,
+                    retry_after_ms: 0,
+                })
+            }
+            PushFailure::Store(error) => return Err(error.into()),
+            PushFailure::WeCom(error) => error,
+        };
+        match error.class() {
+            FailureClass::Throttled => {
+                // 45009 blocks for the rest of WeCom's window (§7); 45033 is about
+                // concurrency, which the next minute relieves as well.
+                let retry_after_ms = reopens_in(Window::Minute, (self.clock)());
+                tracing::warn!(
+                    errcode = error.errcode(),
+                    retry_after_ms,
+                    "WeCom throttled the push; requeued"
+                );
+                Ok(Outcome::Requeue {
+                    why: Requeue::Throttled,
+                    retry_after_ms,
+                })
+            }
+            FailureClass::CodeGone => {
+                tracing::error!(
+                    alert = "code_gone",
+                    errcode = error.errcode(),
+                    "WeCom no longer knows this code's contact way; it is not refreshed again"
+                );
+                self.facts.mark_code_gone(tenant, code, now_ms).await?;
+                self.facts
+                    .mark_dirty(tenant, code, FailureClass::CodeGone, now_ms)
+                    .await?;
+                Ok(Outcome::CodeGone)
+            }
+            _ => Err(error.into()),
+        }
+    }
+}
+
+/// What every push of one refresh shares.
+struct Push<'a> {
+    held: &'a Held<'a>,
+    config_id: &'a str,
+    fallback: bool,
+    rotation: Option<Vec<RotationSlot>>,
+}
+
+fn lease_lost() -> Outcome {
+    tracing::warn!("the code's lease was taken over; this writer's record was refused");
+    Outcome::Requeue {
+        why: Requeue::LeaseLost,
+        retry_after_ms: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests;
