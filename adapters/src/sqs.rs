@@ -3,6 +3,7 @@
 use domain::facts::ReasonQueue;
 use domain::intake::InboxMessage;
 use domain::ports::{Inbox, StoreError};
+use domain::refresh::consumer::Inlet;
 use domain::refresh::retry::{RetriedReason, RetryDelay, RetryQueues};
 use domain::refresh::RefreshReason;
 
@@ -228,6 +229,42 @@ fn queue_name(url_or_arn: &str) -> &str {
     url_or_arn.rsplit(['/', ':']).next().unwrap_or(url_or_arn)
 }
 
+/// Tells which refresh queue a message came from, by the queue name in its `eventSourceARN`:
+/// the one place that reads a queue's address to route a message.
+#[derive(Debug, Clone)]
+pub struct QueueInlets {
+    slow_lane: String,
+    retry_queues: Vec<String>,
+}
+
+impl QueueInlets {
+    /// From the queues' URLs, as the function's environment gives them.
+    pub fn new<'a>(
+        slow_lane_url: &str,
+        retry_queue_urls: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        Self {
+            slow_lane: queue_name(slow_lane_url).to_owned(),
+            retry_queues: retry_queue_urls
+                .into_iter()
+                .map(|url| queue_name(url).to_owned())
+                .collect(),
+        }
+    }
+
+    /// Any queue other than the slow lane's and the retry queues is refresh.fifo.
+    pub fn inlet_of(&self, event_source_arn: &str) -> Inlet {
+        let name = queue_name(event_source_arn);
+        if self.retry_queues.iter().any(|queue| queue == name) {
+            Inlet::RetryQueue
+        } else if self.slow_lane == name {
+            Inlet::SlowLane
+        } else {
+            Inlet::FastLane
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl RetryQueues for SqsRetryQueues {
     #[tracing::instrument(skip_all, fields(code = %reason.reason.code, delay_s = delay.seconds(), attempt = reason.attempt))]
@@ -245,18 +282,34 @@ impl RetryQueues for SqsRetryQueues {
         self.send(&self.refresh_queue_url, reason).await
     }
 
-    fn is_retry_queue(&self, event_source_arn: &str) -> bool {
-        let name = queue_name(event_source_arn);
-        self.retry_queue_urls
-            .iter()
-            .any(|(_, url)| queue_name(url) == name)
-    }
-
     async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError> {
         self.send(&self.slow_queue_url, reason).await
     }
+}
 
-    fn is_slow_lane(&self, event_source_arn: &str) -> bool {
-        queue_name(event_source_arn) == queue_name(&self.slow_queue_url)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_s_inlet_is_told_by_its_queue_name_whatever_the_region_or_account() {
+        let inlets = QueueInlets::new(
+            "http://127.0.0.1:4566/000000000000/qrsync-local-refresh-slow.fifo",
+            ["http://127.0.0.1:4566/000000000000/qrsync-local-refresh-retry-15s.fifo"],
+        );
+        let arn = |name: &str| format!("arn:aws:sqs:us-east-1:000000000000:{name}");
+        assert_eq!(
+            inlets.inlet_of(&arn("qrsync-local-refresh-retry-15s.fifo")),
+            Inlet::RetryQueue
+        );
+        assert_eq!(
+            inlets.inlet_of(&arn("qrsync-local-refresh-slow.fifo")),
+            Inlet::SlowLane
+        );
+        assert_eq!(
+            inlets.inlet_of(&arn("qrsync-local-refresh.fifo")),
+            Inlet::FastLane
+        );
+        assert_eq!(inlets.inlet_of(""), Inlet::FastLane);
     }
 }

@@ -505,10 +505,6 @@ impl CodeRecords for DynamoStore {
         }))
     }
 
-    fn requests_sent(&self) -> u64 {
-        DynamoStore::requests_sent(self)
-    }
-
     async fn record_push(
         &self,
         tenant: &TenantId,
@@ -622,6 +618,7 @@ impl CodeRecords for DynamoStore {
         day: &str,
         tally: &Tally,
     ) -> Result<(), StoreError> {
+        let store_requests = self.requests.since_last_tally();
         self.client
             .update_item()
             .table_name(&self.table)
@@ -636,7 +633,7 @@ impl CodeRecords for DynamoStore {
             .expression_attribute_values(":rl", n(tally.requeued_lease))
             .expression_attribute_values(":sl", n(tally.to_slow_lane))
             .expression_attribute_values(":sw", n(tally.slow_interval_waits))
-            .expression_attribute_values(":sr", n(tally.store_requests))
+            .expression_attribute_values(":sr", n(store_requests))
             .expression_attribute_values(":r", n(tally.reasons))
             .expression_attribute_values(":c", n(tally.recomputes))
             .expression_attribute_values(":p", n(tally.pushes))

@@ -51,16 +51,30 @@ impl DynamoStore {
             requests,
         }
     }
-
-    /// Requests sent so far by this store's client.
-    pub fn requests_sent(&self) -> u64 {
-        self.requests.0.load(std::sync::atomic::Ordering::Relaxed)
-    }
 }
 
-/// Counts the requests a client transmits: the refresh's "DynamoDB requests per refresh".
+/// Counts the requests a client transmits, for the refresh tally's `store_requests` (the
+/// bench's "DynamoDB requests per refresh"). A container runs one invocation at a time and a
+/// refresh batch refreshes its codes one after another, so the requests sent since the last
+/// tally write are the current refresh's, plus those of any refresh put off before it had a
+/// tenant day to count in (it writes no tally of its own).
 #[derive(Debug, Clone, Default)]
-struct RequestCounter(std::sync::Arc<std::sync::atomic::AtomicU64>);
+struct RequestCounter {
+    sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// `sent` as it will be once the last tally write has gone out.
+    at_last_tally: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl RequestCounter {
+    /// The requests since the last tally, the tally write about to be sent included.
+    fn since_last_tally(&self) -> u64 {
+        let after_this_write = self.sent.load(std::sync::atomic::Ordering::Relaxed) + 1;
+        let before = self
+            .at_last_tally
+            .swap(after_this_write, std::sync::atomic::Ordering::Relaxed);
+        after_this_write.saturating_sub(before)
+    }
+}
 
 impl aws_sdk_dynamodb::config::Intercept for RequestCounter {
     fn name(&self) -> &'static str {
@@ -73,7 +87,7 @@ impl aws_sdk_dynamodb::config::Intercept for RequestCounter {
         _runtime_components: &aws_sdk_dynamodb::config::RuntimeComponents,
         _cfg: &mut aws_sdk_dynamodb::config::ConfigBag,
     ) -> Result<(), aws_sdk_dynamodb::error::BoxError> {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 }
@@ -254,5 +268,21 @@ impl DynamoStore {
             }
         }
         Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod request_counter_tests {
+    use super::RequestCounter;
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn each_tally_counts_the_requests_since_the_last_one_and_its_own_write() {
+        let counter = RequestCounter::default();
+        counter.sent.fetch_add(4, Ordering::Relaxed);
+        assert_eq!(counter.since_last_tally(), 5);
+        // The tally write goes out, then the next refresh sends two requests.
+        counter.sent.fetch_add(1 + 2, Ordering::Relaxed);
+        assert_eq!(counter.since_last_tally(), 3);
     }
 }

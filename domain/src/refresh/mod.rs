@@ -5,6 +5,7 @@
 //! receive), and makes no call when the list is unchanged.
 
 mod budget;
+pub mod consumer;
 mod lease;
 mod reason;
 pub mod retry;
@@ -178,11 +179,6 @@ pub trait CodeRecords: Send + Sync {
         day: &str,
         tally: &Tally,
     ) -> Result<(), StoreError>;
-    /// Requests this store has sent so far (for the tally's requests per refresh); 0 when it
-    /// does not count them.
-    fn requests_sent(&self) -> u64 {
-        0
-    }
 }
 
 /// What one refresh did, for the tenant's daily counters.
@@ -203,8 +199,6 @@ pub struct Tally {
     pub to_slow_lane: u32,
     /// Requeued by the slow lane to keep its interval between pushes.
     pub slow_interval_waits: u32,
-    /// Store requests the refresh made (this tally's own write included).
-    pub store_requests: u32,
 }
 
 /// Replaces the user list of a WeCom contact way.
@@ -401,7 +395,8 @@ where
         self
     }
 
-    pub fn facts(&self) -> &F {
+    /// The store the refresher reads facts from and records to (its failure marks too).
+    pub fn store(&self) -> &F {
         &self.facts
     }
 
@@ -413,7 +408,6 @@ where
     /// recompute -> dedupe -> budget -> push -> record (MISSION's flow).
     #[tracing::instrument(skip(self, asked), fields(tenant = %asked.tenant, code = %asked.code, reasons = asked.fact_at_ms.len(), lane = ?asked.lane))]
     pub async fn refresh(&self, asked: Asked<'_>) -> Result<Outcome, RefreshError> {
-        let requests_before = self.facts.requests_sent();
         let now_ms = (self.clock)();
         let (outcome, timezone) = self.refresh_leased(asked, now_ms).await?;
         let reasons = u32::try_from(asked.fact_at_ms.len()).unwrap_or(u32::MAX);
@@ -453,9 +447,6 @@ where
         let Some(timezone) = timezone else {
             return Ok(outcome);
         };
-        // The tally's own write is one of the refresh's requests.
-        let requests = self.facts.requests_sent().saturating_sub(requests_before) + 1;
-        tally.store_requests = u32::try_from(requests).unwrap_or(u32::MAX);
         let day = crate::tenants::tenant_day(now_ms, timezone);
         // Counters are for people; a failure to count must not fail (and so repeat) a push.
         if let Err(error) = self.facts.record_tally(asked.tenant, &day, &tally).await {

@@ -91,12 +91,8 @@ pub trait RetryQueues: Send + Sync {
     async fn delay(&self, reason: &RetriedReason, delay: RetryDelay) -> Result<(), StoreError>;
     /// Sends `reason` (its delay served) back to refresh.fifo, in its code's message group.
     async fn forward(&self, reason: &RetriedReason) -> Result<(), StoreError>;
-    /// Whether a message with this `eventSourceARN` came from a retry queue.
-    fn is_retry_queue(&self, event_source_arn: &str) -> bool;
     /// Republishes `reason` to the slow lane's queue, in its code's message group.
     async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError>;
-    /// Whether a message with this `eventSourceARN` came from the slow lane's queue.
-    fn is_slow_lane(&self, event_source_arn: &str) -> bool;
 }
 
 /// A refresh reason on its way through a retry queue: the reason itself (so a plain reason

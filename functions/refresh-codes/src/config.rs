@@ -26,6 +26,8 @@ pub struct Config {
     pub slow_queue_url: String,
     pub lanes: LanePolicy,
     pub lease_times: LeaseTimes,
+    /// The refresh queues' `maxReceiveCount`: on that receive a code is marked dirty first.
+    pub max_receives: u32,
 }
 
 impl Config {
@@ -63,6 +65,7 @@ impl Config {
                 slow_interval_ms: parsed::<u64>("SLOW_LANE_INTERVAL_SECONDS")? * 1000,
             },
             lease_times,
+            max_receives: parsed("REFRESH_MAX_RECEIVES")?,
             table_name: required("TABLE_NAME")?,
             dead_letter_queue_url: required("DEAD_LETTER_QUEUE_URL")?,
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,

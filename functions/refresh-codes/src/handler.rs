@@ -1,38 +1,14 @@
-//! Translates refresh.fifo batches into `Refresher::refresh` calls: one recompute per code
-//! however many of its reasons the batch holds (MISSION rule 5, coalescing), and sends each
-//! code that did not finish down its path (rules 6 and 9, `domain::refresh::retry`):
-//!
-//! - throttled (no budget, or WeCom's 45009/45033): one reason requeued through the retry
-//!   queue covering the wait, the messages acknowledged: no receive counted, never a DLQ;
-//! - transient or token failure: requeued with a growing delay and an attempt count, then
-//!   moved to the dead-letter queue with its class and the code marked dirty;
-//! - a refusal retrying cannot fix (41041, any other errcode): dead-lettered at once, dirty;
-//! - the table or a queue unavailable: the code's messages are reported for redelivery (the
-//!   rest of their group with them); on the last receive before the queue's redrive the
-//!   code is marked dirty first, since a redriven message passes no code of ours.
-//!
-//! Messages from a retry queue have served their delay and are forwarded to refresh.fifo
-//! unrefreshed: every refresh starts on the fast lane. Messages from the slow lane's queue
-//! are refreshed as slow (one push per code per interval). A code the lane policy puts on
-//! the slow lane has one reason republished there, and a code put off (slow-lane interval,
-//! another writer holding its lease) waits in a retry queue like a throttled one. A message
-//! that is not a refresh reason is moved to the dead-letter queue as poison.
+//! Translates a batch from the refresh queues into `RefreshConsumer::consume`, where every
+//! rule of the refresh lives (`domain::refresh::consumer`): each message's source queue
+//! becomes its inlet, the invocation's deadline the time left, and the messages to redeliver
+//! the batch response.
 
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use domain::batch::PartialBatch;
-use domain::lanes::Lane;
-use domain::ports::DeadLetters;
-use domain::refresh::retry::{self, Path, RetriedReason, RetryQueues};
-use domain::refresh::{
-    Asked, CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, Outcome,
-    RefreshError, Refresher, Requeue, WeComBudget,
-};
+use adapters::sqs::QueueInlets;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use domain::refresh::consumer::{Delivery, RefreshConsumer, RefreshPorts};
 use lambda_runtime::{Error, LambdaEvent};
 
-/// refresh.fifo's `maxReceiveCount` in `template.yaml`.
-const MAX_RECEIVES: u32 = 5;
-
-/// What the handler needs after the last WeCom call ends: the record, the lease's release,
+/// What the consumer needs after the last WeCom call ends: the record, the lease's release,
 /// the tally, requeueing the codes it did not reach, and its answer. A code's work ends this
 /// long before the invocation's deadline.
 const FINISH_RESERVE_MS: u64 = 1_500;
@@ -45,286 +21,41 @@ fn host_clock_ms() -> u64 {
         .unwrap_or_default()
 }
 
-/// The reasons of one code in this batch, in arrival order.
-struct CodeWork<'a> {
-    group: &'a str,
-    reason: RetriedReason,
-    messages: Vec<(&'a str, &'a str)>,
-    fact_at_ms: Vec<u64>,
-    receive_count: u32,
-    lane: Lane,
-}
-
 #[tracing::instrument(skip_all, fields(records = event.payload.records.len()))]
-pub(crate) async fn handle<F, P, B, D, R>(
-    refresher: &Refresher<F, P, B>,
-    dead_letters: &D,
-    retries: &R,
+pub(crate) async fn handle<P: RefreshPorts>(
+    consumer: &RefreshConsumer<P>,
+    inlets: &QueueInlets,
     event: LambdaEvent<SqsEvent>,
-) -> Result<SqsBatchResponse, Error>
-where
-    F: CodeFacts + CodeRecords + FailureMarks + CodeLeases,
-    P: ContactWayPusher,
-    B: WeComBudget,
-    D: DeadLetters,
-    R: RetryQueues,
-{
+) -> Result<SqsBatchResponse, Error> {
     // The deadline is on the host's clock; the refresher's may carry the operator's offset
-    // (`ClockOffsetSeconds`), so what is handed over is the time left, on the refresher's clock.
-    let left_ms = event.context.deadline.saturating_sub(host_clock_ms());
-    let deadline_ms = refresher
-        .now_ms()
-        .saturating_add(left_ms)
+    // (`ClockOffsetSeconds`), so what is handed over is the time left.
+    let left_ms = event
+        .context
+        .deadline
+        .saturating_sub(host_clock_ms())
         .saturating_sub(FINISH_RESERVE_MS);
-    let mut batch = PartialBatch::default();
-    let mut work: Vec<CodeWork<'_>> = Vec::new();
-    for message in &event.payload.records {
-        let id = message.message_id.as_deref().unwrap_or_default();
-        let group = message
-            .attributes
-            .get("MessageGroupId")
-            .map(String::as_str)
-            .unwrap_or_default();
-        let body = message.body.as_deref().unwrap_or_default();
-        if batch.group_failed(group) {
-            batch.fail(group, id);
-            continue;
-        }
-        let reason = match serde_json::from_str::<RetriedReason>(body) {
-            Ok(reason) => reason,
-            Err(error) => {
-                let reason = format!("not a refresh reason: {error}");
-                batch
-                    .park_poison(dead_letters, group, id, body, &reason)
-                    .await;
-                continue;
-            }
-        };
-        let source = message.event_source_arn.as_deref().unwrap_or_default();
-        if retries.is_retry_queue(source) {
-            tracing::info!(code = %reason.reason.code, attempt = reason.attempt, "delay served; back to refresh.fifo");
-            if let Err(error) = retries.forward(&reason).await {
-                tracing::warn!(error = %error, message_id = id, "retried reason not forwarded; redelivered");
-                batch.fail(group, id);
-            }
-            continue;
-        }
-        let lane = if retries.is_slow_lane(source) {
-            Lane::Slow
-        } else {
-            Lane::Fast
-        };
-        let receive_count = message
-            .attributes
-            .get("ApproximateReceiveCount")
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(1);
-        match work.iter_mut().find(|w| {
-            w.reason.reason.tenant == reason.reason.tenant
-                && w.reason.reason.code == reason.reason.code
-        }) {
-            Some(code) => {
-                code.messages.push((id, body));
-                code.fact_at_ms.push(reason.reason.fact_at_ms);
-                code.reason.attempt = code.reason.attempt.max(reason.attempt);
-                code.reason.resync |= reason.resync;
-                code.receive_count = code.receive_count.max(receive_count);
-            }
-            None => work.push(CodeWork {
-                group,
-                fact_at_ms: vec![reason.reason.fact_at_ms],
-                reason,
-                messages: vec![(id, body)],
-                receive_count,
-                lane,
-            }),
-        }
-    }
-    for code in work {
-        refresh_code(
-            refresher,
-            dead_letters,
-            retries,
-            &mut batch,
-            code,
-            deadline_ms,
-        )
-        .await;
-    }
+    let deliveries: Vec<Delivery<'_>> = event
+        .payload
+        .records
+        .iter()
+        .map(|message| delivery(message, inlets))
+        .collect();
+    let batch = consumer.consume(&deliveries, left_ms).await;
     let mut response = SqsBatchResponse::default();
     response.set_failures(batch.failures());
     Ok(response)
 }
 
-async fn refresh_code<F, P, B, D, R>(
-    refresher: &Refresher<F, P, B>,
-    dead_letters: &D,
-    retries: &R,
-    batch: &mut PartialBatch,
-    code: CodeWork<'_>,
-    deadline_ms: u64,
-) where
-    F: CodeFacts + CodeRecords + FailureMarks + CodeLeases,
-    P: ContactWayPusher,
-    B: WeComBudget,
-    D: DeadLetters,
-    R: RetryQueues,
-{
-    let (tenant, code_id) = (&code.reason.reason.tenant, &code.reason.reason.code);
-    let attempt = code.reason.attempt;
-    // After this receive SQS moves the messages to the DLQ without running any code of
-    // ours (a timeout, a crash), so the mark comes before the work it may not survive.
-    if code.receive_count >= MAX_RECEIVES {
-        tracing::warn!(tenant = %tenant, code = %code_id, receive_count = code.receive_count, "last receive before the queue's redrive; code marked dirty first");
-        mark_dirty(
-            refresher,
-            &code,
-            domain::wecom::errors::FailureClass::Transient,
-        )
-        .await;
-    }
-    let asked = Asked {
-        tenant,
-        code: code_id,
-        fact_at_ms: &code.fact_at_ms,
-        lane: code.lane,
-        resync: code.reason.resync,
-        deadline_ms,
-    };
-    let mut resync = false;
-    let path = match refresher.refresh(asked).await {
-        Ok(Outcome::Requeue {
-            why: Requeue::OutOfTime,
-            ..
-        }) => {
-            requeue_unreached(retries, batch, &code).await;
-            return;
-        }
-        Ok(Outcome::Requeue {
-            why,
-            retry_after_ms,
-        }) => {
-            // Every put-off (budget, 45009, lease, slow-lane interval) waits like a throttled
-            // refresh: no failed attempt counted.
-            resync = why.needs_resync();
-            retry::throttled(retry_after_ms, attempt)
-        }
-        Ok(Outcome::ToSlowLane) => {
-            let first_id = code.messages.first().map(|(id, _)| *id).unwrap_or_default();
-            let slow = RetriedReason::requeued(code.reason.reason.clone(), attempt, first_id);
-            match retries.to_slow_lane(&slow).await {
-                Ok(()) => {
-                    tracing::info!(tenant = %tenant, code = %code_id, reasons = code.messages.len(), "quiet code: reasons sent to the slow lane")
-                }
-                Err(error) => {
-                    tracing::warn!(error = %error, "slow lane unreachable; the reasons are redelivered");
-                    fail_all(batch, &code);
-                }
-            }
-            return;
-        }
-        Ok(outcome) => {
-            let outcome = match outcome {
-                Outcome::Pushed(users) => format!("pushed {} users", users.len()),
-                other => format!("{other:?}"),
-            };
-            tracing::info!(tenant = %tenant, code = %code_id, reasons = code.messages.len(), outcome, "code refreshed");
-            return;
-        }
-        Err(RefreshError::WeCom(error)) => {
-            tracing::warn!(tenant = %tenant, code = %code_id, error = %error, class = %error.class(), attempt, "push failed");
-            retry::failed(error.class(), attempt)
-        }
-        Err(RefreshError::Store(error)) => {
-            tracing::warn!(tenant = %tenant, code = %code_id, error = %error, "refresh failed; its reasons are redelivered");
-            fail_all(batch, &code);
-            return;
-        }
-    };
-    match path {
-        Path::Requeue { delay, attempt } => {
-            let first_id = code.messages.first().map(|(id, _)| *id).unwrap_or_default();
-            let mut requeued =
-                RetriedReason::requeued(code.reason.reason.clone(), attempt, first_id);
-            requeued.resync = resync || code.reason.resync;
-            match retries.delay(&requeued, delay).await {
-                Ok(()) => {
-                    tracing::info!(tenant = %tenant, code = %code_id, delay_s = delay.seconds(), attempt, "reasons requeued with a delay")
-                }
-                Err(error) => {
-                    tracing::warn!(error = %error, "requeue failed; the reasons are redelivered");
-                    fail_all(batch, &code);
-                }
-            }
-        }
-        Path::DeadLetter(class) => {
-            tracing::error!(alert = "refresh_dead_lettered", tenant = %tenant, code = %code_id, class = %class, "reasons moved to the dead-letter queue; code marked dirty");
-            mark_dirty(refresher, &code, class).await;
-            for (id, body) in &code.messages {
-                let parked = dead_letters
-                    .park(
-                        code.group,
-                        id,
-                        body,
-                        class.as_str(),
-                        "refresh failed for good",
-                    )
-                    .await;
-                if let Err(error) = parked {
-                    tracing::error!(message_id = id, error = %error, "could not park; redelivered");
-                    batch.fail(code.group, id);
-                }
-            }
-        }
-    }
-}
-
-async fn mark_dirty<F, P, B>(
-    refresher: &Refresher<F, P, B>,
-    code: &CodeWork<'_>,
-    class: domain::wecom::errors::FailureClass,
-) where
-    F: CodeFacts + CodeRecords + FailureMarks + CodeLeases,
-    P: ContactWayPusher,
-    B: WeComBudget,
-{
-    let (tenant, code_id) = (&code.reason.reason.tenant, &code.reason.reason.code);
-    if let Err(error) = refresher
-        .facts()
-        .mark_dirty(tenant, code_id, class, refresher.now_ms())
-        .await
-    {
-        tracing::error!(error = %error, tenant = %tenant, code = %code_id, "code not marked dirty");
-    }
-}
-
-/// A code the invocation had no time left for goes straight back to refresh.fifo, its
-/// messages acknowledged: no receive is spent on it and it counts as neither failed nor
-/// throttled. The requeued reason's deduplication id comes from the message it replaces, so
-/// a redelivered batch requeues it once.
-async fn requeue_unreached<R: RetryQueues>(
-    retries: &R,
-    batch: &mut PartialBatch,
-    code: &CodeWork<'_>,
-) {
-    let first_id = code.messages.first().map(|(id, _)| *id).unwrap_or_default();
-    let mut requeued =
-        RetriedReason::requeued(code.reason.reason.clone(), code.reason.attempt, first_id);
-    requeued.resync = code.reason.resync;
-    match retries.forward(&requeued).await {
-        Ok(()) => {
-            tracing::info!(tenant = %code.reason.reason.tenant, code = %code.reason.reason.code, reasons = code.messages.len(), requeued = "deadline", "no time left in this invocation; reasons back on refresh.fifo")
-        }
-        Err(error) => {
-            tracing::warn!(error = %error, "requeue failed; the reasons are redelivered");
-            fail_all(batch, code);
-        }
-    }
-}
-
-fn fail_all(batch: &mut PartialBatch, code: &CodeWork<'_>) {
-    for (id, _) in &code.messages {
-        batch.fail(code.group, id);
+fn delivery<'a>(message: &'a SqsMessage, inlets: &QueueInlets) -> Delivery<'a> {
+    let attribute = |name: &str| message.attributes.get(name).map(String::as_str);
+    Delivery {
+        message_id: message.message_id.as_deref().unwrap_or_default(),
+        group: attribute("MessageGroupId").unwrap_or_default(),
+        body: message.body.as_deref().unwrap_or_default(),
+        inlet: inlets.inlet_of(message.event_source_arn.as_deref().unwrap_or_default()),
+        receive_count: attribute("ApproximateReceiveCount")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1),
     }
 }
 
@@ -334,10 +65,12 @@ mod tests {
     use domain::lanes::{CodeAge, LanePolicy, LaneSwitch};
     use domain::membership::RotationSlot;
     use domain::membership::{CodeConfig, CodeId, Family, StaffFacts, StaffId, Switches};
+    use domain::ports::DeadLetters;
     use domain::ports::StoreError;
-    use domain::refresh::retry::RetryDelay;
+    use domain::refresh::retry::{RetriedReason, RetryDelay, RetryQueues};
     use domain::refresh::{
-        Acquired, CodeSnapshot, Lease, LeaseTimes, PushRecord, Recorded, Spend, StoredCode, Tally,
+        Acquired, CodeFacts, CodeLeases, CodeRecords, CodeSnapshot, ContactWayPusher, FailureMarks,
+        Lease, LeaseTimes, PushRecord, Recorded, Refresher, Spend, StoredCode, Tally, WeComBudget,
         Window,
     };
     use domain::tenants::{TenantId, TenantProfile};
@@ -418,15 +151,9 @@ mod tests {
             self.forwarded.lock().expect("lock").push(reason.clone());
             Ok(())
         }
-        fn is_retry_queue(&self, arn: &str) -> bool {
-            arn.ends_with("refresh-retry-15s.fifo")
-        }
         async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError> {
             self.slowed.lock().expect("lock").push(reason.clone());
             Ok(())
-        }
-        fn is_slow_lane(&self, arn: &str) -> bool {
-            arn.ends_with("refresh-slow.fifo")
         }
     }
 
@@ -604,18 +331,50 @@ mod tests {
         CLOCK_MS
     }
 
-    type FakeRefresher<'a> = Refresher<&'a Fakes, &'a Fakes, &'a Fakes>;
+    struct FakePorts<'a>(std::marker::PhantomData<&'a Fakes>);
 
-    fn refresher_with(fakes: &Fakes, lanes: LanePolicy) -> FakeRefresher<'_> {
+    impl<'a> RefreshPorts for FakePorts<'a> {
+        type Facts = &'a Fakes;
+        type Pusher = &'a Fakes;
+        type Budget = &'a Fakes;
+        type DeadLetters = &'a Fakes;
+        type Retries = &'a Fakes;
+    }
+
+    const MAX_RECEIVES: u32 = 5;
+
+    fn consumer_with(fakes: &Fakes, lanes: LanePolicy) -> RefreshConsumer<FakePorts<'_>> {
         let lease = LeaseTimes {
             duration_ms: 8_000,
             call_ms: 3_500,
         };
-        Refresher::new(fakes, fakes, fakes, clock, lanes, lease)
+        RefreshConsumer {
+            refresher: Refresher::new(fakes, fakes, fakes, clock, lanes, lease),
+            dead_letters: fakes,
+            retries: fakes,
+            max_receives: MAX_RECEIVES,
+        }
     }
 
-    fn refresher(fakes: &Fakes) -> FakeRefresher<'_> {
-        refresher_with(fakes, LanePolicy::all_fast())
+    fn consumer(fakes: &Fakes) -> RefreshConsumer<FakePorts<'_>> {
+        consumer_with(fakes, LanePolicy::all_fast())
+    }
+
+    /// The queues of the sample events' stack.
+    fn inlets() -> QueueInlets {
+        let url =
+            |name: &str| format!("https://sqs.ap-east-1.amazonaws.com/123456789012/qrsync-{name}");
+        QueueInlets::new(
+            &url("refresh-slow.fifo"),
+            [
+                "refresh-retry-15s.fifo",
+                "refresh-retry-60s.fifo",
+                "refresh-retry-900s.fifo",
+            ]
+            .map(url)
+            .iter()
+            .map(String::as_str),
+        )
     }
 
     fn all_slow() -> LanePolicy {
@@ -628,8 +387,8 @@ mod tests {
     #[tokio::test]
     async fn reasons_for_one_code_in_a_batch_give_one_recompute() {
         let fakes = Fakes::default();
-        let refresher = refresher(&fakes);
-        let response = handle(&refresher, &&fakes, &&fakes, sample())
+        let consumer = consumer(&fakes);
+        let response = handle(&consumer, &inlets(), sample())
             .await
             .expect("handled");
         assert!(response.batch_item_failures.is_empty());
@@ -647,8 +406,8 @@ mod tests {
             unreadable_code: Some("code-1"),
             ..Fakes::default()
         };
-        let refresher = refresher(&fakes);
-        let response = handle(&refresher, &&fakes, &&fakes, sample())
+        let consumer = consumer(&fakes);
+        let response = handle(&consumer, &inlets(), sample())
             .await
             .expect("handled");
         let failed: Vec<_> = response
@@ -683,8 +442,8 @@ mod tests {
             no_budget: true,
             ..Fakes::default()
         };
-        let refresher = refresher(&fakes);
-        let response = handle(&refresher, &&fakes, &&fakes, sample())
+        let consumer = consumer(&fakes);
+        let response = handle(&consumer, &inlets(), sample())
             .await
             .expect("handled");
         assert!(
@@ -710,8 +469,8 @@ mod tests {
             failing_config: Some("cfg-code-1"),
             ..Fakes::default()
         };
-        let refresher = refresher(&fakes);
-        let response = handle(&refresher, &&fakes, &&fakes, sample())
+        let consumer = consumer(&fakes);
+        let response = handle(&consumer, &inlets(), sample())
             .await
             .expect("handled");
         assert!(failed_ids(&response).is_empty());
@@ -730,7 +489,7 @@ mod tests {
             failing_config: Some("cfg-code-1"),
             ..Fakes::default()
         };
-        let refresher = refresher(&fakes);
+        let consumer = consumer(&fakes);
         let mut event = sample();
         for record in &mut event.payload.records {
             let mut body: serde_json::Value =
@@ -739,9 +498,7 @@ mod tests {
             body["retry_of"] = serde_json::json!("earlier");
             record.body = Some(body.to_string());
         }
-        let response = handle(&refresher, &&fakes, &&fakes, event)
-            .await
-            .expect("handled");
+        let response = handle(&consumer, &inlets(), event).await.expect("handled");
         assert!(failed_ids(&response).is_empty());
         assert!(fakes.delayed.lock().expect("lock").is_empty());
         let parked = fakes.parked.lock().expect("lock");
@@ -760,8 +517,8 @@ mod tests {
             failure: Some(WeComError::ListTooLong),
             ..Fakes::default()
         };
-        let refresher = refresher(&fakes);
-        handle(&refresher, &&fakes, &&fakes, sample())
+        let consumer = consumer(&fakes);
+        handle(&consumer, &inlets(), sample())
             .await
             .expect("handled");
         assert!(fakes
@@ -777,13 +534,11 @@ mod tests {
     async fn codes_the_invocation_has_no_time_left_for_go_back_to_refresh_fifo_unrefreshed_and_acknowledged(
     ) {
         let fakes = Fakes::default();
-        let refresher = refresher(&fakes);
+        let consumer = consumer(&fakes);
         let mut event = sample();
         // Less than one WeCom call (3.5 s) is left once the finishing reserve is set aside.
         event.context = context(FINISH_RESERVE_MS + 3_000);
-        let response = handle(&refresher, &&fakes, &&fakes, event)
-            .await
-            .expect("handled");
+        let response = handle(&consumer, &inlets(), event).await.expect("handled");
         assert!(failed_ids(&response).is_empty(), "no receive is spent");
         let forwarded = fakes.forwarded.lock().expect("lock");
         let codes: Vec<&str> = forwarded.iter().map(|r| r.reason.code.as_str()).collect();
@@ -807,7 +562,7 @@ mod tests {
     async fn a_message_on_its_last_receive_marks_its_code_dirty_before_the_work_it_may_not_survive()
     {
         let fakes = Fakes::default();
-        let refresher = refresher(&fakes);
+        let consumer = consumer(&fakes);
         let mut event = sample();
         let last = event
             .payload
@@ -817,9 +572,7 @@ mod tests {
             .expect("a reason for code-2");
         last.attributes
             .insert("ApproximateReceiveCount".into(), MAX_RECEIVES.to_string());
-        handle(&refresher, &&fakes, &&fakes, event)
-            .await
-            .expect("handled");
+        handle(&consumer, &inlets(), event).await.expect("handled");
         assert_eq!(
             *fakes.dirty.lock().expect("lock"),
             [("code-2".to_owned(), FailureClass::Transient)]
@@ -834,7 +587,7 @@ mod tests {
     #[tokio::test]
     async fn a_reason_whose_delay_is_served_goes_back_to_its_group_unrefreshed() {
         let fakes = Fakes::default();
-        let refresher = refresher(&fakes);
+        let consumer = consumer(&fakes);
         let path = format!(
             "{}/../../events/sqs-refresh-retry-served.json",
             env!("CARGO_MANIFEST_DIR")
@@ -842,9 +595,8 @@ mod tests {
         let event = serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
             .expect("an SQS event");
         let response = handle(
-            &refresher,
-            &&fakes,
-            &&fakes,
+            &consumer,
+            &inlets(),
             LambdaEvent::new(event, context(10_000)),
         )
         .await
@@ -859,8 +611,8 @@ mod tests {
     #[tokio::test]
     async fn the_reasons_of_a_code_the_policy_calls_quiet_go_to_the_slow_lane_as_one_message() {
         let fakes = Fakes::default();
-        let refresher = refresher_with(&fakes, all_slow());
-        let response = handle(&refresher, &&fakes, &&fakes, sample())
+        let consumer = consumer_with(&fakes, all_slow());
+        let response = handle(&consumer, &inlets(), sample())
             .await
             .expect("handled");
         assert!(failed_ids(&response).is_empty(), "acknowledged");
@@ -874,15 +626,13 @@ mod tests {
     #[tokio::test]
     async fn reasons_from_the_slow_queue_are_refreshed_there_not_sent_back_to_it() {
         let fakes = Fakes::default();
-        let refresher = refresher_with(&fakes, all_slow());
+        let consumer = consumer_with(&fakes, all_slow());
         let mut event = sample();
         for record in &mut event.payload.records {
             record.event_source_arn =
                 Some("arn:aws:sqs:ap-east-1:123456789012:qrsync-refresh-slow.fifo".into());
         }
-        handle(&refresher, &&fakes, &&fakes, event)
-            .await
-            .expect("handled");
+        handle(&consumer, &inlets(), event).await.expect("handled");
         assert!(fakes.slowed.lock().expect("lock").is_empty());
         assert_eq!(fakes.pushes.lock().expect("lock").len(), 2);
     }
@@ -893,8 +643,8 @@ mod tests {
             lease_busy: true,
             ..Fakes::default()
         };
-        let refresher = refresher(&fakes);
-        let response = handle(&refresher, &&fakes, &&fakes, sample())
+        let consumer = consumer(&fakes);
+        let response = handle(&consumer, &inlets(), sample())
             .await
             .expect("handled");
         assert!(failed_ids(&response).is_empty());

@@ -4,10 +4,22 @@ mod config;
 mod handler;
 
 use adapters::dynamodb::{DynamoBudget, DynamoStore};
-use adapters::sqs::{SqsDeadLetters, SqsFanOutQueue, SqsRetryQueues};
+use adapters::sqs::{QueueInlets, SqsDeadLetters, SqsFanOutQueue, SqsRetryQueues};
 use adapters::wecom::WeComClient;
+use domain::refresh::consumer::{RefreshConsumer, RefreshPorts};
 use domain::refresh::Refresher;
 use lambda_runtime::{run, service_fn, Error};
+
+/// The refresh's ports on AWS and WeCom.
+struct Deployed;
+
+impl RefreshPorts for Deployed {
+    type Facts = DynamoStore;
+    type Pusher = WeComClient;
+    type Budget = DynamoBudget;
+    type DeadLetters = SqsDeadLetters;
+    type Retries = SqsRetryQueues;
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -30,15 +42,23 @@ async fn main() -> Result<(), Error> {
         config.lease_times,
     )
     .with_fan_outs(SqsFanOutQueue::new(sqs.clone(), config.fan_out_queue_url));
-    let dead_letters = SqsDeadLetters::new(sqs.clone(), config.dead_letter_queue_url);
-    let retries = SqsRetryQueues::new(
-        sqs,
-        config.refresh_queue_url,
-        config.slow_queue_url,
-        config.retry_queue_urls,
+    let inlets = QueueInlets::new(
+        &config.slow_queue_url,
+        config.retry_queue_urls.iter().map(|(_, url)| url.as_str()),
     );
+    let consumer = RefreshConsumer::<Deployed> {
+        refresher,
+        dead_letters: SqsDeadLetters::new(sqs.clone(), config.dead_letter_queue_url),
+        retries: SqsRetryQueues::new(
+            sqs,
+            config.refresh_queue_url,
+            config.slow_queue_url,
+            config.retry_queue_urls,
+        ),
+        max_receives: config.max_receives,
+    };
     run(service_fn(|event| {
-        handler::handle(&refresher, &dead_letters, &retries, event)
+        handler::handle(&consumer, &inlets, event)
     }))
     .await
 }

@@ -1,0 +1,527 @@
+//! A batch of refresh-queue messages, consumed (rules 5, 6, 7, 9 and 11 of docs/rules.md):
+//! one recompute per code however many of its reasons the batch holds, and every code that
+//! did not finish sent down its path.
+//!
+//! - throttled or put off (no budget, WeCom's 45009/45033, a busy lease, the slow lane's
+//!   interval): one reason requeued through the retry queue covering the wait, the messages
+//!   acknowledged: no receive counted, never a dead letter;
+//! - transient or token failure: requeued with a growing delay and an attempt count, then
+//!   moved to the dead-letter queue with its class and the code marked dirty;
+//! - a refusal retrying cannot fix (41041, any other errcode): dead-lettered at once, dirty;
+//! - the table or a queue unavailable: the code's messages are reported for redelivery (the
+//!   rest of their group with them); on the last receive before the queue's own redrive the
+//!   code is marked dirty first, since a redriven message passes no code of ours.
+//!
+//! Messages from a retry queue have served their delay and are forwarded to refresh.fifo
+//! unrefreshed: every refresh starts on the fast lane. Messages from the slow lane's queue are
+//! refreshed as slow. A message that is not a refresh reason is parked as poison.
+
+use super::retry::{self, Path, RetriedReason, RetryQueues};
+use super::{
+    Asked, CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, Outcome,
+    RefreshError, Refresher, Requeue, WeComBudget,
+};
+use crate::batch::PartialBatch;
+use crate::lanes::Lane;
+use crate::ports::DeadLetters;
+use crate::wecom::errors::FailureClass;
+
+/// What a refresh-queue consumer needs from the outside world, named once: the ports of the
+/// single writer, the dead-letter queue and the retry queues.
+pub trait RefreshPorts {
+    type Facts: CodeFacts + CodeRecords + FailureMarks + CodeLeases;
+    type Pusher: ContactWayPusher;
+    type Budget: WeComBudget;
+    type DeadLetters: DeadLetters;
+    type Retries: RetryQueues;
+}
+
+/// The queue a message came from. The edge tells it from the message's source; nothing here
+/// knows a queue's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inlet {
+    /// refresh.fifo: every refresh starts here.
+    FastLane,
+    /// The slow lane's queue: the code is refreshed as slow.
+    SlowLane,
+    /// A retry queue: the delay is served, the reason goes back to refresh.fifo.
+    RetryQueue,
+}
+
+/// One message of a refresh queue, as the consumer needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Delivery<'a> {
+    pub message_id: &'a str,
+    pub group: &'a str,
+    pub body: &'a str,
+    pub inlet: Inlet,
+    /// SQS's `ApproximateReceiveCount` (1 on the first receive).
+    pub receive_count: u32,
+}
+
+/// The reasons of one code in a batch, merged (rule 5): one recompute serves them all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeWork<'a> {
+    pub group: &'a str,
+    /// The first reason, carrying the highest attempt and any resync of the others.
+    pub reason: RetriedReason,
+    /// (message id, body) of every message merged, in arrival order.
+    pub messages: Vec<(&'a str, &'a str)>,
+    /// When the facts behind each merged reason were written.
+    pub fact_at_ms: Vec<u64>,
+    pub receive_count: u32,
+    pub lane: Lane,
+}
+
+impl<'a> CodeWork<'a> {
+    fn new(delivery: &Delivery<'a>, reason: RetriedReason, lane: Lane) -> Self {
+        Self {
+            group: delivery.group,
+            fact_at_ms: vec![reason.reason.fact_at_ms],
+            reason,
+            messages: vec![(delivery.message_id, delivery.body)],
+            receive_count: delivery.receive_count,
+            lane,
+        }
+    }
+
+    fn is_for(&self, reason: &RetriedReason) -> bool {
+        self.reason.reason.tenant == reason.reason.tenant
+            && self.reason.reason.code == reason.reason.code
+    }
+
+    /// Another reason for the same code: its message is acknowledged with the rest, the
+    /// highest attempt and any resync carry over.
+    fn absorb(&mut self, delivery: &Delivery<'a>, reason: &RetriedReason) {
+        self.messages.push((delivery.message_id, delivery.body));
+        self.fact_at_ms.push(reason.reason.fact_at_ms);
+        self.reason.attempt = self.reason.attempt.max(reason.attempt);
+        self.reason.resync |= reason.resync;
+        self.receive_count = self.receive_count.max(delivery.receive_count);
+    }
+
+    fn first_message_id(&self) -> &'a str {
+        self.messages.first().map(|(id, _)| *id).unwrap_or_default()
+    }
+
+    /// The reason that replaces this code's messages on a queue.
+    fn requeued(&self, attempt: u32, resync: bool) -> RetriedReason {
+        let mut requeued =
+            RetriedReason::requeued(self.reason.reason.clone(), attempt, self.first_message_id());
+        requeued.resync = resync;
+        requeued
+    }
+}
+
+/// Adds `reason` to the work of its code, or starts that code's work (rule 5: one recompute
+/// per code per batch, whatever the number of its reasons).
+pub fn merge<'a>(
+    work: &mut Vec<CodeWork<'a>>,
+    delivery: &Delivery<'a>,
+    reason: RetriedReason,
+    lane: Lane,
+) {
+    match work.iter_mut().find(|code| code.is_for(&reason)) {
+        Some(code) => code.absorb(delivery, &reason),
+        None => work.push(CodeWork::new(delivery, reason, lane)),
+    }
+}
+
+/// Whether this is the code's last receive before SQS moves its messages to the dead-letter
+/// queue without running any code of ours (a timeout, a crash): the code is then marked
+/// dirty before the work it may not survive.
+pub fn is_last_receive(receive_count: u32, max_receives: u32) -> bool {
+    receive_count >= max_receives
+}
+
+/// Where a code's messages go once its refresh has ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NextStep {
+    /// Refreshed (pushed, unchanged, starved, gone...): the messages are acknowledged.
+    Done,
+    /// No time was left in the invocation: straight back to refresh.fifo, neither failed
+    /// nor throttled.
+    BackToRefreshQueue,
+    /// The lane policy calls the code quiet: one reason to the slow lane's queue.
+    ToSlowLane,
+    /// Through a retry queue, or dead-lettered, as `retry::Path` says.
+    Path { path: Path, resync: bool },
+    /// The table or a queue failed: every message of the code is redelivered.
+    Redeliver,
+}
+
+/// The step after a refresh of a code whose reasons carried `attempt` failed attempts and
+/// asked for `resync`.
+pub fn next_step(result: &Result<Outcome, RefreshError>, attempt: u32, resync: bool) -> NextStep {
+    match result {
+        Ok(Outcome::Requeue {
+            why: Requeue::OutOfTime,
+            ..
+        }) => NextStep::BackToRefreshQueue,
+        // Every put-off (budget, 45009, lease, slow-lane interval) waits like a throttled
+        // refresh: no failed attempt counted.
+        Ok(Outcome::Requeue {
+            why,
+            retry_after_ms,
+        }) => NextStep::Path {
+            path: retry::throttled(*retry_after_ms, attempt),
+            resync: resync || why.needs_resync(),
+        },
+        Ok(Outcome::ToSlowLane) => NextStep::ToSlowLane,
+        Ok(_) => NextStep::Done,
+        Err(RefreshError::WeCom(error)) => NextStep::Path {
+            path: retry::failed(error.class(), attempt),
+            resync,
+        },
+        Err(RefreshError::Store(_)) => NextStep::Redeliver,
+    }
+}
+
+/// A refresh queue's consumer: the single writer and the queues its codes' reasons go to.
+pub struct RefreshConsumer<P: RefreshPorts> {
+    pub refresher: Refresher<P::Facts, P::Pusher, P::Budget>,
+    pub dead_letters: P::DeadLetters,
+    pub retries: P::Retries,
+    /// The refresh queues' `maxReceiveCount` (template.yaml's `Queues` mapping).
+    pub max_receives: u32,
+}
+
+impl<P: RefreshPorts> RefreshConsumer<P> {
+    /// Consumes one batch with `time_left_ms` of the invocation left; the answer names the
+    /// messages to redeliver.
+    pub async fn consume(&self, deliveries: &[Delivery<'_>], time_left_ms: u64) -> PartialBatch {
+        let deadline_ms = self.refresher.now_ms().saturating_add(time_left_ms);
+        let mut batch = PartialBatch::default();
+        let mut work: Vec<CodeWork<'_>> = Vec::new();
+        for delivery in deliveries {
+            if batch.group_failed(delivery.group) {
+                batch.fail(delivery.group, delivery.message_id);
+                continue;
+            }
+            let reason = match serde_json::from_str::<RetriedReason>(delivery.body) {
+                Ok(reason) => reason,
+                Err(error) => {
+                    let why = format!("not a refresh reason: {error}");
+                    let (group, id, body) = (delivery.group, delivery.message_id, delivery.body);
+                    batch
+                        .park_poison(&self.dead_letters, group, id, body, &why)
+                        .await;
+                    continue;
+                }
+            };
+            let lane = match delivery.inlet {
+                Inlet::RetryQueue => {
+                    self.forward(&mut batch, delivery, &reason).await;
+                    continue;
+                }
+                Inlet::SlowLane => Lane::Slow,
+                Inlet::FastLane => Lane::Fast,
+            };
+            merge(&mut work, delivery, reason, lane);
+        }
+        for code in work {
+            self.refresh_code(&mut batch, code, deadline_ms).await;
+        }
+        batch
+    }
+
+    /// A reason whose delay is served goes back to refresh.fifo, in its code's group.
+    async fn forward(
+        &self,
+        batch: &mut PartialBatch,
+        delivery: &Delivery<'_>,
+        reason: &RetriedReason,
+    ) {
+        tracing::info!(code = %reason.reason.code, attempt = reason.attempt, "delay served; back to refresh.fifo");
+        if let Err(error) = self.retries.forward(reason).await {
+            tracing::warn!(error = %error, message_id = delivery.message_id, "retried reason not forwarded; redelivered");
+            batch.fail(delivery.group, delivery.message_id);
+        }
+    }
+
+    async fn refresh_code(&self, batch: &mut PartialBatch, code: CodeWork<'_>, deadline_ms: u64) {
+        let (tenant, code_id) = (&code.reason.reason.tenant, &code.reason.reason.code);
+        if is_last_receive(code.receive_count, self.max_receives) {
+            tracing::warn!(tenant = %tenant, code = %code_id, receive_count = code.receive_count, "last receive before the queue's redrive; code marked dirty first");
+            self.mark_dirty(&code, FailureClass::Transient).await;
+        }
+        let asked = Asked {
+            tenant,
+            code: code_id,
+            fact_at_ms: &code.fact_at_ms,
+            lane: code.lane,
+            resync: code.reason.resync,
+            deadline_ms,
+        };
+        let result = self.refresher.refresh(asked).await;
+        match &result {
+            Ok(Outcome::Pushed(users)) => {
+                tracing::info!(tenant = %tenant, code = %code_id, reasons = code.messages.len(), outcome = %format!("pushed {} users", users.len()), "code refreshed");
+            }
+            Ok(
+                outcome @ (Outcome::Unchanged
+                | Outcome::Starved
+                | Outcome::CodeNotFound
+                | Outcome::NotCreated
+                | Outcome::CodeGone),
+            ) => {
+                tracing::info!(tenant = %tenant, code = %code_id, reasons = code.messages.len(), outcome = %format!("{outcome:?}"), "code refreshed");
+            }
+            Err(RefreshError::WeCom(error)) => {
+                tracing::warn!(tenant = %tenant, code = %code_id, error = %error, class = %error.class(), attempt = code.reason.attempt, "push failed");
+            }
+            Err(RefreshError::Store(error)) => {
+                tracing::warn!(tenant = %tenant, code = %code_id, error = %error, "refresh failed; its reasons are redelivered");
+            }
+            Ok(Outcome::ToSlowLane | Outcome::Requeue { .. }) => {}
+        }
+        match next_step(&result, code.reason.attempt, code.reason.resync) {
+            NextStep::Done => {}
+            NextStep::Redeliver => fail_all(batch, &code),
+            NextStep::BackToRefreshQueue => self.back_to_refresh_queue(batch, &code).await,
+            NextStep::ToSlowLane => self.to_slow_lane(batch, &code).await,
+            NextStep::Path {
+                path: Path::Requeue { delay, attempt },
+                resync,
+            } => {
+                let requeued = code.requeued(attempt, resync);
+                match self.retries.delay(&requeued, delay).await {
+                    Ok(()) => {
+                        tracing::info!(tenant = %tenant, code = %code_id, delay_s = delay.seconds(), attempt, "reasons requeued with a delay");
+                    }
+                    Err(error) => {
+                        tracing::warn!(error = %error, "requeue failed; the reasons are redelivered");
+                        fail_all(batch, &code);
+                    }
+                }
+            }
+            NextStep::Path {
+                path: Path::DeadLetter(class),
+                ..
+            } => self.dead_letter(batch, &code, class).await,
+        }
+    }
+
+    async fn to_slow_lane(&self, batch: &mut PartialBatch, code: &CodeWork<'_>) {
+        let slow = code.requeued(code.reason.attempt, false);
+        match self.retries.to_slow_lane(&slow).await {
+            Ok(()) => {
+                tracing::info!(tenant = %code.reason.reason.tenant, code = %code.reason.reason.code, reasons = code.messages.len(), "quiet code: reasons sent to the slow lane");
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "slow lane unreachable; the reasons are redelivered");
+                fail_all(batch, code);
+            }
+        }
+    }
+
+    /// A code the invocation had no time left for goes straight back to refresh.fifo, its
+    /// messages acknowledged: no receive is spent on it and it counts as neither failed nor
+    /// throttled. The requeued reason's deduplication id comes from the message it replaces,
+    /// so a redelivered batch requeues it once.
+    async fn back_to_refresh_queue(&self, batch: &mut PartialBatch, code: &CodeWork<'_>) {
+        let requeued = code.requeued(code.reason.attempt, code.reason.resync);
+        match self.retries.forward(&requeued).await {
+            Ok(()) => {
+                tracing::info!(tenant = %code.reason.reason.tenant, code = %code.reason.reason.code, reasons = code.messages.len(), requeued = "deadline", "no time left in this invocation; reasons back on refresh.fifo");
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "requeue failed; the reasons are redelivered");
+                fail_all(batch, code);
+            }
+        }
+    }
+
+    async fn dead_letter(
+        &self,
+        batch: &mut PartialBatch,
+        code: &CodeWork<'_>,
+        class: FailureClass,
+    ) {
+        tracing::error!(alert = "refresh_dead_lettered", tenant = %code.reason.reason.tenant, code = %code.reason.reason.code, class = %class, "reasons moved to the dead-letter queue; code marked dirty");
+        self.mark_dirty(code, class).await;
+        for (id, body) in &code.messages {
+            let parked = self
+                .dead_letters
+                .park(
+                    code.group,
+                    id,
+                    body,
+                    class.as_str(),
+                    "refresh failed for good",
+                )
+                .await;
+            if let Err(error) = parked {
+                tracing::error!(message_id = id, error = %error, "could not park; redelivered");
+                batch.fail(code.group, id);
+            }
+        }
+    }
+
+    async fn mark_dirty(&self, code: &CodeWork<'_>, class: FailureClass) {
+        let (tenant, code_id) = (&code.reason.reason.tenant, &code.reason.reason.code);
+        let marked = self
+            .refresher
+            .store()
+            .mark_dirty(tenant, code_id, class, self.refresher.now_ms())
+            .await;
+        if let Err(error) = marked {
+            tracing::error!(error = %error, tenant = %tenant, code = %code_id, "code not marked dirty");
+        }
+    }
+}
+
+fn fail_all(batch: &mut PartialBatch, code: &CodeWork<'_>) {
+    for (id, _) in &code.messages {
+        batch.fail(code.group, id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::membership::CodeId;
+    use crate::ports::StoreError;
+    use crate::refresh::retry::RetryDelay;
+    use crate::refresh::{Cause, RefreshReason};
+    use crate::tenants::TenantId;
+    use crate::wecom::errors::WeComError;
+
+    fn reason(code: &str, fact_at_ms: u64, attempt: u32, resync: bool) -> RetriedReason {
+        let mut reason = RetriedReason::first(RefreshReason {
+            tenant: TenantId::parse("t1").expect("valid"),
+            code: CodeId::parse(code).expect("valid"),
+            cause: Cause::Requested,
+            fact_key: format!("k{fact_at_ms}"),
+            fact_at_ms,
+        });
+        reason.attempt = attempt;
+        reason.resync = resync;
+        reason
+    }
+
+    fn delivery<'a>(id: &'a str, receive_count: u32) -> Delivery<'a> {
+        Delivery {
+            message_id: id,
+            group: "t1#c",
+            body: "{}",
+            inlet: Inlet::FastLane,
+            receive_count,
+        }
+    }
+
+    #[test]
+    fn reasons_for_one_code_merge_into_one_work_keeping_every_message_the_highest_attempt_and_any_resync(
+    ) {
+        let mut work = Vec::new();
+        merge(
+            &mut work,
+            &delivery("m1", 1),
+            reason("c1", 10, 0, false),
+            Lane::Fast,
+        );
+        merge(
+            &mut work,
+            &delivery("m2", 3),
+            reason("c2", 20, 0, false),
+            Lane::Fast,
+        );
+        merge(
+            &mut work,
+            &delivery("m3", 2),
+            reason("c1", 30, 2, true),
+            Lane::Fast,
+        );
+        assert_eq!(work.len(), 2);
+        let c1 = &work[0];
+        assert_eq!(
+            c1.messages.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            ["m1", "m3"]
+        );
+        assert_eq!(c1.fact_at_ms, [10, 30]);
+        assert_eq!(c1.reason.attempt, 2);
+        assert!(c1.reason.resync);
+        assert_eq!(c1.receive_count, 2);
+        assert_eq!(c1.first_message_id(), "m1");
+    }
+
+    #[test]
+    fn the_last_receive_is_the_queues_max_receive_count() {
+        assert!(!is_last_receive(4, 5));
+        assert!(is_last_receive(5, 5));
+        assert!(is_last_receive(6, 5));
+    }
+
+    #[test]
+    fn a_put_off_refresh_waits_without_an_attempt_and_a_lost_lease_asks_for_a_resync() {
+        let put_off = Ok(Outcome::Requeue {
+            why: Requeue::LeaseLost,
+            retry_after_ms: 10_000,
+        });
+        assert_eq!(
+            next_step(&put_off, 1, false),
+            NextStep::Path {
+                path: Path::Requeue {
+                    delay: RetryDelay::Seconds15,
+                    attempt: 1
+                },
+                resync: true
+            }
+        );
+        let budget = Ok(Outcome::Requeue {
+            why: Requeue::Budget,
+            retry_after_ms: 40_000,
+        });
+        assert_eq!(
+            next_step(&budget, 0, false),
+            NextStep::Path {
+                path: Path::Requeue {
+                    delay: RetryDelay::Seconds60,
+                    attempt: 0
+                },
+                resync: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_wecom_failure_follows_its_class_and_a_store_failure_is_redelivered() {
+        let transient = Err(RefreshError::WeCom(WeComError::Transient {
+            detail: "down".into(),
+        }));
+        assert_eq!(
+            next_step(&transient, 3, false),
+            NextStep::Path {
+                path: Path::DeadLetter(FailureClass::Transient),
+                resync: false
+            }
+        );
+        let too_long = Err(RefreshError::WeCom(WeComError::ListTooLong));
+        assert_eq!(
+            next_step(&too_long, 0, false),
+            NextStep::Path {
+                path: Path::DeadLetter(FailureClass::ListTooLong),
+                resync: false
+            }
+        );
+        let store = Err(RefreshError::Store(StoreError::new("table", "down")));
+        assert_eq!(next_step(&store, 0, false), NextStep::Redeliver);
+    }
+
+    #[test]
+    fn no_time_left_goes_back_to_the_refresh_queue_and_a_quiet_code_to_the_slow_lane() {
+        let out_of_time = Ok(Outcome::Requeue {
+            why: Requeue::OutOfTime,
+            retry_after_ms: 0,
+        });
+        assert_eq!(
+            next_step(&out_of_time, 0, false),
+            NextStep::BackToRefreshQueue
+        );
+        assert_eq!(
+            next_step(&Ok(Outcome::ToSlowLane), 0, false),
+            NextStep::ToSlowLane
+        );
+        assert_eq!(next_step(&Ok(Outcome::Unchanged), 0, false), NextStep::Done);
+    }
+}
