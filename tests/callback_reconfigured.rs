@@ -56,7 +56,7 @@ async fn reconfigured_callback_function() -> Result<()> {
     outcome
 }
 
-/// The vectors of wecom-api.md §1.8 carry 2014 timestamps, so the window is widened for them.
+/// The vectors of docs/wecom-api.md §1.8 carry 2014 timestamps, so the window is widened for them.
 async fn reference_vectors_answer_through_the_route(
     world: &World,
     original: &HashMap<String, String>,

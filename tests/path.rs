@@ -1,4 +1,4 @@
-//! The path of MISSION.md end to end on the deployed stack: WeCom callback -> inbox ->
+//! The flow of docs/rules.md end to end on the deployed stack: WeCom callback -> inbox ->
 //! facts -> refresh reason -> the single writer -> WeCom (the sandbox), and the admin API.
 
 use anyhow::Result;

@@ -1,4 +1,4 @@
-//! The per-code lease and the lanes (MISSION "Lanes"): the lease adapter against the deployed
+//! The per-code lease and the lanes (docs/rules.md "Lanes"): the lease adapter against the deployed
 //! table, and a code moved from the slow lane to the fast one while a slow reason is still
 //! on its way, through the deployed functions. The lanes test reconfigures the refresh
 //! function (a short quiet period and slow-lane interval) and puts it back at the end.

@@ -1,4 +1,4 @@
-//! The single writer under WeCom's limits (MISSION rules 6 and 9): the shared budget under
+//! The single writer under WeCom's limits (docs/rules.md rules 6 and 9): the shared budget under
 //! concurrent workers, throttling from WeCom, an expired token, and each failure class
 //! reaching its path. The sandbox's settings (rate limits, fault rules) are global, so the
 //! steps share one test: the budget race first, then every other scenario side by side on

@@ -1,4 +1,4 @@
-//! MISSION rule 7, "ack and redeliver, never hold a stream": a failing code must not stall
+//! docs/rules.md rule 7, "ack and redeliver, never hold a stream": a failing code must not stall
 //! other codes. SQS FIFO partial batch responses, the order-safe way: after a message of a
 //! group fails, every later message of that group in the batch is reported as failed too
 //! (so the group is redelivered in order), while other groups carry on.

@@ -2,17 +2,17 @@
 //! keeps it so: this crate does not depend on them.
 //!
 //! - `wecom`: WeCom's wire formats (callback crypto, envelopes, events).
-//! - `intake`: MISSION rule 1, the callback function's verify, persist, answer.
-//! - `membership`: MISSION's membership rules, the pure recompute of a code's list.
-//! - `facts`: MISSION rules 2 and 8, facts written idempotently (claims by business key), then refresh reasons.
-//! - `refresh`: MISSION rules 3 to 5, the single writer of each code's WeCom list.
-//! - `lanes`: MISSION "Lanes", the pure policy choosing the fast or slow lane per event.
+//! - `intake`: docs/rules.md rule 1, the callback function's verify, persist, answer.
+//! - `membership`: the membership rules of docs/rules.md, the pure recompute of a code's list.
+//! - `facts`: docs/rules.md rules 2 and 8, facts written idempotently (claims by business key), then refresh reasons.
+//! - `refresh`: docs/rules.md rules 3 to 5, the single writer of each code's WeCom list.
+//! - `lanes`: docs/rules.md "Lanes", the pure policy choosing the fast or slow lane per event.
 //! - `tenants`: tenant ids and the settings that authenticate their callbacks.
 //! - `ports`: the traits the domain needs; the `adapters` crate implements them for AWS and
 //!   WeCom, `fakes` (feature `test-util`) in memory.
 //! - `schedules`: work-schedule edges and the tenant's midnight, due in a minute-bucketed index.
 //! - `owed`: index work an edit still owes, so a retried edit finishes what it interrupted.
-//! - `batch`: MISSION rule 7, order-safe partial batch responses for FIFO consumers.
+//! - `batch`: docs/rules.md rule 7, order-safe partial batch responses for FIFO consumers.
 //! - `http`: how domain errors become HTTP answers, shared by every HTTP function.
 
 pub mod admin;

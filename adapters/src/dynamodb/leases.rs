@@ -2,7 +2,7 @@
 //! conditional write each, and the condition every record write of the code is fenced on.
 //!
 //! Expiry is an absolute time on the functions' clock (Lambda hosts are NTP-synced; the
-//! `aws-semantics.md` §3.1 variant), and a WeCom call starts only while the lease covers it.
+//! docs/aws-semantics.md §3.1 variant), and a WeCom call starts only while the lease covers it.
 //! The item stays after release (with its expiry cleared) so a count of acquisitions is kept;
 //! the TTL collects codes nobody refreshes any more.
 

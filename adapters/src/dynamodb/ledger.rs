@@ -1,4 +1,4 @@
-//! Add claims and counters (MISSION rule 8): the claim and the three counters move in one
+//! Add claims and counters (docs/rules.md rule 8): the claim and the three counters move in one
 //! transaction, so an add is counted exactly once however often it is delivered.
 
 use super::{get_bool, get_n, get_s, key, keys, n, s, unavailable, DynamoStore};

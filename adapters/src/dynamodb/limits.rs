@@ -1,4 +1,4 @@
-//! The refresh function's limits on the table: the shared WeCom budget (MISSION rule 6) and
+//! The refresh function's limits on the table: the shared WeCom budget (docs/rules.md rule 6) and
 //! the marks a permanent failure leaves (rules 9 and 11).
 
 use super::{get_n, key, keys, n, s, unavailable, DynamoStore, Item};

@@ -4,7 +4,7 @@
 //! The contract, in short:
 //!
 //! - Every failure comes back as a [`WeComError`], classified by `errcode` (never by `errmsg`)
-//!   into the paths of MISSION rule 9; [`WeComError::class`] gives the class to route on.
+//!   into the paths of docs/rules.md rule 9; [`WeComError::class`] gives the class to route on.
 //! - The client retries exactly one thing by itself: a call refused with 40014 or 42001 (token
 //!   invalid or expired) gets one new token and is sent once more. Throttling, transient and
 //!   every other failure go straight back to the caller, because a Lambda must not wait out a

@@ -23,7 +23,7 @@ pub enum AdminError {
     /// WeCom refused or failed the contact-way creation.
     #[error(transparent)]
     WeCom(#[from] WeComError),
-    /// The tenant's budget for this WeCom API is spent for the window (MISSION rule 6): no
+    /// The tenant's budget for this WeCom API is spent for the window (docs/rules.md rule 6): no
     /// call was made; the same request succeeds once the window reopens.
     #[error("the tenant's WeCom budget for {api} is spent; retry in {} s", retry_after_ms.div_ceil(1000))]
     Budget {

@@ -1,5 +1,5 @@
 //! The admin API: tenant admins (through the platform's backend) set up tenants, staff and
-//! codes. Like every observer of a business fact (MISSION rule 2), it writes the fact first and
+//! codes. Like every observer of a business fact (docs/rules.md rule 2), it writes the fact first and
 //! then emits one refresh reason per code the fact may change; it never pushes a list itself,
 //! because the refresh function is the single writer of each code's WeCom list (rule 3).
 //!

@@ -1,4 +1,4 @@
-//! MISSION rules 2 and 8: whoever observes a business fact writes it first, idempotently,
+//! docs/rules.md rules 2 and 8: whoever observes a business fact writes it first, idempotently,
 //! as a claim keyed by the business facts (never the delivery id), and only then emits a
 //! refresh reason for each code it may change.
 

@@ -1,4 +1,4 @@
-//! MISSION rule 1, "Persist before ACK": the callback function verifies, persists and
+//! docs/rules.md rule 1, "Persist before ACK": the callback function verifies, persists and
 //! answers, and nothing else. A callback is acknowledged (200) only after the inbox accepted
 //! it; if persisting fails the answer is 5xx so WeCom retries; input that fails verification
 //! is refused with a 4xx and never persisted.

@@ -1,4 +1,4 @@
-//! MISSION "Lanes": which lane a code's refresh runs on, decided per event by a pure function
+//! docs/rules.md "Lanes": which lane a code's refresh runs on, decided per event by a pure function
 //! of the code's creation and update age, a tenant whitelist and an operator switch. No lane
 //! state is stored anywhere: a rule change takes effect on the next event, and a code edited
 //! after a quiet spell is back on the fast lane at once.
@@ -6,7 +6,7 @@
 //! Every refresh starts on the fast lane. A code the policy puts on the slow lane has its
 //! reason republished to the slow queue without a WeCom call; the slow lane pushes a code at
 //! most once per `slow_interval_ms`, requeueing with a delay (never sleeping) in between.
-//! Both lanes spend the same tenant budget (MISSION rule 6).
+//! Both lanes spend the same tenant budget (docs/rules.md rule 6).
 
 use crate::tenants::TenantId;
 use std::collections::BTreeSet;

@@ -1,4 +1,4 @@
-//! MISSION's "Membership rules": the list a code should route to, as a pure function of the
+//! docs/rules.md "Membership rules (the recompute)": the list a code should route to, as a pure function of the
 //! code's configuration, staff facts, counters and tenant rules. No I/O and no clock: the
 //! caller loads the facts for the tenant's current day and passes them in, so the same facts
 //! always give the same list, whatever order they arrived in.

@@ -1,4 +1,4 @@
-//! The membership rules of MISSION.md, case by case. Each test builds a small `World` (one
+//! The membership rules of docs/rules.md, case by case. Each test builds a small `World` (one
 //! code, its staff, counters, departments, tenant rules and `now`) and checks `recompute`,
 //! `assess`, `rotation` or `limits_reached` against a table.
 

@@ -1,6 +1,6 @@
-//! MISSION rule 6: a per-tenant budget for each WeCom API, shared by every concurrent worker,
+//! docs/rules.md rule 6: a per-tenant budget for each WeCom API, shared by every concurrent worker,
 //! spent before each call, honouring both of WeCom's windows (per wall-clock minute and per
-//! wall-clock hour, reference `wecom-api.md` §7).
+//! wall-clock hour, docs/wecom-api.md §7).
 //!
 //! The windows live in one stored item per tenant, API and UTC hour: an hour total and one
 //! counter per minute of that hour. One spend is one conditional `ADD` to that item

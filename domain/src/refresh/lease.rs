@@ -1,4 +1,4 @@
-//! The per-code lease (MISSION "Lanes"; rule 3's single writer across lanes): the fast lane,
+//! The per-code lease (docs/rules.md "Lanes"; rule 3's single writer across lanes): the fast lane,
 //! the slow lane and a reason back from a retry queue each hold it around lease -> recompute
 //! -> push -> record, so no two of them write one code at the same moment.
 //!

@@ -1,4 +1,4 @@
-//! MISSION rules 3 to 5, the single writer: only this module changes a code's WeCom list and
+//! docs/rules.md rules 3 to 5, the single writer: only this module changes a code's WeCom list and
 //! its "last pushed" record. It recomputes from the facts as they are when it runs (so order,
 //! duplicates and lost reasons do not matter as long as one later reason arrives), pushes to
 //! WeCom first and records second (so the dedupe check never skips a push WeCom did not
@@ -212,7 +212,7 @@ pub trait ContactWayPusher: Send + Sync {
     ) -> Result<(), WeComError>;
 }
 
-/// What the refresh writes when WeCom refuses for good (MISSION rules 9 and 11).
+/// What the refresh writes when WeCom refuses for good (docs/rules.md rules 9 and 11).
 #[async_trait::async_trait]
 pub trait FailureMarks: Send + Sync {
     /// WeCom no longer knows the code's contact way (41044): the code is not refreshed again.
@@ -405,7 +405,7 @@ where
     }
 
     /// One recompute for a code, however many reasons asked for it: lane policy -> lease ->
-    /// recompute -> dedupe -> budget -> push -> record (MISSION's flow).
+    /// recompute -> dedupe -> budget -> push -> record (the flow of docs/rules.md).
     #[tracing::instrument(skip(self, asked), fields(tenant = %asked.tenant, code = %asked.code, reasons = asked.fact_at_ms.len(), lane = ?asked.lane))]
     pub async fn refresh(&self, asked: Asked<'_>) -> Result<Outcome, RefreshError> {
         let now_ms = (self.clock)();
@@ -697,7 +697,7 @@ where
         Ok(())
     }
 
-    /// WeCom refused `users` because of some listed user, without saying which (§6). The
+    /// WeCom refused `users` because of some listed user, without saying which (docs/wecom-api.md §6). The
     /// suspects are the users WeCom does not hold yet (it accepted the others before), or
     /// everyone when there are none; they are tried one at a time on top of the others, and
     /// each one WeCom refuses is marked unusable. Answers the list left on WeCom, if any
@@ -843,7 +843,7 @@ where
         };
         match error.class() {
             FailureClass::Throttled => {
-                // 45009 blocks for the rest of WeCom's window (§7); 45033 is about
+                // 45009 blocks for the rest of WeCom's window (docs/wecom-api.md §7); 45033 is about
                 // concurrency, which the next minute relieves as well.
                 let retry_after_ms = reopens_in(Window::Minute, (self.clock)());
                 tracing::warn!(

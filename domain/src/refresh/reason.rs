@@ -1,5 +1,5 @@
 //! Refresh reasons: events keyed by code that carry a reason to recompute, never state
-//! (MISSION rule 2).
+//! (docs/rules.md rule 2).
 
 use crate::intake::MessageGroup;
 use crate::membership::CodeId;

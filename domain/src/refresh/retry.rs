@@ -1,6 +1,6 @@
-//! Where a refresh that did not finish goes (MISSION rules 6 and 9): pure decisions, no I/O.
+//! Where a refresh that did not finish goes (docs/rules.md rules 6 and 9): pure decisions, no I/O.
 //!
-//! SQS FIFO queues accept no per-message delay (`aws-semantics.md` §1.3), so the delays are
+//! SQS FIFO queues accept no per-message delay (docs/aws-semantics.md §1.3), so the delays are
 //! fixed, one retry queue per delay. A retry queue is only a timer: its consumer forwards
 //! the reason back to refresh.fifo (the code's message group), which stays the one input of
 //! the single writer; the retry queues never refresh a code themselves, so two of them can

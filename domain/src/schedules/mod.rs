@@ -1,7 +1,7 @@
 //! Moments that change a code's list with no event of their own: a staff member's shift
 //! starting or ending, and a tenant's midnight (staff removed for a daily limit or the company
-//! cap come back). MISSION.md: "Every shift start and end reaches the affected codes without any
-//! other event", "Day rollover: ... at the tenant's midnight without any other event".
+//! cap come back). docs/rules.md, "Shift edges and the day rollover": every shift start and end,
+//! and the tenant's midnight, reach the affected codes without any other event.
 //!
 //! The recompute already reads `now` in the tenant's timezone, so nothing here decides a list:
 //! at each moment the tick only sends refresh reasons to the codes it may change, and the

@@ -46,7 +46,7 @@ impl fmt::Display for FailureClass {
     }
 }
 
-/// A failed WeCom call, classified by `errcode` (MISSION rule 9). `errmsg`, where kept, is for
+/// A failed WeCom call, classified by `errcode` (docs/rules.md rule 9). `errmsg`, where kept, is for
 /// logs only: it is truncated and scrubbed of tokens and secrets, and must never be branched
 /// on (WeCom says its texts may change).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,4 +1,4 @@
-//! WeCom's callback test vectors (`../shared/reference/wecom-api.md` §1.8), in one place for
+//! WeCom's callback test vectors (docs/wecom-api.md §1.8), in one place for
 //! the crypto unit tests and the integration tests that post them through the route.
 
 pub struct Settings {

@@ -1,5 +1,5 @@
 //! `adapters::wecom::WeComClient` against the sandbox: the contact-way calls, error
-//! classification (MISSION rule 9) and the token cache, as a real WeCom would exercise them.
+//! classification (docs/rules.md rule 9) and the token cache, as a real WeCom would exercise them.
 #![allow(clippy::unwrap_used)]
 
 mod common;
