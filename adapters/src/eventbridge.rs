@@ -3,7 +3,7 @@
 
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use domain::facts::{QuotaNotifier, StaffQuotaReached};
-use domain::ports::StoreError;
+use domain::StoreError;
 
 pub const SOURCE: &str = "qrsync";
 pub const DETAIL_TYPE: &str = "StaffQuotaReached";

@@ -1,11 +1,12 @@
 //! SQS FIFO queues: the inbox (stored callbacks) and the refresh queue (refresh reasons).
 
-use domain::facts::ReasonQueue;
+use domain::intake::Inbox;
 use domain::intake::InboxMessage;
-use domain::ports::{Inbox, StoreError};
+use domain::reasons::ReasonQueue;
+use domain::reasons::RefreshReason;
 use domain::refresh::consumer::Inlet;
 use domain::refresh::retry::{RetriedReason, RetryDelay, RetryQueues};
-use domain::refresh::RefreshReason;
+use domain::StoreError;
 
 pub struct SqsInbox {
     client: aws_sdk_sqs::Client,
@@ -122,9 +123,9 @@ impl SqsFanOutQueue {
 }
 
 #[async_trait::async_trait]
-impl domain::fanout::FanOutQueue for SqsFanOutQueue {
+impl domain::reasons::FanOutQueue for SqsFanOutQueue {
     #[tracing::instrument(skip_all, fields(tenant = %fan_out.tenant, fact_key = %fan_out.fact_key))]
-    async fn send(&self, fan_out: &domain::fanout::FanOut) -> Result<(), StoreError> {
+    async fn send(&self, fan_out: &domain::reasons::FanOut) -> Result<(), StoreError> {
         self.client
             .send_message()
             .queue_url(&self.queue_url)
@@ -158,7 +159,7 @@ fn text_attribute(value: &str) -> Result<aws_sdk_sqs::types::MessageAttributeVal
 }
 
 #[async_trait::async_trait]
-impl domain::ports::DeadLetters for SqsDeadLetters {
+impl domain::batch::DeadLetters for SqsDeadLetters {
     async fn park(
         &self,
         group: &str,

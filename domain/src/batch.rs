@@ -3,8 +3,22 @@
 //! group fails, every later message of that group in the batch is reported as failed too
 //! (so the group is redelivered in order), while other groups carry on.
 
-use crate::ports::DeadLetters;
+use crate::StoreError;
 use std::collections::HashSet;
+
+/// A dead-letter queue a consumer moves messages to itself, with their failure class, when
+/// retrying cannot help (the queue's own redrive only counts receives).
+#[async_trait::async_trait]
+pub trait DeadLetters: Send + Sync {
+    async fn park(
+        &self,
+        group: &str,
+        message_id: &str,
+        body: &str,
+        failure_class: &str,
+        reason: &str,
+    ) -> Result<(), StoreError>;
+}
 
 #[derive(Debug, Default)]
 pub struct PartialBatch {

@@ -8,8 +8,9 @@
 //! - `refresh`: docs/rules.md rules 3 to 5, the single writer of each code's WeCom list.
 //! - `lanes`: docs/rules.md "Lanes", the pure policy choosing the fast or slow lane per event.
 //! - `tenants`: tenant ids and the settings that authenticate their callbacks.
-//! - `ports`: the traits the domain needs; the `adapters` crate implements them for AWS and
-//!   WeCom, `fakes` (feature `test-util`) in memory.
+//! - each module declares the ports it needs in its `ports.rs` (a one-file module at its top);
+//!   the `adapters` crate implements them for AWS and WeCom, `fakes` (feature `test-util`) in
+//!   memory. `StoreError` is what every port answers when its store or queue fails.
 //! - `schedules`: work-schedule edges and the tenant's midnight, due in a minute-bucketed index.
 //! - `owed`: index work an edit still owes, so a retried edit finishes what it interrupted.
 //! - `batch`: docs/rules.md rule 7, order-safe partial batch responses for FIFO consumers.
@@ -27,11 +28,14 @@ pub mod intake;
 pub mod lanes;
 pub mod membership;
 pub mod owed;
-pub mod ports;
+pub mod reasons;
 pub mod refresh;
 pub mod schedules;
+mod store_error;
 pub mod tenants;
 pub mod wecom;
+
+pub use store_error::StoreError;
 
 /// Milliseconds since the epoch. Domain code takes a `Clock` so tests can fix time.
 pub type Clock = fn() -> u64;

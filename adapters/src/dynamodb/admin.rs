@@ -10,8 +10,8 @@ use domain::admin::{AdminStore, StaffChange, VersionedCode};
 use domain::membership::{
     CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId, WeeklySchedule,
 };
-use domain::ports::StoreError;
 use domain::tenants::{TenantId, TenantProfile};
+use domain::StoreError;
 use std::collections::BTreeSet;
 
 impl DynamoStore {
@@ -73,9 +73,9 @@ impl domain::fanout::CodeIndex for DynamoStore {
     async fn codes_of(
         &self,
         tenant: &TenantId,
-        source: &domain::fanout::Source,
+        source: &domain::reasons::Source,
     ) -> Result<Vec<CodeId>, StoreError> {
-        use domain::fanout::Source;
+        use domain::reasons::Source;
         match source {
             Source::Staff { staff } => self.codes_of_staff(tenant, staff).await,
             Source::Department { department } => {

@@ -13,12 +13,12 @@ use domain::membership::{
     MAX_DEPARTMENT_CANDIDATES,
 };
 use domain::owed::replan;
-use domain::ports::StoreError;
 use domain::refresh::{
     CodeFacts, CodeRecords, CodeSnapshot, Lease, PushRecord, PushedList, Recorded, StoredCode,
     Tally,
 };
 use domain::tenants::{tenant_day, TenantId};
+use domain::StoreError;
 use std::collections::{BTreeSet, HashMap};
 
 /// Push history is kept for reports and audits, then collected.

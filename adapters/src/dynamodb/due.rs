@@ -11,11 +11,11 @@ use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::ReturnValue;
 use domain::facts::TenantProfiles;
 use domain::membership::{CodeId, Limit, StaffId, WeeklySchedule};
-use domain::ports::StoreError;
 use domain::schedules::{
     Due, DueIndex, DueWriter, Lease, LimitReached, Minute, ScheduleFacts, Subject,
 };
 use domain::tenants::{TenantId, Timezone};
+use domain::StoreError;
 
 const NEXT_MINUTE: &str = "next_minute";
 const LEASE_UNTIL: &str = "lease_until_ms";

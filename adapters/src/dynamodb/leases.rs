@@ -10,9 +10,9 @@ use super::{get_n, key, keys, n, s, unavailable, DynamoStore};
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{ConditionCheck, ReturnValuesOnConditionCheckFailure};
 use domain::membership::CodeId;
-use domain::ports::StoreError;
 use domain::refresh::{Acquired, CodeLeases, Lease};
 use domain::tenants::TenantId;
+use domain::StoreError;
 
 /// A lease item no refresh touched for a week is collected.
 const LEASE_ITEM_TTL_SECS: u64 = 7 * 24 * 3600;

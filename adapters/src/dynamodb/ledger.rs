@@ -9,8 +9,8 @@ use aws_sdk_dynamodb::types::{
 };
 use domain::facts::{AddFact, AddLedger, ClaimOutcome, CountOutcome, LimitClaim, QuotaLedger};
 use domain::membership::{AddCounts, CodeId, StaffId, Switches};
-use domain::ports::StoreError;
 use domain::tenants::TenantId;
+use domain::StoreError;
 
 /// Claims outlive WeCom's and SQS's redelivery windows by far; daily counters outlive the
 /// day for reports.

@@ -5,10 +5,10 @@ use super::{get_n, key, keys, n, s, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use domain::membership::{CodeId, StaffId};
-use domain::ports::StoreError;
 use domain::refresh::{exhausted, BudgetLimits, BudgetSlot, FailureMarks, Spend, WeComBudget};
 use domain::tenants::TenantId;
 use domain::wecom::errors::FailureClass;
+use domain::StoreError;
 
 /// Dirty marks outlive any sweep interval by far; TTL is garbage collection only.
 const DIRTY_TTL_SECS: u64 = 14 * 24 * 60 * 60;

@@ -18,8 +18,8 @@ pub use limits::DynamoBudget;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::membership::{Employment, StaffFacts};
-use domain::ports::StoreError;
 use domain::tenants::TenantId;
+use domain::StoreError;
 use std::collections::HashMap;
 
 /// The waits between BatchGetItem rounds that left keys unprocessed (DynamoDB throttling),

@@ -13,8 +13,8 @@ use super::{get_s, key, keys, n, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use domain::owed::{Owed, CHUNKS_IN_FLIGHT, WRITES_PER_TRANSACTION};
-use domain::ports::StoreError;
 use domain::tenants::TenantId;
+use domain::StoreError;
 use futures::{StreamExt, TryStreamExt};
 use std::collections::BTreeSet;
 

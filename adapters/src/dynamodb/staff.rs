@@ -12,8 +12,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use domain::facts::{StaffLedger, TenantProfiles};
 use domain::membership::{CodeId, DepartmentId, Employment, StaffId};
 use domain::owed::replan;
-use domain::ports::StoreError;
 use domain::tenants::{tenant_day, TenantId};
+use domain::StoreError;
 use std::collections::BTreeSet;
 
 /// A conditional write that lost to a newer fact is not an error.

@@ -2,8 +2,9 @@
 
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore};
 use domain::facts::TenantProfiles;
-use domain::ports::{StoreError, TenantDirectory};
+use domain::tenants::TenantDirectory;
 use domain::tenants::{CallbackSettings, TenantId, TenantProfile};
+use domain::StoreError;
 
 impl DynamoStore {
     /// Creates or replaces a tenant's profile.

@@ -4,7 +4,7 @@
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore};
 use crate::wecom::{SharedToken, TokenStore};
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use domain::ports::StoreError;
+use domain::StoreError;
 
 #[async_trait::async_trait]
 impl TokenStore for DynamoStore {

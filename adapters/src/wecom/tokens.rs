@@ -4,9 +4,9 @@
 //! that storm it).
 
 use super::client::{answer, WeComClient};
-use domain::ports::StoreError;
 use domain::wecom::contact_way::{CorpCredentials, REDACTED};
 use domain::wecom::errors::WeComError;
+use domain::StoreError;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt;

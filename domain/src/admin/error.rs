@@ -1,8 +1,8 @@
 //! What can go wrong in an admin request, and how each failure is answered over HTTP.
 
 use crate::http::ErrorAnswer;
-use crate::ports::StoreError;
 use crate::wecom::errors::WeComError;
+use crate::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {

@@ -1,18 +1,20 @@
 //! In-memory versions of the admin ports, for unit tests here and in `functions/admin-api`.
 
 use super::ports::{AdminStore, ContactWays, StaffChange, VersionedCode};
-use crate::facts::{ReasonQueue, TenantProfiles};
+use crate::facts::TenantProfiles;
 use crate::membership::{
     candidates, AddCounts, CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId,
     WeeklySchedule,
 };
 use crate::owed::{replan, Owed, WRITES_PER_TRANSACTION};
-use crate::ports::StoreError;
-use crate::refresh::{CodeFacts, CodeSnapshot, PushedList, RefreshReason, StoredCode};
+use crate::reasons::ReasonQueue;
+use crate::reasons::RefreshReason;
+use crate::refresh::{CodeFacts, CodeSnapshot, PushedList, StoredCode};
 use crate::schedules::{DueWriter, Minute, Subject};
 use crate::tenants::{TenantId, TenantProfile};
 use crate::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
 use crate::wecom::errors::WeComError;
+use crate::StoreError;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -717,9 +719,9 @@ impl crate::fanout::CodeIndex for InMemoryAdminStore {
     async fn codes_of(
         &self,
         tenant: &TenantId,
-        source: &crate::fanout::Source,
+        source: &crate::reasons::Source,
     ) -> Result<Vec<CodeId>, StoreError> {
-        use crate::fanout::Source;
+        use crate::reasons::Source;
         match source {
             Source::Staff { staff } => self.codes_of_staff(tenant, staff).await,
             Source::Department { department } => {
@@ -734,7 +736,7 @@ impl crate::fanout::CodeIndex for InMemoryAdminStore {
 /// into `reasons` through `index`, so a test sees the reasons a fact reaches.
 #[derive(Clone)]
 pub struct InMemoryFanOutQueue {
-    fan_outs: Arc<Mutex<Vec<crate::fanout::FanOut>>>,
+    fan_outs: Arc<Mutex<Vec<crate::reasons::FanOut>>>,
     index: InMemoryAdminStore,
     reasons: InMemoryReasonQueue,
 }
@@ -748,14 +750,14 @@ impl InMemoryFanOutQueue {
         }
     }
 
-    pub fn fan_outs(&self) -> Vec<crate::fanout::FanOut> {
+    pub fn fan_outs(&self) -> Vec<crate::reasons::FanOut> {
         self.fan_outs.lock().expect("fake queue lock").clone()
     }
 }
 
 #[async_trait::async_trait]
-impl crate::fanout::FanOutQueue for InMemoryFanOutQueue {
-    async fn send(&self, fan_out: &crate::fanout::FanOut) -> Result<(), StoreError> {
+impl crate::reasons::FanOutQueue for InMemoryFanOutQueue {
+    async fn send(&self, fan_out: &crate::reasons::FanOut) -> Result<(), StoreError> {
         self.fan_outs
             .lock()
             .expect("fake queue lock")

@@ -20,18 +20,17 @@ pub use commands::{
 pub use error::AdminError;
 pub use ports::{AdminStore, ContactWays, StaffChange, VersionedCode};
 
-use crate::facts::ReasonQueue;
-use crate::fanout::{FanOut, FanOutQueue, Source};
 use crate::membership::{
     self, CodeId, DepartmentId, Employment, Exclusion, Family, Membership, StaffId, WeeklySchedule,
 };
-use crate::ports::StoreError;
-use crate::refresh::{Cause, RefreshReason, Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY};
+use crate::reasons::{Cause, Fact, FanOut, FanOutQueue, ReasonQueue, Source};
+use crate::refresh::{Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY};
 use crate::schedules::{plan, Subject};
 use crate::tenants::{TenantId, TenantProfile, Timezone};
 use crate::wecom::contact_way::{ContactWayKind, ContactWayScene, CorpCredentials, NewContactWay};
 use crate::wecom::errors::WeComError;
 use crate::Clock;
+use crate::StoreError;
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -408,13 +407,15 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             None => self.create_contact_way(&tenant, &code, now_ms).await?,
         };
         self.reasons
-            .send(&RefreshReason {
-                tenant: tenant.clone(),
-                code: code.clone(),
-                cause: Cause::CodeEdited,
-                fact_at_ms: now_ms,
-                fact_key: format!("code:{code}:v{}", stored.version),
-            })
+            .send(
+                &Fact {
+                    tenant: tenant.clone(),
+                    cause: Cause::CodeEdited,
+                    at_ms: now_ms,
+                    key: format!("code:{code}:v{}", stored.version),
+                }
+                .reason_for(&code),
+            )
             .await?;
         tracing::info!(version = stored.version, created, config_id = %config_id, members = config.members.len(), "code stored");
         Ok(CodeAnswer {

@@ -7,12 +7,12 @@ use crate::facts::TenantProfiles;
 use crate::membership::{
     CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId, WeeklySchedule,
 };
-use crate::ports::StoreError;
 use crate::refresh::{CodeFacts, StoredCode};
 use crate::schedules::DueWriter;
 use crate::tenants::{TenantId, TenantProfile};
 use crate::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
 use crate::wecom::errors::WeComError;
+use crate::StoreError;
 use std::collections::BTreeSet;
 
 /// A stored code and the version its last write gave it (1 for the first).

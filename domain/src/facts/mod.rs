@@ -12,11 +12,11 @@ pub use staff::{MalformedContactEvent, StaffEvent, StaffLedger};
 
 use crate::intake::InboxMessage;
 use crate::membership::{CodeId, StaffId};
-use crate::ports::StoreError;
-use crate::refresh::{Cause, RefreshReason};
+use crate::reasons::{Cause, Fact, ReasonQueue, RefreshReason};
 use crate::tenants::{tenant_day, TenantId, TenantProfile};
 use crate::wecom::callback::{CallbackEvent, Envelope};
 use crate::Clock;
+use crate::StoreError;
 use sha2::{Digest, Sha256};
 
 /// A customer added a staff member through a code.
@@ -80,20 +80,6 @@ pub trait AddLedger: Send + Sync {
 #[async_trait::async_trait]
 pub trait TenantProfiles: Send + Sync {
     async fn profile(&self, tenant: &TenantId) -> Result<Option<TenantProfile>, StoreError>;
-}
-
-/// Where refresh reasons go (refresh.fifo, grouped by code).
-#[async_trait::async_trait]
-pub trait ReasonQueue: Send + Sync {
-    async fn send(&self, reason: &RefreshReason) -> Result<(), StoreError>;
-    /// A fan-out: every reason, or an error (a retry re-sends them all; the dedupe ids make
-    /// that harmless).
-    async fn send_all(&self, reasons: &[RefreshReason]) -> Result<(), StoreError> {
-        for reason in reasons {
-            self.send(reason).await?;
-        }
-        Ok(())
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,13 +179,15 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
         // Sent even when the add was already counted: the attempt that counted it may have
         // failed before sending, and a duplicate reason is harmless (same dedupe id).
         self.reasons
-            .send(&RefreshReason {
-                tenant: fact.tenant.clone(),
-                code: fact.code.clone(),
-                cause: Cause::AddCounted,
-                fact_at_ms: outcome.counted_at_ms(),
-                fact_key: fact.business_key(),
-            })
+            .send(
+                &Fact {
+                    tenant: fact.tenant.clone(),
+                    cause: Cause::AddCounted,
+                    at_ms: outcome.counted_at_ms(),
+                    key: fact.business_key(),
+                }
+                .reason_for(&fact.code),
+            )
             .await?;
         // Also run for an add counted before: its first attempt may have stopped between
         // counting and claiming.
@@ -248,16 +236,13 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
                         .await?
                 }
             };
-            let reasons: Vec<RefreshReason> = codes
-                .iter()
-                .map(|code| RefreshReason {
-                    tenant: fact.tenant.clone(),
-                    code: code.clone(),
-                    cause: Cause::LimitReached,
-                    fact_at_ms: claim.claimed_at_ms,
-                    fact_key: claim.id(),
-                })
-                .collect();
+            let limit_reached = Fact {
+                tenant: fact.tenant.clone(),
+                cause: Cause::LimitReached,
+                at_ms: claim.claimed_at_ms,
+                key: claim.id(),
+            };
+            let reasons: Vec<RefreshReason> = limit_reached.reasons(&codes).collect();
             self.reasons.send_all(&reasons).await?;
             if !notified {
                 self.notifier
@@ -304,16 +289,13 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
             .map_or(message.received_at_ms, |secs| secs.saturating_mul(1000));
         let codes = staff::apply(&self.ledger, &message.tenant, staff_event, at_ms).await?;
         let written_at_ms = (self.clock)();
-        let reasons: Vec<RefreshReason> = codes
-            .iter()
-            .map(|code| RefreshReason {
-                tenant: message.tenant.clone(),
-                code: code.clone(),
-                cause: Cause::StaffChanged,
-                fact_at_ms: written_at_ms,
-                fact_key: message.event_key.clone(),
-            })
-            .collect();
+        let staff_changed = Fact {
+            tenant: message.tenant.clone(),
+            cause: Cause::StaffChanged,
+            at_ms: written_at_ms,
+            key: message.event_key.clone(),
+        };
+        let reasons: Vec<RefreshReason> = staff_changed.reasons(&codes).collect();
         self.reasons.send_all(&reasons).await?;
         tracing::info!(kind, codes = codes.len(), "contact change written");
         Ok(Recorded::StaffChanged {

@@ -4,8 +4,8 @@
 //! the limit removes the staff member from.
 
 use crate::membership::{AddCounts, CodeId, Limit, StaffId, Switches};
-use crate::ports::StoreError;
 use crate::tenants::TenantId;
+use crate::StoreError;
 
 /// "Staff member `staff` reached `limit` on tenant-day `day`" (on `code` for code limits).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -3,9 +3,9 @@
 //! change can reach.
 
 use crate::membership::{CodeId, DepartmentId, Employment, StaffId};
-use crate::ports::StoreError;
 use crate::tenants::TenantId;
 use crate::wecom::callback::CallbackEvent;
+use crate::StoreError;
 use std::collections::BTreeSet;
 
 /// A contact change qrsync acts on.

@@ -1,8 +1,10 @@
 //! In-memory fakes of the ports, for unit tests of handlers and domain logic.
 
+use crate::intake::Inbox;
 use crate::intake::InboxMessage;
-use crate::ports::{Inbox, StoreError, TenantDirectory};
+use crate::tenants::TenantDirectory;
 use crate::tenants::{CallbackSettings, TenantId};
+use crate::StoreError;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

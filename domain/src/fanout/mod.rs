@@ -6,101 +6,17 @@
 //! waits on a thousand sends, and no partial failure loses the codes not yet told: an
 //! unfinished fan-out is redelivered and resumes after the last code it had sent.
 
-use crate::facts::ReasonQueue;
-use crate::membership::{CodeId, DepartmentId, StaffId};
-use crate::ports::StoreError;
-use crate::refresh::{Cause, RefreshReason};
-use crate::tenants::TenantId;
+mod ports;
+
+pub use ports::CodeIndex;
+
+use crate::membership::CodeId;
+use crate::reasons::{FanOut, FanOutQueue, ReasonQueue};
+use crate::StoreError;
 use std::collections::BTreeSet;
 
 /// Reasons sent per step; between steps the expander checks its deadline.
 pub const PAGE: usize = 100;
-
-/// Where the codes of a fan-out come from.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Source {
-    /// Every code that may route to the staff member: as member, as fallback, or through a
-    /// department of theirs that the code lists.
-    Staff { staff: StaffId },
-    /// Every code that lists the department.
-    Department { department: DepartmentId },
-    /// Every code of the tenant.
-    Tenant,
-}
-
-/// A reason to recompute every code of its sources, for one fact.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct FanOut {
-    pub tenant: TenantId,
-    pub sources: Vec<Source>,
-    pub cause: Cause,
-    /// When the fact was written; every reason carries it, so the push latency starts there.
-    pub fact_at_ms: u64,
-    /// The fact's identity: it names the fan-out and deduplicates its reasons.
-    pub fact_key: String,
-    /// The codes up to this one (in code order) were sent by an earlier part of the fan-out.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sent_through: Option<CodeId>,
-}
-
-impl FanOut {
-    pub fn new(
-        tenant: TenantId,
-        sources: Vec<Source>,
-        cause: Cause,
-        fact_at_ms: u64,
-        fact_key: String,
-    ) -> Self {
-        Self {
-            tenant,
-            sources,
-            cause,
-            fact_at_ms,
-            fact_key,
-            sent_through: None,
-        }
-    }
-
-    /// The one place a fact becomes refresh reasons: one per code, all alike but the code.
-    pub fn reasons<'a>(
-        &'a self,
-        codes: impl IntoIterator<Item = &'a CodeId> + 'a,
-    ) -> impl Iterator<Item = RefreshReason> + 'a {
-        codes.into_iter().map(|code| RefreshReason {
-            tenant: self.tenant.clone(),
-            code: code.clone(),
-            cause: self.cause,
-            fact_at_ms: self.fact_at_ms,
-            fact_key: self.fact_key.clone(),
-        })
-    }
-
-    /// The rest of this fan-out, after `code`.
-    pub fn resumed_after(&self, code: &CodeId) -> Self {
-        Self {
-            sent_through: Some(code.clone()),
-            ..self.clone()
-        }
-    }
-
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).expect("a fan-out always serialises")
-    }
-}
-
-/// The indexes that answer which codes a source reaches (queries, never a scan).
-#[async_trait::async_trait]
-pub trait CodeIndex: Send + Sync {
-    async fn codes_of(&self, tenant: &TenantId, source: &Source)
-        -> Result<Vec<CodeId>, StoreError>;
-}
-
-/// Where fan-outs wait to be expanded (a queue the fan-out function consumes).
-#[async_trait::async_trait]
-pub trait FanOutQueue: Send + Sync {
-    async fn send(&self, fan_out: &FanOut) -> Result<(), StoreError>;
-}
 
 /// What one expansion did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,6 +70,7 @@ impl<I: CodeIndex, R: ReasonQueue, Q: FanOutQueue> Expander<I, R, Q> {
             Some(last) => codes.into_iter().filter(|code| code > last).collect(),
             None => codes.into_iter().collect(),
         };
+        let fact = fan_out.fact();
         let mut sent = 0;
         for page in pending.chunks(PAGE) {
             if sent > 0 && out_of_time() {
@@ -171,7 +88,7 @@ impl<I: CodeIndex, R: ReasonQueue, Q: FanOutQueue> Expander<I, R, Q> {
                     sent_through: last.clone(),
                 });
             }
-            let reasons: Vec<RefreshReason> = fan_out.reasons(page).collect();
+            let reasons: Vec<_> = fact.reasons(page).collect();
             self.reasons.send_all(&reasons).await?;
             sent += page.len();
         }

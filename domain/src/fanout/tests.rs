@@ -1,4 +1,7 @@
 use super::*;
+use crate::membership::{DepartmentId, StaffId};
+use crate::reasons::{Cause, RefreshReason, Source};
+use crate::tenants::TenantId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

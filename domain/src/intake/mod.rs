@@ -4,13 +4,16 @@
 //! is refused with a 4xx and never persisted.
 
 mod message;
+mod ports;
 
 pub use message::{InboxMessage, MessageGroup};
+pub use ports::Inbox;
 
-use crate::ports::{Inbox, StoreError, TenantDirectory};
+use crate::tenants::TenantDirectory;
 use crate::tenants::{CallbackSettings, TenantId};
 use crate::wecom::callback::{CallbackEvent, Envelope, XmlError};
 use crate::wecom::crypto::CryptoError;
+use crate::StoreError;
 use std::collections::HashMap;
 
 /// The largest callback body read. WeCom's envelopes are a few kilobytes (an `Encrypt` field

@@ -9,8 +9,8 @@
 //! there is no read before the write. This module holds the pure arithmetic; the adapter is
 //! `adapters::dynamodb::limits` (`DynamoBudget`).
 
-use crate::ports::StoreError;
 use crate::tenants::TenantId;
+use crate::StoreError;
 
 /// The API whose budget the refresh function spends.
 pub const UPDATE_CONTACT_WAY: &str = "update_contact_way";

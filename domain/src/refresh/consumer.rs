@@ -21,9 +21,9 @@ use super::{
     Asked, CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, Outcome,
     RefreshError, Refresher, Requeue, WeComBudget,
 };
+use crate::batch::DeadLetters;
 use crate::batch::PartialBatch;
 use crate::lanes::Lane;
-use crate::ports::DeadLetters;
 use crate::wecom::errors::FailureClass;
 
 /// What a refresh-queue consumer needs from the outside world, named once: the ports of the
@@ -381,11 +381,11 @@ fn fail_all(batch: &mut PartialBatch, code: &CodeWork<'_>) {
 mod tests {
     use super::*;
     use crate::membership::CodeId;
-    use crate::ports::StoreError;
+    use crate::reasons::{Cause, RefreshReason};
     use crate::refresh::retry::RetryDelay;
-    use crate::refresh::{Cause, RefreshReason};
     use crate::tenants::TenantId;
     use crate::wecom::errors::WeComError;
+    use crate::StoreError;
 
     fn reason(code: &str, fact_at_ms: u64, attempt: u32, resync: bool) -> RetriedReason {
         let mut reason = RetriedReason::first(RefreshReason {

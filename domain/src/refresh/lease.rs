@@ -8,8 +8,8 @@
 //! whose lease was taken over has its record refused, so it cannot overwrite a newer one.
 
 use crate::membership::CodeId;
-use crate::ports::StoreError;
 use crate::tenants::TenantId;
+use crate::StoreError;
 
 /// A lease held on one code.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,6 @@
 mod budget;
 pub mod consumer;
 mod lease;
-mod reason;
 pub mod retry;
 
 pub use budget::{
@@ -15,19 +14,18 @@ pub use budget::{
     DEL_CONTACT_WAY, UPDATE_CONTACT_WAY,
 };
 pub use lease::{Acquired, CodeLeases, Lease, LeaseTimes, Recorded};
-pub use reason::{Cause, RefreshReason};
 
-use crate::fanout::{FanOut, FanOutQueue, Source};
 use crate::lanes::{CodeAge, Lane, LanePolicy};
 use crate::membership::{
     self, AddCounts, CodeConfig, CodeId, DepartmentId, Facts, Membership, RotationSlot, StaffFacts,
     StaffId, TenantRules,
 };
-use crate::ports::StoreError;
+use crate::reasons::{Cause, FanOut, FanOutQueue, Source};
 use crate::tenants::{TenantId, TenantProfile};
 use crate::wecom::contact_way::CorpCredentials;
 use crate::wecom::errors::{FailureClass, WeComError};
 use crate::Clock;
+use crate::StoreError;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 

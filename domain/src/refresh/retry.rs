@@ -6,9 +6,9 @@
 //! the single writer; the retry queues never refresh a code themselves, so two of them can
 //! never write one code at the same moment.
 
-use super::RefreshReason;
-use crate::ports::StoreError;
+use crate::reasons::RefreshReason;
 use crate::wecom::errors::FailureClass;
+use crate::StoreError;
 use sha2::{Digest, Sha256};
 
 /// The retry queues' fixed delays, shortest first (`template.yaml`'s `RefreshRetry*Queue`).
@@ -166,7 +166,7 @@ impl RetriedReason {
 mod tests {
     use super::*;
     use crate::membership::CodeId;
-    use crate::refresh::Cause;
+    use crate::reasons::Cause;
     use crate::tenants::TenantId;
 
     fn reason() -> RefreshReason {

@@ -817,7 +817,7 @@ async fn a_staff_member_wecom_refuses_is_recomputed_away_from_their_other_codes_
     let refresher = refresher(state).with_fan_outs(fan_outs.clone());
     refuse(&refresher, &["x"]);
     fast(&refresher, &[1]).await.expect("handled");
-    let sent: Vec<(Vec<crate::fanout::Source>, Cause)> = fan_outs
+    let sent: Vec<(Vec<crate::reasons::Source>, Cause)> = fan_outs
         .fan_outs()
         .into_iter()
         .map(|f| (f.sources, f.cause))
@@ -825,7 +825,7 @@ async fn a_staff_member_wecom_refuses_is_recomputed_away_from_their_other_codes_
     assert_eq!(
         sent,
         [(
-            vec![crate::fanout::Source::Staff { staff: id("x") }],
+            vec![crate::reasons::Source::Staff { staff: id("x") }],
             Cause::StaffChanged
         )],
         "one fan-out to every code of the refused staff member"

@@ -3,8 +3,8 @@
 
 use super::{Due, DueIndex, DueWriter, Lease, LimitReached, Minute, ScheduleFacts, Subject};
 use crate::membership::{CodeId, StaffId, WeeklySchedule};
-use crate::ports::StoreError;
 use crate::tenants::{TenantId, Timezone};
+use crate::StoreError;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -24,12 +24,12 @@ pub mod plan;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fakes;
 
-use crate::facts::ReasonQueue;
 use crate::membership::{CodeId, Limit, StaffId, WeeklySchedule};
-use crate::ports::StoreError;
-use crate::refresh::RefreshReason;
+use crate::reasons::ReasonQueue;
+use crate::reasons::RefreshReason;
 use crate::tenants::{TenantId, Timezone};
 use crate::Clock;
+use crate::StoreError;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use std::collections::BTreeSet;
 use std::fmt;

@@ -2,7 +2,7 @@
 
 use super::{LimitReached, Minute, TickSettings};
 use crate::membership::{CodeId, Limit, StaffId, WeeklySchedule};
-use crate::refresh::{Cause, RefreshReason};
+use crate::reasons::{Cause, Fact, RefreshReason};
 use crate::tenants::{TenantId, Timezone};
 use chrono::TimeZone;
 use std::collections::BTreeSet;
@@ -118,16 +118,14 @@ pub fn shift_reasons(
     edge: Minute,
     codes: impl IntoIterator<Item = CodeId>,
 ) -> Vec<RefreshReason> {
-    codes
-        .into_iter()
-        .map(|code| RefreshReason {
-            tenant: tenant.clone(),
-            code,
-            cause: Cause::ShiftChanged,
-            fact_at_ms: edge.start_ms(),
-            fact_key: format!("shift:{staff}:{edge}"),
-        })
-        .collect()
+    let shift_changed = Fact {
+        tenant: tenant.clone(),
+        cause: Cause::ShiftChanged,
+        at_ms: edge.start_ms(),
+        key: format!("shift:{staff}:{edge}"),
+    };
+    let codes: Vec<CodeId> = codes.into_iter().collect();
+    shift_changed.reasons(&codes).collect()
 }
 
 /// One reason per code a rollover may change; the fact is the end of `last_day`.
@@ -137,16 +135,14 @@ pub fn rollover_reasons(
     midnight: Minute,
     codes: impl IntoIterator<Item = CodeId>,
 ) -> Vec<RefreshReason> {
-    codes
-        .into_iter()
-        .map(|code| RefreshReason {
-            tenant: tenant.clone(),
-            code,
-            cause: Cause::DayRolledOver,
-            fact_at_ms: midnight.start_ms(),
-            fact_key: format!("day-rolled-over:{last_day}"),
-        })
-        .collect()
+    let day_rolled_over = Fact {
+        tenant: tenant.clone(),
+        cause: Cause::DayRolledOver,
+        at_ms: midnight.start_ms(),
+        key: format!("day-rolled-over:{last_day}"),
+    };
+    let codes: Vec<CodeId> = codes.into_iter().collect();
+    day_rolled_over.reasons(&codes).collect()
 }
 
 pub(super) fn utc(at_ms: u64) -> chrono::DateTime<chrono::Utc> {

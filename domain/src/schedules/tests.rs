@@ -3,7 +3,7 @@ use super::plan::{self, Window};
 use super::*;
 use crate::admin::fakes::InMemoryReasonQueue;
 use crate::membership::{Limit, Shift};
-use crate::refresh::Cause;
+use crate::reasons::Cause;
 use chrono::{NaiveTime, Weekday};
 
 /// Milliseconds of an RFC 3339 instant.

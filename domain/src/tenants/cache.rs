@@ -7,7 +7,8 @@
 //! memory nor evicts the tenants that exist.
 
 use super::{CallbackSettings, TenantId};
-use crate::ports::{StoreError, TenantDirectory};
+use crate::tenants::TenantDirectory;
+use crate::StoreError;
 use moka::future::Cache;
 use std::sync::Arc;
 use std::time::Duration;

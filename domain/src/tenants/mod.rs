@@ -2,8 +2,10 @@
 
 pub mod cache;
 mod day;
+mod ports;
 
 pub use day::{tenant_day, zone_with_the_next_midnight, Timezone, DEFAULT_TIMEZONE};
+pub use ports::TenantDirectory;
 
 use crate::wecom::crypto::{CallbackCrypto, CryptoError};
 use std::fmt;

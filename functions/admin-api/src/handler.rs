@@ -19,8 +19,8 @@ use domain::admin::{
     Admin, AdminError, AdminStore, ContactWays, DeleteCode, GetCode, PutCode, PutDepartment,
     PutStaff, PutTenant,
 };
-use domain::facts::ReasonQueue;
 use domain::http::ErrorAnswer;
+use domain::reasons::ReasonQueue;
 use lambda_http::{Body, Error, Request, RequestExt, Response};
 use serde::Serialize;
 

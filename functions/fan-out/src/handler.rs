@@ -8,8 +8,9 @@
 //! - not a fan-out -> reported, until the queue's redrive moves it to its dead-letter queue.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use domain::facts::ReasonQueue;
-use domain::fanout::{CodeIndex, Expanded, Expander, FanOut, FanOutQueue};
+use domain::fanout::{CodeIndex, Expanded, Expander};
+use domain::reasons::ReasonQueue;
+use domain::reasons::{FanOut, FanOutQueue};
 use lambda_runtime::{Error, LambdaEvent};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -83,9 +84,9 @@ mod tests {
     use super::*;
     use domain::admin::fakes::{InMemoryAdminStore, InMemoryFanOutQueue, InMemoryReasonQueue};
     use domain::admin::AdminStore;
-    use domain::fanout::Source;
     use domain::membership::{CodeConfig, CodeId, StaffId};
-    use domain::refresh::Cause;
+    use domain::reasons::Cause;
+    use domain::reasons::Source;
     use domain::tenants::TenantId;
     use lambda_runtime::Context;
 

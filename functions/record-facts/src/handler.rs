@@ -7,12 +7,13 @@
 //! of being retried.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use domain::batch::DeadLetters;
 use domain::batch::PartialBatch;
 use domain::facts::{
-    FactLedger, FactRecorder, FactsError, QuotaNotifier, ReasonQueue, Recorded, TenantProfiles,
+    FactLedger, FactRecorder, FactsError, QuotaNotifier, Recorded, TenantProfiles,
 };
 use domain::intake::InboxMessage;
-use domain::ports::DeadLetters;
+use domain::reasons::ReasonQueue;
 use lambda_runtime::{Error, LambdaEvent};
 
 fn attribute<'a>(message: &'a SqsMessage, name: &str) -> &'a str {
@@ -87,10 +88,10 @@ mod tests {
         StaffQuotaReached,
     };
     use domain::membership::{AddCounts, CodeId, DepartmentId, Employment, StaffId, Switches};
-    use domain::ports::StoreError;
-    use domain::refresh::RefreshReason;
+    use domain::reasons::RefreshReason;
     use domain::tenants::{TenantId, TenantProfile};
     use domain::wecom::reference_vectors::V1;
+    use domain::StoreError;
     use lambda_runtime::Context;
     use std::collections::BTreeSet;
     use std::sync::Mutex;

@@ -62,11 +62,10 @@ fn delivery<'a>(message: &'a SqsMessage, inlets: &QueueInlets) -> Delivery<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use domain::batch::DeadLetters;
     use domain::lanes::{CodeAge, LanePolicy, LaneSwitch};
     use domain::membership::RotationSlot;
     use domain::membership::{CodeConfig, CodeId, Family, StaffFacts, StaffId, Switches};
-    use domain::ports::DeadLetters;
-    use domain::ports::StoreError;
     use domain::refresh::retry::{RetriedReason, RetryDelay, RetryQueues};
     use domain::refresh::{
         Acquired, CodeFacts, CodeLeases, CodeRecords, CodeSnapshot, ContactWayPusher, FailureMarks,
@@ -76,6 +75,7 @@ mod tests {
     use domain::tenants::{TenantId, TenantProfile};
     use domain::wecom::contact_way::CorpCredentials;
     use domain::wecom::errors::{FailureClass, WeComError};
+    use domain::StoreError;
     use lambda_runtime::Context;
     use std::sync::Mutex;
 

@@ -6,7 +6,7 @@
 //! shows as a Lambda error; the cursor stays on the minute in hand and the next run walks it
 //! again. A failure while handling one item only moves that item to a later minute.
 
-use domain::facts::ReasonQueue;
+use domain::reasons::ReasonQueue;
 use domain::schedules::{DueIndex, ScheduleFacts, Tick, TickReport};
 use lambda_runtime::{Error, LambdaEvent};
 use serde_json::Value;

@@ -4,8 +4,9 @@
 //! when persisting failed so WeCom retries.
 
 use domain::http::ErrorAnswer;
+use domain::intake::Inbox;
 use domain::intake::{CallbackRequest, Intake, IntakeError, MAX_BODY_BYTES};
-use domain::ports::{Inbox, TenantDirectory};
+use domain::tenants::TenantDirectory;
 use lambda_http::{Body, Error, Request, RequestExt, Response};
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};

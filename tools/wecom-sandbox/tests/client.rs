@@ -609,7 +609,7 @@ impl adapters::wecom::TokenStore for MemoryTokens {
     async fn load(
         &self,
         _: &str,
-    ) -> Result<Option<adapters::wecom::SharedToken>, domain::ports::StoreError> {
+    ) -> Result<Option<adapters::wecom::SharedToken>, domain::StoreError> {
         Ok(self.token.lock().unwrap().clone())
     }
     async fn try_lock(
@@ -617,7 +617,7 @@ impl adapters::wecom::TokenStore for MemoryTokens {
         _: &str,
         now_ms: u64,
         until_ms: u64,
-    ) -> Result<bool, domain::ports::StoreError> {
+    ) -> Result<bool, domain::StoreError> {
         let mut lock = self.lock_until_ms.lock().unwrap();
         if *lock >= now_ms {
             return Ok(false);
@@ -629,7 +629,7 @@ impl adapters::wecom::TokenStore for MemoryTokens {
         &self,
         _: &str,
         token: &adapters::wecom::SharedToken,
-    ) -> Result<(), domain::ports::StoreError> {
+    ) -> Result<(), domain::StoreError> {
         *self.token.lock().unwrap() = Some(token.clone());
         *self.lock_until_ms.lock().unwrap() = 0;
         Ok(())

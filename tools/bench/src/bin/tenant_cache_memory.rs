@@ -7,9 +7,10 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use domain::ports::{StoreError, TenantDirectory};
 use domain::tenants::cache::CachedTenantDirectory;
+use domain::tenants::TenantDirectory;
 use domain::tenants::{CallbackSettings, TenantId};
+use domain::StoreError;
 use rand::distributions::{Alphanumeric, DistString};
 use rand::{rngs::StdRng, SeedableRng};
 use std::time::{Duration, Instant};

@@ -1,8 +1,6 @@
-//! The traits the domain needs from the outside world. The `adapters` crate implements
-//! them for DynamoDB and SQS; `fakes` has in-memory ones for unit tests.
-
-use crate::intake::InboxMessage;
-use crate::tenants::{CallbackSettings, TenantId};
+//! The one error every port answers when its store or queue fails. Each module declares the
+//! ports it needs in its own `ports.rs` (or, for a one-file module, at its top); the
+//! `adapters` crate implements them, `fakes` (feature `test-util`) in memory.
 
 /// A storage or queue dependency failed. The cause is kept for the log (its whole chain is
 /// in the message: an AccessDenied, a throttle or a timeout reads differently at 3 a.m.);
@@ -40,36 +38,6 @@ impl StoreError {
             source: source.into(),
         }
     }
-}
-
-/// Reads a tenant's callback settings. `Ok(None)` means the tenant does not exist.
-#[async_trait::async_trait]
-pub trait TenantDirectory: Send + Sync {
-    async fn callback_settings(
-        &self,
-        tenant: &TenantId,
-    ) -> Result<Option<CallbackSettings>, StoreError>;
-}
-
-/// The durable inbox. `persist` returns only after the message is stored (SQS accepted it);
-/// a duplicate of a message persisted within the dedupe window is accepted and dropped.
-#[async_trait::async_trait]
-pub trait Inbox: Send + Sync {
-    async fn persist(&self, message: &InboxMessage) -> Result<(), StoreError>;
-}
-
-/// A dead-letter queue a consumer moves messages to itself, with their failure class, when
-/// retrying cannot help (the queue's own redrive only counts receives).
-#[async_trait::async_trait]
-pub trait DeadLetters: Send + Sync {
-    async fn park(
-        &self,
-        group: &str,
-        message_id: &str,
-        body: &str,
-        failure_class: &str,
-        reason: &str,
-    ) -> Result<(), StoreError>;
 }
 
 #[cfg(test)]
