@@ -2,7 +2,7 @@
 
 use crate::sandbox::Call;
 use crate::world::Budget;
-use stack_client::report::Lines;
+use stack_client::report::{quantiles, Lines};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -145,30 +145,8 @@ pub struct Inputs<'a> {
     pub run_secs: f64,
 }
 
-/// Nearest rank.
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 fn secs(ms: u64) -> String {
     format!("{:.1} s", ms as f64 / 1000.0)
-}
-
-fn quantiles(sorted: &[u64], unit: fn(u64) -> String) -> String {
-    match sorted.last() {
-        None => "no samples".into(),
-        Some(max) => format!(
-            "{} / {} / {} ({} samples)",
-            unit(percentile(sorted, 50.0)),
-            unit(percentile(sorted, 95.0)),
-            unit(*max),
-            sorted.len()
-        ),
-    }
 }
 
 /// `hh:mm` UTC of a minute since the epoch.
@@ -215,11 +193,9 @@ fn phase_lines(out: &mut Lines, phase: &Phase, inputs: &Inputs<'_>, first: bool)
             phase.changes, phase.rounds, phase.driven_secs
         ),
     );
-    let mut admin = phase.admin_ms.clone();
-    admin.sort_unstable();
     out.line(
         "admin API answer p50 / p95 / max",
-        quantiles(&admin, |ms| format!("{ms} ms")),
+        quantiles(phase.admin_ms.clone(), |ms| format!("{ms} ms")),
     );
     if phase.admin_retries > 0 {
         out.note(&format!(
@@ -364,10 +340,9 @@ fn phase_lines(out: &mut Lines, phase: &Phase, inputs: &Inputs<'_>, first: bool)
     }
 
     // Latency.
-    let latencies = phase.latencies();
     out.line(
         "reason (fact written) -> push completed p50 / p95 / max",
-        quantiles(&latencies, secs),
+        quantiles(phase.latencies(), secs),
     );
     out.note("over the facts each push served (a reason coalesced into an unchanged recompute has no push)");
 
@@ -506,13 +481,5 @@ mod tests {
         assert_eq!(p.counter("pushes"), Some(7));
         assert_eq!(p.counter("store_requests"), None);
         assert_eq!(p.latencies(), vec![6_000, 9_000]);
-    }
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let values: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&values, 50.0), 50);
-        assert_eq!(percentile(&values, 95.0), 95);
-        assert_eq!(percentile(&[7], 95.0), 7);
     }
 }

@@ -8,7 +8,7 @@ use crate::rollover::Rollover;
 use crate::sandbox::{Call, Campaign, Scan, Stats};
 use aws_sdk_dynamodb::types::AttributeValue;
 use shared::tenants::{tenant_day, Timezone};
-use stack_client::report::Lines;
+use stack_client::report::{percentile, quantiles, Lines};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 
@@ -241,14 +241,6 @@ struct Routing {
     never_removed: Vec<(String, String, Why, usize)>,
     details: Vec<String>,
     changes: usize,
-}
-
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 pub fn ms(value: u64) -> String {
@@ -598,20 +590,6 @@ fn fan_outs(inputs: &Inputs<'_>, histories: &Histories<'_>) -> Vec<FanOut> {
         .collect()
 }
 
-fn quantiles(mut values: Vec<u64>) -> String {
-    if values.is_empty() {
-        return "no samples".into();
-    }
-    values.sort_unstable();
-    format!(
-        "{} / {} / {} ({} samples)",
-        ms(percentile(&values, 50.0)),
-        ms(percentile(&values, 95.0)),
-        ms(values[values.len() - 1]),
-        values.len()
-    )
-}
-
 /// Codes whose sandbox list differs from the recompute (with a line each), and codes that
 /// could not be compared (starved and never pushed).
 pub fn differing(codes: &[FinalCode]) -> (Vec<String>, usize) {
@@ -958,7 +936,10 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
     }
     out.line(
         "cap crossing -> last push of its fan-out: p50 / p95 / max",
-        quantiles(company.iter().filter_map(|f| f.last_push_ms()).collect()),
+        quantiles(
+            company.iter().filter_map(|f| f.last_push_ms()).collect(),
+            ms,
+        ),
     );
     out.line(
         "code-limit crossing -> push removing the staff member",
@@ -968,6 +949,7 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
                 .filter(|f| f.crossing.limit != quota::COMPANY_DAILY)
                 .filter_map(|f| f.last_push_ms())
                 .collect(),
+            ms,
         ),
     );
 
@@ -1112,7 +1094,7 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
     );
     out.line(
         "edge -> tick's push on a quiet code: p50 / p95 / max",
-        quantiles(quiet_lag),
+        quantiles(quiet_lag, ms),
     );
     out.note(
         "the tick fires once a minute (60-70 s apart on MiniStack) and walks a minute from 15 s after it began",
@@ -1170,6 +1152,7 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
                     .iter()
                     .map(|(_, at)| at.saturating_sub(rollover.midnight_ms))
                     .collect(),
+                ms,
             ),
         );
     }
@@ -1531,15 +1514,6 @@ mod tests {
         assert_eq!(routing.after_push, BTreeSet::from([2, 5]));
         assert_eq!(routing.window, BTreeSet::from([1, 4]));
         assert!(routing.never_removed.is_empty());
-    }
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let values: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&values, 50.0), 50);
-        assert_eq!(percentile(&values, 95.0), 95);
-        assert_eq!(percentile(&[7], 95.0), 7);
-        assert_eq!(percentile(&[], 95.0), 0);
     }
 
     #[test]
