@@ -36,6 +36,22 @@ impl Lines {
         let _ = writeln!(self.text, "      {text}");
     }
 
+    /// An empty `Lines` aligned like this one, for a section to fill and `append` later.
+    pub fn section(&self) -> Self {
+        Self::new(self.label_width, self.value_width)
+    }
+
+    /// Adds a section's lines after these, and its failed must-be lines after these' ones.
+    pub fn append(&mut self, section: Lines) {
+        self.text.push_str(&section.text);
+        self.failed.extend(section.failed);
+    }
+
+    /// Whether every must-be line passed.
+    pub fn passed(&self) -> bool {
+        self.failed.is_empty()
+    }
+
     pub fn must(&mut self, label: &str, value: impl std::fmt::Display, pass: bool) {
         let verdict = if pass { "PASS" } else { "FAIL" };
         let value = value.to_string();
@@ -89,6 +105,23 @@ mod tests {
             out.text,
             "  pushes     3\n  lost       0    PASS\n  differ     2    FAIL\n"
         );
+    }
+
+    #[test]
+    fn an_appended_section_keeps_its_lines_and_its_failed_must_be_lines_in_order() {
+        let mut out = Lines::new(10, 4);
+        out.must("lost", 1, false);
+        let mut section = out.section();
+        section.line("pushes", 3);
+        section.must("differ", 2, false);
+        assert!(!section.passed());
+        out.append(section);
+        assert_eq!(out.failed, ["lost", "differ"]);
+        assert_eq!(
+            out.text,
+            "  lost       1    FAIL\n  pushes     3\n  differ     2    FAIL\n"
+        );
+        assert!(out.section().passed());
     }
 
     #[test]
