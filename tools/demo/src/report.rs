@@ -251,7 +251,16 @@ pub fn ms(value: u64) -> String {
     }
 }
 
+/// Every moment a staff member became ineligible on a code, as the demo knows them.
 fn changes(inputs: &Inputs<'_>) -> Vec<Change> {
+    let mut changes = offline_resigned_and_off_shift(inputs);
+    changes.extend(company_cap_reached(inputs));
+    changes.extend(daily_limit_reached(inputs));
+    changes.extend(add_limit_reached(inputs));
+    changes
+}
+
+fn offline_resigned_and_off_shift(inputs: &Inputs<'_>) -> Vec<Change> {
     let mut changes = Vec::new();
     for flip in inputs.flips {
         for code in inputs
@@ -294,36 +303,49 @@ fn changes(inputs: &Inputs<'_>) -> Vec<Change> {
             }
         }
     }
-    let mut counted: BTreeMap<(&str, &str, &str), Vec<u64>> = BTreeMap::new();
+    changes
+}
+
+fn company_cap_reached(inputs: &Inputs<'_>) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let Some(cap) = inputs.company_daily_cap else {
+        return changes;
+    };
     let mut company: BTreeMap<(&str, &str), Vec<u64>> = BTreeMap::new();
     for claim in &inputs.claims {
-        counted
-            .entry((&claim.code, &claim.staff, &claim.day))
-            .or_default()
-            .push(claim.counted_at_ms);
         company
             .entry((&claim.staff, &claim.day))
             .or_default()
             .push(claim.counted_at_ms);
     }
-    if let Some(cap) = inputs.company_daily_cap {
-        for ((staff, day), mut times) in company {
-            times.sort_unstable();
-            let Some(&at_ms) = times.get(cap as usize - 1) else {
-                continue;
-            };
-            // The cap holds members off every code; fallback staff are not held to it.
-            for code in inputs.plan.member_of(staff) {
-                changes.push(Change {
-                    code: code.id.clone(),
-                    staff: staff.to_owned(),
-                    why: Why::CompanyCap,
-                    at_ms,
-                    day: Some(day.to_owned()),
-                });
-            }
+    for ((staff, day), mut times) in company {
+        times.sort_unstable();
+        let Some(&at_ms) = times.get(cap as usize - 1) else {
+            continue;
+        };
+        // The cap holds members off every code; fallback staff are not held to it.
+        for code in inputs.plan.member_of(staff) {
+            changes.push(Change {
+                code: code.id.clone(),
+                staff: staff.to_owned(),
+                why: Why::CompanyCap,
+                at_ms,
+                day: Some(day.to_owned()),
+            });
         }
     }
+    changes
+}
+
+fn daily_limit_reached(inputs: &Inputs<'_>) -> Vec<Change> {
+    let mut counted: BTreeMap<(&str, &str, &str), Vec<u64>> = BTreeMap::new();
+    for claim in &inputs.claims {
+        counted
+            .entry((&claim.code, &claim.staff, &claim.day))
+            .or_default()
+            .push(claim.counted_at_ms);
+    }
+    let mut changes = Vec::new();
     for ((code, staff, day), mut times) in counted {
         // The limit applies to members; fallback staff are routed to regardless of it.
         let Some(limit) = inputs
@@ -347,12 +369,17 @@ fn changes(inputs: &Inputs<'_>) -> Vec<Change> {
             });
         }
     }
+    changes
+}
+
+fn add_limit_reached(inputs: &Inputs<'_>) -> Vec<Change> {
     let mut ever: BTreeMap<(&str, &str), Vec<u64>> = BTreeMap::new();
     for claim in &inputs.claims {
         ever.entry((&claim.code, &claim.staff))
             .or_default()
             .push(claim.counted_at_ms);
     }
+    let mut changes = Vec::new();
     for ((code, staff), mut times) in ever {
         let Some(limit) = inputs
             .plan
@@ -626,7 +653,7 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
 /// The report's sections, in order, and the verdict on all their must-be lines.
 fn report(inputs: &Inputs<'_>) -> Lines {
     let changes = changes(inputs);
-    let reached = daily_limits_reached(&changes);
+    let reached = staff_at_daily_limits(&changes);
     let histories = Histories::new(inputs);
     let quota = QuotaLoop::new(inputs, &histories);
     let edge = ShiftEdge::new(inputs, &histories);
@@ -659,7 +686,7 @@ fn report(inputs: &Inputs<'_>) -> Lines {
 }
 
 /// Per staff member, the codes whose daily limit they reached.
-fn daily_limits_reached(changes: &[Change]) -> BTreeMap<&str, usize> {
+fn staff_at_daily_limits(changes: &[Change]) -> BTreeMap<&str, usize> {
     let mut reached: BTreeMap<&str, usize> = BTreeMap::new();
     for change in changes.iter().filter(|c| c.why == Why::DailyLimit) {
         *reached.entry(change.staff.as_str()).or_default() += 1;
