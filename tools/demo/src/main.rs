@@ -884,66 +884,10 @@ async fn drive(
         let campaign = sandbox.campaign(campaign_id).await?;
         let due = |f: &&plan::OfflineFlip| campaign.started as f64 >= f.at_fraction * total as f64;
         while let Some(flip) = pending.next_if(due) {
-            let sent_ms = real_now_ms();
-            let answer = admin
-                .put(
-                    &format!("/tenants/{}/staff/{}", id.tenant, flip.staff),
-                    &json!({ "online": false }),
-                )
-                .await?
-                .expect(&format!("PUT staff {} offline", flip.staff), &[200, 201])?;
-            let acked_ms = real_now_ms();
-            // The fan-out function sends the reasons after the answer: the plan says how many.
-            answer
-                .get("fan_out")
-                .and_then(Value::as_str)
-                .with_context(|| format!("PUT staff {}: no fan_out in {answer}", flip.staff))?;
-            let codes_refreshed = Some(plan.codes_of(&flip.staff).len() as u64);
-            say(format!(
-                "{} taken offline after {} scans (acknowledged in {} ms, {} codes to refresh)",
-                flip.staff,
-                campaign.started,
-                acked_ms - sent_ms,
-                codes_refreshed.map_or("?".into(), |n| n.to_string())
-            ));
-            flips.push(Flip {
-                staff: flip.staff.clone(),
-                sent_ms,
-                acked_ms,
-                codes_refreshed,
-            });
+            flips.push(take_offline(admin, plan, id, flip, campaign.started).await?);
         }
         while let Some(resign) = resigning.next_if(due) {
-            // WeCom tells the corp's callback that the member was deleted; once no list
-            // names them any more, WeCom's directory drops them too (below).
-            let sent_ms = sandbox.now_ms().await?;
-            let delivered = sandbox
-                .deliver_event(
-                    &id.corp_id,
-                    &[
-                        ("Event", "change_contact"),
-                        ("ChangeType", "delete_user"),
-                        ("UserID", resign.staff.as_str()),
-                    ],
-                )
-                .await?;
-            say(format!(
-                "{} resigned after {} scans (delete_user callback {})",
-                resign.staff,
-                campaign.started,
-                if delivered {
-                    "delivered"
-                } else {
-                    "NOT delivered"
-                }
-            ));
-            resignations.push(Resignation {
-                staff: resign.staff.clone(),
-                sent_ms,
-                delivered,
-                off_lists_ms: None,
-                still_listed_on: None,
-            });
+            resignations.push(resign_by_callback(sandbox, id, resign, campaign.started).await?);
         }
         if resignations.iter().any(|r| r.off_lists_ms.is_none())
             && last_lists.elapsed() >= Duration::from_secs(1)
@@ -981,6 +925,85 @@ async fn drive(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Takes `flip`'s staff member offline through the admin API, `started` scans into the
+/// campaign.
+async fn take_offline(
+    admin: &AdminApi,
+    plan: &Plan,
+    id: &Identity,
+    flip: &plan::OfflineFlip,
+    started: u64,
+) -> Result<Flip> {
+    let sent_ms = real_now_ms();
+    let answer = admin
+        .put(
+            &format!("/tenants/{}/staff/{}", id.tenant, flip.staff),
+            &json!({ "online": false }),
+        )
+        .await?
+        .expect(&format!("PUT staff {} offline", flip.staff), &[200, 201])?;
+    let acked_ms = real_now_ms();
+    // The fan-out function sends the reasons after the answer: the plan says how many.
+    answer
+        .get("fan_out")
+        .and_then(Value::as_str)
+        .with_context(|| format!("PUT staff {}: no fan_out in {answer}", flip.staff))?;
+    let codes_refreshed = Some(plan.codes_of(&flip.staff).len() as u64);
+    say(format!(
+        "{} taken offline after {} scans (acknowledged in {} ms, {} codes to refresh)",
+        flip.staff,
+        started,
+        acked_ms - sent_ms,
+        codes_refreshed.map_or("?".into(), |n| n.to_string())
+    ));
+    Ok(Flip {
+        staff: flip.staff.clone(),
+        sent_ms,
+        acked_ms,
+        codes_refreshed,
+    })
+}
+
+/// Has `resign`'s staff member resign: WeCom's `delete_user` callback, `started` scans into the
+/// campaign.
+async fn resign_by_callback(
+    sandbox: &Sandbox,
+    id: &Identity,
+    resign: &plan::OfflineFlip,
+    started: u64,
+) -> Result<Resignation> {
+    // WeCom tells the corp's callback that the member was deleted; once no list
+    // names them any more, WeCom's directory drops them too (drive watches for it).
+    let sent_ms = sandbox.now_ms().await?;
+    let delivered = sandbox
+        .deliver_event(
+            &id.corp_id,
+            &[
+                ("Event", "change_contact"),
+                ("ChangeType", "delete_user"),
+                ("UserID", resign.staff.as_str()),
+            ],
+        )
+        .await?;
+    say(format!(
+        "{} resigned after {} scans (delete_user callback {})",
+        resign.staff,
+        started,
+        if delivered {
+            "delivered"
+        } else {
+            "NOT delivered"
+        }
+    ));
+    Ok(Resignation {
+        staff: resign.staff.clone(),
+        sent_ms,
+        delivered,
+        off_lists_ms: None,
+        still_listed_on: None,
+    })
 }
 
 struct RolloverContext<'a> {
@@ -1040,7 +1063,12 @@ async fn rollover_measured(
     rollover: &mut Rollover,
     target_ms: u64,
 ) -> Result<()> {
-    let world = ctx.world;
+    rollover.expected_back = expected_back(ctx);
+    jump_and_wait_for_the_tick(ctx, clock, rollover, target_ms).await?;
+    read_back_the_new_day(ctx, clock, rollover).await
+}
+
+fn expected_back(ctx: &RolloverContext<'_>) -> Vec<(String, String)> {
     let day = tenant_day(ctx.midnight_ms - 1, ctx.timezone);
     // Who must come back: every (code, staff) pair of a member removed on the day that ends
     // for the code's daily limit or the cap, unless something else still keeps them off
@@ -1084,8 +1112,18 @@ async fn rollover_measured(
             }
         }
     }
-    rollover.expected_back = expected_back.into_iter().collect();
+    expected_back.into_iter().collect()
+}
 
+/// Moves the clock to `target_ms`, waits for the tick to move the midnight item on, and for
+/// the queues to drain.
+async fn jump_and_wait_for_the_tick(
+    ctx: &RolloverContext<'_>,
+    clock: &mut StackClock,
+    rollover: &mut Rollover,
+    target_ms: u64,
+) -> Result<()> {
+    let world = ctx.world;
     let delta_secs = i64::try_from((target_ms - clock.now_ms()) / 1000)?;
     rollover.jump_secs = delta_secs;
     let started = Instant::now();
@@ -1121,7 +1159,17 @@ async fn rollover_measured(
             |s| format!("{s:.0} s after the jump")
         )
     ));
+    Ok(())
+}
 
+/// Who is back on which list, the pushes serving midnight, the new day's counters, and the
+/// lists against the recompute at the new day.
+async fn read_back_the_new_day(
+    ctx: &RolloverContext<'_>,
+    clock: &StackClock,
+    rollover: &mut Rollover,
+) -> Result<()> {
+    let world = ctx.world;
     let contact_ways = ctx.sandbox.contact_ways(ctx.corp_id).await?;
     let lists: HashMap<&str, &Vec<String>> = contact_ways
         .iter()
