@@ -31,7 +31,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use report::{Convergence, Phase, Seeding};
-use sandbox::Sandbox;
+use sandbox::{Call, Sandbox};
 use serde_json::{json, Value};
 use stack_client::AdminApi;
 use std::collections::{BTreeMap, HashMap};
@@ -204,6 +204,15 @@ struct Bench<'a> {
     rng: StdRng,
     /// Each staff member's online flag as last set.
     online: BTreeMap<String, bool>,
+}
+
+/// The staff changes of a phase's rounds so far.
+#[derive(Default)]
+struct Driven {
+    changes: usize,
+    reasons_sent: u64,
+    admin_ms: Vec<u64>,
+    admin_retries: u32,
 }
 
 async fn run(args: Args) -> Result<bool> {
@@ -444,52 +453,19 @@ impl Bench<'_> {
             "{name}: sandbox limit {limit}/min, budget {}/min; {rounds} rounds of {round_staff} staff changes, one every {} s",
             self.budget.per_minute, self.args.round_secs
         ));
-        let mut reasons_sent = 0u64;
-        let mut changes = 0usize;
-        let mut admin_ms: Vec<u64> = Vec::new();
-        let mut admin_retries = 0u32;
+        let mut driven = Driven::default();
         for round in 0..rounds {
             let due = started + Duration::from_secs(self.args.round_secs * round as u64);
             tokio::time::sleep_until(due.into()).await;
-            let fed = Instant::now();
-            while self.depths().await?.iter().map(|(_, d)| d).sum::<u64>() > self.args.max_queued {
-                if fed.elapsed() > Duration::from_secs(self.args.drain_timeout_secs) {
-                    bail!(
-                        "{name}: the queues stayed above {} messages",
-                        self.args.max_queued
-                    );
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            let chosen: Vec<(String, bool)> = self
-                .plan
-                .staff
-                .choose_multiple(&mut self.rng, round_staff.min(self.plan.staff.len()))
-                .map(|staff| (staff.clone(), !self.online[staff]))
-                .collect();
-            let (admin, tenant) = (self.admin, &self.id.tenant);
-            let answers: Vec<(u64, u32)> = futures::stream::iter(&chosen)
-                .map(|(staff, online)| put_staff(admin, tenant, staff, *online))
-                .buffer_unordered(self.args.change_concurrency.max(1))
-                .try_collect()
-                .await?;
-            let round_reasons: u64 = chosen
-                .iter()
-                .map(|(staff, _)| self.plan.codes_of(staff))
-                .sum();
-            for (staff, online) in chosen {
-                self.online.insert(staff, online);
-            }
-            reasons_sent += round_reasons;
-            changes += answers.len();
-            admin_ms.extend(answers.iter().map(|(ms, _)| ms));
-            admin_retries += answers.iter().map(|(_, retries)| retries).sum::<u32>();
+            self.wait_below_max_queued(name).await?;
+            let (round_changes, round_reasons) =
+                self.change_round(round_staff, &mut driven).await?;
             let depth: u64 = self.depths().await?.iter().map(|(_, d)| d).sum();
             say(format!(
-                "{name}: t+{:>3.0} s round {}/{rounds}: {} staff changed, {round_reasons} reasons ({reasons_sent} so far); {} staff offline; queued {depth}",
+                "{name}: t+{:>3.0} s round {}/{rounds}: {round_changes} staff changed, {round_reasons} reasons ({} so far); {} staff offline; queued {depth}",
                 started.elapsed().as_secs_f64(),
                 round + 1,
-                answers.len(),
+                driven.reasons_sent,
                 self.online.values().filter(|o| !**o).count()
             ));
         }
@@ -508,16 +484,96 @@ impl Bench<'_> {
             drain.secs,
             started.elapsed().as_secs_f64()
         ));
+        let phase = Phase {
+            name: name.to_owned(),
+            limit,
+            started_ms,
+            ended_ms,
+            rounds,
+            changes: driven.changes,
+            reasons_sent: driven.reasons_sent,
+            driven_secs,
+            drain,
+            admin_ms: driven.admin_ms,
+            admin_retries: driven.admin_retries,
+            tally_before,
+            tally_after: self.world.tally(&self.tenant).await?,
+            calls: self.update_calls(started_ms, ended_ms).await?,
+            pushes: self.pushes(started_ms, ended_ms).await?,
+            convergence: self.convergence().await?,
+            dead_letters: self.world.depths(&self.world.dead_letters).await?,
+        };
+        say(format!(
+            "{name}: {} pushes accepted, {} answered 45009; {} codes differ from the recompute",
+            phase.ok_calls(),
+            phase.errcode_count(45009),
+            phase.convergence.differ.len()
+        ));
+        Ok(phase)
+    }
 
-        let tally_after = self.world.tally(&self.tenant).await?;
-        let calls = self
+    /// Holds a round back while the work queues hold more than `max_queued` messages.
+    async fn wait_below_max_queued(&self, name: &str) -> Result<()> {
+        let fed = Instant::now();
+        while self.depths().await?.iter().map(|(_, d)| d).sum::<u64>() > self.args.max_queued {
+            if fed.elapsed() > Duration::from_secs(self.args.drain_timeout_secs) {
+                bail!(
+                    "{name}: the queues stayed above {} messages",
+                    self.args.max_queued
+                );
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        Ok(())
+    }
+
+    /// Flips `round_staff` staff members, drawn from the seed, online or offline; answers the
+    /// changes made and the reasons they fanned out to.
+    async fn change_round(
+        &mut self,
+        round_staff: usize,
+        driven: &mut Driven,
+    ) -> Result<(usize, u64)> {
+        let chosen: Vec<(String, bool)> = self
+            .plan
+            .staff
+            .choose_multiple(&mut self.rng, round_staff.min(self.plan.staff.len()))
+            .map(|staff| (staff.clone(), !self.online[staff]))
+            .collect();
+        let (admin, tenant) = (self.admin, &self.id.tenant);
+        let answers: Vec<(u64, u32)> = futures::stream::iter(&chosen)
+            .map(|(staff, online)| put_staff(admin, tenant, staff, *online))
+            .buffer_unordered(self.args.change_concurrency.max(1))
+            .try_collect()
+            .await?;
+        let round_reasons: u64 = chosen
+            .iter()
+            .map(|(staff, _)| self.plan.codes_of(staff))
+            .sum();
+        for (staff, online) in chosen {
+            self.online.insert(staff, online);
+        }
+        driven.reasons_sent += round_reasons;
+        driven.changes += answers.len();
+        driven.admin_ms.extend(answers.iter().map(|(ms, _)| ms));
+        driven.admin_retries += answers.iter().map(|(_, retries)| retries).sum::<u32>();
+        Ok((answers.len(), round_reasons))
+    }
+
+    /// The corp's update_contact_way calls between `started_ms` and `ended_ms`.
+    async fn update_calls(&self, started_ms: u64, ended_ms: u64) -> Result<Vec<Call>> {
+        Ok(self
             .sandbox
             .calls(&self.id.corp_id, "update_contact_way")
             .await?
             .into_iter()
             .filter(|c| (started_ms..=ended_ms).contains(&c.at_ms))
-            .collect::<Vec<_>>();
-        let pushes: Vec<(u64, Vec<u64>)> = self
+            .collect())
+    }
+
+    /// The push log entries between `started_ms` and `ended_ms`: (pushed at, fact times).
+    async fn pushes(&self, started_ms: u64, ended_ms: u64) -> Result<Vec<(u64, Vec<u64>)>> {
+        Ok(self
             .world
             .store
             .query_prefix(&self.tenant, "PUSHLOG#")
@@ -535,35 +591,7 @@ impl Bench<'_> {
                 Some((pushed, facts))
             })
             .filter(|(pushed, _)| (started_ms..=ended_ms).contains(pushed))
-            .collect();
-        let convergence = self.convergence().await?;
-        let dead_letters = self.world.depths(&self.world.dead_letters).await?;
-        let phase = Phase {
-            name: name.to_owned(),
-            limit,
-            started_ms,
-            ended_ms,
-            rounds,
-            changes,
-            reasons_sent,
-            driven_secs,
-            drain,
-            admin_ms,
-            admin_retries,
-            tally_before,
-            tally_after,
-            calls,
-            pushes,
-            convergence,
-            dead_letters,
-        };
-        say(format!(
-            "{name}: {} pushes accepted, {} answered 45009; {} codes differ from the recompute",
-            phase.ok_calls(),
-            phase.errcode_count(45009),
-            phase.convergence.differ.len()
-        ));
-        Ok(phase)
+            .collect())
     }
 
     async fn depths(&self) -> Result<Vec<(String, u64)>> {

@@ -2,7 +2,7 @@
 
 use crate::sandbox::Call;
 use crate::world::Budget;
-use stack_client::report::Lines;
+use stack_client::report::{quantiles, Lines};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -145,30 +145,8 @@ pub struct Inputs<'a> {
     pub run_secs: f64,
 }
 
-/// Nearest rank.
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 fn secs(ms: u64) -> String {
     format!("{:.1} s", ms as f64 / 1000.0)
-}
-
-fn quantiles(sorted: &[u64], unit: fn(u64) -> String) -> String {
-    match sorted.last() {
-        None => "no samples".into(),
-        Some(max) => format!(
-            "{} / {} / {} ({} samples)",
-            unit(percentile(sorted, 50.0)),
-            unit(percentile(sorted, 95.0)),
-            unit(*max),
-            sorted.len()
-        ),
-    }
 }
 
 /// `hh:mm` UTC of a minute since the epoch.
@@ -196,7 +174,26 @@ const COUNTERS: [(&str, &str); 10] = [
     ("slow_interval_waits", "slow-lane interval waits"),
 ];
 
-fn phase_lines(out: &mut Lines, phase: &Phase, inputs: &Inputs<'_>, first: bool) {
+/// A phase's sections. The first phase (the sandbox's limit above the budget) carries the
+/// must-be lines on the reasons driven, the warm drain rate and no 45009; the later ones
+/// must see 45009.
+fn phase_section(out: &Lines, phase: &Phase, inputs: &Inputs<'_>, first: bool) -> Lines {
+    let mut section = out.section();
+    let parts = [
+        phase_drive(out, phase, inputs, first),
+        phase_pushes(out, phase, inputs, first),
+        phase_answers(out, phase, first),
+        phase_refresh_counters(out, phase),
+        phase_latency_and_losses(out, phase),
+    ];
+    for part in parts {
+        section.append(part);
+    }
+    section
+}
+
+fn phase_drive(out: &Lines, phase: &Phase, inputs: &Inputs<'_>, first: bool) -> Lines {
+    let mut out = out.section();
     let budget = inputs.budget.per_minute;
     out.head(&format!(
         "{}: sandbox limit {}/min per corp and API, budget {budget}/min ({})",
@@ -215,11 +212,9 @@ fn phase_lines(out: &mut Lines, phase: &Phase, inputs: &Inputs<'_>, first: bool)
             phase.changes, phase.rounds, phase.driven_secs
         ),
     );
-    let mut admin = phase.admin_ms.clone();
-    admin.sort_unstable();
     out.line(
         "admin API answer p50 / p95 / max",
-        quantiles(&admin, |ms| format!("{ms} ms")),
+        quantiles(phase.admin_ms.clone(), |ms| format!("{ms} ms")),
     );
     if phase.admin_retries > 0 {
         out.note(&format!(
@@ -246,8 +241,12 @@ fn phase_lines(out: &mut Lines, phase: &Phase, inputs: &Inputs<'_>, first: bool)
         "phase wall time (first round to drained)",
         secs(phase.ended_ms - phase.started_ms),
     );
+    out
+}
 
-    // Pushes per minute.
+fn phase_pushes(out: &Lines, phase: &Phase, inputs: &Inputs<'_>, first: bool) -> Lines {
+    let mut out = out.section();
+    let budget = inputs.budget.per_minute;
     let minutes = phase.per_minute();
     let warm = phase.warm();
     out.line(
@@ -295,6 +294,11 @@ fn phase_lines(out: &mut Lines, phase: &Phase, inputs: &Inputs<'_>, first: bool)
             warm.len()
         ));
     }
+    out
+}
+
+fn phase_answers(out: &Lines, phase: &Phase, first: bool) -> Lines {
+    let mut out = out.section();
     let throttled = phase.errcode_count(45009);
     if first {
         out.must(
@@ -317,8 +321,11 @@ fn phase_lines(out: &mut Lines, phase: &Phase, inputs: &Inputs<'_>, first: bool)
     if others > 0 {
         out.line("other answers (45033, errors, dropped)", others);
     }
+    out
+}
 
-    // The refresh function's counters.
+fn phase_refresh_counters(out: &Lines, phase: &Phase) -> Lines {
+    let mut out = out.section();
     for (name, label) in COUNTERS {
         match phase.counter(name) {
             Some(value) => out.line(label, value),
@@ -362,16 +369,16 @@ fn phase_lines(out: &mut Lines, phase: &Phase, inputs: &Inputs<'_>, first: bool)
         ),
         _ => out.line("DynamoDB requests per refresh", "no refresh"),
     }
+    out
+}
 
-    // Latency.
-    let latencies = phase.latencies();
+fn phase_latency_and_losses(out: &Lines, phase: &Phase) -> Lines {
+    let mut out = out.section();
     out.line(
         "reason (fact written) -> push completed p50 / p95 / max",
-        quantiles(&latencies, secs),
+        quantiles(phase.latencies(), secs),
     );
     out.note("over the facts each push served (a reason coalesced into an unchanged recompute has no push)");
-
-    // Nothing lost.
     let dead = phase.dead_lettered();
     out.must("dead-lettered messages (DLQ depth)", dead, dead == 0);
     if dead > 0 {
@@ -392,11 +399,38 @@ fn phase_lines(out: &mut Lines, phase: &Phase, inputs: &Inputs<'_>, first: bool)
     for line in c.differ.iter().take(5) {
         out.note(line);
     }
+    out
 }
 
 /// Prints the report; true when every must-be line passed.
 pub fn print(inputs: &Inputs<'_>) -> bool {
+    let report = report(inputs);
+    println!("{}", report.text);
+    report.passed()
+}
+
+/// The report's sections, in order, and the verdict on all their must-be lines.
+fn report(inputs: &Inputs<'_>) -> Lines {
     let mut out = Lines::new(56, 18);
+    out.append(overview_and_seeding(&out, inputs));
+    for (i, phase) in inputs.phases.iter().enumerate() {
+        out.append(phase_section(&out, phase, inputs, i == 0));
+    }
+    let _ = writeln!(
+        out.text,
+        "\n  run time {:.0} s; {}",
+        inputs.run_secs,
+        if out.passed() {
+            "every must-be line passed".to_owned()
+        } else {
+            format!("FAILED: {}", out.failed.join("; "))
+        }
+    );
+    out
+}
+
+fn overview_and_seeding(out: &Lines, inputs: &Inputs<'_>) -> Lines {
+    let mut out = out.section();
     let seeding = &inputs.seeding;
     let _ = writeln!(
         out.text,
@@ -430,21 +464,7 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
         "the codes' first refreshes drained in",
         format!("{:.1} s", seeding.drain_secs),
     );
-    for (i, phase) in inputs.phases.iter().enumerate() {
-        phase_lines(&mut out, phase, inputs, i == 0);
-    }
-    let _ = writeln!(
-        out.text,
-        "\n  run time {:.0} s; {}",
-        inputs.run_secs,
-        if out.failed.is_empty() {
-            "every must-be line passed".to_owned()
-        } else {
-            format!("FAILED: {}", out.failed.join("; "))
-        }
-    );
-    println!("{}", out.text);
-    out.failed.is_empty()
+    out
 }
 
 #[cfg(test)]
@@ -506,13 +526,5 @@ mod tests {
         assert_eq!(p.counter("pushes"), Some(7));
         assert_eq!(p.counter("store_requests"), None);
         assert_eq!(p.latencies(), vec![6_000, 9_000]);
-    }
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let values: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&values, 50.0), 50);
-        assert_eq!(percentile(&values, 95.0), 95);
-        assert_eq!(percentile(&[7], 95.0), 7);
     }
 }

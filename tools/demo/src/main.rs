@@ -202,36 +202,88 @@ async fn run(args: Args) -> Result<bool> {
     let sandbox = Sandbox::new(&args.target.sandbox_url)?;
     sandbox.health().await?;
     let admin = AdminApi::new(&world.api_url, &world.aws)?;
-    // The stack's clock: back to the real one if an earlier run left it moved.
-    let mut clock = StackClock::read(&world).await?;
+    let mut clock = clock_back_to_real(&world, &sandbox).await?;
+    let stack_now = || clock.as_ref().map_or_else(real_now_ms, StackClock::now_ms);
+    let plan = Plan::draw(&args.plan_settings());
+    let (timezone, midnight_ms) = tenant_zone(&args, &stack_now)?;
+    let id = Identity::fresh();
+    let demo = Demo {
+        tenant: TenantId::parse(&id.tenant)?,
+        cap: (args.company_daily_cap > 0).then_some(args.company_daily_cap),
+        args: &args,
+        world: &world,
+        sandbox: &sandbox,
+        admin: &admin,
+        plan: &plan,
+        id: &id,
+        timezone,
+    };
+    demo.announce(midnight_ms, &stack_now);
+    let seeded = demo.seed(started, &stack_now).await?;
+    let mut campaign = demo.campaign(&seeded).await?;
+    let walked = demo
+        .wait_for_the_shift_edge(seeded.edge_ms, &stack_now)
+        .await?;
+    say("waiting for the queues to drain");
+    let drained = wait_drained(&world, Duration::from_secs(args.drain_timeout_secs), 5).await?;
+    demo.drop_resigned_from_directory(&mut campaign.resignations)
+        .await?;
+    let measured = demo.measure(&seeded, &campaign, &stack_now).await?;
+    let rollover = demo
+        .rollover_or_why_not(clock.as_mut(), &seeded, midnight_ms, &campaign, &measured)
+        .await?;
+    Ok(demo.print_report(Outcome {
+        seeded,
+        campaign,
+        walked,
+        drained,
+        measured,
+        rollover,
+        run_secs: started.elapsed().as_secs_f64(),
+    }))
+}
+
+impl Args {
+    fn plan_settings(&self) -> Settings {
+        Settings {
+            seed: self.seed,
+            staff: self.staff,
+            codes: self.codes,
+            limited_codes: self.limited_codes.min(self.codes),
+            daily_limit: self.daily_limit,
+            limited_weight: self.limited_weight,
+            fallback_codes: self.fallback_codes,
+            add_limited_codes: self.add_limited_codes,
+            add_limit: self.add_limit,
+            offline: self.offline,
+            resign: self.resign,
+            shift_ends: self.shift_ends,
+            shift_starts: self.shift_starts,
+            hubs: self.hubs,
+            hub_codes: self.hub_codes,
+            quiet_codes: self.quiet_codes,
+        }
+    }
+}
+
+/// The stack's clock, back to the real one if an earlier run left it moved; `None` when the
+/// stack's clock cannot be moved.
+async fn clock_back_to_real(world: &World, sandbox: &Sandbox) -> Result<Option<StackClock>> {
+    let mut clock = StackClock::read(world).await?;
     if let Some(clock) = clock.as_mut().filter(|c| c.offset_secs() != 0) {
         say(format!(
             "the stack's clock was {} s off; back to 0",
             clock.offset_secs()
         ));
-        clock.set(&world, &sandbox, 0).await?;
+        clock.set(world, sandbox, 0).await?;
     }
-    let stack_now = || clock.as_ref().map_or_else(real_now_ms, StackClock::now_ms);
-    let plan = Plan::draw(&Settings {
-        seed: args.seed,
-        staff: args.staff,
-        codes: args.codes,
-        limited_codes: args.limited_codes.min(args.codes),
-        daily_limit: args.daily_limit,
-        limited_weight: args.limited_weight,
-        fallback_codes: args.fallback_codes,
-        add_limited_codes: args.add_limited_codes,
-        add_limit: args.add_limit,
-        offline: args.offline,
-        resign: args.resign,
-        shift_ends: args.shift_ends,
-        shift_starts: args.shift_starts,
-        hubs: args.hubs,
-        hub_codes: args.hub_codes,
-        quiet_codes: args.quiet_codes,
-    });
+    Ok(clock)
+}
+
+/// The tenant's timezone and its next midnight.
+fn tenant_zone(args: &Args, stack_now: &impl Fn() -> u64) -> Result<(Timezone, u64)> {
     let campaign_ms = (args.scans as f64 / args.per_second * 1000.0) as u64;
-    let (timezone, midnight_ms) = match &args.timezone {
+    Ok(match &args.timezone {
         Some(name) => {
             let zone: Timezone = name.parse().map_err(anyhow::Error::msg)?;
             (zone, zone.next_midnight_ms(stack_now()))
@@ -243,192 +295,309 @@ async fn run(args: Args) -> Result<bool> {
         None => domain::tenants::zone_with_the_next_midnight(
             stack_now() + 30_000 + campaign_ms + args.rollover_margin_secs * 1000,
         ),
-    };
-    let cap = (args.company_daily_cap > 0).then_some(args.company_daily_cap);
-    let id = Identity::fresh();
-    let tenant = TenantId::parse(&id.tenant)?;
-    say(format!(
-        "stack {} (table {}), API {}, sandbox {}",
-        world.stack, world.table, world.api_url, args.target.sandbox_url
-    ));
-    say(format!(
-        "tenant {} (corp {}, timezone {timezone}, next midnight {} from now), seed {}: {} staff, {} codes, {} scans at {}/s",
-        id.tenant,
-        id.corp_id,
-        report::ms(midnight_ms.saturating_sub(stack_now())),
-        args.seed,
-        plan.staff.len(),
-        plan.codes.len(),
-        args.scans,
-        args.per_second
-    ));
+    })
+}
 
-    // ---------------------------------------------------------------- seed
-    sandbox.set_delivery(args.retry_pause_ms, args.seed).await?;
-    let callback_url = format!("{}/wecom/{}/callback", world.api_url, id.tenant);
-    sandbox
-        .put_corp(
-            &id.corp_id,
-            &id.corp_secret,
-            &plan.staff,
-            &Callback {
-                url: &callback_url,
-                token: &id.token,
-                encoding_aes_key: &id.aes_key,
-            },
-        )
-        .await?;
-    admin
-        .put(
-            &format!("/tenants/{}", id.tenant),
-            &json!({
-                "corp_id": id.corp_id,
-                "corp_secret": id.corp_secret,
-                "callback_token": id.token,
-                "encoding_aes_key": id.aes_key,
-                "timezone": timezone.name(),
-                "company_daily_cap": cap,
-            }),
-        )
-        .await?
-        .expect("PUT tenant", &[200, 201])?;
-    // Shifts: one edge for everybody, a whole minute (the tick's unit) shortly after seeding.
-    let edge_ms = (stack_now() + args.shift_lead_secs * 1000).div_ceil(MINUTE_MS) * MINUTE_MS;
-    let schedule_of = |staff: &String| {
-        if plan.shift_ends.contains(staff) {
-            Some(json!({ "shifts": [shift(timezone, edge_ms - 3 * HOUR_MS, edge_ms)] }))
-        } else if plan.shift_starts.contains(staff) {
-            Some(json!({ "shifts": [shift(timezone, edge_ms, edge_ms + 6 * HOUR_MS)] }))
-        } else {
-            None
-        }
-    };
-    futures::stream::iter(plan.staff.iter())
-        .map(|staff| {
-            let admin = &admin;
-            let path = format!("/tenants/{}/staff/{staff}", id.tenant);
-            let body = match schedule_of(staff) {
-                Some(schedule) => json!({ "online": true, "schedule": schedule }),
-                None => json!({ "online": true }),
-            };
-            async move {
-                admin
-                    .put(&path, &body)
-                    .await?
-                    .expect(&format!("PUT staff {staff}"), &[200, 201])
-            }
-        })
-        .buffer_unordered(args.concurrency.max(1))
-        .try_collect::<Vec<_>>()
-        .await?;
-    let config_ids: BTreeMap<String, String> = futures::stream::iter(plan.codes.iter())
-        .map(|code| {
-            let admin = &admin;
-            let path = format!("/tenants/{}/codes/{}", id.tenant, code.id);
-            let mut switches = json!({ "offline_check": true, "daily_limit": code.daily_limit });
-            if let Some(limit) = code.add_limit {
-                switches["add_limit"] = json!(limit);
-            }
-            let body = json!({
-                "family": "native",
-                "members": code.members,
-                "fallback": code.fallback,
-                "switches": switches,
-            });
-            async move {
-                let answer = admin
-                    .put(&path, &body)
-                    .await?
-                    .expect(&format!("PUT code {}", code.id), &[201])?;
-                let config_id = answer
-                    .get("config_id")
-                    .and_then(Value::as_str)
-                    .with_context(|| format!("PUT code {}: no config_id in {answer}", code.id))?;
-                Ok::<_, anyhow::Error>((code.id.clone(), config_id.to_owned()))
-            }
-        })
-        .buffer_unordered(args.concurrency.max(1))
-        .try_collect()
-        .await?;
-    say(format!(
-        "seeded through the admin API in {:.1} s: tenant (cap {}), {} staff online ({} with a shift edge at {} local), {} codes with their contact ways",
-        started.elapsed().as_secs_f64(),
-        cap.map_or("off".into(), |c| c.to_string()),
-        plan.staff.len(),
-        plan.shift_ends.len() + plan.shift_starts.len(),
-        timezone.at(edge_ms).format("%H:%M"),
-        config_ids.len()
-    ));
-    let settled = wait_drained(&world, Duration::from_secs(120), 3).await?;
-    let statuses: Vec<Value> = futures::stream::iter(plan.codes.iter())
-        .map(|code| {
-            let admin = &admin;
-            let path = format!("/tenants/{}/codes/{}", id.tenant, code.id);
-            async move {
-                admin
-                    .get(&path)
-                    .await?
-                    .expect(&format!("GET code {}", code.id), &[200])
-            }
-        })
-        .buffer_unordered(args.concurrency.max(1))
-        .try_collect()
-        .await?;
-    let in_sync = statuses
-        .iter()
-        .filter(|s| s.get("in_sync").and_then(Value::as_bool) == Some(true))
-        .count();
-    say(format!(
-        "initial refreshes drained in {:.1} s; codes in sync by the admin API's status: {in_sync}/{}",
-        settled.secs,
-        statuses.len()
-    ));
+/// What every step of the run works with: the stack, the sandbox, and the fresh tenant with
+/// its plan.
+struct Demo<'a> {
+    args: &'a Args,
+    world: &'a World,
+    sandbox: &'a Sandbox,
+    admin: &'a AdminApi,
+    plan: &'a Plan,
+    id: &'a Identity,
+    tenant: TenantId,
+    timezone: Timezone,
+    cap: Option<u32>,
+}
 
-    // ---------------------------------------------------------------- campaign
-    let before = sandbox.stats().await?;
-    let weighted: Vec<String> = plan
-        .codes
-        .iter()
-        .flat_map(|code| std::iter::repeat_n(config_ids[&code.id].clone(), code.weight))
-        .collect();
-    let campaign_id = sandbox
-        .start_campaign(
-            &id.corp_id,
-            &weighted,
+/// The tenant as seeded: the shift edge and each code's WeCom config id.
+struct Seeded {
+    edge_ms: u64,
+    config_ids: BTreeMap<String, String>,
+}
+
+/// The campaign as the demo drove it.
+struct CampaignRun {
+    /// The sandbox's counters before it.
+    before: sandbox::Stats,
+    flips: Vec<Flip>,
+    resignations: Vec<Resignation>,
+    campaign: sandbox::Campaign,
+}
+
+/// What the demo read back from the sandbox and the table after the campaign.
+struct Measured {
+    stats: sandbox::Stats,
+    scans: Vec<sandbox::Scan>,
+    update_calls: Vec<sandbox::Call>,
+    created_lists: HashMap<String, Vec<String>>,
+    adds_counted: u64,
+    claims: Vec<Claim>,
+    limit_claims: Vec<LimitClaim>,
+    notifications: Option<Vec<quota::Notification>>,
+    refresh: Option<RefreshStats>,
+    pushes: Vec<(String, Push)>,
+    final_codes: Vec<FinalCode>,
+    dead_letters: Vec<(String, u64)>,
+    /// The limit crossings the delivered adds must have caused.
+    expected: BTreeSet<Crossing>,
+}
+
+/// Everything the report is made of besides the demo's settings.
+struct Outcome {
+    seeded: Seeded,
+    campaign: CampaignRun,
+    walked: Option<bool>,
+    drained: Drain,
+    measured: Measured,
+    rollover: Rollover,
+    run_secs: f64,
+}
+
+impl Demo<'_> {
+    fn announce(&self, midnight_ms: u64, stack_now: &impl Fn() -> u64) {
+        let (args, world, id, plan) = (self.args, self.world, self.id, self.plan);
+        say(format!(
+            "stack {} (table {}), API {}, sandbox {}",
+            world.stack, world.table, world.api_url, args.target.sandbox_url
+        ));
+        say(format!(
+            "tenant {} (corp {}, timezone {}, next midnight {} from now), seed {}: {} staff, {} codes, {} scans at {}/s",
+            id.tenant,
+            id.corp_id,
+            self.timezone,
+            report::ms(midnight_ms.saturating_sub(stack_now())),
+            args.seed,
+            plan.staff.len(),
+            plan.codes.len(),
             args.scans,
-            args.per_second,
-            args.duplicate_fraction,
+            args.per_second
+        ));
+    }
+
+    /// The tenant, its staff and codes through the admin API, the corp in the sandbox; waits
+    /// for the codes' first refreshes.
+    async fn seed(&self, started: Instant, stack_now: &impl Fn() -> u64) -> Result<Seeded> {
+        self.put_corp_and_tenant().await?;
+        // Shifts: one edge for everybody, a whole minute (the tick's unit) shortly after seeding.
+        let edge_ms =
+            (stack_now() + self.args.shift_lead_secs * 1000).div_ceil(MINUTE_MS) * MINUTE_MS;
+        self.put_staff(edge_ms).await?;
+        let config_ids = self.put_codes().await?;
+        let plan = self.plan;
+        say(format!(
+            "seeded through the admin API in {:.1} s: tenant (cap {}), {} staff online ({} with a shift edge at {} local), {} codes with their contact ways",
+            started.elapsed().as_secs_f64(),
+            self.cap.map_or("off".into(), |c| c.to_string()),
+            plan.staff.len(),
+            plan.shift_ends.len() + plan.shift_starts.len(),
+            self.timezone.at(edge_ms).format("%H:%M"),
+            config_ids.len()
+        ));
+        self.wait_for_the_first_refreshes().await?;
+        Ok(Seeded {
+            edge_ms,
+            config_ids,
+        })
+    }
+
+    async fn put_corp_and_tenant(&self) -> Result<()> {
+        let (world, sandbox, id) = (self.world, self.sandbox, self.id);
+        sandbox
+            .set_delivery(self.args.retry_pause_ms, self.args.seed)
+            .await?;
+        let callback_url = format!("{}/wecom/{}/callback", world.api_url, id.tenant);
+        sandbox
+            .put_corp(
+                &id.corp_id,
+                &id.corp_secret,
+                &self.plan.staff,
+                &Callback {
+                    url: &callback_url,
+                    token: &id.token,
+                    encoding_aes_key: &id.aes_key,
+                },
+            )
+            .await?;
+        self.admin
+            .put(
+                &format!("/tenants/{}", id.tenant),
+                &json!({
+                    "corp_id": id.corp_id,
+                    "corp_secret": id.corp_secret,
+                    "callback_token": id.token,
+                    "encoding_aes_key": id.aes_key,
+                    "timezone": self.timezone.name(),
+                    "company_daily_cap": self.cap,
+                }),
+            )
+            .await?
+            .expect("PUT tenant", &[200, 201])?;
+        Ok(())
+    }
+
+    /// Every staff member online; those with a shift edge with the shift it ends or starts.
+    async fn put_staff(&self, edge_ms: u64) -> Result<()> {
+        let (plan, timezone) = (self.plan, self.timezone);
+        let schedule_of = |staff: &String| {
+            if plan.shift_ends.contains(staff) {
+                Some(json!({ "shifts": [shift(timezone, edge_ms - 3 * HOUR_MS, edge_ms)] }))
+            } else if plan.shift_starts.contains(staff) {
+                Some(json!({ "shifts": [shift(timezone, edge_ms, edge_ms + 6 * HOUR_MS)] }))
+            } else {
+                None
+            }
+        };
+        futures::stream::iter(plan.staff.iter())
+            .map(|staff| {
+                let admin = self.admin;
+                let path = format!("/tenants/{}/staff/{staff}", self.id.tenant);
+                let body = match schedule_of(staff) {
+                    Some(schedule) => json!({ "online": true, "schedule": schedule }),
+                    None => json!({ "online": true }),
+                };
+                async move {
+                    admin
+                        .put(&path, &body)
+                        .await?
+                        .expect(&format!("PUT staff {staff}"), &[200, 201])
+                }
+            })
+            .buffer_unordered(self.args.concurrency.max(1))
+            .try_collect::<Vec<_>>()
+            .await?;
+        Ok(())
+    }
+
+    /// Every code; answers each code's WeCom config id.
+    async fn put_codes(&self) -> Result<BTreeMap<String, String>> {
+        futures::stream::iter(self.plan.codes.iter())
+            .map(|code| {
+                let admin = self.admin;
+                let path = format!("/tenants/{}/codes/{}", self.id.tenant, code.id);
+                let mut switches =
+                    json!({ "offline_check": true, "daily_limit": code.daily_limit });
+                if let Some(limit) = code.add_limit {
+                    switches["add_limit"] = json!(limit);
+                }
+                let body = json!({
+                    "family": "native",
+                    "members": code.members,
+                    "fallback": code.fallback,
+                    "switches": switches,
+                });
+                async move {
+                    let answer = admin
+                        .put(&path, &body)
+                        .await?
+                        .expect(&format!("PUT code {}", code.id), &[201])?;
+                    let config_id = answer
+                        .get("config_id")
+                        .and_then(Value::as_str)
+                        .with_context(|| {
+                            format!("PUT code {}: no config_id in {answer}", code.id)
+                        })?;
+                    Ok::<_, anyhow::Error>((code.id.clone(), config_id.to_owned()))
+                }
+            })
+            .buffer_unordered(self.args.concurrency.max(1))
+            .try_collect()
+            .await
+    }
+
+    async fn wait_for_the_first_refreshes(&self) -> Result<()> {
+        let settled = wait_drained(self.world, Duration::from_secs(120), 3).await?;
+        let statuses: Vec<Value> = futures::stream::iter(self.plan.codes.iter())
+            .map(|code| {
+                let admin = self.admin;
+                let path = format!("/tenants/{}/codes/{}", self.id.tenant, code.id);
+                async move {
+                    admin
+                        .get(&path)
+                        .await?
+                        .expect(&format!("GET code {}", code.id), &[200])
+                }
+            })
+            .buffer_unordered(self.args.concurrency.max(1))
+            .try_collect()
+            .await?;
+        let in_sync = statuses
+            .iter()
+            .filter(|s| s.get("in_sync").and_then(Value::as_bool) == Some(true))
+            .count();
+        say(format!(
+            "initial refreshes drained in {:.1} s; codes in sync by the admin API's status: {in_sync}/{}",
+            settled.secs,
+            statuses.len()
+        ));
+        Ok(())
+    }
+
+    /// Starts the sandbox's campaign and drives it to its end (stopping it if driving failed).
+    async fn campaign(&self, seeded: &Seeded) -> Result<CampaignRun> {
+        let (sandbox, args) = (self.sandbox, self.args);
+        let before = sandbox.stats().await?;
+        let weighted: Vec<String> = self
+            .plan
+            .codes
+            .iter()
+            .flat_map(|code| std::iter::repeat_n(seeded.config_ids[&code.id].clone(), code.weight))
+            .collect();
+        let campaign_id = sandbox
+            .start_campaign(
+                &self.id.corp_id,
+                &weighted,
+                args.scans,
+                args.per_second,
+                args.duplicate_fraction,
+            )
+            .await?;
+        say(format!("campaign {campaign_id} started"));
+        let outcome = drive(
+            self.world,
+            sandbox,
+            self.admin,
+            self.plan,
+            self.id,
+            campaign_id,
+            args.scans,
         )
-        .await?;
-    say(format!("campaign {campaign_id} started"));
-    let outcome = drive(
-        &world,
-        &sandbox,
-        &admin,
-        &plan,
-        &id,
-        campaign_id,
-        args.scans,
-    )
-    .await;
-    let (flips, mut resignations, campaign) = match outcome {
-        Ok(done) => done,
-        Err(error) => {
-            let _ = sandbox.stop_campaign(campaign_id).await;
-            return Err(error);
+        .await;
+        let (flips, resignations, campaign) = match outcome {
+            Ok(done) => done,
+            Err(error) => {
+                let _ = sandbox.stop_campaign(campaign_id).await;
+                return Err(error);
+            }
+        };
+        say(format!(
+            "campaign finished: {} scans done, {} failures",
+            campaign.done, campaign.failures
+        ));
+        Ok(CampaignRun {
+            before,
+            flips,
+            resignations,
+            campaign,
+        })
+    }
+
+    /// The shift edge reaches the lists through the schedule tick alone: waits until it was
+    /// walked (each scheduled staff member's due item moved on to the next edge). `None` when
+    /// nobody has a schedule.
+    async fn wait_for_the_shift_edge(
+        &self,
+        edge_ms: u64,
+        stack_now: &impl Fn() -> u64,
+    ) -> Result<Option<bool>> {
+        let plan = self.plan;
+        let scheduled: Vec<&String> = plan.shift_ends.iter().chain(&plan.shift_starts).collect();
+        if scheduled.is_empty() {
+            return Ok(None);
         }
-    };
-    say(format!(
-        "campaign finished: {} scans done, {} failures",
-        campaign.done, campaign.failures
-    ));
-    // The shift edge reaches the lists through the schedule tick alone: wait until it was
-    // walked (each scheduled staff member's due item moved on to the next edge).
-    let scheduled: Vec<&String> = plan.shift_ends.iter().chain(&plan.shift_starts).collect();
-    let walked = if scheduled.is_empty() {
-        None
-    } else {
-        let deadline = edge_ms + args.tick_timeout_secs * 1000;
+        let deadline = edge_ms + self.args.tick_timeout_secs * 1000;
         let now = stack_now();
         say(format!(
             "waiting for the schedule tick to walk the shift edge ({} {})",
@@ -439,9 +608,10 @@ async fn run(args: Args) -> Result<bool> {
         while !walked && stack_now() < deadline {
             walked = true;
             for staff in &scheduled {
-                let due = world
+                let due = self
+                    .world
                     .item_number(
-                        &tenant,
+                        &self.tenant,
                         &keys::due(&Subject::Shift(StaffId::parse(staff)?)),
                         "due_at_ms",
                     )
@@ -452,142 +622,189 @@ async fn run(args: Args) -> Result<bool> {
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
-        Some(walked)
-    };
-    say("waiting for the queues to drain");
-    let drained = wait_drained(&world, Duration::from_secs(args.drain_timeout_secs), 5).await?;
-    // A resignation whose lists had not all dropped the staff member during the campaign:
-    // WeCom removes them from the directory now.
-    for resignation in resignations
-        .iter_mut()
-        .filter(|r| r.still_listed_on.is_none())
-    {
-        resignation.still_listed_on =
-            Some(sandbox.remove_user(&id.corp_id, &resignation.staff).await?);
+        Ok(Some(walked))
     }
 
-    // ---------------------------------------------------------------- measure
-    let stats = sandbox.stats().await?.since(&before);
-    let scans = sandbox.scans(&id.corp_id).await?;
-    let update_calls = sandbox.calls(&id.corp_id, "update_contact_way").await?;
-    let created_lists = created_lists(&sandbox.calls(&id.corp_id, "add_contact_way").await?);
-    let contact_ways = sandbox.contact_ways(&id.corp_id).await?;
-    let store = &world.store;
-    let adds_counted = store
-        .query_prefix(&tenant, "ADDS#TOTAL#")
-        .await?
-        .iter()
-        .filter_map(|item| report::n(item, "adds"))
-        .sum();
-    let claims: Vec<Claim> = store
-        .query_prefix(&tenant, "CLAIM#add:")
-        .await?
-        .iter()
-        .filter_map(Claim::from_item)
-        .collect();
-    let limit_claims: Vec<LimitClaim> = store
-        .query_prefix(&tenant, "REMOVED#")
-        .await?
-        .iter()
-        .filter_map(LimitClaim::from_item)
-        .collect();
-    let notifications = match &world.quota_notifications {
-        Some(url) => Some(
-            quota::receive_notifications(&world, url, &id.tenant, Duration::from_secs(3)).await?,
-        ),
-        None => None,
-    };
-    let refresh_items = store.query_prefix(&tenant, "STATS#REFRESH#").await?;
-    let refresh = (!refresh_items.is_empty()).then(|| RefreshStats::from_items(&refresh_items));
-    let pushes = push_log(&world, &tenant).await?;
-    let final_codes = final_codes(
-        &world,
-        &tenant,
-        &plan,
-        &config_ids,
-        &contact_ways,
-        stack_now(),
-    )
-    .await?;
-    let mut dead_letters = Vec::new();
-    for (name, url) in &world.dead_letters {
-        dead_letters.push((name.clone(), world.queue_depth(url).await?));
-    }
-    let adds = quota::delivered_adds(&scans);
-    let expected = quota::expected_crossings(&adds, &plan, cap, timezone);
-
-    // ---------------------------------------------------------------- day rollover
-    let rollover = if args.no_rollover {
-        Rollover {
-            skipped: Some("left out (--no-rollover)".into()),
-            left_out: true,
-            ..Rollover::default()
+    /// A resignation whose lists had not all dropped the staff member during the campaign:
+    /// WeCom removes them from the directory now.
+    async fn drop_resigned_from_directory(&self, resignations: &mut [Resignation]) -> Result<()> {
+        for resignation in resignations
+            .iter_mut()
+            .filter(|r| r.still_listed_on.is_none())
+        {
+            resignation.still_listed_on = Some(
+                self.sandbox
+                    .remove_user(&self.id.corp_id, &resignation.staff)
+                    .await?,
+            );
         }
-    } else {
-        match clock.as_mut() {
-            None => Rollover {
+        Ok(())
+    }
+
+    async fn measure(
+        &self,
+        seeded: &Seeded,
+        run: &CampaignRun,
+        stack_now: &impl Fn() -> u64,
+    ) -> Result<Measured> {
+        let (world, sandbox, corp_id, tenant) =
+            (self.world, self.sandbox, &self.id.corp_id, &self.tenant);
+        let stats = sandbox.stats().await?.since(&run.before);
+        let scans = sandbox.scans(corp_id).await?;
+        let update_calls = sandbox.calls(corp_id, "update_contact_way").await?;
+        let created_lists = created_lists(&sandbox.calls(corp_id, "add_contact_way").await?);
+        let contact_ways = sandbox.contact_ways(corp_id).await?;
+        let store = &world.store;
+        let adds_counted = store
+            .query_prefix(tenant, "ADDS#TOTAL#")
+            .await?
+            .iter()
+            .filter_map(|item| report::n(item, "adds"))
+            .sum();
+        let claims = store
+            .query_prefix(tenant, "CLAIM#add:")
+            .await?
+            .iter()
+            .filter_map(Claim::from_item)
+            .collect();
+        let limit_claims = store
+            .query_prefix(tenant, "REMOVED#")
+            .await?
+            .iter()
+            .filter_map(LimitClaim::from_item)
+            .collect();
+        let notifications = match &world.quota_notifications {
+            Some(url) => Some(
+                quota::receive_notifications(world, url, &self.id.tenant, Duration::from_secs(3))
+                    .await?,
+            ),
+            None => None,
+        };
+        let refresh_items = store.query_prefix(tenant, "STATS#REFRESH#").await?;
+        let refresh = (!refresh_items.is_empty()).then(|| RefreshStats::from_items(&refresh_items));
+        let pushes = push_log(world, tenant).await?;
+        let final_codes = final_codes(
+            world,
+            tenant,
+            self.plan,
+            &seeded.config_ids,
+            &contact_ways,
+            stack_now(),
+        )
+        .await?;
+        let mut dead_letters = Vec::new();
+        for (name, url) in &world.dead_letters {
+            dead_letters.push((name.clone(), world.queue_depth(url).await?));
+        }
+        let adds = quota::delivered_adds(&scans);
+        let expected = quota::expected_crossings(&adds, self.plan, self.cap, self.timezone);
+        Ok(Measured {
+            stats,
+            scans,
+            update_calls,
+            created_lists,
+            adds_counted,
+            claims,
+            limit_claims,
+            notifications,
+            refresh,
+            pushes,
+            final_codes,
+            dead_letters,
+            expected,
+        })
+    }
+
+    /// The day rollover, or why it did not run.
+    async fn rollover_or_why_not(
+        &self,
+        clock: Option<&mut StackClock>,
+        seeded: &Seeded,
+        midnight_ms: u64,
+        run: &CampaignRun,
+        measured: &Measured,
+    ) -> Result<Rollover> {
+        if self.args.no_rollover {
+            return Ok(Rollover {
+                skipped: Some("left out (--no-rollover)".into()),
+                left_out: true,
+                ..Rollover::default()
+            });
+        }
+        let Some(clock) = clock else {
+            return Ok(Rollover {
                 skipped: Some(format!(
                     "the stack has no controllable clock ({} on its functions)",
                     adapters::clock::CLOCK_OFFSET_VAR
                 )),
                 ..Rollover::default()
-            },
-            Some(clock) => {
-                let mut context = RolloverContext {
-                    world: &world,
-                    sandbox: &sandbox,
-                    tenant: &tenant,
-                    corp_id: &id.corp_id,
-                    plan: &plan,
-                    config_ids: &config_ids,
-                    timezone,
-                    midnight_ms,
-                    expected: &expected,
-                    flips: &flips,
-                    resignations: &resignations,
-                    args: &args,
-                };
-                day_rollover(&mut context, clock).await?
-            }
-        }
-    };
+            });
+        };
+        let mut context = RolloverContext {
+            world: self.world,
+            sandbox: self.sandbox,
+            tenant: &self.tenant,
+            corp_id: &self.id.corp_id,
+            plan: self.plan,
+            config_ids: &seeded.config_ids,
+            timezone: self.timezone,
+            midnight_ms,
+            expected: &measured.expected,
+            flips: &run.flips,
+            resignations: &run.resignations,
+            args: self.args,
+        };
+        day_rollover(&mut context, clock).await
+    }
 
-    let passed = report::print(&Inputs {
-        plan: &plan,
-        tenant: &id.tenant,
-        seed: args.seed,
-        timezone,
-        company_daily_cap: cap,
-        scans_planned: args.scans,
-        per_second: args.per_second,
-        config_ids: &config_ids,
-        flips: &flips,
-        resignations: &resignations,
-        shifts: Shifts {
-            edge_ms,
-            ends: plan.shift_ends.clone(),
-            starts: plan.shift_starts.clone(),
+    /// Prints the report; true when every must-be line passed.
+    fn print_report(&self, outcome: Outcome) -> bool {
+        let Outcome {
+            seeded,
+            campaign,
             walked,
-        },
-        stats,
-        campaign,
-        scans,
-        update_calls,
-        created_lists,
-        adds_counted,
-        claims,
-        expected_crossings: expected,
-        limit_claims,
-        notifications,
-        refresh,
-        pushes,
-        final_codes,
-        dead_letters,
-        drained,
-        rollover,
-        run_secs: started.elapsed().as_secs_f64(),
-    });
-    Ok(passed)
+            drained,
+            measured,
+            rollover,
+            run_secs,
+        } = outcome;
+        let plan = self.plan;
+        report::print(&Inputs {
+            plan,
+            tenant: &self.id.tenant,
+            seed: self.args.seed,
+            timezone: self.timezone,
+            company_daily_cap: self.cap,
+            scans_planned: self.args.scans,
+            per_second: self.args.per_second,
+            config_ids: &seeded.config_ids,
+            flips: &campaign.flips,
+            resignations: &campaign.resignations,
+            shifts: Shifts {
+                edge_ms: seeded.edge_ms,
+                ends: plan.shift_ends.clone(),
+                starts: plan.shift_starts.clone(),
+                walked,
+            },
+            stats: measured.stats,
+            campaign: campaign.campaign,
+            scans: measured.scans,
+            update_calls: measured.update_calls,
+            created_lists: measured.created_lists,
+            adds_counted: measured.adds_counted,
+            claims: measured.claims,
+            expected_crossings: measured.expected,
+            limit_claims: measured.limit_claims,
+            notifications: measured.notifications,
+            refresh: measured.refresh,
+            pushes: measured.pushes,
+            final_codes: measured.final_codes,
+            dead_letters: measured.dead_letters,
+            drained,
+            rollover,
+            run_secs,
+        })
+    }
 }
 
 /// The push log of the tenant: (code, push).
@@ -667,66 +884,10 @@ async fn drive(
         let campaign = sandbox.campaign(campaign_id).await?;
         let due = |f: &&plan::OfflineFlip| campaign.started as f64 >= f.at_fraction * total as f64;
         while let Some(flip) = pending.next_if(due) {
-            let sent_ms = real_now_ms();
-            let answer = admin
-                .put(
-                    &format!("/tenants/{}/staff/{}", id.tenant, flip.staff),
-                    &json!({ "online": false }),
-                )
-                .await?
-                .expect(&format!("PUT staff {} offline", flip.staff), &[200, 201])?;
-            let acked_ms = real_now_ms();
-            // The fan-out function sends the reasons after the answer: the plan says how many.
-            answer
-                .get("fan_out")
-                .and_then(Value::as_str)
-                .with_context(|| format!("PUT staff {}: no fan_out in {answer}", flip.staff))?;
-            let codes_refreshed = Some(plan.codes_of(&flip.staff).len() as u64);
-            say(format!(
-                "{} taken offline after {} scans (acknowledged in {} ms, {} codes to refresh)",
-                flip.staff,
-                campaign.started,
-                acked_ms - sent_ms,
-                codes_refreshed.map_or("?".into(), |n| n.to_string())
-            ));
-            flips.push(Flip {
-                staff: flip.staff.clone(),
-                sent_ms,
-                acked_ms,
-                codes_refreshed,
-            });
+            flips.push(take_offline(admin, plan, id, flip, campaign.started).await?);
         }
         while let Some(resign) = resigning.next_if(due) {
-            // WeCom tells the corp's callback that the member was deleted; once no list
-            // names them any more, WeCom's directory drops them too (below).
-            let sent_ms = sandbox.now_ms().await?;
-            let delivered = sandbox
-                .deliver_event(
-                    &id.corp_id,
-                    &[
-                        ("Event", "change_contact"),
-                        ("ChangeType", "delete_user"),
-                        ("UserID", resign.staff.as_str()),
-                    ],
-                )
-                .await?;
-            say(format!(
-                "{} resigned after {} scans (delete_user callback {})",
-                resign.staff,
-                campaign.started,
-                if delivered {
-                    "delivered"
-                } else {
-                    "NOT delivered"
-                }
-            ));
-            resignations.push(Resignation {
-                staff: resign.staff.clone(),
-                sent_ms,
-                delivered,
-                off_lists_ms: None,
-                still_listed_on: None,
-            });
+            resignations.push(resign_by_callback(sandbox, id, resign, campaign.started).await?);
         }
         if resignations.iter().any(|r| r.off_lists_ms.is_none())
             && last_lists.elapsed() >= Duration::from_secs(1)
@@ -764,6 +925,85 @@ async fn drive(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Takes `flip`'s staff member offline through the admin API, `started` scans into the
+/// campaign.
+async fn take_offline(
+    admin: &AdminApi,
+    plan: &Plan,
+    id: &Identity,
+    flip: &plan::OfflineFlip,
+    started: u64,
+) -> Result<Flip> {
+    let sent_ms = real_now_ms();
+    let answer = admin
+        .put(
+            &format!("/tenants/{}/staff/{}", id.tenant, flip.staff),
+            &json!({ "online": false }),
+        )
+        .await?
+        .expect(&format!("PUT staff {} offline", flip.staff), &[200, 201])?;
+    let acked_ms = real_now_ms();
+    // The fan-out function sends the reasons after the answer: the plan says how many.
+    answer
+        .get("fan_out")
+        .and_then(Value::as_str)
+        .with_context(|| format!("PUT staff {}: no fan_out in {answer}", flip.staff))?;
+    let codes_refreshed = Some(plan.codes_of(&flip.staff).len() as u64);
+    say(format!(
+        "{} taken offline after {} scans (acknowledged in {} ms, {} codes to refresh)",
+        flip.staff,
+        started,
+        acked_ms - sent_ms,
+        codes_refreshed.map_or("?".into(), |n| n.to_string())
+    ));
+    Ok(Flip {
+        staff: flip.staff.clone(),
+        sent_ms,
+        acked_ms,
+        codes_refreshed,
+    })
+}
+
+/// Has `resign`'s staff member resign: WeCom's `delete_user` callback, `started` scans into the
+/// campaign.
+async fn resign_by_callback(
+    sandbox: &Sandbox,
+    id: &Identity,
+    resign: &plan::OfflineFlip,
+    started: u64,
+) -> Result<Resignation> {
+    // WeCom tells the corp's callback that the member was deleted; once no list
+    // names them any more, WeCom's directory drops them too (drive watches for it).
+    let sent_ms = sandbox.now_ms().await?;
+    let delivered = sandbox
+        .deliver_event(
+            &id.corp_id,
+            &[
+                ("Event", "change_contact"),
+                ("ChangeType", "delete_user"),
+                ("UserID", resign.staff.as_str()),
+            ],
+        )
+        .await?;
+    say(format!(
+        "{} resigned after {} scans (delete_user callback {})",
+        resign.staff,
+        started,
+        if delivered {
+            "delivered"
+        } else {
+            "NOT delivered"
+        }
+    ));
+    Ok(Resignation {
+        staff: resign.staff.clone(),
+        sent_ms,
+        delivered,
+        off_lists_ms: None,
+        still_listed_on: None,
+    })
 }
 
 struct RolloverContext<'a> {
@@ -823,7 +1063,12 @@ async fn rollover_measured(
     rollover: &mut Rollover,
     target_ms: u64,
 ) -> Result<()> {
-    let world = ctx.world;
+    rollover.expected_back = expected_back(ctx);
+    jump_and_wait_for_the_tick(ctx, clock, rollover, target_ms).await?;
+    read_back_the_new_day(ctx, clock, rollover).await
+}
+
+fn expected_back(ctx: &RolloverContext<'_>) -> Vec<(String, String)> {
     let day = tenant_day(ctx.midnight_ms - 1, ctx.timezone);
     // Who must come back: every (code, staff) pair of a member removed on the day that ends
     // for the code's daily limit or the cap, unless something else still keeps them off
@@ -867,8 +1112,18 @@ async fn rollover_measured(
             }
         }
     }
-    rollover.expected_back = expected_back.into_iter().collect();
+    expected_back.into_iter().collect()
+}
 
+/// Moves the clock to `target_ms`, waits for the tick to move the midnight item on, and for
+/// the queues to drain.
+async fn jump_and_wait_for_the_tick(
+    ctx: &RolloverContext<'_>,
+    clock: &mut StackClock,
+    rollover: &mut Rollover,
+    target_ms: u64,
+) -> Result<()> {
+    let world = ctx.world;
     let delta_secs = i64::try_from((target_ms - clock.now_ms()) / 1000)?;
     rollover.jump_secs = delta_secs;
     let started = Instant::now();
@@ -904,7 +1159,17 @@ async fn rollover_measured(
             |s| format!("{s:.0} s after the jump")
         )
     ));
+    Ok(())
+}
 
+/// Who is back on which list, the pushes serving midnight, the new day's counters, and the
+/// lists against the recompute at the new day.
+async fn read_back_the_new_day(
+    ctx: &RolloverContext<'_>,
+    clock: &StackClock,
+    rollover: &mut Rollover,
+) -> Result<()> {
+    let world = ctx.world;
     let contact_ways = ctx.sandbox.contact_ways(ctx.corp_id).await?;
     let lists: HashMap<&str, &Vec<String>> = contact_ways
         .iter()

@@ -8,7 +8,7 @@ use crate::rollover::Rollover;
 use crate::sandbox::{Call, Campaign, Scan, Stats};
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::tenants::{tenant_day, Timezone};
-use stack_client::report::Lines;
+use stack_client::report::{percentile, quantiles, Lines};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 
@@ -243,14 +243,6 @@ struct Routing {
     changes: usize,
 }
 
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 pub fn ms(value: u64) -> String {
     if value >= 10_000 {
         format!("{:.1} s", value as f64 / 1000.0)
@@ -259,7 +251,16 @@ pub fn ms(value: u64) -> String {
     }
 }
 
+/// Every moment a staff member became ineligible on a code, as the demo knows them.
 fn changes(inputs: &Inputs<'_>) -> Vec<Change> {
+    let mut changes = offline_resigned_and_off_shift(inputs);
+    changes.extend(company_cap_reached(inputs));
+    changes.extend(daily_limit_reached(inputs));
+    changes.extend(add_limit_reached(inputs));
+    changes
+}
+
+fn offline_resigned_and_off_shift(inputs: &Inputs<'_>) -> Vec<Change> {
     let mut changes = Vec::new();
     for flip in inputs.flips {
         for code in inputs
@@ -302,36 +303,49 @@ fn changes(inputs: &Inputs<'_>) -> Vec<Change> {
             }
         }
     }
-    let mut counted: BTreeMap<(&str, &str, &str), Vec<u64>> = BTreeMap::new();
+    changes
+}
+
+fn company_cap_reached(inputs: &Inputs<'_>) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let Some(cap) = inputs.company_daily_cap else {
+        return changes;
+    };
     let mut company: BTreeMap<(&str, &str), Vec<u64>> = BTreeMap::new();
     for claim in &inputs.claims {
-        counted
-            .entry((&claim.code, &claim.staff, &claim.day))
-            .or_default()
-            .push(claim.counted_at_ms);
         company
             .entry((&claim.staff, &claim.day))
             .or_default()
             .push(claim.counted_at_ms);
     }
-    if let Some(cap) = inputs.company_daily_cap {
-        for ((staff, day), mut times) in company {
-            times.sort_unstable();
-            let Some(&at_ms) = times.get(cap as usize - 1) else {
-                continue;
-            };
-            // The cap holds members off every code; fallback staff are not held to it.
-            for code in inputs.plan.member_of(staff) {
-                changes.push(Change {
-                    code: code.id.clone(),
-                    staff: staff.to_owned(),
-                    why: Why::CompanyCap,
-                    at_ms,
-                    day: Some(day.to_owned()),
-                });
-            }
+    for ((staff, day), mut times) in company {
+        times.sort_unstable();
+        let Some(&at_ms) = times.get(cap as usize - 1) else {
+            continue;
+        };
+        // The cap holds members off every code; fallback staff are not held to it.
+        for code in inputs.plan.member_of(staff) {
+            changes.push(Change {
+                code: code.id.clone(),
+                staff: staff.to_owned(),
+                why: Why::CompanyCap,
+                at_ms,
+                day: Some(day.to_owned()),
+            });
         }
     }
+    changes
+}
+
+fn daily_limit_reached(inputs: &Inputs<'_>) -> Vec<Change> {
+    let mut counted: BTreeMap<(&str, &str, &str), Vec<u64>> = BTreeMap::new();
+    for claim in &inputs.claims {
+        counted
+            .entry((&claim.code, &claim.staff, &claim.day))
+            .or_default()
+            .push(claim.counted_at_ms);
+    }
+    let mut changes = Vec::new();
     for ((code, staff, day), mut times) in counted {
         // The limit applies to members; fallback staff are routed to regardless of it.
         let Some(limit) = inputs
@@ -355,12 +369,17 @@ fn changes(inputs: &Inputs<'_>) -> Vec<Change> {
             });
         }
     }
+    changes
+}
+
+fn add_limit_reached(inputs: &Inputs<'_>) -> Vec<Change> {
     let mut ever: BTreeMap<(&str, &str), Vec<u64>> = BTreeMap::new();
     for claim in &inputs.claims {
         ever.entry((&claim.code, &claim.staff))
             .or_default()
             .push(claim.counted_at_ms);
     }
+    let mut changes = Vec::new();
     for ((code, staff), mut times) in ever {
         let Some(limit) = inputs
             .plan
@@ -598,20 +617,6 @@ fn fan_outs(inputs: &Inputs<'_>, histories: &Histories<'_>) -> Vec<FanOut> {
         .collect()
 }
 
-fn quantiles(mut values: Vec<u64>) -> String {
-    if values.is_empty() {
-        return "no samples".into();
-    }
-    values.sort_unstable();
-    format!(
-        "{} / {} / {} ({} samples)",
-        ms(percentile(&values, 50.0)),
-        ms(percentile(&values, 95.0)),
-        ms(values[values.len() - 1]),
-        values.len()
-    )
-}
-
 /// Codes whose sandbox list differs from the recompute (with a line each), and codes that
 /// could not be compared (starved and never pushed).
 pub fn differing(codes: &[FinalCode]) -> (Vec<String>, usize) {
@@ -640,8 +645,58 @@ pub fn differing(codes: &[FinalCode]) -> (Vec<String>, usize) {
 
 /// Prints the report; true when every must-be line passed.
 pub fn print(inputs: &Inputs<'_>) -> bool {
-    let plan = inputs.plan;
+    let report = report(inputs);
+    print!("{}", report.text);
+    report.passed()
+}
+
+/// The report's sections, in order, and the verdict on all their must-be lines.
+fn report(inputs: &Inputs<'_>) -> Lines {
+    let changes = changes(inputs);
+    let reached = staff_at_daily_limits(&changes);
+    let histories = Histories::new(inputs);
+    let quota = QuotaLoop::new(inputs, &histories);
+    let edge = ShiftEdge::new(inputs, &histories);
     let mut out = Lines::new(58, 16);
+    let sections = [
+        overview(&out, inputs),
+        intake(&out, inputs),
+        refresh(&out, inputs),
+        latency(&out, inputs),
+        scenario(&out, inputs, &reached),
+        quota_loop(&out, inputs, &quota),
+        resignations(&out, inputs, &histories),
+        schedules(&out, inputs, &edge),
+        day_rollover(&out, inputs),
+        checks(&out, inputs, &changes, &reached, &quota, &edge),
+    ];
+    for section in sections {
+        out.append(section);
+    }
+    let _ = writeln!(
+        out.text,
+        "\n{}",
+        if out.passed() {
+            "Every must-be line passed.".to_owned()
+        } else {
+            format!("FAILED: {}", out.failed.join("; "))
+        }
+    );
+    out
+}
+
+/// Per staff member, the codes whose daily limit they reached.
+fn staff_at_daily_limits(changes: &[Change]) -> BTreeMap<&str, usize> {
+    let mut reached: BTreeMap<&str, usize> = BTreeMap::new();
+    for change in changes.iter().filter(|c| c.why == Why::DailyLimit) {
+        *reached.entry(change.staff.as_str()).or_default() += 1;
+    }
+    reached
+}
+
+fn overview(out: &Lines, inputs: &Inputs<'_>) -> Lines {
+    let plan = inputs.plan;
+    let mut out = out.section();
     let limited = plan
         .codes
         .iter()
@@ -690,9 +745,12 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
         "  campaign: {} scans at {}/s, 10% duplicated, {:.1} s; queues drained {:.1} s after it; whole run {:.0} s",
         inputs.scans_planned, inputs.per_second, campaign_secs, inputs.drained.secs, inputs.run_secs
     );
+    out
+}
 
-    // ---------------------------------------------------------------- intake
+fn intake(out: &Lines, inputs: &Inputs<'_>) -> Lines {
     let stats = &inputs.stats;
+    let mut out = out.section();
     out.head("Intake (sandbox counters for this run, campaign status)");
     out.line(
         "scans",
@@ -726,8 +784,11 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
         "adds counted (sum of ADDS#TOTAL counters)",
         inputs.adds_counted,
     );
+    out
+}
 
-    // ---------------------------------------------------------------- refresh
+fn refresh(out: &Lines, inputs: &Inputs<'_>) -> Lines {
+    let mut out = out.section();
     out.head("Refresh (the single writer)");
     match &inputs.refresh {
         Some(r) => {
@@ -767,8 +828,21 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
         ),
     );
     out.line("push log entries (PUSHLOG#)", inputs.pushes.len());
-    out.line("45009 answers from WeCom (all APIs)", stats.rate_limited);
-    // No push when nothing changed: a push whose list equals the one WeCom already had.
+    out.line(
+        "45009 answers from WeCom (all APIs)",
+        inputs.stats.rate_limited,
+    );
+    let (repeats, first_repeats) = repeated_lists(inputs);
+    out.line(
+        "pushes that repeated the list WeCom already had",
+        format!("{repeats} ({first_repeats} of them the first push after creation)"),
+    );
+    out
+}
+
+/// Pushes whose list equals the one WeCom already had (there should be none: nothing changed),
+/// and how many of them were a code's first push after its creation.
+fn repeated_lists(inputs: &Inputs<'_>) -> (usize, usize) {
     let mut by_code: BTreeMap<&str, Vec<&Push>> = BTreeMap::new();
     for (code, push) in &inputs.pushes {
         by_code.entry(code).or_default().push(push);
@@ -790,12 +864,11 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
             previous = Some(now);
         }
     }
-    out.line(
-        "pushes that repeated the list WeCom already had",
-        format!("{repeats} ({first_repeats} of them the first push after creation)"),
-    );
+    (repeats, first_repeats)
+}
 
-    // ---------------------------------------------------------------- latency
+fn latency(out: &Lines, inputs: &Inputs<'_>) -> Lines {
+    let mut out = out.section();
     // The shift edge is the tick's fact, measured on its own below.
     let is_edge = |fact: &u64| inputs.shifts.walked.is_some() && *fact == inputs.shifts.edge_ms;
     let mut latencies: Vec<u64> = inputs
@@ -842,13 +915,11 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
             ));
         }
     }
+    out
+}
 
-    // ---------------------------------------------------------------- scenario
-    let changes = changes(inputs);
-    let mut reached: BTreeMap<&str, usize> = BTreeMap::new();
-    for change in changes.iter().filter(|c| c.why == Why::DailyLimit) {
-        *reached.entry(change.staff.as_str()).or_default() += 1;
-    }
+fn scenario(out: &Lines, inputs: &Inputs<'_>, reached: &BTreeMap<&str, usize>) -> Lines {
+    let mut out = out.section();
     out.head("Scenario");
     for flip in inputs.flips {
         out.line(
@@ -888,22 +959,54 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
             .join(", ")
             + if dead == 0 { "" } else { "  <- not empty" },
     );
+    out
+}
 
-    // ---------------------------------------------------------------- quota loop
-    let histories = Histories::new(inputs);
-    let fan_outs = fan_outs(inputs, &histories);
-    let expected = &inputs.expected_crossings;
-    let by_limit =
-        |set: &BTreeSet<Crossing>, limit: &str| set.iter().filter(|c| c.limit == limit).count();
-    let split = |set: &BTreeSet<Crossing>| {
-        format!(
-            "{} ({} code_daily, {} code_total, {} company_daily)",
-            set.len(),
-            by_limit(set, quota::CODE_DAILY),
-            by_limit(set, quota::CODE_TOTAL),
-            by_limit(set, quota::COMPANY_DAILY)
-        )
-    };
+/// What the quota loop's section and its checks both read.
+struct QuotaLoop {
+    fan_outs: Vec<FanOut>,
+    /// The crossings the notifications name, and how many notifications repeated an id;
+    /// `None` when the stack has no notification queue.
+    notified: Option<(BTreeSet<Crossing>, usize)>,
+}
+
+impl QuotaLoop {
+    fn new(inputs: &Inputs<'_>, histories: &Histories<'_>) -> Self {
+        let notified = inputs.notifications.as_ref().map(|ns| {
+            let ids: BTreeSet<&str> = ns.iter().map(|n| n.id.as_str()).collect();
+            (
+                ns.iter().map(Notification::crossing).collect(),
+                ns.len() - ids.len(),
+            )
+        });
+        Self {
+            fan_outs: fan_outs(inputs, histories),
+            notified,
+        }
+    }
+
+    fn cap_crossings(&self) -> Vec<&FanOut> {
+        self.fan_outs
+            .iter()
+            .filter(|f| f.crossing.limit == quota::COMPANY_DAILY)
+            .collect()
+    }
+}
+
+/// "n (a code_daily, b code_total, c company_daily)".
+fn by_limit(set: &BTreeSet<Crossing>) -> String {
+    let count = |limit: &str| set.iter().filter(|c| c.limit == limit).count();
+    format!(
+        "{} ({} code_daily, {} code_total, {} company_daily)",
+        set.len(),
+        count(quota::CODE_DAILY),
+        count(quota::CODE_TOTAL),
+        count(quota::COMPANY_DAILY)
+    )
+}
+
+fn quota_loop(out: &Lines, inputs: &Inputs<'_>, quota: &QuotaLoop) -> Lines {
+    let mut out = out.section();
     let claimed: BTreeSet<Crossing> = inputs
         .limit_claims
         .iter()
@@ -912,37 +1015,27 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
     out.head("Quota loop (limit crossings, StaffQuotaReached notifications, fan-out)");
     out.line(
         "limit crossings computed from the adds delivered",
-        split(expected),
+        by_limit(&inputs.expected_crossings),
     );
     out.line(
         "limit claims in the table (REMOVED#)",
         format!(
             "{} ({} marked notified)",
-            split(&claimed),
+            by_limit(&claimed),
             inputs.limit_claims.iter().filter(|c| c.notified).count()
         ),
     );
-    let notified: Option<(BTreeSet<Crossing>, usize)> = inputs.notifications.as_ref().map(|ns| {
-        let ids: BTreeSet<&str> = ns.iter().map(|n| n.id.as_str()).collect();
-        (
-            ns.iter().map(Notification::crossing).collect(),
-            ns.len() - ids.len(),
-        )
-    });
-    match &notified {
+    match &quota.notified {
         Some((set, duplicates)) => out.line(
             "notifications received (QuotaNotificationsQueue)",
-            format!("{} ({duplicates} repeated an id)", split(set)),
+            format!("{} ({duplicates} repeated an id)", by_limit(set)),
         ),
         None => out.line(
             "notifications received",
             "the stack has no QuotaNotificationsQueueUrl output",
         ),
     }
-    let company: Vec<&FanOut> = fan_outs
-        .iter()
-        .filter(|f| f.crossing.limit == quota::COMPANY_DAILY)
-        .collect();
+    let company = quota.cap_crossings();
     for fan in &company {
         let removed = fan.removals.iter().flatten().count();
         out.line(
@@ -958,30 +1051,37 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
     }
     out.line(
         "cap crossing -> last push of its fan-out: p50 / p95 / max",
-        quantiles(company.iter().filter_map(|f| f.last_push_ms()).collect()),
+        quantiles(
+            company.iter().filter_map(|f| f.last_push_ms()).collect(),
+            ms,
+        ),
     );
     out.line(
         "code-limit crossing -> push removing the staff member",
         quantiles(
-            fan_outs
+            quota
+                .fan_outs
                 .iter()
                 .filter(|f| f.crossing.limit != quota::COMPANY_DAILY)
                 .filter_map(|f| f.last_push_ms())
                 .collect(),
+            ms,
         ),
     );
+    out
+}
 
-    // ---------------------------------------------------------------- resignation
+fn resignations(out: &Lines, inputs: &Inputs<'_>, histories: &Histories<'_>) -> Lines {
+    let mut out = out.section();
     out.head("Resignation (WeCom change_contact / delete_user through the callback route)");
-    let mut resignation_pushes = Vec::new();
     for r in inputs.resignations {
-        let codes: Vec<&str> = plan
+        let codes: Vec<&str> = inputs
+            .plan
             .codes_of(&r.staff)
             .iter()
             .map(|c| c.id.as_str())
             .collect();
         let removals = histories.removals(codes.iter().copied(), &r.staff, r.sent_ms);
-        resignation_pushes.extend(removals.iter().flatten().copied());
         out.line(
             &format!("{} resigned", r.staff),
             format!(
@@ -1010,25 +1110,124 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
     if inputs.resignations.is_empty() {
         out.line("resignations", "none in this run");
     }
+    out
+}
 
-    // ---------------------------------------------------------------- schedules
+/// How the lists followed the shift edge.
+struct ShiftEdge {
+    /// Campaign codes the edge must change (ends: every member code whose list named them
+    /// at the edge; starts: every member code whose recompute of final facts lists them),
+    /// and of those the codes a push after the edge changed.
+    expected: usize,
+    followed: usize,
+    /// Scans routed to staff whose shift starts at the edge, before it.
+    early_scans: usize,
+    /// Quiet codes the tick's push gave exactly their on-shift members.
+    quiet_changed: usize,
+    /// Pushes on quiet codes serving any fact besides the edge.
+    quiet_other_pushes: usize,
+    /// The edge to the tick's push on each quiet code it pushed.
+    quiet_lag: Vec<u64>,
+}
+
+impl ShiftEdge {
+    fn new(inputs: &Inputs<'_>, histories: &Histories<'_>) -> Self {
+        let mut edge = Self {
+            expected: 0,
+            followed: 0,
+            early_scans: 0,
+            quiet_changed: 0,
+            quiet_other_pushes: 0,
+            quiet_lag: Vec::new(),
+        };
+        edge.follow_campaign_codes(inputs, histories);
+        edge.follow_quiet_codes(inputs, histories);
+        edge
+    }
+
+    fn follow_campaign_codes(&mut self, inputs: &Inputs<'_>, histories: &Histories<'_>) {
+        let (plan, shifts) = (inputs.plan, &inputs.shifts);
+        for staff in &shifts.ends {
+            let codes = plan.member_of(staff);
+            let removals =
+                histories.removals(codes.iter().map(|c| c.id.as_str()), staff, shifts.edge_ms);
+            self.expected += removals.len();
+            self.followed += removals.iter().flatten().count();
+        }
+        for staff in &shifts.starts {
+            for code in plan.member_of(staff) {
+                let wanted = inputs.final_codes.iter().any(|f| {
+                    f.code == code.id && f.expected.as_ref().is_some_and(|e| e.contains(staff))
+                });
+                if !wanted {
+                    continue;
+                }
+                self.expected += 1;
+                if histories
+                    .first_push(&code.id, shifts.edge_ms, staff, true)
+                    .is_some()
+                {
+                    self.followed += 1;
+                }
+            }
+            self.early_scans += inputs
+                .scans
+                .iter()
+                .filter(|scan| {
+                    scan.userid.as_deref() == Some(staff.as_str()) && scan.at_ms < shifts.edge_ms
+                })
+                .count();
+        }
+    }
+
+    /// Quiet codes see no scan and no admin change: only the tick's reasons may change them.
+    fn follow_quiet_codes(&mut self, inputs: &Inputs<'_>, histories: &Histories<'_>) {
+        let (plan, shifts) = (inputs.plan, &inputs.shifts);
+        let on_shift: BTreeSet<&String> = plan.steady.iter().chain(&shifts.starts).collect();
+        for code in plan.quiet() {
+            let history = histories.of(&code.id);
+            let by_tick = history.iter().find(|p| {
+                p.pushed_at_ms >= shifts.edge_ms && p.fact_at_ms.contains(&shifts.edge_ms)
+            });
+            self.quiet_other_pushes += history
+                .iter()
+                .filter(|p| p.fact_at_ms.iter().any(|f| *f != shifts.edge_ms))
+                .count();
+            if let Some(push) = by_tick {
+                let after: BTreeSet<&String> = push.users.iter().collect();
+                let wanted: BTreeSet<&String> = code
+                    .members
+                    .iter()
+                    .filter(|m| on_shift.contains(m))
+                    .collect();
+                if after == wanted {
+                    self.quiet_changed += 1;
+                }
+                self.quiet_lag
+                    .push(push.pushed_at_ms.saturating_sub(shifts.edge_ms));
+            }
+        }
+    }
+}
+
+fn schedules(out: &Lines, inputs: &Inputs<'_>, edge: &ShiftEdge) -> Lines {
     let shifts = &inputs.shifts;
+    let mut out = out.section();
     out.head("Work schedules (a shift edge reaches the lists through the schedule tick alone)");
     let edge_local = inputs.timezone.at(shifts.edge_ms).format("%a %H:%M");
+    let names = |staff: &[String]| {
+        if staff.is_empty() {
+            "nobody".into()
+        } else {
+            staff.join(", ")
+        }
+    };
     out.line(
         &format!("shift edge at {edge_local} ({})", inputs.timezone),
         format!(
             "ends for {}; starts for {}; tick walked it: {}",
-            if shifts.ends.is_empty() {
-                "nobody".into()
-            } else {
-                shifts.ends.join(", ")
-            },
-            if shifts.starts.is_empty() {
-                "nobody".into()
-            } else {
-                shifts.starts.join(", ")
-            },
+            names(&shifts.ends),
+            names(&shifts.starts),
             match shifts.walked {
                 Some(true) => "yes",
                 Some(false) => "NO",
@@ -1036,146 +1235,124 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
             }
         ),
     );
-    // Ends: every member code whose list named them at the edge must drop them; starts:
-    // every member code whose recompute of final facts lists them must have added them.
-    let mut edge_expected = 0;
-    let mut edge_followed = 0;
-    let mut edge_lag = Vec::new();
-    for staff in &shifts.ends {
-        let codes = plan.member_of(staff);
-        let removals =
-            histories.removals(codes.iter().map(|c| c.id.as_str()), staff, shifts.edge_ms);
-        edge_expected += removals.len();
-        edge_followed += removals.iter().flatten().count();
-        edge_lag.extend(removals.iter().flatten().copied());
-    }
-    let mut early_scans = 0;
-    for staff in &shifts.starts {
-        for code in plan.member_of(staff) {
-            let wanted = inputs.final_codes.iter().any(|f| {
-                f.code == code.id && f.expected.as_ref().is_some_and(|e| e.contains(staff))
-            });
-            if !wanted {
-                continue;
-            }
-            edge_expected += 1;
-            if let Some(push) = histories.first_push(&code.id, shifts.edge_ms, staff, true) {
-                edge_followed += 1;
-                edge_lag.push(push.pushed_at_ms.saturating_sub(shifts.edge_ms));
-            }
-        }
-        early_scans += inputs
-            .scans
-            .iter()
-            .filter(|scan| {
-                scan.userid.as_deref() == Some(staff.as_str()) && scan.at_ms < shifts.edge_ms
-            })
-            .count();
-    }
     out.line(
         "campaign codes the edge must change / changed after it",
-        format!("{edge_expected} / {edge_followed} (by the tick or by any refresh after it)"),
+        format!(
+            "{} / {} (by the tick or by any refresh after it)",
+            edge.expected, edge.followed
+        ),
     );
-    // Quiet codes: no scan, no admin change; only the tick's reasons may change them.
-    let mut quiet_changed = 0;
-    let mut quiet_other_pushes = 0;
-    let mut quiet_lag = Vec::new();
-    let on_shift: BTreeSet<&String> = plan.steady.iter().chain(&shifts.starts).collect();
-    for code in plan.quiet() {
-        let history = histories.of(&code.id);
-        let by_tick = history
-            .iter()
-            .find(|p| p.pushed_at_ms >= shifts.edge_ms && p.fact_at_ms.contains(&shifts.edge_ms));
-        quiet_other_pushes += history
-            .iter()
-            .filter(|p| p.fact_at_ms.iter().any(|f| *f != shifts.edge_ms))
-            .count();
-        if let Some(push) = by_tick {
-            let after: BTreeSet<&String> = push.users.iter().collect();
-            let wanted: BTreeSet<&String> = code
-                .members
-                .iter()
-                .filter(|m| on_shift.contains(m))
-                .collect();
-            if after == wanted {
-                quiet_changed += 1;
-            }
-            quiet_lag.push(push.pushed_at_ms.saturating_sub(shifts.edge_ms));
-        }
-    }
     out.line(
         "quiet codes changed by the tick's reasons alone",
         format!(
-            "{quiet_changed} of {} (pushes on them serving any other fact: {quiet_other_pushes})",
-            plan.quiet().count()
+            "{} of {} (pushes on them serving any other fact: {})",
+            edge.quiet_changed,
+            inputs.plan.quiet().count(),
+            edge.quiet_other_pushes
         ),
     );
     out.line(
         "edge -> tick's push on a quiet code: p50 / p95 / max",
-        quantiles(quiet_lag),
+        quantiles(edge.quiet_lag.clone(), ms),
     );
     out.note(
         "the tick fires once a minute (60-70 s apart on MiniStack) and walks a minute from 15 s after it began",
     );
+    out
+}
 
-    // ---------------------------------------------------------------- rollover
+fn day_rollover(out: &Lines, inputs: &Inputs<'_>) -> Lines {
     let rollover = &inputs.rollover;
+    let mut out = out.section();
     out.head("Day rollover (the stack's clock moved to just before the tenant's midnight)");
     if let Some(why) = &rollover.skipped {
         out.line("day rollover", format!("not run: {why}"));
-    } else {
-        out.line(
-            "midnight / clock jump (functions and WeCom)",
-            format!(
-                "{} {} / +{} s, to {} before it",
-                inputs
-                    .timezone
-                    .at(rollover.midnight_ms)
-                    .format("%Y-%m-%d %H:%M"),
-                inputs.timezone,
-                rollover.jump_secs,
-                ms(rollover.midnight_ms.saturating_sub(rollover.jumped_to_ms))
-            ),
-        );
-        out.line(
-            "the tick rolled the day over",
-            rollover
-                .tick_secs
-                .map_or("NO".into(), |s| format!("{s:.0} s (real) after the jump")),
-        );
-        out.line(
-            "pushes between the jump and midnight (no event)",
-            rollover.pushes_before_midnight,
-        );
-        let staff_back: BTreeSet<&str> = rollover.back.iter().map(|(_, s)| s.as_str()).collect();
-        let codes_back: BTreeSet<&str> = rollover.back.iter().map(|(c, _)| c.as_str()).collect();
-        out.line(
-            "staff restored (on codes)",
-            format!("{} ({} codes)", staff_back.len(), codes_back.len()),
-        );
-        out.line(
-            "codes refreshed by the rollover (pushes serving midnight)",
-            rollover.pushes.len(),
-        );
-        if let Some((reasons, recomputes, pushes)) = rollover.new_day {
-            out.note(&format!(
-                "refresh counters of the new day: {reasons} reasons, {recomputes} recomputes, {pushes} pushes"
-            ));
-        }
-        out.line(
-            "midnight -> push: p50 / p95 / max",
-            quantiles(
-                rollover
-                    .pushes
-                    .iter()
-                    .map(|(_, at)| at.saturating_sub(rollover.midnight_ms))
-                    .collect(),
-            ),
-        );
+        return out;
     }
+    out.line(
+        "midnight / clock jump (functions and WeCom)",
+        format!(
+            "{} {} / +{} s, to {} before it",
+            inputs
+                .timezone
+                .at(rollover.midnight_ms)
+                .format("%Y-%m-%d %H:%M"),
+            inputs.timezone,
+            rollover.jump_secs,
+            ms(rollover.midnight_ms.saturating_sub(rollover.jumped_to_ms))
+        ),
+    );
+    out.line(
+        "the tick rolled the day over",
+        rollover
+            .tick_secs
+            .map_or("NO".into(), |s| format!("{s:.0} s (real) after the jump")),
+    );
+    out.line(
+        "pushes between the jump and midnight (no event)",
+        rollover.pushes_before_midnight,
+    );
+    let staff_back: BTreeSet<&str> = rollover.back.iter().map(|(_, s)| s.as_str()).collect();
+    let codes_back: BTreeSet<&str> = rollover.back.iter().map(|(c, _)| c.as_str()).collect();
+    out.line(
+        "staff restored (on codes)",
+        format!("{} ({} codes)", staff_back.len(), codes_back.len()),
+    );
+    out.line(
+        "codes refreshed by the rollover (pushes serving midnight)",
+        rollover.pushes.len(),
+    );
+    if let Some((reasons, recomputes, pushes)) = rollover.new_day {
+        out.note(&format!(
+            "refresh counters of the new day: {reasons} reasons, {recomputes} recomputes, {pushes} pushes"
+        ));
+    }
+    out.line(
+        "midnight -> push: p50 / p95 / max",
+        quantiles(
+            rollover
+                .pushes
+                .iter()
+                .map(|(_, at)| at.saturating_sub(rollover.midnight_ms))
+                .collect(),
+            ms,
+        ),
+    );
+    out
+}
 
-    // ---------------------------------------------------------------- checks
-    out.head("Checks");
+fn checks(
+    out: &Lines,
+    inputs: &Inputs<'_>,
+    changes: &[Change],
+    reached: &BTreeMap<&str, usize>,
+    quota: &QuotaLoop,
+    edge: &ShiftEdge,
+) -> Lines {
+    let mut checks = out.section();
+    checks.head("Checks");
+    let sections = [
+        drain_and_scenario_checks(out, inputs, reached),
+        routing_check(out, inputs, changes),
+        adds_check(out, inputs),
+        final_list_checks(out, inputs),
+        scenario_events_check(out, inputs, quota),
+        notification_checks(out, inputs, quota),
+        shift_edge_checks(out, inputs, edge),
+        rollover_checks(out, inputs),
+    ];
+    for section in sections {
+        checks.append(section);
+    }
+    checks
+}
+
+fn drain_and_scenario_checks(
+    out: &Lines,
+    inputs: &Inputs<'_>,
+    reached: &BTreeMap<&str, usize>,
+) -> Lines {
+    let mut out = out.section();
     out.must(
         "queues drained (inbox, refresh, retries; per SQS)",
         if inputs.drained.drained {
@@ -1190,7 +1367,12 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
         format!("{} / {}", inputs.flips.len(), reached.len()),
         inputs.flips.len() >= 2 && reached.len() >= 2,
     );
-    let routing = routing(inputs, &changes);
+    out
+}
+
+fn routing_check(out: &Lines, inputs: &Inputs<'_>, changes: &[Change]) -> Lines {
+    let mut out = out.section();
+    let routing = routing(inputs, changes);
     out.must(
         "scans to ineligible staff after the push removing them",
         routing.after_push.len(),
@@ -1220,7 +1402,11 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
             ));
         }
     }
+    out
+}
 
+fn adds_check(out: &Lines, inputs: &Inputs<'_>) -> Lines {
+    let mut out = out.section();
     let mut delivered = HashSet::new();
     let mut undelivered = 0;
     for scan in &inputs.scans {
@@ -1241,7 +1427,11 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
         "add claims in the table: {}; routed scans whose callback never got a 200: {undelivered}",
         inputs.claims.len()
     ));
+    out
+}
 
+fn final_list_checks(out: &Lines, inputs: &Inputs<'_>) -> Lines {
+    let mut out = out.section();
     let (differ, unverifiable) = differing(&inputs.final_codes);
     out.must(
         "codes whose sandbox list differs from the recompute",
@@ -1256,7 +1446,6 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
     for line in differ.iter().take(20) {
         out.note(line);
     }
-
     out.must(
         "codes listing a resigned staff member at the end",
         inputs
@@ -1277,19 +1466,33 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
             })
         }),
     );
+    out
+}
+
+/// The run must have produced the events the report's checks are about.
+fn scenario_events_check(out: &Lines, inputs: &Inputs<'_>, quota: &QuotaLoop) -> Lines {
+    let mut out = out.section();
+    let cap_crossings = quota.cap_crossings().len();
+    let shifts = &inputs.shifts;
     out.must(
         "scenario: cap crossings, resignations, shift edges",
         format!(
             "{} / {} / {}",
-            company.len(),
+            cap_crossings,
             inputs.resignations.iter().filter(|r| r.delivered).count(),
             shifts.ends.len() + shifts.starts.len()
         ),
-        (inputs.company_daily_cap.is_none() || !company.is_empty())
+        (inputs.company_daily_cap.is_none() || cap_crossings > 0)
             && inputs.resignations.iter().all(|r| r.delivered)
-            && inputs.resignations.len() == plan.resign.len(),
+            && inputs.resignations.len() == inputs.plan.resign.len(),
     );
-    match &notified {
+    out
+}
+
+fn notification_checks(out: &Lines, inputs: &Inputs<'_>, quota: &QuotaLoop) -> Lines {
+    let mut out = out.section();
+    let expected = &inputs.expected_crossings;
+    match &quota.notified {
         Some((set, duplicates)) => {
             let missing: Vec<&Crossing> = expected.difference(set).collect();
             let unexpected: Vec<&Crossing> = set.difference(expected).collect();
@@ -1315,13 +1518,14 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
             false,
         ),
     }
-    let wrong_fan_out: Vec<&FanOut> = fan_outs
+    let wrong_fan_out: Vec<&FanOut> = quota
+        .fan_outs
         .iter()
         .filter(|f| f.notified_codes != Some(f.planned_codes as u64))
         .collect();
     out.must(
         "crossings whose fan-out differs from the plan's seats",
-        format!("{} of {}", wrong_fan_out.len(), fan_outs.len()),
+        format!("{} of {}", wrong_fan_out.len(), quota.fan_outs.len()),
         wrong_fan_out.is_empty(),
     );
     for fan in wrong_fan_out.iter().take(10) {
@@ -1332,75 +1536,76 @@ pub fn print(inputs: &Inputs<'_>) -> bool {
             fan.planned_codes
         ));
     }
-    if shifts.walked.is_some() {
-        out.must(
-            "campaign codes that followed the shift edge",
-            format!("{edge_followed} of {edge_expected}"),
-            shifts.walked == Some(true) && edge_expected > 0 && edge_followed == edge_expected,
-        );
-        let quiet = plan.quiet().count();
-        out.must(
-            "quiet codes changed at the edge by the tick alone",
-            format!("{quiet_changed} of {quiet}"),
-            quiet_changed == quiet && quiet_other_pushes == 0,
-        );
-        out.must(
-            "scans routed to staff before their shift started",
-            early_scans,
-            early_scans == 0,
-        );
+    out
+}
+
+fn shift_edge_checks(out: &Lines, inputs: &Inputs<'_>, edge: &ShiftEdge) -> Lines {
+    let mut out = out.section();
+    let walked = inputs.shifts.walked;
+    if walked.is_none() {
+        return out;
     }
+    out.must(
+        "campaign codes that followed the shift edge",
+        format!("{} of {}", edge.followed, edge.expected),
+        walked == Some(true) && edge.expected > 0 && edge.followed == edge.expected,
+    );
+    let quiet = inputs.plan.quiet().count();
+    out.must(
+        "quiet codes changed at the edge by the tick alone",
+        format!("{} of {quiet}", edge.quiet_changed),
+        edge.quiet_changed == quiet && edge.quiet_other_pushes == 0,
+    );
+    out.must(
+        "scans routed to staff before their shift started",
+        edge.early_scans,
+        edge.early_scans == 0,
+    );
+    out
+}
+
+fn rollover_checks(out: &Lines, inputs: &Inputs<'_>) -> Lines {
+    let rollover = &inputs.rollover;
+    let mut out = out.section();
     match &rollover.skipped {
         Some(why) if !rollover.left_out => {
             out.must("day rollover", format!("not run: {why}"), false);
+            return out;
         }
-        Some(_) => {}
-        None => {
-            out.must(
-                "staff-code pairs back after midnight (limit or cap)",
-                format!(
-                    "{} of {}",
-                    rollover.back.len(),
-                    rollover.expected_back.len()
-                ),
-                !rollover.expected_back.is_empty()
-                    && rollover.back.len() == rollover.expected_back.len(),
-            );
-            for (code, staff) in rollover
-                .expected_back
-                .iter()
-                .filter(|pair| !rollover.back.contains(pair))
-                .take(10)
-            {
-                out.note(&format!("{staff} not back on {code}"));
-            }
-            out.must(
-                "codes whose list differs from the recompute after it",
-                format!("{} of {}", rollover.differ.len(), rollover.codes),
-                rollover.drained && rollover.differ.is_empty(),
-            );
-            for line in rollover.differ.iter().take(10) {
-                out.note(line);
-            }
-            out.must(
-                "clock restored afterwards",
-                rollover.restore_error.as_deref().unwrap_or("yes"),
-                rollover.restore_error.is_none(),
-            );
-        }
+        Some(_) => return out,
+        None => {}
     }
-
-    let _ = writeln!(
-        out.text,
-        "\n{}",
-        if out.failed.is_empty() {
-            "Every must-be line passed.".to_owned()
-        } else {
-            format!("FAILED: {}", out.failed.join("; "))
-        }
+    out.must(
+        "staff-code pairs back after midnight (limit or cap)",
+        format!(
+            "{} of {}",
+            rollover.back.len(),
+            rollover.expected_back.len()
+        ),
+        !rollover.expected_back.is_empty() && rollover.back.len() == rollover.expected_back.len(),
     );
-    print!("{}", out.text);
-    out.failed.is_empty()
+    for (code, staff) in rollover
+        .expected_back
+        .iter()
+        .filter(|pair| !rollover.back.contains(pair))
+        .take(10)
+    {
+        out.note(&format!("{staff} not back on {code}"));
+    }
+    out.must(
+        "codes whose list differs from the recompute after it",
+        format!("{} of {}", rollover.differ.len(), rollover.codes),
+        rollover.drained && rollover.differ.is_empty(),
+    );
+    for line in rollover.differ.iter().take(10) {
+        out.note(line);
+    }
+    out.must(
+        "clock restored afterwards",
+        rollover.restore_error.as_deref().unwrap_or("yes"),
+        rollover.restore_error.is_none(),
+    );
+    out
 }
 
 #[cfg(test)]
@@ -1531,15 +1736,6 @@ mod tests {
         assert_eq!(routing.after_push, BTreeSet::from([2, 5]));
         assert_eq!(routing.window, BTreeSet::from([1, 4]));
         assert!(routing.never_removed.is_empty());
-    }
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let values: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&values, 50.0), 50);
-        assert_eq!(percentile(&values, 95.0), 95);
-        assert_eq!(percentile(&[7], 95.0), 7);
-        assert_eq!(percentile(&[], 95.0), 0);
     }
 
     #[test]
