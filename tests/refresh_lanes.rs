@@ -8,7 +8,7 @@ use anyhow::{ensure, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::lanes::Lane;
 use domain::membership::{CodeId, StaffId};
-use domain::refresh::{Acquired, CodeLeases, CodeRecords, Lease, PushRecord, Recorded};
+use domain::refresh::{Acquired, CodeLeases, CodeRecords, FencedWrite, Lease, PushRecord};
 use domain::tenants::TenantId;
 use integration_tests::{eventually, now_ms, random_id, LiveTenant, World};
 use std::time::Duration;
@@ -67,7 +67,7 @@ async fn an_expired_lease_is_taken_over_and_the_stale_writers_record_is_rejected
     let t0 = now_ms();
 
     let a = match store.acquire(&tenant, &code, "writer-a", t0, 1_000).await? {
-        Acquired::Held(lease) => lease,
+        Acquired::LeasedRefresh(lease) => lease,
         busy => anyhow::bail!("a free code's lease was refused: {busy:?}"),
     };
     let early = store
@@ -84,19 +84,22 @@ async fn an_expired_lease_is_taken_over_and_the_stale_writers_record_is_rejected
         .acquire(&tenant, &code, "writer-b", t0 + 1_001, 1_000)
         .await?
     {
-        Acquired::Held(lease) => lease,
+        Acquired::LeasedRefresh(lease) => lease,
         busy => anyhow::bail!("an expired lease was not taken over: {busy:?}"),
     };
 
     let fresh = store
         .record_push(&tenant, &code, &b, &push(&["bob"], t0 + 1_100)?)
         .await?;
-    ensure!(fresh == Recorded::Written, "the holder's record: {fresh:?}");
+    ensure!(
+        fresh == FencedWrite::Written,
+        "the holder's record: {fresh:?}"
+    );
     let stale = store
         .record_push(&tenant, &code, &a, &push(&["alice"], t0 + 1_200)?)
         .await?;
     ensure!(
-        stale == Recorded::LeaseLost,
+        stale == FencedWrite::LeaseLost,
         "the stale writer's record: {stale:?}"
     );
     ensure!(
@@ -125,7 +128,7 @@ async fn an_expired_lease_is_taken_over_and_the_stale_writers_record_is_rejected
         .acquire(&tenant, &code, "writer-c", t0 + 1_500, 1_000)
         .await?;
     ensure!(
-        matches!(after_release, Acquired::Held(Lease { .. })),
+        matches!(after_release, Acquired::LeasedRefresh(Lease { .. })),
         "a released lease was not free: {after_release:?}"
     );
     Ok(())

@@ -14,7 +14,7 @@ use domain::membership::{
 };
 use domain::owed::replan;
 use domain::refresh::{
-    CodeFacts, CodeRecords, CodeSnapshot, Lease, PushRecord, PushedList, Recorded, StoredCode,
+    CodeFacts, CodeRecords, CodeSnapshot, FencedWrite, Lease, PushRecord, PushedList, StoredCode,
     Tally,
 };
 use domain::tenants::{tenant_day, TenantId};
@@ -454,7 +454,7 @@ impl DynamoStore {
         code: &CodeId,
         lease: &Lease,
         mut items: Vec<TransactWriteItem>,
-    ) -> Result<Recorded, StoreError> {
+    ) -> Result<FencedWrite, StoreError> {
         let fence_at = items.len();
         items.push(
             TransactWriteItem::builder()
@@ -468,7 +468,7 @@ impl DynamoStore {
             .send()
             .await;
         match result {
-            Ok(_) => Ok(Recorded::Written),
+            Ok(_) => Ok(FencedWrite::Written),
             Err(error) => match error.into_service_error() {
                 TransactWriteItemsError::TransactionCanceledException(cancelled)
                     if cancelled
@@ -477,7 +477,7 @@ impl DynamoStore {
                         .and_then(|r| r.code())
                         == Some("ConditionalCheckFailed") =>
                 {
-                    Ok(Recorded::LeaseLost)
+                    Ok(FencedWrite::LeaseLost)
                 }
                 other => Err(unavailable(other)),
             },
@@ -511,7 +511,7 @@ impl CodeRecords for DynamoStore {
         code: &CodeId,
         lease: &Lease,
         push: &PushRecord,
-    ) -> Result<Recorded, StoreError> {
+    ) -> Result<FencedWrite, StoreError> {
         let pk = keys::tenant(tenant);
         let users = push.users.iter().map(|u| u.as_str().to_owned());
         let mut pushed = key(pk.clone(), keys::pushed(code));
@@ -568,7 +568,7 @@ impl CodeRecords for DynamoStore {
         lease: &Lease,
         wecom_list: &[StaffId],
         rotation: &[RotationSlot],
-    ) -> Result<Recorded, StoreError> {
+    ) -> Result<FencedWrite, StoreError> {
         let rotation = s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?);
         // Before its first push a code has no record, and WeCom holds the list the contact way
         // was created with: the record starts from that list, so the next recompute still sees
@@ -599,7 +599,7 @@ impl CodeRecords for DynamoStore {
         code: &CodeId,
         lease: &Lease,
         at_ms: u64,
-    ) -> Result<Recorded, StoreError> {
+    ) -> Result<FencedWrite, StoreError> {
         let update = Update::builder()
             .table_name(&self.table)
             .set_key(Some(key(keys::tenant(tenant), keys::pushed(code))))

@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::types::ReturnValue;
 use domain::facts::TenantProfiles;
 use domain::membership::{CodeId, Limit, StaffId, WeeklySchedule};
 use domain::schedules::{
-    Due, DueIndex, DueWriter, Lease, LimitReached, Minute, ScheduleFacts, Subject,
+    CursorLease, Due, DueIndex, DueWriter, LimitReached, Minute, ScheduleFacts, Subject,
 };
 use domain::tenants::{TenantId, Timezone};
 use domain::StoreError;
@@ -127,7 +127,7 @@ impl DueIndex for DynamoStore {
         owner: &str,
         now_ms: u64,
         lease_until_ms: u64,
-    ) -> Result<Lease, StoreError> {
+    ) -> Result<CursorLease, StoreError> {
         let result = self
             .client
             .update_item()
@@ -147,7 +147,7 @@ impl DueIndex for DynamoStore {
             .send()
             .await;
         match result {
-            Ok(output) => Ok(Lease::Acquired {
+            Ok(output) => Ok(CursorLease::Acquired {
                 next: output
                     .attributes
                     .as_ref()
@@ -158,7 +158,7 @@ impl DueIndex for DynamoStore {
                 if e.as_service_error()
                     .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
             {
-                Ok(Lease::HeldElsewhere)
+                Ok(CursorLease::HeldElsewhere)
             }
             Err(e) => Err(unavailable(e.into_service_error())),
         }

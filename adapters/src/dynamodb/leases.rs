@@ -47,7 +47,7 @@ impl CodeLeases for DynamoStore {
             .send()
             .await;
         match result {
-            Ok(_) => Ok(Acquired::Held(Lease {
+            Ok(_) => Ok(Acquired::LeasedRefresh(Lease {
                 holder: holder.to_owned(),
                 expires_at_ms,
             })),

@@ -146,7 +146,7 @@ pub(super) struct TokenSlot {
     /// Counts finished `gettoken` attempts. Read before queueing for `state`, so a waiter can
     /// tell that an attempt finished while it waited.
     attempts: AtomicU64,
-    /// Held for the whole fetch: this is what makes concurrent callers wait for one refresh.
+    /// LeasedRefresh for the whole fetch: this is what makes concurrent callers wait for one refresh.
     state: Mutex<SlotState>,
 }
 

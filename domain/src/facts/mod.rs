@@ -83,7 +83,7 @@ pub trait TenantProfiles: Send + Sync {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Recorded {
+pub enum FactOutcome {
     Add {
         fact: AddFact,
         outcome: CountOutcome,
@@ -132,7 +132,7 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
     /// Verifies and decrypts a stored callback again (the inbox keeps the raw envelope),
     /// writes its fact, then emits the refresh reason.
     #[tracing::instrument(skip_all, fields(tenant = %message.tenant, event_key = %message.event_key))]
-    pub async fn record(&self, message: &InboxMessage) -> Result<Recorded, FactsError> {
+    pub async fn record(&self, message: &InboxMessage) -> Result<FactOutcome, FactsError> {
         let profile = self
             .tenants
             .profile(&message.tenant)
@@ -167,14 +167,14 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
             "event recorded and acknowledged; qrsync does not act on it"
         );
         self.ledger.record_ignored(&message.tenant, &kind).await?;
-        Ok(Recorded::Ignored { kind })
+        Ok(FactOutcome::Ignored { kind })
     }
 
     async fn record_add(
         &self,
         fact: AddFact,
         profile: &TenantProfile,
-    ) -> Result<Recorded, FactsError> {
+    ) -> Result<FactOutcome, FactsError> {
         let outcome = self.ledger.count_add(&fact, (self.clock)()).await?;
         // Sent even when the add was already counted: the attempt that counted it may have
         // failed before sending, and a duplicate reason is harmless (same dedupe id).
@@ -192,7 +192,7 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
         // Also run for an add counted before: its first attempt may have stopped between
         // counting and claiming.
         let crossings = self.quota_loop(&fact, profile).await?;
-        Ok(Recorded::Add {
+        Ok(FactOutcome::Add {
             fact,
             outcome,
             crossings,
@@ -280,7 +280,7 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
         event: &CallbackEvent,
         staff_event: &StaffEvent,
         kind: String,
-    ) -> Result<Recorded, FactsError> {
+    ) -> Result<FactOutcome, FactsError> {
         // The fact's time is WeCom's: of two changes to one attribute the later one wins,
         // whatever order they are delivered in.
         let at_ms = event
@@ -298,7 +298,7 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
         let reasons: Vec<RefreshReason> = staff_changed.reasons(&codes).collect();
         self.reasons.send_all(&reasons).await?;
         tracing::info!(kind, codes = codes.len(), "contact change written");
-        Ok(Recorded::StaffChanged {
+        Ok(FactOutcome::StaffChanged {
             kind,
             codes: codes.len(),
         })

@@ -261,14 +261,14 @@ async fn a_redelivered_add_is_counted_once_and_its_reason_is_the_same_reason() {
     let again = recorder.record(&add("wm1")).await.expect("recorded");
     assert!(matches!(
         first,
-        Recorded::Add {
+        FactOutcome::Add {
             outcome: CountOutcome::Counted { .. },
             ..
         }
     ));
     assert!(matches!(
         again,
-        Recorded::Add {
+        FactOutcome::Add {
             outcome: CountOutcome::AlreadyCounted { at_ms: 42_000 },
             ..
         }
@@ -321,11 +321,11 @@ async fn events_qrsync_does_not_act_on_are_acknowledged_and_counted() {
     ]);
     assert!(matches!(
         recorder.record(&deleted).await,
-        Ok(Recorded::Ignored { .. })
+        Ok(FactOutcome::Ignored { .. })
     ));
     assert!(matches!(
         recorder.record(&foreign).await,
-        Ok(Recorded::Ignored { .. })
+        Ok(FactOutcome::Ignored { .. })
     ));
     assert_eq!(fakes.ignored.lock().expect("lock").len(), 2);
     assert!(fakes.reasons.lock().expect("lock").is_empty());
@@ -412,7 +412,7 @@ async fn reaching_the_company_cap_emits_one_reason_per_code_of_the_staff_member_
         .await
         .expect("recorded");
 
-    let Recorded::Add { crossings, .. } = second else {
+    let FactOutcome::Add { crossings, .. } = second else {
         panic!("an add: {second:?}")
     };
     assert_eq!(
@@ -450,7 +450,7 @@ async fn a_later_add_past_a_claimed_limit_neither_notifies_nor_fans_out_again() 
         .record(&add_by("zhangsan", "wm2", "code-2"))
         .await
         .expect("recorded");
-    assert!(matches!(later, Recorded::Add { ref crossings, .. } if crossings.is_empty()));
+    assert!(matches!(later, FactOutcome::Add { ref crossings, .. } if crossings.is_empty()));
     assert_eq!(fakes.notifications.lock().expect("lock").len(), 1);
     assert_eq!(reasons_with(&fakes, Cause::LimitReached).len(), 3);
 }
@@ -478,7 +478,7 @@ async fn a_redelivered_add_that_reached_a_limit_re_sends_its_reasons_but_notifie
         .expect("recorded");
     assert!(matches!(
         again,
-        Recorded::Add { ref crossings, .. }
+        FactOutcome::Add { ref crossings, .. }
             if crossings == &[Crossing { limit: Limit::CodeDaily, reasons: 1, notified: false }]
     ));
     let fan_out = reasons_with(&fakes, Cause::LimitReached);
@@ -515,7 +515,10 @@ async fn a_deleted_user_is_resigned_and_every_code_they_sit_on_gets_a_reason() {
         ]))
         .await
         .expect("recorded");
-    assert!(matches!(recorded, Recorded::StaffChanged { codes: 4, .. }));
+    assert!(matches!(
+        recorded,
+        FactOutcome::StaffChanged { codes: 4, .. }
+    ));
     assert_eq!(
         fakes.employment.lock().expect("lock").get("lisi"),
         Some(&(Employment::Resigned, 1_700_000_000_000))

@@ -18,8 +18,8 @@
 
 use super::retry::{self, Path, RetriedReason, RetryQueues};
 use super::{
-    Asked, CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, Outcome,
-    RefreshError, Refresher, Requeue, WeComBudget,
+    CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, Outcome, PutOffCause,
+    RefreshError, RefreshRequest, Refresher, WeComBudget,
 };
 use crate::batch::DeadLetters;
 use crate::batch::PartialBatch;
@@ -154,18 +154,18 @@ pub enum NextStep {
 /// asked for `resync`.
 pub fn next_step(result: &Result<Outcome, RefreshError>, attempt: u32, resync: bool) -> NextStep {
     match result {
-        Ok(Outcome::Requeue {
-            why: Requeue::OutOfTime,
+        Ok(Outcome::PutOff {
+            cause: PutOffCause::OutOfTime,
             ..
         }) => NextStep::BackToRefreshQueue,
         // Every put-off (budget, 45009, lease, slow-lane interval) waits like a throttled
         // refresh: no failed attempt counted.
-        Ok(Outcome::Requeue {
-            why,
+        Ok(Outcome::PutOff {
+            cause,
             retry_after_ms,
         }) => NextStep::Path {
             path: retry::throttled(*retry_after_ms, attempt),
-            resync: resync || why.needs_resync(),
+            resync: resync || cause.needs_resync(),
         },
         Ok(Outcome::ToSlowLane) => NextStep::ToSlowLane,
         Ok(_) => NextStep::Done,
@@ -245,7 +245,7 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
             tracing::warn!(tenant = %tenant, code = %code_id, receive_count = code.receive_count, "last receive before the queue's redrive; code marked dirty first");
             self.mark_dirty(&code, FailureClass::Transient).await;
         }
-        let asked = Asked {
+        let asked = RefreshRequest {
             tenant,
             code: code_id,
             fact_at_ms: &code.fact_at_ms,
@@ -273,7 +273,7 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
             Err(RefreshError::Store(error)) => {
                 tracing::warn!(tenant = %tenant, code = %code_id, error = %error, "refresh failed; its reasons are redelivered");
             }
-            Ok(Outcome::ToSlowLane | Outcome::Requeue { .. }) => {}
+            Ok(Outcome::ToSlowLane | Outcome::PutOff { .. }) => {}
         }
         match next_step(&result, code.reason.attempt, code.reason.resync) {
             NextStep::Done => {}
@@ -454,8 +454,8 @@ mod tests {
 
     #[test]
     fn a_put_off_refresh_waits_without_an_attempt_and_a_lost_lease_asks_for_a_resync() {
-        let put_off = Ok(Outcome::Requeue {
-            why: Requeue::LeaseLost,
+        let put_off = Ok(Outcome::PutOff {
+            cause: PutOffCause::LeaseLost,
             retry_after_ms: 10_000,
         });
         assert_eq!(
@@ -468,8 +468,8 @@ mod tests {
                 resync: true
             }
         );
-        let budget = Ok(Outcome::Requeue {
-            why: Requeue::Budget,
+        let budget = Ok(Outcome::PutOff {
+            cause: PutOffCause::Budget,
             retry_after_ms: 40_000,
         });
         assert_eq!(
@@ -510,8 +510,8 @@ mod tests {
 
     #[test]
     fn no_time_left_goes_back_to_the_refresh_queue_and_a_quiet_code_to_the_slow_lane() {
-        let out_of_time = Ok(Outcome::Requeue {
-            why: Requeue::OutOfTime,
+        let out_of_time = Ok(Outcome::PutOff {
+            cause: PutOffCause::OutOfTime,
             retry_after_ms: 0,
         });
         assert_eq!(

@@ -34,7 +34,7 @@ impl Lease {
 /// The answer to an attempt to take a code's lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquired {
-    Held(Lease),
+    LeasedRefresh(Lease),
     /// Another writer holds it for `retry_after_ms` more.
     Busy {
         retry_after_ms: u64,
@@ -44,7 +44,7 @@ pub enum Acquired {
 /// What became of a fenced record write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
-pub enum Recorded {
+pub enum FencedWrite {
     Written,
     /// The lease was taken over: the record was refused and nothing written.
     LeaseLost,

@@ -13,7 +13,7 @@ pub use budget::{
     exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, WeComBudget, Window, ADD_CONTACT_WAY,
     DEL_CONTACT_WAY, UPDATE_CONTACT_WAY,
 };
-pub use lease::{Acquired, CodeLeases, Lease, LeaseTimes, Recorded};
+pub use lease::{Acquired, CodeLeases, FencedWrite, Lease, LeaseTimes};
 
 use crate::lanes::{CodeAge, Lane, LanePolicy};
 use crate::membership::{
@@ -138,7 +138,7 @@ pub trait CodeFacts: Send + Sync {
 }
 
 /// Keeps a code's "last pushed" record. Every write is fenced on the writer's lease: a
-/// writer that lost its lease gets `Recorded::LeaseLost` and nothing is written.
+/// writer that lost its lease gets `FencedWrite::LeaseLost` and nothing is written.
 #[async_trait::async_trait]
 pub trait CodeRecords: Send + Sync {
     /// When the code was created and last edited, for the lane policy (one cheap read).
@@ -151,7 +151,7 @@ pub trait CodeRecords: Send + Sync {
         code: &CodeId,
         lease: &Lease,
         push: &PushRecord,
-    ) -> Result<Recorded, StoreError>;
+    ) -> Result<FencedWrite, StoreError>;
     /// Marks the code starved (nobody eligible, no fallback) without touching the last list.
     async fn record_starved(
         &self,
@@ -159,7 +159,7 @@ pub trait CodeRecords: Send + Sync {
         code: &CodeId,
         lease: &Lease,
         at_ms: u64,
-    ) -> Result<Recorded, StoreError>;
+    ) -> Result<FencedWrite, StoreError>;
     /// Replaces the landing page's rotation when the WeCom list stayed the same but the
     /// rotation did not (a quota member's share of a round shrinks with each add).
     async fn record_rotation(
@@ -169,7 +169,7 @@ pub trait CodeRecords: Send + Sync {
         lease: &Lease,
         wecom_list: &[StaffId],
         rotation: &[RotationSlot],
-    ) -> Result<Recorded, StoreError>;
+    ) -> Result<FencedWrite, StoreError>;
     /// Adds one refresh's tally to the tenant's counters for `day`.
     async fn record_tally(
         &self,
@@ -256,15 +256,15 @@ pub enum Outcome {
     /// slow queue, nothing read or called.
     ToSlowLane,
     /// Not done now and not a failure: the reasons wait `retry_after_ms` in a retry queue.
-    Requeue {
-        why: Requeue,
+    PutOff {
+        cause: PutOffCause,
         retry_after_ms: u64,
     },
 }
 
 /// Why a refresh was put off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Requeue {
+pub enum PutOffCause {
     /// The tenant's budget for the window is spent (rule 6).
     Budget,
     /// WeCom answered 45009 or 45033.
@@ -284,7 +284,7 @@ pub enum Requeue {
     OutOfTime,
 }
 
-impl Requeue {
+impl PutOffCause {
     /// The next refresh must push even a list the record says WeCom has.
     pub fn needs_resync(self) -> bool {
         self == Self::LeaseLost
@@ -309,7 +309,7 @@ const MAX_ROUNDS: usize = 3;
 enum PushFailure {
     Budget(u64),
     /// Too little of the lease is left to cover a call, or the record was refused.
-    Lease(Requeue),
+    Lease(PutOffCause),
     WeCom(WeComError),
     Store(StoreError),
 }
@@ -322,7 +322,7 @@ impl From<StoreError> for PushFailure {
 
 /// One refresh of one code, as asked by its reasons.
 #[derive(Debug, Clone, Copy)]
-pub struct Asked<'a> {
+pub struct RefreshRequest<'a> {
     pub tenant: &'a TenantId,
     pub code: &'a CodeId,
     /// When the facts behind the coalesced reasons were written.
@@ -336,7 +336,7 @@ pub struct Asked<'a> {
     pub deadline_ms: u64,
 }
 
-impl Asked<'_> {
+impl RefreshRequest<'_> {
     /// Whether a call that may take `call_ms` ends before the deadline.
     fn leaves_time_for(&self, now_ms: u64, call_ms: u64) -> bool {
         now_ms.saturating_add(call_ms) < self.deadline_ms
@@ -344,8 +344,8 @@ impl Asked<'_> {
 }
 
 /// The refresh of one code while it holds the lease.
-struct Held<'a> {
-    asked: Asked<'a>,
+struct LeasedRefresh<'a> {
+    asked: RefreshRequest<'a>,
     lease: Lease,
 }
 
@@ -405,7 +405,7 @@ where
     /// One recompute for a code, however many reasons asked for it: lane policy -> lease ->
     /// recompute -> dedupe -> budget -> push -> record (the flow of docs/rules.md).
     #[tracing::instrument(skip(self, asked), fields(tenant = %asked.tenant, code = %asked.code, reasons = asked.fact_at_ms.len(), lane = ?asked.lane))]
-    pub async fn refresh(&self, asked: Asked<'_>) -> Result<Outcome, RefreshError> {
+    pub async fn refresh(&self, asked: RefreshRequest<'_>) -> Result<Outcome, RefreshError> {
         let now_ms = (self.clock)();
         let (outcome, timezone) = self.refresh_leased(asked, now_ms).await?;
         let reasons = u32::try_from(asked.fact_at_ms.len()).unwrap_or(u32::MAX);
@@ -432,12 +432,12 @@ where
             // Put-off reasons are counted when they are finally refreshed; the put-off itself
             // is counted by why.
             Outcome::ToSlowLane => tally.to_slow_lane = 1,
-            Outcome::Requeue { why, .. } => match why {
-                Requeue::Budget => tally.requeued_budget = 1,
-                Requeue::Throttled => tally.requeued_throttled = 1,
-                Requeue::LeaseBusy | Requeue::LeaseLost => tally.requeued_lease = 1,
-                Requeue::SlowInterval => tally.slow_interval_waits = 1,
-                Requeue::Unsettled | Requeue::OutOfTime => {}
+            Outcome::PutOff { cause, .. } => match cause {
+                PutOffCause::Budget => tally.requeued_budget = 1,
+                PutOffCause::Throttled => tally.requeued_throttled = 1,
+                PutOffCause::LeaseBusy | PutOffCause::LeaseLost => tally.requeued_lease = 1,
+                PutOffCause::SlowInterval => tally.slow_interval_waits = 1,
+                PutOffCause::Unsettled | PutOffCause::OutOfTime => {}
             },
         }
         // Put off before the snapshot (slow lane, lease busy), the tenant's day is unknown and
@@ -457,14 +457,14 @@ where
     /// (its day names the tally).
     async fn refresh_leased(
         &self,
-        asked: Asked<'_>,
+        asked: RefreshRequest<'_>,
         now_ms: u64,
     ) -> Result<(Outcome, Option<crate::tenants::Timezone>), RefreshError> {
         // A code that could not make even one call before the deadline is not started: its
         // lease would only hold the next writer off.
         if !asked.leaves_time_for(now_ms, self.lease_times.call_ms) {
-            let outcome = Outcome::Requeue {
-                why: Requeue::OutOfTime,
+            let outcome = Outcome::PutOff {
+                cause: PutOffCause::OutOfTime,
                 retry_after_ms: 0,
             };
             return Ok((outcome, None));
@@ -491,20 +491,20 @@ where
             )
             .await?
         {
-            Acquired::Held(lease) => lease,
+            Acquired::LeasedRefresh(lease) => lease,
             Acquired::Busy { retry_after_ms } => {
                 tracing::info!(
                     retry_after_ms,
                     "another writer holds the code's lease; requeued"
                 );
-                let outcome = Outcome::Requeue {
-                    why: Requeue::LeaseBusy,
+                let outcome = Outcome::PutOff {
+                    cause: PutOffCause::LeaseBusy,
                     retry_after_ms,
                 };
                 return Ok((outcome, None));
             }
         };
-        let held = Held { asked, lease };
+        let held = LeasedRefresh { asked, lease };
         let result = self.refresh_held(&held, now_ms).await;
         // An unreleased lease only delays the next writer until it expires.
         if let Err(error) = self
@@ -519,7 +519,7 @@ where
 
     async fn refresh_held(
         &self,
-        held: &Held<'_>,
+        held: &LeasedRefresh<'_>,
         now_ms: u64,
     ) -> Result<(Outcome, Option<crate::tenants::Timezone>), RefreshError> {
         let (tenant, code) = (held.asked.tenant, held.asked.code);
@@ -533,7 +533,7 @@ where
 
     async fn refresh_snapshot(
         &self,
-        held: &Held<'_>,
+        held: &LeasedRefresh<'_>,
         mut snapshot: CodeSnapshot,
         now_ms: u64,
     ) -> Result<Outcome, RefreshError> {
@@ -555,7 +555,7 @@ where
                         .facts
                         .record_starved(tenant, code, &held.lease, now_ms)
                         .await?
-                        == Recorded::LeaseLost
+                        == FencedWrite::LeaseLost
                 {
                     return Ok(lease_lost());
                 }
@@ -573,7 +573,7 @@ where
                         .facts
                         .record_rotation(tenant, code, &held.lease, snapshot.wecom_list(), rotation)
                         .await?;
-                    if recorded == Recorded::LeaseLost {
+                    if recorded == FencedWrite::LeaseLost {
                         return Ok(lease_lost());
                     }
                 }
@@ -586,8 +586,8 @@ where
                         wait_ms,
                         "slow lane: the code was pushed too recently; requeued"
                     );
-                    return Ok(Outcome::Requeue {
-                        why: Requeue::SlowInterval,
+                    return Ok(Outcome::PutOff {
+                        cause: PutOffCause::SlowInterval,
                         retry_after_ms: wait_ms,
                     });
                 }
@@ -618,8 +618,8 @@ where
             }
         }
         // Still not settled after several rounds: let the next reason carry on.
-        Ok(Outcome::Requeue {
-            why: Requeue::Unsettled,
+        Ok(Outcome::PutOff {
+            cause: PutOffCause::Unsettled,
             retry_after_ms: 0,
         })
     }
@@ -643,13 +643,13 @@ where
             tracing::info!(
                 "the invocation's deadline comes before a WeCom call could end; requeued"
             );
-            return Err(PushFailure::Lease(Requeue::OutOfTime));
+            return Err(PushFailure::Lease(PutOffCause::OutOfTime));
         }
         // A call must end before the lease does, or another writer could take the code and
         // push while this call is still in flight.
         if !push.held.lease.covers(now_ms, self.lease_times.call_ms) {
             tracing::info!("too little of the code's lease is left for a WeCom call; requeued");
-            return Err(PushFailure::Lease(Requeue::LeaseBusy));
+            return Err(PushFailure::Lease(PutOffCause::LeaseBusy));
         }
         if let Spend::Exhausted {
             window,
@@ -680,11 +680,11 @@ where
             .facts
             .record_push(tenant, code, &push.held.lease, &record)
             .await?;
-        if recorded == Recorded::LeaseLost {
+        if recorded == FencedWrite::LeaseLost {
             tracing::warn!(
                 "the code's lease was taken over during the push; this writer's record was refused"
             );
-            return Err(PushFailure::Lease(Requeue::LeaseLost));
+            return Err(PushFailure::Lease(PutOffCause::LeaseLost));
         }
         snapshot.last_pushed = Some(PushedList {
             users: record.users,
@@ -777,7 +777,7 @@ where
 
     async fn mark_unusable(
         &self,
-        held: &Held<'_>,
+        held: &LeasedRefresh<'_>,
         snapshot: &mut CodeSnapshot,
         staff: &StaffId,
         errcode: i64,
@@ -825,14 +825,14 @@ where
     ) -> Result<Outcome, RefreshError> {
         let error = match failure {
             PushFailure::Budget(retry_after_ms) => {
-                return Ok(Outcome::Requeue {
-                    why: Requeue::Budget,
+                return Ok(Outcome::PutOff {
+                    cause: PutOffCause::Budget,
                     retry_after_ms,
                 })
             }
-            PushFailure::Lease(why) => {
-                return Ok(Outcome::Requeue {
-                    why,
+            PushFailure::Lease(cause) => {
+                return Ok(Outcome::PutOff {
+                    cause,
                     retry_after_ms: 0,
                 })
             }
@@ -849,8 +849,8 @@ where
                     retry_after_ms,
                     "WeCom throttled the push; requeued"
                 );
-                Ok(Outcome::Requeue {
-                    why: Requeue::Throttled,
+                Ok(Outcome::PutOff {
+                    cause: PutOffCause::Throttled,
                     retry_after_ms,
                 })
             }
@@ -873,7 +873,7 @@ where
 
 /// What every push of one refresh shares.
 struct Push<'a> {
-    held: &'a Held<'a>,
+    held: &'a LeasedRefresh<'a>,
     config_id: &'a str,
     fallback: bool,
     rotation: Option<Vec<RotationSlot>>,
@@ -881,8 +881,8 @@ struct Push<'a> {
 
 fn lease_lost() -> Outcome {
     tracing::warn!("the code's lease was taken over; this writer's record was refused");
-    Outcome::Requeue {
-        why: Requeue::LeaseLost,
+    Outcome::PutOff {
+        cause: PutOffCause::LeaseLost,
         retry_after_ms: 0,
     }
 }

@@ -107,7 +107,7 @@ pub struct RetriedReason {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub retry_of: String,
     /// A writer lost the code's lease after pushing: the next refresh pushes even a list the
-    /// record says WeCom has (`refresh::Requeue::LeaseLost`).
+    /// record says WeCom has (`refresh::PutOffCause::LeaseLost`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub resync: bool,
 }

@@ -45,10 +45,10 @@ impl CodeFacts for FakeFacts {
 }
 
 impl FakeFacts {
-    fn fence(&self, lease: &Lease) -> Recorded {
+    fn fence(&self, lease: &Lease) -> FencedWrite {
         match self.lease.lock().expect("lock").as_ref() {
-            Some(held) if held.holder == lease.holder => Recorded::Written,
-            _ => Recorded::LeaseLost,
+            Some(held) if held.holder == lease.holder => FencedWrite::Written,
+            _ => FencedWrite::LeaseLost,
         }
     }
 }
@@ -64,12 +64,12 @@ impl CodeRecords for FakeFacts {
         _: &CodeId,
         lease: &Lease,
         push: &PushRecord,
-    ) -> Result<Recorded, StoreError> {
+    ) -> Result<FencedWrite, StoreError> {
         if *self.fail_record.lock().expect("lock") {
             return Err(StoreError::new("table", "switched off"));
         }
-        if self.fence(lease) == Recorded::LeaseLost {
-            return Ok(Recorded::LeaseLost);
+        if self.fence(lease) == FencedWrite::LeaseLost {
+            return Ok(FencedWrite::LeaseLost);
         }
         self.pushes.lock().expect("lock").push(push.clone());
         if let Some(snapshot) = self.snapshot.lock().expect("lock").as_mut() {
@@ -80,7 +80,7 @@ impl CodeRecords for FakeFacts {
                 rotation: None,
             });
         }
-        Ok(Recorded::Written)
+        Ok(FencedWrite::Written)
     }
     async fn record_starved(
         &self,
@@ -88,7 +88,7 @@ impl CodeRecords for FakeFacts {
         _: &CodeId,
         lease: &Lease,
         _: u64,
-    ) -> Result<Recorded, StoreError> {
+    ) -> Result<FencedWrite, StoreError> {
         *self.starved.lock().expect("lock") += 1;
         Ok(self.fence(lease))
     }
@@ -99,7 +99,7 @@ impl CodeRecords for FakeFacts {
         lease: &Lease,
         _: &[StaffId],
         _: &[RotationSlot],
-    ) -> Result<Recorded, StoreError> {
+    ) -> Result<FencedWrite, StoreError> {
         Ok(self.fence(lease))
     }
     async fn record_tally(&self, _: &TenantId, _: &str, tally: &Tally) -> Result<(), StoreError> {
@@ -143,7 +143,7 @@ impl CodeLeases for FakeFacts {
         } else {
             mine.clone()
         });
-        Ok(Acquired::Held(mine))
+        Ok(Acquired::LeasedRefresh(mine))
     }
     async fn release(&self, _: &TenantId, _: &CodeId, lease: &Lease) -> Result<(), StoreError> {
         let mut held = self.lease.lock().expect("lock");
@@ -358,7 +358,7 @@ async fn before(
 ) -> Result<Outcome, RefreshError> {
     let (tenant, code) = (tenant(), code());
     refresher
-        .refresh(Asked {
+        .refresh(RefreshRequest {
             tenant: &tenant,
             code: &code,
             fact_at_ms,
@@ -482,8 +482,8 @@ async fn without_budget_nothing_is_sent_and_the_reasons_wait_for_the_next_minute
     let outcome = fast(&refresher, &[1]).await.expect("not a failure");
     assert_eq!(
         outcome,
-        Outcome::Requeue {
-            why: Requeue::Budget,
+        Outcome::PutOff {
+            cause: PutOffCause::Budget,
             retry_after_ms: 59_000
         }
     );
@@ -504,8 +504,8 @@ async fn wecom_throttling_is_backpressure_not_a_failure() {
         let outcome = fast(&refresher, &[1]).await.expect("not a failure");
         assert_eq!(
             outcome,
-            Outcome::Requeue {
-                why: Requeue::Throttled,
+            Outcome::PutOff {
+                cause: PutOffCause::Throttled,
                 retry_after_ms: 59_000
             }
         );
@@ -603,8 +603,8 @@ async fn probing_stops_when_the_budget_runs_out_and_what_was_found_is_kept() {
     let outcome = fast(&refresher, &[1]).await.expect("handled");
     assert!(matches!(
         outcome,
-        Outcome::Requeue {
-            why: Requeue::Budget,
+        Outcome::PutOff {
+            cause: PutOffCause::Budget,
             ..
         }
     ));
@@ -675,8 +675,8 @@ async fn the_slow_lane_pushes_a_code_at_most_once_per_interval_and_requeues_the_
         .expect("ok");
     assert_eq!(
         outcome,
-        Outcome::Requeue {
-            why: Requeue::SlowInterval,
+        Outcome::PutOff {
+            cause: PutOffCause::SlowInterval,
             retry_after_ms: 59_000
         },
         "pushed at 0, the clock at 1 s: 59 s left of the 60 s interval"
@@ -709,8 +709,8 @@ async fn a_code_whose_lease_another_writer_holds_is_requeued_without_reading_or_
     });
     assert_eq!(
         fast(&refresher, &[1]).await.expect("ok"),
-        Outcome::Requeue {
-            why: Requeue::LeaseBusy,
+        Outcome::PutOff {
+            cause: PutOffCause::LeaseBusy,
             retry_after_ms: 4_000
         }
     );
@@ -736,8 +736,8 @@ async fn a_writer_whose_lease_was_taken_over_has_its_record_refused_and_the_next
     *refresher.facts.taken_over.lock().expect("lock") = true;
     assert_eq!(
         fast(&refresher, &[1]).await.expect("ok"),
-        Outcome::Requeue {
-            why: Requeue::LeaseLost,
+        Outcome::PutOff {
+            cause: PutOffCause::LeaseLost,
             retry_after_ms: 0
         }
     );
@@ -779,8 +779,8 @@ async fn no_wecom_call_starts_when_too_little_of_the_lease_is_left_to_cover_it()
     let refresher = with_lanes(snapshot(&[("a", true)]), LanePolicy::all_fast(), short);
     assert_eq!(
         fast(&refresher, &[1]).await.expect("ok"),
-        Outcome::Requeue {
-            why: Requeue::LeaseBusy,
+        Outcome::PutOff {
+            cause: PutOffCause::LeaseBusy,
             retry_after_ms: 0
         }
     );
@@ -794,8 +794,8 @@ async fn a_code_is_not_started_when_the_invocation_ends_before_one_call_could() 
     let outcome = before(&refresher, Lane::Fast, false, &[1], 4_000).await;
     assert_eq!(
         outcome.expect("ok"),
-        Outcome::Requeue {
-            why: Requeue::OutOfTime,
+        Outcome::PutOff {
+            cause: PutOffCause::OutOfTime,
             retry_after_ms: 0
         }
     );

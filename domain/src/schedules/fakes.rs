@@ -1,7 +1,7 @@
 //! An in-memory due index, cursor and the facts the tick reads, for unit tests here and in
 //! `functions/schedule-tick`.
 
-use super::{Due, DueIndex, DueWriter, Lease, LimitReached, Minute, ScheduleFacts, Subject};
+use super::{CursorLease, Due, DueIndex, DueWriter, LimitReached, Minute, ScheduleFacts, Subject};
 use crate::membership::{CodeId, StaffId, WeeklySchedule};
 use crate::tenants::{TenantId, Timezone};
 use crate::StoreError;
@@ -117,15 +117,15 @@ impl DueIndex for InMemoryDueStore {
         owner: &str,
         now_ms: u64,
         lease_until_ms: u64,
-    ) -> Result<Lease, StoreError> {
+    ) -> Result<CursorLease, StoreError> {
         let mut state = self.state();
         let running = (now_ms..=lease_until_ms).contains(&state.lease_until_ms);
         if state.owner.is_some() && running {
-            return Ok(Lease::HeldElsewhere);
+            return Ok(CursorLease::HeldElsewhere);
         }
         state.owner = Some(owner.to_owned());
         state.lease_until_ms = lease_until_ms;
-        Ok(Lease::Acquired { next: state.cursor })
+        Ok(CursorLease::Acquired { next: state.cursor })
     }
 
     async fn advance(

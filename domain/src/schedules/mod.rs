@@ -128,7 +128,7 @@ pub struct LimitReached {
 
 /// The tick's cursor, as `DueIndex::acquire` finds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lease {
+pub enum CursorLease {
     /// This run holds the cursor; `next` is the first minute not walked yet (`None` before the
     /// first run ever).
     Acquired { next: Option<Minute> },
@@ -148,7 +148,7 @@ pub trait DueIndex: Send + Sync {
         owner: &str,
         now_ms: u64,
         lease_until_ms: u64,
-    ) -> Result<Lease, StoreError>;
+    ) -> Result<CursorLease, StoreError>;
 
     /// Moves the cursor from `from` (`None`: never set) to `to` while `owner` holds it; `false`
     /// when it does not any more.
@@ -299,8 +299,8 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue> Tick<I, F, Q> {
             .acquire(owner, now_ms, now_ms + self.settings.lease_ms)
             .await?
         {
-            Lease::Acquired { next } => next,
-            Lease::HeldElsewhere => {
+            CursorLease::Acquired { next } => next,
+            CursorLease::HeldElsewhere => {
                 report.held_elsewhere = true;
                 return Ok(report);
             }

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 /// The minutes a run may walk: `first..=last` (empty when `first > last`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window {
+pub struct MinuteRange {
     pub first: Minute,
     pub last: Minute,
     /// The stored cursor was ahead of the clock and was not used.
@@ -26,20 +26,22 @@ const AHEAD_TOLERANCE_MINUTES: u64 = 2;
 /// run are not skipped. A cursor ahead of the clock means the clock was set back (an operator's
 /// clock offset): the walk restarts at the last complete minute rather than waiting for the
 /// clock to catch up with it.
-pub fn window(stored: Option<Minute>, now_ms: u64, settings: &TickSettings) -> Window {
+pub fn window(stored: Option<Minute>, now_ms: u64, settings: &TickSettings) -> MinuteRange {
     let last = Minute::containing(now_ms.saturating_sub(settings.grace_ms));
     match stored {
-        None => Window {
+        None => MinuteRange {
             first: last.minus(settings.max_minutes.saturating_sub(1)),
             last,
             rewound: false,
         },
-        Some(next) if next > Minute::containing(now_ms).plus(AHEAD_TOLERANCE_MINUTES) => Window {
-            first: last,
-            last,
-            rewound: true,
-        },
-        Some(next) => Window {
+        Some(next) if next > Minute::containing(now_ms).plus(AHEAD_TOLERANCE_MINUTES) => {
+            MinuteRange {
+                first: last,
+                last,
+                rewound: true,
+            }
+        }
+        Some(next) => MinuteRange {
             first: next,
             last,
             rewound: false,

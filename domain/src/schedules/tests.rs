@@ -1,5 +1,5 @@
 use super::fakes::InMemoryDueStore;
-use super::plan::{self, Window};
+use super::plan::{self, MinuteRange};
 use super::*;
 use crate::admin::fakes::InMemoryReasonQueue;
 use crate::membership::{Limit, Shift};
@@ -107,7 +107,7 @@ fn a_run_walks_from_the_cursor_to_the_last_minute_past_its_grace() {
     let now = monday_0900_20();
     assert_eq!(
         plan::window(Some(minute("2026-11-30T00:58:00Z")), now, &SETTINGS),
-        Window {
+        MinuteRange {
             first: minute("2026-11-30T00:58:00Z"),
             last: minute("2026-11-30T01:00:00Z"),
             rewound: false

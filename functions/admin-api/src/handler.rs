@@ -123,13 +123,13 @@ fn not_allowed(allow: &'static str) -> Response<Body> {
 }
 
 fn refuse(error: &AdminError) -> Response<Body> {
-    let answer_ = ErrorAnswer::from(error);
+    let refusal = ErrorAnswer::from(error);
     if error.is_client_error() {
-        tracing::warn!(status = answer_.status, reason = %error, "admin request refused");
+        tracing::warn!(status = refusal.status, reason = %error, "admin request refused");
     } else {
-        tracing::error!(status = answer_.status, error = ?error, "admin request failed");
+        tracing::error!(status = refusal.status, error = ?error, "admin request failed");
     }
-    json(answer_.status, answer_.body())
+    json(refusal.status, refusal.body())
 }
 
 async fn dispatch<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays>(

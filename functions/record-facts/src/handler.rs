@@ -10,7 +10,7 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use domain::batch::DeadLetters;
 use domain::batch::PartialBatch;
 use domain::facts::{
-    FactLedger, FactRecorder, FactsError, QuotaNotifier, Recorded, TenantProfiles,
+    FactLedger, FactOutcome, FactRecorder, FactsError, QuotaNotifier, TenantProfiles,
 };
 use domain::intake::InboxMessage;
 use domain::reasons::ReasonQueue;
@@ -51,17 +51,17 @@ where
             Err(error) => Err(FactsError::Poison(format!("not an inbox message: {error}"))),
         };
         match outcome {
-            Ok(Recorded::Add {
+            Ok(FactOutcome::Add {
                 fact,
                 outcome,
                 crossings,
             }) => {
                 tracing::info!(message_id = id, tenant = %fact.tenant, code = %fact.code, staff = %fact.staff, ?outcome, crossings = crossings.len(), "add recorded");
             }
-            Ok(Recorded::StaffChanged { kind, codes }) => {
+            Ok(FactOutcome::StaffChanged { kind, codes }) => {
                 tracing::info!(message_id = id, kind, codes, "contact change recorded")
             }
-            Ok(Recorded::Ignored { kind }) => {
+            Ok(FactOutcome::Ignored { kind }) => {
                 tracing::info!(message_id = id, kind, "event acknowledged")
             }
             Err(FactsError::Poison(reason)) => {

@@ -69,8 +69,8 @@ mod tests {
     use domain::refresh::retry::{RetriedReason, RetryDelay, RetryQueues};
     use domain::refresh::{
         Acquired, CodeFacts, CodeLeases, CodeRecords, CodeSnapshot, ContactWayPusher, FailureMarks,
-        Lease, LeaseTimes, PushRecord, Recorded, Refresher, Spend, StoredCode, Tally, WeComBudget,
-        Window,
+        FencedWrite, Lease, LeaseTimes, PushRecord, Refresher, Spend, StoredCode, Tally,
+        WeComBudget, Window,
     };
     use domain::tenants::{TenantId, TenantProfile};
     use domain::wecom::contact_way::CorpCredentials;
@@ -216,8 +216,8 @@ mod tests {
             _: &CodeId,
             _: &Lease,
             _: &PushRecord,
-        ) -> Result<Recorded, StoreError> {
-            Ok(Recorded::Written)
+        ) -> Result<FencedWrite, StoreError> {
+            Ok(FencedWrite::Written)
         }
         async fn record_starved(
             &self,
@@ -225,8 +225,8 @@ mod tests {
             _: &CodeId,
             _: &Lease,
             _: u64,
-        ) -> Result<Recorded, StoreError> {
-            Ok(Recorded::Written)
+        ) -> Result<FencedWrite, StoreError> {
+            Ok(FencedWrite::Written)
         }
         async fn record_rotation(
             &self,
@@ -235,8 +235,8 @@ mod tests {
             _: &Lease,
             _: &[StaffId],
             _: &[RotationSlot],
-        ) -> Result<Recorded, StoreError> {
-            Ok(Recorded::Written)
+        ) -> Result<FencedWrite, StoreError> {
+            Ok(FencedWrite::Written)
         }
         async fn record_tally(&self, _: &TenantId, _: &str, _: &Tally) -> Result<(), StoreError> {
             Ok(())
@@ -258,7 +258,7 @@ mod tests {
                     retry_after_ms: 5_000,
                 });
             }
-            Ok(Acquired::Held(Lease {
+            Ok(Acquired::LeasedRefresh(Lease {
                 holder: holder.to_owned(),
                 expires_at_ms: now_ms + duration_ms,
             }))

@@ -60,13 +60,13 @@ fn answer(status: u16, body: String) -> Response<Body> {
 }
 
 fn refuse(error: &IntakeError, tenant: &str) -> Response<Body> {
-    let answer_ = ErrorAnswer::from(error);
+    let refusal = ErrorAnswer::from(error);
     if error.is_client_error() {
-        tracing::warn!(tenant, status = answer_.status, reason = %error, "callback refused");
+        tracing::warn!(tenant, status = refusal.status, reason = %error, "callback refused");
     } else {
         tracing::error!(tenant, error = ?error, "callback not persisted; WeCom will retry");
     }
-    answer(answer_.status, answer_.body())
+    answer(refusal.status, refusal.body())
 }
 
 #[tracing::instrument(skip_all, fields(method = %request.method()))]
