@@ -1,11 +1,11 @@
 //! Codes, staff, the staff -> codes index, and the refresh function's push records.
 
+use super::conditions::ConditionalWriteError;
 use super::owed::OwedEdit;
 use super::{
     corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, staff_from, strings,
     unavailable, DynamoStore, Item,
 };
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 use domain::lanes::{CodeAge, Lane};
 use domain::membership::{
@@ -230,13 +230,7 @@ impl DynamoStore {
             .await;
         match result {
             Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(unavailable(e.into_service_error())),
+            Err(error) => error.refused_or_unavailable().map(|_| false),
         }
     }
 
@@ -469,18 +463,14 @@ impl DynamoStore {
             .await;
         match result {
             Ok(_) => Ok(FencedWrite::Written),
-            Err(error) => match error.into_service_error() {
-                TransactWriteItemsError::TransactionCanceledException(cancelled)
-                    if cancelled
-                        .cancellation_reasons()
-                        .get(fence_at)
-                        .and_then(|r| r.code())
-                        == Some("ConditionalCheckFailed") =>
-                {
+            Err(error) => {
+                let refused = error.refused_or_unavailable()?;
+                if refused.refused_item(fence_at) {
                     Ok(FencedWrite::LeaseLost)
+                } else {
+                    Err(refused.into_unavailable())
                 }
-                other => Err(unavailable(other)),
-            },
+            }
         }
     }
 }

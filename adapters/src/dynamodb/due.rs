@@ -7,6 +7,7 @@
 //! `DUE_SHARDS` index queries and never a scan. Each subject has one item: moving it to its
 //! next moment is an update of `gsi1pk`.
 
+use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::ReturnValue;
 use domain::facts::TenantProfiles;
@@ -77,13 +78,7 @@ impl DynamoStore {
         };
         match update.send().await {
             Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(unavailable(e.into_service_error())),
+            Err(error) => error.refused_or_unavailable().map(|_| false),
         }
     }
 
@@ -154,13 +149,9 @@ impl DueIndex for DynamoStore {
                     .and_then(|item| get_n::<u64>(item, NEXT_MINUTE))
                     .map(Minute::from_u64),
             }),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Ok(CursorLease::HeldElsewhere)
-            }
-            Err(e) => Err(unavailable(e.into_service_error())),
+            Err(error) => error
+                .refused_or_unavailable()
+                .map(|_| CursorLease::HeldElsewhere),
         }
     }
 
@@ -188,13 +179,7 @@ impl DueIndex for DynamoStore {
         };
         match update.send().await {
             Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(unavailable(e.into_service_error())),
+            Err(error) => error.refused_or_unavailable().map(|_| false),
         }
     }
 
@@ -215,13 +200,7 @@ impl DueIndex for DynamoStore {
         match result {
             Ok(_) => Ok(()),
             // Not ours any more: leave it to its holder.
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(unavailable(e.into_service_error())),
+            Err(error) => error.refused_or_unavailable().map(|_| ()),
         }
     }
 
@@ -238,7 +217,9 @@ impl DueIndex for DynamoStore {
         let shard = keys::due_shard(&due.tenant, &due.subject);
         let item_key = key(keys::tenant(&due.tenant), keys::due(&due.subject));
         let old = s(keys::due_bucket(due.minute, shard));
-        let result = match next {
+        // A refusal means a writer moved or deleted the item since the tick read it: the
+        // writer's version stands.
+        match next {
             Some(next) => self
                 .client
                 .update_item()
@@ -254,7 +235,7 @@ impl DueIndex for DynamoStore {
                 .send()
                 .await
                 .map(|_| ())
-                .map_err(|e| e.into_service_error().into()),
+                .or_else(|error| error.refused_or_unavailable().map(|_| ())),
             None => self
                 .client
                 .delete_item()
@@ -266,13 +247,7 @@ impl DueIndex for DynamoStore {
                 .send()
                 .await
                 .map(|_| ())
-                .map_err(|e| e.into_service_error().into()),
-        };
-        match result {
-            Ok(()) => Ok(()),
-            // A writer moved or deleted it since the tick read it: the writer's version stands.
-            Err(aws_sdk_dynamodb::Error::ConditionalCheckFailedException(_)) => Ok(()),
-            Err(e) => Err(unavailable(e)),
+                .or_else(|error| error.refused_or_unavailable().map(|_| ())),
         }
     }
 }

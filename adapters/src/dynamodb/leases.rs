@@ -6,8 +6,8 @@
 //! The item stays after release (with its expiry cleared) so a count of acquisitions is kept;
 //! the TTL collects codes nobody refreshes any more.
 
+use super::conditions::ConditionalWriteError;
 use super::{get_n, key, keys, n, s, unavailable, DynamoStore};
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{ConditionCheck, ReturnValuesOnConditionCheckFailure};
 use domain::membership::CodeId;
 use domain::refresh::{Acquired, CodeLeases, Lease};
@@ -51,18 +51,16 @@ impl CodeLeases for DynamoStore {
                 holder: holder.to_owned(),
                 expires_at_ms,
             })),
-            Err(error) => match error.into_service_error() {
-                UpdateItemError::ConditionalCheckFailedException(failed) => {
-                    let held_until = failed
-                        .item()
-                        .and_then(|item| get_n::<u64>(item, "lease_expires_ms"))
-                        .unwrap_or(expires_at_ms);
-                    Ok(Acquired::Busy {
-                        retry_after_ms: held_until.saturating_sub(now_ms),
-                    })
-                }
-                other => Err(unavailable(other)),
-            },
+            Err(error) => {
+                let held_until = error
+                    .refused_or_unavailable()?
+                    .item()
+                    .and_then(|item| get_n::<u64>(item, "lease_expires_ms"))
+                    .unwrap_or(expires_at_ms);
+                Ok(Acquired::Busy {
+                    retry_after_ms: held_until.saturating_sub(now_ms),
+                })
+            }
         }
     }
 
@@ -85,10 +83,7 @@ impl CodeLeases for DynamoStore {
         match result {
             Ok(_) => Ok(()),
             // Taken over after it expired: the new holder's lease is not ours to release.
-            Err(error) => match error.into_service_error() {
-                UpdateItemError::ConditionalCheckFailedException(_) => Ok(()),
-                other => Err(unavailable(other)),
-            },
+            Err(error) => error.refused_or_unavailable().map(|_| ()),
         }
     }
 }

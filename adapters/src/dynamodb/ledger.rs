@@ -1,9 +1,8 @@
 //! Add claims and counters (docs/rules.md rule 8): the claim and the three counters move in one
 //! transaction, so an add is counted exactly once however often it is delivered.
 
+use super::conditions::ConditionalWriteError;
 use super::{get_bool, get_n, get_s, key, keys, n, s, unavailable, DynamoStore};
-use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
@@ -87,23 +86,18 @@ impl AddLedger for DynamoStore {
             .await;
         match result {
             Ok(_) => Ok(CountOutcome::Counted { at_ms: now_ms }),
-            Err(error) => match error.into_service_error() {
-                TransactWriteItemsError::TransactionCanceledException(cancelled) => {
-                    let claim_reason = cancelled.cancellation_reasons().first();
-                    if claim_reason.and_then(|r| r.code()) == Some("ConditionalCheckFailed") {
-                        let at_ms = claim_reason
-                            .and_then(|r| r.item())
-                            .and_then(|item| get_n(item, "counted_at_ms"))
-                            .unwrap_or(now_ms);
-                        Ok(CountOutcome::AlreadyCounted { at_ms })
-                    } else {
-                        Err(unavailable(
-                            TransactWriteItemsError::TransactionCanceledException(cancelled),
-                        ))
-                    }
+            Err(error) => {
+                const CLAIM: usize = 0;
+                let refused = error.refused_or_unavailable()?;
+                if !refused.refused_item(CLAIM) {
+                    return Err(refused.into_unavailable());
                 }
-                other => Err(unavailable(other)),
-            },
+                let at_ms = refused
+                    .stored_item(CLAIM)
+                    .and_then(|item| get_n(item, "counted_at_ms"))
+                    .unwrap_or(now_ms);
+                Ok(CountOutcome::AlreadyCounted { at_ms })
+            }
         }
     }
 
@@ -198,19 +192,16 @@ impl QuotaLedger for DynamoStore {
             .await;
         match result {
             Ok(_) => Ok(ClaimOutcome::Owned { notified: false }),
-            Err(error) => match error.into_service_error() {
-                PutItemError::ConditionalCheckFailedException(failed) => {
-                    let stored = failed.item.unwrap_or_default();
-                    if get_s(&stored, "owner") == Some(claim.owner.as_str()) {
-                        Ok(ClaimOutcome::Owned {
-                            notified: get_bool(&stored, "notified").unwrap_or(false),
-                        })
-                    } else {
-                        Ok(ClaimOutcome::TakenByAnother)
-                    }
+            Err(error) => {
+                let stored = error.refused_or_unavailable()?.item.unwrap_or_default();
+                if get_s(&stored, "owner") == Some(claim.owner.as_str()) {
+                    Ok(ClaimOutcome::Owned {
+                        notified: get_bool(&stored, "notified").unwrap_or(false),
+                    })
+                } else {
+                    Ok(ClaimOutcome::TakenByAnother)
                 }
-                other => Err(unavailable(other)),
-            },
+            }
         }
     }
 

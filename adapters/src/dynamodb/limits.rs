@@ -1,8 +1,8 @@
 //! The refresh function's limits on the table: the shared WeCom budget (docs/rules.md rule 6) and
 //! the marks a permanent failure leaves (rules 9 and 11).
 
+use super::conditions::ConditionalWriteError;
 use super::{get_n, key, keys, n, s, unavailable, DynamoStore, Item};
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use domain::membership::{CodeId, StaffId};
 use domain::refresh::{exhausted, BudgetLimits, BudgetSlot, FailureMarks, Spend, WeComBudget};
@@ -62,27 +62,25 @@ impl WeComBudget for DynamoBudget {
             .await;
         match result {
             Ok(_) => Ok(Spend::Granted),
-            Err(error) => match error.into_service_error() {
-                UpdateItemError::ConditionalCheckFailedException(refused) => {
-                    let old: Item = refused.item.unwrap_or_default();
-                    let hour_total = get_n(&old, "spent").unwrap_or(0);
-                    let minute_total = get_n(&old, &slot.minute_counter).unwrap_or(0);
-                    // A refusal with room in both windows means the budget was lowered
-                    // below what is spent; the minute's end is the soonest it can change.
-                    Ok(
-                        exhausted(self.limits, hour_total, minute_total, now_ms).unwrap_or(
-                            Spend::Exhausted {
-                                window: domain::refresh::Window::Minute,
-                                retry_after_ms: domain::refresh::reopens_in(
-                                    domain::refresh::Window::Minute,
-                                    now_ms,
-                                ),
-                            },
-                        ),
-                    )
-                }
-                other => Err(unavailable(other)),
-            },
+            Err(error) => {
+                let refused = error.refused_or_unavailable()?;
+                let old: Item = refused.item.unwrap_or_default();
+                let hour_total = get_n(&old, "spent").unwrap_or(0);
+                let minute_total = get_n(&old, &slot.minute_counter).unwrap_or(0);
+                // A refusal with room in both windows means the budget was lowered
+                // below what is spent; the minute's end is the soonest it can change.
+                Ok(
+                    exhausted(self.limits, hour_total, minute_total, now_ms).unwrap_or(
+                        Spend::Exhausted {
+                            window: domain::refresh::Window::Minute,
+                            retry_after_ms: domain::refresh::reopens_in(
+                                domain::refresh::Window::Minute,
+                                now_ms,
+                            ),
+                        },
+                    ),
+                )
+            }
         }
     }
 }
@@ -109,10 +107,7 @@ impl FailureMarks for DynamoStore {
             .await;
         match result {
             Ok(_) => Ok(()),
-            Err(error) => match error.into_service_error() {
-                UpdateItemError::ConditionalCheckFailedException(_) => Ok(()),
-                other => Err(unavailable(other)),
-            },
+            Err(error) => error.refused_or_unavailable().map(|_| ()),
         }
     }
 

@@ -3,6 +3,7 @@
 
 mod admin;
 mod codes;
+mod conditions;
 mod due;
 pub mod keys;
 mod leases;

@@ -9,8 +9,8 @@
 //! at once without DynamoDB cancelling them for touching one item concurrently. Only
 //! `PutItem`, `UpdateItem` and `DeleteItem` go into the transactions: no `ConditionCheckItem`.
 
+use super::conditions::ConditionalWriteError;
 use super::{get_s, key, keys, n, unavailable, DynamoStore, Item};
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use domain::owed::{Owed, CHUNKS_IN_FLIGHT, WRITES_PER_TRANSACTION};
 use domain::tenants::TenantId;
@@ -196,7 +196,8 @@ impl DynamoStore {
     }
 
     /// One `TransactWriteItems`; `Ok(Some(i))` when it was cancelled because item `i`'s
-    /// condition failed (every other failure is an error).
+    /// condition failed, `i` > 0 (every other failure, a refused first item included, is an
+    /// error).
     async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<Option<usize>, StoreError> {
         match self
             .client
@@ -206,21 +207,13 @@ impl DynamoStore {
             .await
         {
             Ok(_) => Ok(None),
-            Err(error) => match error.into_service_error() {
-                TransactWriteItemsError::TransactionCanceledException(cancelled) => {
-                    let failed = cancelled
-                        .cancellation_reasons()
-                        .iter()
-                        .position(|r| r.code() == Some("ConditionalCheckFailed"));
-                    match failed {
-                        Some(0) | None => Err(unavailable(
-                            TransactWriteItemsError::TransactionCanceledException(cancelled),
-                        )),
-                        Some(i) => Ok(Some(i)),
-                    }
+            Err(error) => {
+                let refused = error.refused_or_unavailable()?;
+                match refused.first_refused_item() {
+                    0 => Err(refused.into_unavailable()),
+                    i => Ok(Some(i)),
                 }
-                other => Err(unavailable(other)),
-            },
+            }
         }
     }
 }

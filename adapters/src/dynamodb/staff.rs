@@ -3,11 +3,11 @@
 //! happened and a write only lands when it is not older than the stored one, so facts applied
 //! in any order leave the same state (the rule `membership::fold` states purely).
 
+use super::conditions::ConditionalWriteError;
 use super::owed::OwedEdit;
 use super::{
     corrupt, employment_name, get_n, get_strings, key, keys, n, s, unavailable, DynamoStore, Item,
 };
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use domain::facts::{StaffLedger, TenantProfiles};
 use domain::membership::{CodeId, DepartmentId, Employment, StaffId};
@@ -15,16 +15,6 @@ use domain::owed::replan;
 use domain::tenants::{tenant_day, TenantId};
 use domain::StoreError;
 use std::collections::BTreeSet;
-
-/// A conditional write that lost to a newer fact is not an error.
-fn lost_condition<E, R>(error: &SdkError<E, R>) -> bool
-where
-    E: ProvideErrorMetadata,
-{
-    error
-        .as_service_error()
-        .is_some_and(|e| e.code() == Some("ConditionalCheckFailedException"))
-}
 
 fn string_set<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<AttributeValue> {
     let set: Vec<String> = values.into_iter().map(str::to_owned).collect();
@@ -71,8 +61,7 @@ impl DynamoStore {
             .await;
         match result {
             Ok(_) => Ok(true),
-            Err(e) if lost_condition(&e) => Ok(false),
-            Err(e) => Err(unavailable(e.into_service_error())),
+            Err(error) => error.refused_or_unavailable().map(|_| false),
         }
     }
 
@@ -113,10 +102,9 @@ impl DynamoStore {
                 .expression_attribute_values(":departments", set),
             None => update.update_expression("SET departments_at_ms = :at REMOVE departments"),
         };
-        match update.send().await {
-            Ok(_) => {}
-            Err(e) if lost_condition(&e) => return Ok(Vec::new()),
-            Err(e) => return Err(unavailable(e.into_service_error())),
+        if let Err(error) = update.send().await {
+            error.refused_or_unavailable()?;
+            return Ok(Vec::new());
         }
         let changed: Vec<DepartmentId> =
             before.symmetric_difference(departments).cloned().collect();
@@ -365,8 +353,7 @@ impl DynamoStore {
             .await;
         match result {
             Ok(_) => Ok(()),
-            Err(e) if lost_condition(&e) => Ok(()),
-            Err(e) => Err(unavailable(e.into_service_error())),
+            Err(error) => error.refused_or_unavailable().map(|_| ()),
         }
     }
 }

@@ -1,9 +1,9 @@
 //! `TokenStore` on the table: one item per corp app holding its current access token and a
 //! refresh lock (`lock_until_ms`), so that one process at a time calls `gettoken`.
 
+use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore};
 use crate::wecom::{SharedToken, TokenStore};
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use domain::StoreError;
 
 #[async_trait::async_trait]
@@ -61,10 +61,7 @@ impl TokenStore for DynamoStore {
             .await;
         match result {
             Ok(_) => Ok(true),
-            Err(error) => match error.into_service_error() {
-                UpdateItemError::ConditionalCheckFailedException(_) => Ok(false),
-                other => Err(unavailable(other)),
-            },
+            Err(error) => error.refused_or_unavailable().map(|_| false),
         }
     }
 
