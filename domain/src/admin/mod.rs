@@ -10,8 +10,6 @@
 
 pub mod commands;
 mod error;
-#[cfg(any(test, feature = "test-util"))]
-pub mod fakes;
 mod ports;
 
 pub use commands::{

@@ -1,7 +1,7 @@
 //! What the admin API needs from storage and from WeCom, beyond the ports it shares with the
 //! other functions (`facts::TenantProfiles`, `refresh::CodeFacts`, `facts::ReasonQueue`).
 //! `DynamoStore` implements `AdminStore` in `adapters::dynamodb`; `WeComClient` implements
-//! `ContactWays` in `adapters::wecom`; `admin::fakes` has in-memory versions of both for tests.
+//! `ContactWays` in `adapters::wecom`; `crate::fakes` has in-memory versions of both for tests.
 
 use crate::facts::TenantProfiles;
 use crate::membership::{

@@ -2,8 +2,8 @@
 //! schedule and keeps the schedule tick's due items (shift edges, the tenant's midnight) in
 //! step with what it writes.
 
-use super::fakes::{FakeContactWays, InMemoryAdminStore, InMemoryFanOutQueue, InMemoryReasonQueue};
 use super::*;
+use crate::fakes::{FakeWeCom, InMemoryQueues, InMemoryStore};
 use crate::membership::{Shift, StaffFacts};
 use crate::schedules::Minute;
 use chrono::{NaiveTime, Weekday};
@@ -42,17 +42,17 @@ fn tenant_body(timezone: &str) -> String {
     .to_string()
 }
 
-type TestAdmin = Admin<InMemoryAdminStore, InMemoryReasonQueue, FakeContactWays>;
+type TestAdmin = Admin<InMemoryStore, InMemoryQueues, FakeWeCom>;
 
 /// Tenant `demo` (Shanghai) with alice online on code `c1` (offline check on).
-async fn admin() -> (TestAdmin, InMemoryAdminStore, InMemoryReasonQueue) {
-    let store = InMemoryAdminStore::default();
-    let queue = InMemoryReasonQueue::default();
+async fn admin() -> (TestAdmin, InMemoryStore, InMemoryQueues) {
+    let store = InMemoryStore::default();
+    let queue = InMemoryQueues::default();
     let admin = Admin::new(
         store.clone(),
         queue.clone(),
-        InMemoryFanOutQueue::expanding_into(store.clone(), queue.clone()),
-        FakeContactWays::default(),
+        queue.expanding_through(store.clone()),
+        FakeWeCom::default(),
         clock,
     );
     admin

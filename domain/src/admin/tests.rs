@@ -1,5 +1,5 @@
-use super::fakes::{FakeContactWays, InMemoryAdminStore, InMemoryFanOutQueue, InMemoryReasonQueue};
 use super::*;
+use crate::fakes::{FakeWeCom, InMemoryQueues, InMemoryStore};
 use crate::http::ErrorAnswer;
 use crate::membership::{AddCounts, CodeConfig, StaffFacts, Switches, WeeklySchedule};
 use crate::refresh::PushedList;
@@ -62,25 +62,25 @@ fn online(facts_online: bool) -> StaffFacts {
 }
 
 struct World {
-    store: InMemoryAdminStore,
-    queue: InMemoryReasonQueue,
-    wecom: FakeContactWays,
-    admin: Admin<InMemoryAdminStore, InMemoryReasonQueue, FakeContactWays>,
+    store: InMemoryStore,
+    queue: InMemoryQueues,
+    wecom: FakeWeCom,
+    admin: Admin<InMemoryStore, InMemoryQueues, FakeWeCom>,
 }
 
 /// A tenant `demo` with staff a, b (online) and c (offline).
 fn world() -> World {
-    let store = InMemoryAdminStore::default();
+    let store = InMemoryStore::default();
     store.insert_profile(&tenant(), profile());
     store.insert_staff(&tenant(), &staff("a"), online(true));
     store.insert_staff(&tenant(), &staff("b"), online(true));
     store.insert_staff(&tenant(), &staff("c"), online(false));
-    let queue = InMemoryReasonQueue::default();
-    let wecom = FakeContactWays::default();
+    let queue = InMemoryQueues::default();
+    let wecom = FakeWeCom::default();
     let admin = Admin::new(
         store.clone(),
         queue.clone(),
-        InMemoryFanOutQueue::expanding_into(store.clone(), queue.clone()),
+        queue.expanding_through(store.clone()),
         wecom.clone(),
         fixed_clock,
     );
@@ -363,13 +363,13 @@ fn each_bad_code_field_is_named() {
 
 #[tokio::test]
 async fn putting_a_tenant_stores_the_profile_and_answers_without_secrets() {
-    let store = InMemoryAdminStore::default();
-    let queue = InMemoryReasonQueue::default();
+    let store = InMemoryStore::default();
+    let queue = InMemoryQueues::default();
     let admin = Admin::new(
         store.clone(),
         queue.clone(),
-        InMemoryFanOutQueue::expanding_into(store.clone(), queue),
-        FakeContactWays::default(),
+        queue.expanding_through(store.clone()),
+        FakeWeCom::default(),
         fixed_clock,
     );
     let command = PutTenant::parse("acme", &tenant_body().to_string()).expect("valid");
@@ -1561,7 +1561,7 @@ async fn a_code_is_not_created_in_wecom_when_the_tenants_budget_is_spent() {
     let admin = Admin::new(
         w.store.clone(),
         w.queue.clone(),
-        InMemoryFanOutQueue::expanding_into(w.store.clone(), w.queue.clone()),
+        w.queue.expanding_through(w.store.clone()),
         w.wecom.clone(),
         fixed_clock,
     )

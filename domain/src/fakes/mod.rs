@@ -1,79 +1,22 @@
-//! In-memory fakes of the ports, for unit tests of handlers and domain logic.
+//! One in-memory fake of each port, for unit tests here and in the functions (feature
+//! `test-util`). A port changed changes its one fake here.
+//!
+//! - `InMemoryStore`: the table, every store port (`store`);
+//! - `InMemoryQueues`: refresh reasons, fan-outs, retries, dead letters, notifications;
+//! - `FakeWeCom`: contact ways created, deleted and their lists replaced;
+//! - `FakeBudget`: the tenants' WeCom budget;
+//! - `InMemoryTenantDirectory` and `InMemoryInbox`: the callback's ports (`intake`).
+//!
+//! Each records what it was asked and has switches to fail, so a test can assert both.
 
-use crate::intake::Inbox;
-use crate::intake::InboxMessage;
-use crate::tenants::TenantDirectory;
-use crate::tenants::{CallbackSettings, TenantId};
-use crate::StoreError;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+mod budget;
+mod intake;
+mod queues;
+mod store;
+mod wecom;
 
-#[derive(Clone, Default)]
-pub struct InMemoryTenantDirectory {
-    tenants: Arc<Mutex<HashMap<TenantId, CallbackSettings>>>,
-    reads: Arc<AtomicUsize>,
-}
-
-impl InMemoryTenantDirectory {
-    pub fn insert(&self, tenant: TenantId, settings: CallbackSettings) {
-        self.tenants
-            .lock()
-            .expect("fake store lock")
-            .insert(tenant, settings);
-    }
-
-    pub fn reads(&self) -> usize {
-        self.reads.load(Ordering::SeqCst)
-    }
-}
-
-#[async_trait::async_trait]
-impl TenantDirectory for InMemoryTenantDirectory {
-    async fn callback_settings(
-        &self,
-        tenant: &TenantId,
-    ) -> Result<Option<CallbackSettings>, StoreError> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        Ok(self
-            .tenants
-            .lock()
-            .expect("fake store lock")
-            .get(tenant)
-            .cloned())
-    }
-}
-
-/// Keeps persisted messages, deduplicating by id as SQS FIFO does; can be switched to fail.
-#[derive(Clone, Default)]
-pub struct InMemoryInbox {
-    messages: Arc<Mutex<Vec<InboxMessage>>>,
-    unavailable: Arc<AtomicBool>,
-}
-
-impl InMemoryInbox {
-    pub fn messages(&self) -> Vec<InboxMessage> {
-        self.messages.lock().expect("fake inbox lock").clone()
-    }
-
-    pub fn set_unavailable(&self, unavailable: bool) {
-        self.unavailable.store(unavailable, Ordering::SeqCst);
-    }
-}
-
-#[async_trait::async_trait]
-impl Inbox for InMemoryInbox {
-    async fn persist(&self, message: &InboxMessage) -> Result<(), StoreError> {
-        if self.unavailable.load(Ordering::SeqCst) {
-            return Err(StoreError::new("inbox", "the fake inbox is switched off"));
-        }
-        let mut messages = self.messages.lock().expect("fake inbox lock");
-        if !messages
-            .iter()
-            .any(|m| m.deduplication_id() == message.deduplication_id())
-        {
-            messages.push(message.clone());
-        }
-        Ok(())
-    }
-}
+pub use budget::FakeBudget;
+pub use intake::{InMemoryInbox, InMemoryTenantDirectory};
+pub use queues::InMemoryQueues;
+pub use store::{InMemoryStore, Marks};
+pub use wecom::FakeWeCom;

@@ -810,10 +810,8 @@ async fn a_code_is_not_started_when_the_invocation_ends_before_one_call_could() 
 async fn a_staff_member_wecom_refuses_is_recomputed_away_from_their_other_codes_too() {
     let mut state = snapshot(&[("a", true), ("x", true)]);
     state.code.created_with = vec![id("a")];
-    let fan_outs = crate::admin::fakes::InMemoryFanOutQueue::expanding_into(
-        crate::admin::fakes::InMemoryAdminStore::default(),
-        crate::admin::fakes::InMemoryReasonQueue::default(),
-    );
+    let fan_outs = crate::fakes::InMemoryQueues::default()
+        .expanding_through(crate::fakes::InMemoryStore::default());
     let refresher = refresher(state).with_fan_outs(fan_outs.clone());
     refuse(&refresher, &["x"]);
     fast(&refresher, &[1]).await.expect("handled");

@@ -21,9 +21,6 @@
 
 pub mod plan;
 
-#[cfg(any(test, feature = "test-util"))]
-pub mod fakes;
-
 use crate::membership::{CodeId, Limit, StaffId, WeeklySchedule};
 use crate::reasons::ReasonQueue;
 use crate::reasons::RefreshReason;

@@ -1,7 +1,7 @@
-use super::fakes::InMemoryDueStore;
 use super::plan::{self, MinuteRange};
 use super::*;
-use crate::admin::fakes::InMemoryReasonQueue;
+use crate::fakes::InMemoryQueues;
+use crate::fakes::InMemoryStore;
 use crate::membership::{Limit, Shift};
 use crate::reasons::Cause;
 use chrono::{NaiveTime, Weekday};
@@ -83,10 +83,10 @@ fn thursday_0000_20() -> u64 {
 }
 
 fn tick(
-    store: &InMemoryDueStore,
-    queue: &InMemoryReasonQueue,
+    store: &InMemoryStore,
+    queue: &InMemoryQueues,
     clock: Clock,
-) -> Tick<InMemoryDueStore, InMemoryDueStore, InMemoryReasonQueue> {
+) -> Tick<InMemoryStore, InMemoryStore, InMemoryQueues> {
     Tick::new(store.clone(), store.clone(), queue.clone(), clock, SETTINGS)
 }
 
@@ -242,7 +242,7 @@ fn the_same_edge_gives_the_same_reasons_so_refresh_fifo_drops_a_resend() {
 async fn a_shift_edge_sends_a_reason_to_every_code_of_the_staff_member_then_moves_to_the_next_edge()
 {
     // GIVEN alice on two codes, due at Monday's 09:00 shift start
-    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.insert_tenant(&tenant(), shanghai());
     store.insert_schedule(&tenant(), &staff("alice"), office_hours());
     store.seat(&tenant(), &staff("alice"), &[&code("c1"), &code("c2")]);
@@ -263,18 +263,18 @@ async fn a_shift_edge_sends_a_reason_to_every_code_of_the_staff_member_then_move
     assert!(codes.contains(&"c1".to_owned()) && codes.contains(&"c2".to_owned()));
     assert!(reasons.iter().all(|r| r.cause == Cause::ShiftChanged));
     assert_eq!(
-        store.due_of(&tenant(), &alice),
+        store.stored_due(&tenant(), &alice),
         Some(minute("2026-11-30T10:00:00Z"))
     );
     assert_eq!(report.minutes_walked, 2);
     assert_eq!((report.due_items, report.reasons_sent), (1, 2));
     assert_eq!(store.cursor(), Some(minute("2026-11-30T01:01:00Z")));
-    assert_eq!(store.lease().1, 0, "the cursor is released");
+    assert_eq!(store.cursor_lease().1, 0, "the cursor is released");
 }
 
 #[tokio::test]
 async fn a_removed_schedule_ends_its_due_item_after_one_last_reason() {
-    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.insert_tenant(&tenant(), shanghai());
     store.seat(&tenant(), &staff("bob"), &[&code("c1")]);
     let bob = Subject::Shift(staff("bob"));
@@ -287,14 +287,14 @@ async fn a_removed_schedule_ends_its_due_item_after_one_last_reason() {
         .expect("tick ran");
 
     assert_eq!(queue.reasons().len(), 1);
-    assert_eq!(store.due_of(&tenant(), &bob), None);
+    assert_eq!(store.stored_due(&tenant(), &bob), None);
 }
 
 #[tokio::test]
 async fn a_midnight_brings_back_the_codes_of_the_day_that_ended_and_waits_for_the_next() {
     // GIVEN claims of Monday: alice at c1's daily limit, bob at the company cap (on c2, c3),
     // carol at c4's add limit, and a claim of Sunday that is not this rollover's
-    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.insert_tenant(&tenant(), shanghai());
     store.seat(&tenant(), &staff("bob"), &[&code("c2"), &code("c3")]);
     let claim = |who: &str, limit, on: Option<&str>| LimitReached {
@@ -340,7 +340,7 @@ async fn a_midnight_brings_back_the_codes_of_the_day_that_ended_and_waits_for_th
         .iter()
         .all(|r| r.cause == Cause::DayRolledOver && r.fact_key == "day-rolled-over:2026-11-30"));
     assert_eq!(
-        store.due_of(&tenant(), &Subject::Midnight),
+        store.stored_due(&tenant(), &Subject::Midnight),
         Some(minute("2026-12-01T16:00:00Z"))
     );
     assert_eq!(report.reasons_sent, 3);
@@ -348,7 +348,7 @@ async fn a_midnight_brings_back_the_codes_of_the_day_that_ended_and_waits_for_th
 
 #[tokio::test]
 async fn a_run_walks_at_most_its_bound_and_the_next_run_goes_on_from_there() {
-    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.insert_tenant(&tenant(), shanghai());
     // Two hours behind (the tick was stopped, or the clock moved forward).
     store.set_cursor(minute("2026-11-29T23:00:00Z"));
@@ -384,9 +384,9 @@ async fn a_run_walks_at_most_its_bound_and_the_next_run_goes_on_from_there() {
 
 #[tokio::test]
 async fn a_run_leaves_the_index_alone_while_another_run_holds_the_cursor() {
-    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.set_cursor(minute("2026-11-30T00:50:00Z"));
-    store.hold_lease("run-0", monday_0900_20() + 30_000);
+    store.hold_cursor_lease("run-0", monday_0900_20() + 30_000);
 
     let report = tick(&store, &queue, monday_0900_20)
         .run("run-1", BUDGET)
@@ -396,12 +396,12 @@ async fn a_run_leaves_the_index_alone_while_another_run_holds_the_cursor() {
     assert!(report.held_elsewhere);
     assert!(store.minutes_read().is_empty());
     assert_eq!(store.cursor(), Some(minute("2026-11-30T00:50:00Z")));
-    assert_eq!(store.lease().0.as_deref(), Some("run-0"));
+    assert_eq!(store.cursor_lease().0.as_deref(), Some("run-0"));
 }
 
 #[tokio::test]
 async fn a_crashed_runs_lease_expires_and_the_next_run_walks_its_minute_again() {
-    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.insert_tenant(&tenant(), shanghai());
     store.seat(&tenant(), &staff("alice"), &[&code("c1")]);
     store.put_due(
@@ -410,7 +410,7 @@ async fn a_crashed_runs_lease_expires_and_the_next_run_walks_its_minute_again() 
         minute("2026-11-30T01:00:00Z"),
     );
     store.set_cursor(minute("2026-11-30T01:00:00Z"));
-    store.hold_lease("crashed", monday_0900_20() - 1);
+    store.hold_cursor_lease("crashed", monday_0900_20() - 1);
 
     let report = tick(&store, &queue, monday_0900_20)
         .run("run-1", BUDGET)
@@ -423,10 +423,10 @@ async fn a_crashed_runs_lease_expires_and_the_next_run_walks_its_minute_again() 
 
 #[tokio::test]
 async fn a_lease_taken_under_a_clock_since_set_back_does_not_hold_the_cursor() {
-    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.set_cursor(minute("2026-11-30T01:30:00Z"));
     // A run killed at 01:30 while the stack's clock was half an hour ahead.
-    store.hold_lease("killed", ms("2026-11-30T01:32:00Z"));
+    store.hold_cursor_lease("killed", ms("2026-11-30T01:32:00Z"));
 
     let report = tick(&store, &queue, monday_0900_20)
         .run("run-1", BUDGET)
@@ -440,7 +440,7 @@ async fn a_lease_taken_under_a_clock_since_set_back_does_not_hold_the_cursor() {
 
 #[tokio::test]
 async fn a_failing_item_is_tried_again_next_minute_without_holding_up_the_others() {
-    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.insert_tenant(&tenant(), shanghai());
     store.insert_schedule(&tenant(), &staff("alice"), office_hours());
     store.insert_schedule(&tenant(), &staff("bob"), office_hours());
@@ -461,7 +461,7 @@ async fn a_failing_item_is_tried_again_next_minute_without_holding_up_the_others
     let codes: Vec<_> = queue.reasons().iter().map(|r| r.code.to_string()).collect();
     assert_eq!(codes, ["c2"]);
     assert_eq!(
-        store.due_of(&tenant(), &Subject::Shift(staff("alice"))),
+        store.stored_due(&tenant(), &Subject::Shift(staff("alice"))),
         Some(edge.next())
     );
     assert_eq!(store.cursor(), Some(edge.next()));
@@ -469,7 +469,7 @@ async fn a_failing_item_is_tried_again_next_minute_without_holding_up_the_others
 
 #[tokio::test]
 async fn a_minute_in_its_grace_is_left_for_the_next_run() {
-    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.insert_tenant(&tenant(), shanghai());
     store.seat(&tenant(), &staff("alice"), &[&code("c1")]);
     let edge = minute("2026-11-30T01:00:00Z");
@@ -488,7 +488,7 @@ async fn a_minute_in_its_grace_is_left_for_the_next_run() {
 
 #[tokio::test]
 async fn a_queue_outage_keeps_the_item_for_a_later_minute() {
-    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.insert_tenant(&tenant(), shanghai());
     store.insert_schedule(&tenant(), &staff("alice"), office_hours());
     store.seat(&tenant(), &staff("alice"), &[&code("c1")]);
@@ -502,7 +502,7 @@ async fn a_queue_outage_keeps_the_item_for_a_later_minute() {
         .await
         .expect("tick ran");
     assert_eq!(
-        store.due_of(&tenant(), &Subject::Shift(staff("alice"))),
+        store.stored_due(&tenant(), &Subject::Shift(staff("alice"))),
         Some(edge.next()),
         "not moved to 18:00 before its reasons went out"
     );
@@ -514,14 +514,14 @@ async fn a_queue_outage_keeps_the_item_for_a_later_minute() {
         .expect("tick ran");
     assert_eq!(queue.reasons().len(), 1);
     assert_eq!(
-        store.due_of(&tenant(), &Subject::Shift(staff("alice"))),
+        store.stored_due(&tenant(), &Subject::Shift(staff("alice"))),
         Some(minute("2026-11-30T10:00:00Z"))
     );
 }
 
 #[tokio::test]
 async fn a_due_item_of_a_tenant_that_is_gone_is_deleted() {
-    let (store, queue) = (InMemoryDueStore::default(), InMemoryReasonQueue::default());
+    let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     let edge = minute("2026-11-30T01:00:00Z");
     store.put_due(&tenant(), Subject::Midnight, edge);
     store.set_cursor(edge);
@@ -531,6 +531,6 @@ async fn a_due_item_of_a_tenant_that_is_gone_is_deleted() {
         .await
         .expect("tick ran");
 
-    assert_eq!(store.due_of(&tenant(), &Subject::Midnight), None);
+    assert_eq!(store.stored_due(&tenant(), &Subject::Midnight), None);
     assert!(queue.reasons().is_empty());
 }

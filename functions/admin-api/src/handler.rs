@@ -206,9 +206,7 @@ pub(crate) async fn handle<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use domain::admin::fakes::{
-        FakeContactWays, InMemoryAdminStore, InMemoryFanOutQueue, InMemoryReasonQueue,
-    };
+    use domain::fakes::{FakeWeCom, InMemoryQueues, InMemoryStore};
     use domain::membership::{StaffFacts, StaffId};
     use domain::schedules::Subject;
     use domain::tenants::TenantId;
@@ -216,12 +214,12 @@ mod tests {
     use lambda_http::http::Method;
     use serde_json::{json, Value};
 
-    type TestAdmin = Admin<InMemoryAdminStore, InMemoryReasonQueue, FakeContactWays>;
+    type TestAdmin = Admin<InMemoryStore, InMemoryQueues, FakeWeCom>;
 
     struct World {
-        store: InMemoryAdminStore,
-        queue: InMemoryReasonQueue,
-        wecom: FakeContactWays,
+        store: InMemoryStore,
+        queue: InMemoryQueues,
+        wecom: FakeWeCom,
         admin: TestAdmin,
     }
 
@@ -230,13 +228,13 @@ mod tests {
     }
 
     fn world() -> World {
-        let store = InMemoryAdminStore::default();
-        let queue = InMemoryReasonQueue::default();
-        let wecom = FakeContactWays::default();
+        let store = InMemoryStore::default();
+        let queue = InMemoryQueues::default();
+        let wecom = FakeWeCom::default();
         let admin = Admin::new(
             store.clone(),
             queue.clone(),
-            InMemoryFanOutQueue::expanding_into(store.clone(), queue.clone()),
+            queue.expanding_through(store.clone()),
             wecom.clone(),
             fixed_clock,
         );

@@ -82,8 +82,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use domain::admin::fakes::{InMemoryAdminStore, InMemoryFanOutQueue, InMemoryReasonQueue};
     use domain::admin::AdminStore;
+    use domain::fakes::{InMemoryQueues, InMemoryStore};
     use domain::membership::{CodeConfig, CodeId, StaffId};
     use domain::reasons::Cause;
     use domain::reasons::Source;
@@ -114,8 +114,8 @@ mod tests {
     }
 
     /// A tenant with 250 codes, all listing `a`, and the fan-out of `a` going offline.
-    async fn world() -> (InMemoryAdminStore, FanOut) {
-        let store = InMemoryAdminStore::default();
+    async fn world() -> (InMemoryStore, FanOut) {
+        let store = InMemoryStore::default();
         let tenant = TenantId::parse("demo").expect("valid");
         let a = StaffId::parse("a").expect("valid");
         for n in 0..250 {
@@ -141,9 +141,8 @@ mod tests {
     #[tokio::test]
     async fn a_fan_out_with_time_left_sends_every_code_its_reason() {
         let (store, fan_out) = world().await;
-        let reasons = InMemoryReasonQueue::default();
-        let continuations =
-            InMemoryFanOutQueue::expanding_into(store.clone(), InMemoryReasonQueue::default());
+        let reasons = InMemoryQueues::default();
+        let continuations = InMemoryQueues::default().expanding_through(store.clone());
         let expander = Expander::new(store, reasons.clone(), continuations);
 
         let answer = handle(&expander, event(&[fan_out.to_json()], wall_ms() + 60_000))
@@ -157,9 +156,9 @@ mod tests {
     #[tokio::test]
     async fn without_time_to_start_a_fan_out_is_queued_again_not_failed() {
         let (store, fan_out) = world().await;
-        let reasons = InMemoryReasonQueue::default();
-        let later = InMemoryReasonQueue::default();
-        let continuations = InMemoryFanOutQueue::expanding_into(store.clone(), later.clone());
+        let reasons = InMemoryQueues::default();
+        let later = InMemoryQueues::default();
+        let continuations = later.expanding_through(store.clone());
         let expander = Expander::new(store, reasons.clone(), continuations.clone());
 
         let answer = handle(&expander, event(&[fan_out.to_json()], wall_ms() + 1_000))
@@ -178,7 +177,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_sample_fan_out_reaches_both_codes_its_staff_member_sits_on() {
-        let store = InMemoryAdminStore::default();
+        let store = InMemoryStore::default();
         let tenant = TenantId::parse("demo").expect("valid");
         for (code, members) in [
             ("code-1", ["zhangsan", "lisi"]),
@@ -200,11 +199,11 @@ mod tests {
         let sample: SqsEvent =
             serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
                 .expect("an SQS event");
-        let reasons = InMemoryReasonQueue::default();
+        let reasons = InMemoryQueues::default();
         let expander = Expander::new(
             store.clone(),
             reasons.clone(),
-            InMemoryFanOutQueue::expanding_into(store, InMemoryReasonQueue::default()),
+            InMemoryQueues::default().expanding_through(store),
         );
         let mut context = Context::default();
         context.deadline = wall_ms() + 60_000;
@@ -225,9 +224,8 @@ mod tests {
     #[tokio::test]
     async fn a_message_that_is_not_a_fan_out_is_reported_and_the_others_go_on() {
         let (store, fan_out) = world().await;
-        let reasons = InMemoryReasonQueue::default();
-        let continuations =
-            InMemoryFanOutQueue::expanding_into(store.clone(), InMemoryReasonQueue::default());
+        let reasons = InMemoryQueues::default();
+        let continuations = InMemoryQueues::default().expanding_through(store.clone());
         let expander = Expander::new(store, reasons.clone(), continuations);
 
         let answer = handle(

@@ -43,9 +43,9 @@ fn budget(deadline_ms: u64, now: SystemTime) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use domain::admin::fakes::InMemoryReasonQueue;
+    use domain::fakes::InMemoryQueues;
+    use domain::fakes::InMemoryStore;
     use domain::membership::{CodeId, StaffId};
-    use domain::schedules::fakes::InMemoryDueStore;
     use domain::schedules::{Minute, Subject, TickSettings};
     use domain::tenants::TenantId;
     use lambda_runtime::Context;
@@ -68,8 +68,8 @@ mod tests {
         LambdaEvent::new(event, context)
     }
 
-    fn staff_due_at_0900() -> (InMemoryDueStore, TenantId) {
-        let store = InMemoryDueStore::default();
+    fn staff_due_at_0900() -> (InMemoryStore, TenantId) {
+        let store = InMemoryStore::default();
         let tenant = TenantId::parse("demo").expect("valid");
         let alice = StaffId::parse("alice").expect("valid");
         store.insert_tenant(&tenant, Default::default());
@@ -87,7 +87,7 @@ mod tests {
     #[tokio::test]
     async fn when_a_shift_edge_is_due_the_sample_tick_sends_its_code_a_reason() {
         let (store, tenant) = staff_due_at_0900();
-        let queue = InMemoryReasonQueue::default();
+        let queue = InMemoryQueues::default();
         let tick = Tick::new(
             store.clone(),
             store.clone(),
@@ -102,14 +102,14 @@ mod tests {
         let reasons = queue.reasons();
         assert_eq!(reasons[0].tenant, tenant);
         assert_eq!(reasons[0].code.as_str(), "welcome");
-        assert_eq!(store.lease().0.as_deref(), Some("req-1"));
+        assert_eq!(store.cursor_lease().0.as_deref(), Some("req-1"));
     }
 
     #[tokio::test]
     async fn when_another_run_holds_the_cursor_the_tick_returns_without_walking() {
         let (store, _) = staff_due_at_0900();
-        store.hold_lease("req-0", clock() + 60_000);
-        let queue = InMemoryReasonQueue::default();
+        store.hold_cursor_lease("req-0", clock() + 60_000);
+        let queue = InMemoryQueues::default();
         let tick = Tick::new(
             store.clone(),
             store.clone(),

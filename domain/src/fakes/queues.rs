@@ -1,0 +1,184 @@
+//! The queues and the bus: refresh reasons, fan-outs, retries, dead letters and
+//! notifications, recorded in one `InMemoryQueues`.
+
+use super::InMemoryStore;
+use crate::batch::DeadLetters;
+use crate::facts::{QuotaNotifier, StaffQuotaReached};
+use crate::fanout::Expander;
+use crate::reasons::{FanOut, FanOutQueue, ReasonQueue, RefreshReason};
+use crate::refresh::retry::{RetriedReason, RetryDelay, RetryQueues};
+use crate::StoreError;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+#[derive(Default)]
+struct Queued {
+    /// Every reason sent, and the ones refresh.fifo keeps (deduplicated by id).
+    sends: Vec<RefreshReason>,
+    reasons: Vec<RefreshReason>,
+    ids: HashSet<String>,
+    /// How many more reasons are taken before every send fails (`None`: no limit).
+    sends_left: Option<usize>,
+    fan_outs: Vec<FanOut>,
+    delayed: Vec<(RetriedReason, RetryDelay)>,
+    forwarded: Vec<RetriedReason>,
+    slowed: Vec<RetriedReason>,
+    parked: Vec<(String, String)>,
+    published: Vec<StaffQuotaReached>,
+}
+
+/// Every queue and the notification bus. Clones share what was sent. A fan-out is only
+/// recorded, unless the queue expands fan-outs (`expanding_through`).
+#[derive(Clone, Default)]
+pub struct InMemoryQueues {
+    queued: Arc<Mutex<Queued>>,
+    /// Expands each fan-out at once through this index into this queue's reasons, as the
+    /// fan-out function does after the answer, so a test sees the reasons a fact reaches.
+    index: Option<InMemoryStore>,
+}
+
+impl InMemoryQueues {
+    fn queued(&self) -> MutexGuard<'_, Queued> {
+        self.queued.lock().expect("fake queue lock")
+    }
+
+    /// These queues (sharing what is sent), expanding every fan-out at once through `index`.
+    pub fn expanding_through(&self, index: InMemoryStore) -> Self {
+        Self {
+            queued: Arc::clone(&self.queued),
+            index: Some(index),
+        }
+    }
+
+    /// Reasons sending fails while on.
+    pub fn set_unavailable(&self, unavailable: bool) {
+        self.queued().sends_left = unavailable.then_some(0);
+    }
+
+    /// After `reasons` more reasons are taken every send fails; `None` heals it.
+    pub fn fail_reasons_after(&self, reasons: Option<usize>) {
+        self.queued().sends_left = reasons;
+    }
+
+    /// The reasons refresh.fifo holds: deduplicated by id, as SQS FIFO does.
+    pub fn reasons(&self) -> Vec<RefreshReason> {
+        self.queued().reasons.clone()
+    }
+
+    /// Every reason sent, duplicates included.
+    pub fn sends(&self) -> Vec<RefreshReason> {
+        self.queued().sends.clone()
+    }
+
+    pub fn clear_reasons(&self) {
+        let mut queued = self.queued();
+        queued.sends.clear();
+        queued.reasons.clear();
+        queued.ids.clear();
+    }
+
+    pub fn fan_outs(&self) -> Vec<FanOut> {
+        self.queued().fan_outs.clone()
+    }
+
+    /// Reasons sent to a retry queue, with its delay.
+    pub fn delayed(&self) -> Vec<(RetriedReason, RetryDelay)> {
+        self.queued().delayed.clone()
+    }
+
+    /// Reasons sent back to refresh.fifo.
+    pub fn forwarded(&self) -> Vec<RetriedReason> {
+        self.queued().forwarded.clone()
+    }
+
+    /// Reasons republished to the slow lane.
+    pub fn slowed(&self) -> Vec<RetriedReason> {
+        self.queued().slowed.clone()
+    }
+
+    /// Messages moved to a dead-letter queue: their id and failure class.
+    pub fn parked(&self) -> Vec<(String, String)> {
+        self.queued().parked.clone()
+    }
+
+    /// The notifications published.
+    pub fn published(&self) -> Vec<StaffQuotaReached> {
+        self.queued().published.clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl ReasonQueue for InMemoryQueues {
+    async fn send(&self, reason: &RefreshReason) -> Result<(), StoreError> {
+        let mut queued = self.queued();
+        if let Some(left) = &mut queued.sends_left {
+            if *left == 0 {
+                return Err(StoreError::new(
+                    "refresh queue",
+                    "the fake queue is switched off",
+                ));
+            }
+            *left -= 1;
+        }
+        queued.sends.push(reason.clone());
+        if queued.ids.insert(reason.deduplication_id()) {
+            queued.reasons.push(reason.clone());
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl FanOutQueue for InMemoryQueues {
+    async fn send(&self, fan_out: &FanOut) -> Result<(), StoreError> {
+        self.queued().fan_outs.push(fan_out.clone());
+        let Some(index) = &self.index else {
+            return Ok(());
+        };
+        let expander = Expander::new(index.clone(), self.clone(), self.clone());
+        expander.expand(fan_out, || false).await.map(|_| ())
+    }
+}
+
+#[async_trait::async_trait]
+impl RetryQueues for InMemoryQueues {
+    async fn delay(&self, reason: &RetriedReason, delay: RetryDelay) -> Result<(), StoreError> {
+        self.queued().delayed.push((reason.clone(), delay));
+        Ok(())
+    }
+
+    async fn forward(&self, reason: &RetriedReason) -> Result<(), StoreError> {
+        self.queued().forwarded.push(reason.clone());
+        Ok(())
+    }
+
+    async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError> {
+        self.queued().slowed.push(reason.clone());
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl DeadLetters for InMemoryQueues {
+    async fn park(
+        &self,
+        _group: &str,
+        message_id: &str,
+        _body: &str,
+        failure_class: &str,
+        _reason: &str,
+    ) -> Result<(), StoreError> {
+        self.queued()
+            .parked
+            .push((message_id.to_owned(), failure_class.to_owned()));
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl QuotaNotifier for InMemoryQueues {
+    async fn publish(&self, event: &StaffQuotaReached) -> Result<(), StoreError> {
+        self.queued().published.push(event.clone());
+        Ok(())
+    }
+}

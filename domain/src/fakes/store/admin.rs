@@ -1,0 +1,417 @@
+//! The admin API's ports, and those it shares with the other functions.
+
+use super::{land, seats, InMemoryStore, Seat, NEW_STAFF};
+use crate::admin::{AdminStore, StaffChange, VersionedCode};
+use crate::facts::TenantProfiles;
+use crate::fanout::CodeIndex;
+use crate::lanes::CodeAge;
+use crate::membership::{
+    candidates, CodeConfig, CodeId, DepartmentId, StaffFacts, StaffId, WeeklySchedule,
+};
+use crate::owed::replan;
+use crate::reasons::Source;
+use crate::refresh::{CodeFacts, CodeSnapshot, StoredCode};
+use crate::schedules::{DueWriter, Minute, Subject};
+use crate::tenants::{TenantId, TenantProfile};
+use crate::StoreError;
+use std::collections::{BTreeSet, HashMap};
+
+#[async_trait::async_trait]
+impl TenantProfiles for InMemoryStore {
+    async fn profile(&self, tenant: &TenantId) -> Result<Option<TenantProfile>, StoreError> {
+        Ok(self.available()?.profiles.get(tenant).cloned())
+    }
+}
+
+#[async_trait::async_trait]
+impl CodeFacts for InMemoryStore {
+    async fn snapshot(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        now_ms: u64,
+    ) -> Result<Option<CodeSnapshot>, StoreError> {
+        let mut tables = self.available()?;
+        tables.snapshots_read.push(code.clone());
+        if tables.unreadable_codes.contains(code) {
+            return Err(StoreError::new(
+                "table",
+                "the fake code item is switched off",
+            ));
+        }
+        let key = (tenant.clone(), code.clone());
+        let (Some(profile), Some(stored)) = (tables.profiles.get(tenant), tables.codes.get(&key))
+        else {
+            return Ok(None);
+        };
+        let config = &stored.code.config;
+        let departments: HashMap<DepartmentId, BTreeSet<StaffId>> = config
+            .departments
+            .iter()
+            .filter_map(|d| {
+                let members = tables.departments.get(&(tenant.clone(), d.clone()))?;
+                Some((d.clone(), members.clone()))
+            })
+            .collect();
+        let expanded = candidates(config, &departments);
+        let people: Vec<&StaffId> = expanded.iter().chain(&config.fallback).collect();
+        let staff = people
+            .iter()
+            .filter_map(|s| {
+                let facts = tables.staff.get(&(tenant.clone(), (*s).clone()))?;
+                Some(((*s).clone(), facts.clone()))
+            })
+            .collect();
+        let today = people
+            .iter()
+            .filter_map(|s| {
+                let counts = tables
+                    .today
+                    .get(&(tenant.clone(), code.clone(), (*s).clone()))?;
+                Some(((*s).clone(), *counts))
+            })
+            .collect();
+        Ok(Some(CodeSnapshot {
+            profile: profile.clone(),
+            code: stored.code.clone(),
+            staff,
+            adds: today,
+            departments,
+            now_ms,
+            last_pushed: tables.pushed.get(&key).cloned(),
+        }))
+    }
+}
+
+#[async_trait::async_trait]
+impl DueWriter for InMemoryStore {
+    async fn set_due(
+        &self,
+        tenant: &TenantId,
+        subject: &Subject,
+        minute: Minute,
+    ) -> Result<(), StoreError> {
+        self.available()?
+            .due
+            .insert((tenant.clone(), subject.clone()), minute);
+        Ok(())
+    }
+
+    async fn clear_due(&self, tenant: &TenantId, subject: &Subject) -> Result<(), StoreError> {
+        self.available()?
+            .due
+            .remove(&(tenant.clone(), subject.clone()));
+        Ok(())
+    }
+
+    async fn due_subjects(&self, tenant: &TenantId) -> Result<Vec<Subject>, StoreError> {
+        Ok(self
+            .available()?
+            .due
+            .keys()
+            .filter(|(t, _)| t == tenant)
+            .map(|(_, subject)| subject.clone())
+            .collect())
+    }
+}
+
+#[async_trait::async_trait]
+impl AdminStore for InMemoryStore {
+    async fn set_schedule(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        schedule: Option<&WeeklySchedule>,
+        at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), staff.clone());
+        if tables
+            .schedule_at_ms
+            .get(&key)
+            .is_some_and(|&set| set > at_ms)
+        {
+            return Ok(false);
+        }
+        tables.schedule_at_ms.insert(key.clone(), at_ms);
+        tables.staff.entry(key).or_insert(NEW_STAFF).schedule = schedule.cloned();
+        Ok(true)
+    }
+
+    async fn put_profile(
+        &self,
+        tenant: &TenantId,
+        profile: &TenantProfile,
+    ) -> Result<(), StoreError> {
+        self.available()?
+            .profiles
+            .insert(tenant.clone(), profile.clone());
+        Ok(())
+    }
+
+    async fn update_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        change: &StaffChange,
+        _now_ms: u64,
+    ) -> Result<StaffFacts, StoreError> {
+        let mut tables = self.available()?;
+        let facts = tables
+            .staff
+            .entry((tenant.clone(), staff.clone()))
+            .or_insert(NEW_STAFF);
+        facts.online = change.online;
+        if let Some(employment) = change.employment {
+            facts.employment = employment;
+        }
+        Ok(facts.clone())
+    }
+
+    async fn codes_of_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        // As the table answers: the staff -> codes index, and the department -> codes index of
+        // each department the staff member's record lists.
+        let tables = self.available()?;
+        tables.readable(staff)?;
+        let departments = tables
+            .staff_departments
+            .get(&(tenant.clone(), staff.clone()))
+            .cloned()
+            .unwrap_or_default();
+        Ok(tables.codes_seating(tenant, |seat| match seat {
+            Seat::Staff(s) => s == staff,
+            Seat::Department(d) => departments.contains(d),
+        }))
+    }
+
+    async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError> {
+        let tables = self.available()?;
+        let mut codes: Vec<CodeId> = tables
+            .codes
+            .keys()
+            .filter(|(t, _)| t == tenant)
+            .map(|(_, code)| code.clone())
+            .collect();
+        codes.sort();
+        Ok(codes)
+    }
+
+    async fn code(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+    ) -> Result<Option<VersionedCode>, StoreError> {
+        Ok(self
+            .available()?
+            .codes
+            .get(&(tenant.clone(), code.clone()))
+            .cloned())
+    }
+
+    async fn put_code(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        config: &CodeConfig,
+        now_ms: u64,
+    ) -> Result<VersionedCode, StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), code.clone());
+        let age = tables.ages.get(&key).map_or(
+            CodeAge {
+                created_at_ms: now_ms,
+                updated_at_ms: now_ms,
+            },
+            |age| CodeAge {
+                updated_at_ms: now_ms,
+                ..*age
+            },
+        );
+        let previous = tables.codes.get(&key).cloned();
+        let owed_before = tables.code_owed.get(&key).cloned().unwrap_or_default();
+        let stored_seats = previous
+            .as_ref()
+            .map(|p| seats(&p.code.config))
+            .unwrap_or_default();
+        let plan = replan(&stored_seats, &owed_before, &seats(config));
+        let stored = VersionedCode {
+            code: StoredCode {
+                config: config.clone(),
+                config_id: previous.as_ref().and_then(|p| p.code.config_id.clone()),
+                created_with: previous
+                    .as_ref()
+                    .map(|p| p.code.created_with.clone())
+                    .unwrap_or_default(),
+            },
+            version: previous.as_ref().map_or(1, |p| p.version + 1),
+        };
+        let answer = stored.clone();
+        let (owned_key, index_key) = (key.clone(), key.clone());
+        land(
+            &mut tables,
+            &owed_before,
+            plan,
+            |tables| {
+                tables.ages.insert(key.clone(), age);
+                tables.codes.insert(key, stored);
+            },
+            |tables| tables.code_owed.entry(owned_key.clone()).or_default(),
+            |tables, seat, put| {
+                let index = tables.code_index.entry(index_key.clone()).or_default();
+                if put {
+                    index.insert(seat.clone());
+                } else {
+                    index.remove(seat);
+                }
+            },
+        )?;
+        Ok(answer)
+    }
+
+    async fn delete_code(&self, tenant: &TenantId, code: &CodeId) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), code.clone());
+        tables.codes.remove(&key);
+        tables.ages.remove(&key);
+        tables.code_index.remove(&key);
+        tables.code_owed.remove(&key);
+        tables.pushed.remove(&key);
+        tables
+            .today
+            .retain(|(t, c, _), _| !(t == tenant && c == code));
+        Ok(())
+    }
+
+    async fn set_staff_departments(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        departments: &BTreeSet<DepartmentId>,
+        _at_ms: u64,
+    ) -> Result<Vec<DepartmentId>, StoreError> {
+        let mut tables = self.available()?;
+        tables
+            .staff_departments
+            .insert((tenant.clone(), staff.clone()), departments.clone());
+        for department in departments {
+            tables
+                .departments
+                .entry((tenant.clone(), department.clone()))
+                .or_default();
+        }
+        let mut changed: Vec<DepartmentId> = tables
+            .departments
+            .iter_mut()
+            .filter(|((t, _), _)| t == tenant)
+            .filter_map(|((_, department), members)| {
+                let moved = if departments.contains(department) {
+                    members.insert(staff.clone())
+                } else {
+                    members.remove(staff)
+                };
+                moved.then(|| department.clone())
+            })
+            .collect();
+        changed.sort();
+        Ok(changed)
+    }
+
+    async fn set_department_members(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+        members: &BTreeSet<StaffId>,
+        _at_ms: u64,
+    ) -> Result<Vec<StaffId>, StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), department.clone());
+        let before = tables.departments.get(&key).cloned().unwrap_or_default();
+        let owed_before = tables
+            .department_owed
+            .get(&key)
+            .cloned()
+            .unwrap_or_default();
+        let plan = replan(&before, &owed_before, members);
+        // In id order, joined and left together, as the table's adapter answers.
+        let changed: BTreeSet<StaffId> = plan.entries().map(|(staff, _)| staff.clone()).collect();
+        let owed_key = key.clone();
+        land(
+            &mut tables,
+            &owed_before,
+            plan,
+            |tables| {
+                tables.departments.insert(key, members.clone());
+            },
+            |tables| tables.department_owed.entry(owed_key.clone()).or_default(),
+            |tables, staff, member| {
+                let departments = tables
+                    .staff_departments
+                    .entry((tenant.clone(), staff.clone()))
+                    .or_default();
+                if member {
+                    departments.insert(department.clone());
+                } else {
+                    departments.remove(department);
+                }
+            },
+        )?;
+        Ok(changed.into_iter().collect())
+    }
+
+    async fn codes_listing_department(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        let seat = Seat::Department(department.clone());
+        Ok(self.available()?.codes_seating(tenant, |s| *s == seat))
+    }
+
+    async fn set_config_id(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        config_id: &str,
+        created_with: &[String],
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), code.clone());
+        let winner = tables.race.remove(&key);
+        let Some(stored) = tables.codes.get_mut(&key) else {
+            return Ok(false);
+        };
+        if let Some(winner) = winner {
+            stored.code.config_id = Some(winner);
+        }
+        if stored.code.config_id.is_some() {
+            return Ok(false);
+        }
+        stored.code.config_id = Some(config_id.to_owned());
+        stored.code.created_with = created_with
+            .iter()
+            .filter_map(|u| StaffId::parse(u).ok())
+            .collect();
+        Ok(true)
+    }
+}
+
+#[async_trait::async_trait]
+impl CodeIndex for InMemoryStore {
+    async fn codes_of(
+        &self,
+        tenant: &TenantId,
+        source: &Source,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        match source {
+            Source::Staff { staff } => AdminStore::codes_of_staff(self, tenant, staff).await,
+            Source::Department { department } => {
+                AdminStore::codes_listing_department(self, tenant, department).await
+            }
+            Source::Tenant => self.codes_of_tenant(tenant).await,
+        }
+    }
+}

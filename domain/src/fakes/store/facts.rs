@@ -1,0 +1,201 @@
+//! The fact recorder's ledger: adds, limit claims, staff and department facts.
+
+use super::{InMemoryStore, Seat, NEW_STAFF};
+use crate::admin::AdminStore;
+use crate::facts::StaffLedger;
+use crate::facts::{AddFact, AddLedger, ClaimOutcome, CountOutcome, LimitClaim, QuotaLedger};
+use crate::membership::{AddCounts, CodeId, DepartmentId, Employment, StaffId, Switches};
+use crate::tenants::TenantId;
+use crate::StoreError;
+use std::collections::BTreeSet;
+
+#[async_trait::async_trait]
+impl AddLedger for InMemoryStore {
+    async fn count_add(&self, add: &AddFact, now_ms: u64) -> Result<CountOutcome, StoreError> {
+        let mut tables = self.available()?;
+        if let Some(at_ms) = tables.add_claims.get(&add.business_key()) {
+            return Ok(CountOutcome::AlreadyCounted { at_ms: *at_ms });
+        }
+        tables.add_claims.insert(add.business_key(), now_ms);
+        tables.counted.push(add.clone());
+        Ok(CountOutcome::Counted { at_ms: now_ms })
+    }
+
+    async fn record_ignored(&self, _: &TenantId, kind: &str) -> Result<(), StoreError> {
+        self.available()?.ignored.push(kind.to_owned());
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl QuotaLedger for InMemoryStore {
+    async fn code_switches(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+    ) -> Result<Option<Switches>, StoreError> {
+        Ok(self
+            .available()?
+            .codes
+            .get(&(tenant.clone(), code.clone()))
+            .map(|stored| stored.code.config.switches))
+    }
+
+    async fn counts(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        staff: &StaffId,
+        day: &str,
+    ) -> Result<AddCounts, StoreError> {
+        let tables = self.available()?;
+        let count = |keep: &dyn Fn(&AddFact) -> bool| {
+            let adds = tables.counted.iter();
+            let counted = adds.filter(|a| a.tenant == *tenant && a.staff == *staff && keep(a));
+            u32::try_from(counted.count()).unwrap_or(u32::MAX)
+        };
+        Ok(AddCounts {
+            on_code: count(&|a| a.code == *code && a.day == day),
+            all_codes: count(&|a| a.day == day),
+            on_code_total: count(&|a| a.code == *code),
+        })
+    }
+
+    async fn claim_limit(&self, claim: &LimitClaim) -> Result<ClaimOutcome, StoreError> {
+        let mut tables = self.available()?;
+        let id = claim.id();
+        match tables.limit_claims.iter().find(|(c, _)| c.id() == id) {
+            Some((held, notified)) if held.owner == claim.owner => Ok(ClaimOutcome::Owned {
+                notified: *notified,
+            }),
+            Some(_) => Ok(ClaimOutcome::TakenByAnother),
+            None => {
+                tables.limit_claims.push((claim.clone(), false));
+                Ok(ClaimOutcome::Owned { notified: false })
+            }
+        }
+    }
+
+    async fn mark_notified(&self, claim: &LimitClaim, _: usize) -> Result<(), StoreError> {
+        let id = claim.id();
+        let mut tables = self.available()?;
+        if let Some((_, notified)) = tables.limit_claims.iter_mut().find(|(c, _)| c.id() == id) {
+            *notified = true;
+        }
+        Ok(())
+    }
+}
+
+/// The same table the admin API writes; `codes_of_staff` here answers the staff -> codes
+/// index alone (the codes naming the staff member as member or fallback), as the fact
+/// recorder's tests expect: it adds the codes of the departments a change touches itself.
+#[async_trait::async_trait]
+impl StaffLedger for InMemoryStore {
+    async fn set_employment(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        employment: Employment,
+        at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), staff.clone());
+        if tables
+            .employment_at_ms
+            .get(&key)
+            .is_some_and(|&set| set > at_ms)
+        {
+            return Ok(false);
+        }
+        tables.employment_at_ms.insert(key.clone(), at_ms);
+        tables.staff.entry(key).or_insert(NEW_STAFF).employment = employment;
+        Ok(true)
+    }
+
+    async fn rename_staff(
+        &self,
+        tenant: &TenantId,
+        from: &StaffId,
+        to: &StaffId,
+        _: u64,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        let mut tables = self.available()?;
+        tables.renames.push((from.clone(), to.clone()));
+        let (old, new) = ((tenant.clone(), from.clone()), (tenant.clone(), to.clone()));
+        if let Some(facts) = tables.staff.remove(&old) {
+            tables.staff.insert(new.clone(), facts);
+        }
+        if let Some(at_ms) = tables.employment_at_ms.remove(&old) {
+            tables.employment_at_ms.insert(new.clone(), at_ms);
+        }
+        if let Some(departments) = tables.staff_departments.remove(&old) {
+            for department in &departments {
+                if let Some(members) = tables
+                    .departments
+                    .get_mut(&(tenant.clone(), department.clone()))
+                {
+                    members.remove(from);
+                    members.insert(to.clone());
+                }
+            }
+            tables.staff_departments.insert(new, departments);
+        }
+        let seat = Seat::Staff(from.clone());
+        let codes = tables.codes_seating(tenant, |s| *s == seat);
+        for code in &codes {
+            let key = (tenant.clone(), code.clone());
+            if let Some(seats) = tables.code_index.get_mut(&key) {
+                seats.remove(&seat);
+                seats.insert(Seat::Staff(to.clone()));
+            }
+            if let Some(stored) = tables.codes.get_mut(&key) {
+                let config = &mut stored.code.config;
+                for id in config.members.iter_mut().chain(config.fallback.iter_mut()) {
+                    if id == from {
+                        *id = to.clone();
+                    }
+                }
+            }
+        }
+        Ok(codes)
+    }
+
+    async fn set_staff_departments(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        departments: &BTreeSet<DepartmentId>,
+        at_ms: u64,
+    ) -> Result<Vec<DepartmentId>, StoreError> {
+        AdminStore::set_staff_departments(self, tenant, staff, departments, at_ms).await
+    }
+
+    async fn set_department_members(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+        members: &BTreeSet<StaffId>,
+        at_ms: u64,
+    ) -> Result<Vec<StaffId>, StoreError> {
+        AdminStore::set_department_members(self, tenant, department, members, at_ms).await
+    }
+
+    async fn codes_of_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        let tables = self.available()?;
+        tables.readable(staff)?;
+        let seat = Seat::Staff(staff.clone());
+        Ok(tables.codes_seating(tenant, |s| *s == seat))
+    }
+
+    async fn codes_listing_department(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        AdminStore::codes_listing_department(self, tenant, department).await
+    }
+}

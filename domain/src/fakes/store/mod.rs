@@ -1,0 +1,628 @@
+//! The table, in memory: one `InMemoryStore` implements every store port (the admin API's,
+//! the fact recorder's, the refresh's, the schedule tick's), as `adapters::dynamodb`'s
+//! `DynamoStore` does, so a write through one port is what another reads.
+//!
+//! - `admin.rs`: `TenantProfiles`, `CodeFacts`, `DueWriter`, `AdminStore`, `CodeIndex`;
+//! - `facts.rs`: `AddLedger`, `QuotaLedger`, `StaffLedger`;
+//! - `refresh.rs`: `CodeRecords`, `CodeLeases`, `FailureMarks`;
+//! - `schedules.rs`: `DueIndex`, `ScheduleFacts`.
+
+mod admin;
+mod facts;
+mod refresh;
+mod schedules;
+
+use crate::admin::VersionedCode;
+use crate::facts::{AddFact, LimitClaim};
+use crate::lanes::CodeAge;
+use crate::membership::{
+    AddCounts, CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId, WeeklySchedule,
+};
+use crate::owed::{Owed, WRITES_PER_TRANSACTION};
+use crate::refresh::{CodeSnapshot, Lease, PushRecord, PushedList, Tally};
+use crate::schedules::{LimitReached, Minute, Subject};
+use crate::tenants::{TenantId, TenantProfile, Timezone};
+use crate::wecom::errors::FailureClass;
+use crate::StoreError;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+type CodeKey = (TenantId, CodeId);
+type StaffKey = (TenantId, StaffId);
+type DepartmentKey = (TenantId, DepartmentId);
+
+/// A code's entry in the staff -> codes or the department -> codes index.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Seat {
+    Staff(StaffId),
+    Department(DepartmentId),
+}
+
+fn seats(config: &CodeConfig) -> BTreeSet<Seat> {
+    config
+        .members
+        .iter()
+        .chain(&config.fallback)
+        .cloned()
+        .map(Seat::Staff)
+        .chain(config.departments.iter().cloned().map(Seat::Department))
+        .collect()
+}
+
+/// DynamoDB's cap on items in one transaction.
+const TRANSACTION_ITEMS: usize = 100;
+
+/// What the refresh marked when WeCom refused for good (`refresh::FailureMarks`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Marks {
+    pub gone: Vec<CodeId>,
+    pub unusable: Vec<StaffId>,
+    pub dirty: Vec<(CodeId, FailureClass)>,
+}
+
+/// A staff member not stored yet, as a first write creates them.
+const NEW_STAFF: StaffFacts = StaffFacts {
+    online: false,
+    employment: Employment::Active,
+    rejected_by_wecom: false,
+    schedule: None,
+};
+
+#[derive(Default)]
+struct Tables {
+    profiles: HashMap<TenantId, TenantProfile>,
+    staff: HashMap<StaffKey, StaffFacts>,
+    codes: HashMap<CodeKey, VersionedCode>,
+    /// When each code was created and last edited (`CodeRecords::age`).
+    ages: HashMap<CodeKey, CodeAge>,
+    pushed: HashMap<CodeKey, PushedList>,
+    today: HashMap<(TenantId, CodeId, StaffId), AddCounts>,
+    departments: HashMap<DepartmentKey, BTreeSet<StaffId>>,
+    /// The schedule tick's due items, and when each staff member's schedule was set.
+    due: BTreeMap<(TenantId, Subject), Minute>,
+    schedule_at_ms: HashMap<StaffKey, u64>,
+    /// When each staff member's employment was set.
+    employment_at_ms: HashMap<StaffKey, u64>,
+    /// A contact way another request stores first, just before the next `set_config_id`.
+    race: HashMap<CodeKey, String>,
+    /// The staff -> codes and department -> codes indexes, each code's entries, and the index
+    /// writes an interrupted edit still owes (`crate::owed`), as the table keeps them.
+    code_index: HashMap<CodeKey, BTreeSet<Seat>>,
+    code_owed: HashMap<CodeKey, Owed<Seat>>,
+    /// Each staff member's departments (their staff item), and what a department replacement
+    /// still owes them.
+    staff_departments: HashMap<StaffKey, BTreeSet<DepartmentId>>,
+    department_owed: HashMap<DepartmentKey, Owed<StaffId>>,
+    /// Transactions written, and how many more succeed before every one fails.
+    transactions: usize,
+    transactions_left: Option<usize>,
+    unavailable: bool,
+    /// Staff whose codes cannot be read, and codes whose snapshot cannot be read (a storage
+    /// failure for that item only).
+    unreadable_staff: HashSet<StaffId>,
+    unreadable_codes: HashSet<CodeId>,
+    /// The schedule tick's cursor and the lease on it.
+    cursor: Option<Minute>,
+    cursor_owner: Option<String>,
+    cursor_lease_until_ms: u64,
+    minutes_read: Vec<Minute>,
+    /// Adds by business key (when each was counted), the adds counted in order, and the
+    /// events counted as ignored.
+    add_claims: HashMap<String, u64>,
+    counted: Vec<AddFact>,
+    ignored: Vec<String>,
+    /// Limit claims in the order they were made, and whether each was notified.
+    limit_claims: Vec<(LimitClaim, bool)>,
+    renames: Vec<(StaffId, StaffId)>,
+    /// Each code's lease; when `leases_taken_over`, another writer takes every lease over
+    /// right after it is granted.
+    leases: HashMap<CodeKey, Lease>,
+    leases_taken_over: bool,
+    snapshots_read: Vec<CodeId>,
+    pushes: Vec<PushRecord>,
+    records_fail: bool,
+    starved: u32,
+    tally: Tally,
+    marks: Marks,
+}
+
+impl Tables {
+    /// One `TransactWriteItems`: counted, and refused once the injected fault is due.
+    fn transact(&mut self) -> Result<(), StoreError> {
+        if let Some(left) = &mut self.transactions_left {
+            if *left == 0 {
+                return Err(StoreError::new(
+                    "table",
+                    "the fake table failed a transaction",
+                ));
+            }
+            *left -= 1;
+        }
+        self.transactions += 1;
+        Ok(())
+    }
+
+    fn readable(&self, staff: &StaffId) -> Result<(), StoreError> {
+        if self.unreadable_staff.contains(staff) {
+            return Err(StoreError::new(
+                "table",
+                "the fake seat index is switched off",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The codes whose index lists `seat`, in id order.
+    fn codes_seating(&self, tenant: &TenantId, seat: impl Fn(&Seat) -> bool) -> Vec<CodeId> {
+        let mut codes: Vec<CodeId> = self
+            .code_index
+            .iter()
+            .filter(|((t, _), seats)| t == tenant && seats.iter().any(&seat))
+            .map(|((_, code), _)| code.clone())
+            .collect();
+        codes.sort();
+        codes
+    }
+}
+
+/// Lands `plan` as the table does (`adapters::dynamodb`'s owed writes): inline with the
+/// owner's write when it fits one transaction, else recorded as owed and landed in chunks of
+/// `WRITES_PER_TRANSACTION`, each struck from the owed record as it lands. `owner` is the
+/// owner's own write (the first transaction), `apply` one index write.
+fn land<T: Ord + Clone>(
+    tables: &mut Tables,
+    owed_before: &Owed<T>,
+    plan: Owed<T>,
+    owner: impl FnOnce(&mut Tables),
+    owed: impl Fn(&mut Tables) -> &mut Owed<T>,
+    apply: impl Fn(&mut Tables, &T, bool),
+) -> Result<(), StoreError> {
+    tables.transact()?;
+    owner(tables);
+    let old_chunks = owed_before.chunks(WRITES_PER_TRANSACTION).len();
+    if 1 + old_chunks + plan.len() <= TRANSACTION_ITEMS {
+        for (entry, put) in plan.entries() {
+            apply(tables, entry, put);
+        }
+        *owed(tables) = Owed::default();
+        return Ok(());
+    }
+    *owed(tables) = plan.clone();
+    for chunk in plan.chunks(WRITES_PER_TRANSACTION) {
+        tables.transact()?;
+        for (entry, put) in chunk.entries() {
+            apply(tables, entry, put);
+            let owed = owed(tables);
+            owed.put.remove(entry);
+            owed.delete.remove(entry);
+        }
+    }
+    Ok(())
+}
+
+/// The table. Clones share their contents.
+#[derive(Clone, Default)]
+pub struct InMemoryStore {
+    tables: Arc<Mutex<Tables>>,
+}
+
+/// Seeding the table, switching faults on and off, and reading what was written.
+impl InMemoryStore {
+    fn tables(&self) -> MutexGuard<'_, Tables> {
+        self.tables.lock().expect("fake store lock")
+    }
+
+    fn available(&self) -> Result<MutexGuard<'_, Tables>, StoreError> {
+        let tables = self.tables();
+        if tables.unavailable {
+            return Err(StoreError::new("table", "the fake table is switched off"));
+        }
+        Ok(tables)
+    }
+
+    /// Every read and write fails while the table is switched off.
+    pub fn set_unavailable(&self, unavailable: bool) {
+        self.tables().unavailable = unavailable;
+    }
+
+    /// After `transactions` more successful transactions every transaction fails (as a
+    /// DynamoDB outage or a timed-out function would cut an edit short); `None` heals it.
+    pub fn fail_transactions_after(&self, transactions: Option<usize>) {
+        self.tables().transactions_left = transactions;
+    }
+
+    /// Transactions written so far (each a `TransactWriteItems`, one round trip).
+    pub fn transactions(&self) -> usize {
+        self.tables().transactions
+    }
+
+    // ---------------------------------------------------------------- tenants and staff
+
+    pub fn insert_profile(&self, tenant: &TenantId, profile: TenantProfile) {
+        self.tables().profiles.insert(tenant.clone(), profile);
+    }
+
+    pub fn stored_profile(&self, tenant: &TenantId) -> Option<TenantProfile> {
+        self.tables().profiles.get(tenant).cloned()
+    }
+
+    /// The tenant's zone, on its profile (created with empty credentials if it has none).
+    pub fn insert_tenant(&self, tenant: &TenantId, timezone: Timezone) {
+        self.tables()
+            .profiles
+            .entry(tenant.clone())
+            .or_insert_with(|| TenantProfile {
+                corp_id: String::new(),
+                callback_token: String::new(),
+                encoding_aes_key: String::new(),
+                corp_secret: String::new(),
+                timezone,
+                company_daily_cap: None,
+            })
+            .timezone = timezone;
+    }
+
+    pub fn insert_staff(&self, tenant: &TenantId, staff: &StaffId, facts: StaffFacts) {
+        self.tables()
+            .staff
+            .insert((tenant.clone(), staff.clone()), facts);
+    }
+
+    pub fn stored_staff(&self, tenant: &TenantId, staff: &StaffId) -> Option<StaffFacts> {
+        self.tables()
+            .staff
+            .get(&(tenant.clone(), staff.clone()))
+            .cloned()
+    }
+
+    /// The staff member's stored employment and when it was set.
+    pub fn stored_employment(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Option<(Employment, u64)> {
+        let tables = self.tables();
+        let key = (tenant.clone(), staff.clone());
+        let at_ms = tables.employment_at_ms.get(&key)?;
+        Some((tables.staff.get(&key)?.employment, *at_ms))
+    }
+
+    /// Stores the staff member's weekly schedule (on their staff item).
+    pub fn insert_schedule(&self, tenant: &TenantId, staff: &StaffId, schedule: WeeklySchedule) {
+        self.tables()
+            .staff
+            .entry((tenant.clone(), staff.clone()))
+            .or_insert(NEW_STAFF)
+            .schedule = Some(schedule);
+    }
+
+    pub fn remove_schedule(&self, tenant: &TenantId, staff: &StaffId) {
+        if let Some(facts) = self
+            .tables()
+            .staff
+            .get_mut(&(tenant.clone(), staff.clone()))
+        {
+            facts.schedule = None;
+        }
+    }
+
+    /// Staff renamed so far (`StaffLedger::rename_staff`), from and to.
+    pub fn renames(&self) -> Vec<(StaffId, StaffId)> {
+        self.tables().renames.clone()
+    }
+
+    /// The department's stored members (`None` when it was never stored).
+    pub fn stored_department(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+    ) -> Option<BTreeSet<StaffId>> {
+        self.tables()
+            .departments
+            .get(&(tenant.clone(), department.clone()))
+            .cloned()
+    }
+
+    /// The departments the staff member's own record lists.
+    pub fn stored_staff_departments(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> BTreeSet<DepartmentId> {
+        self.tables()
+            .staff_departments
+            .get(&(tenant.clone(), staff.clone()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Whether a replacement of the department's members still owes staff updates.
+    pub fn department_owes_staff_updates(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+    ) -> bool {
+        self.tables()
+            .department_owed
+            .get(&(tenant.clone(), department.clone()))
+            .is_some_and(|owed| !owed.is_empty())
+    }
+
+    // ---------------------------------------------------------------- codes and indexes
+
+    pub fn stored_code(&self, tenant: &TenantId, code: &CodeId) -> Option<VersionedCode> {
+        self.tables()
+            .codes
+            .get(&(tenant.clone(), code.clone()))
+            .cloned()
+    }
+
+    /// Stores everything `snapshot` was read from: the tenant's profile, the code (version 1)
+    /// and its index entries, its members' staff items, today's counters, the departments it
+    /// lists and its last-pushed record.
+    pub fn load_snapshot(&self, tenant: &TenantId, code: &CodeId, snapshot: &CodeSnapshot) {
+        let mut tables = self.tables();
+        let key = (tenant.clone(), code.clone());
+        tables
+            .profiles
+            .insert(tenant.clone(), snapshot.profile.clone());
+        tables
+            .code_index
+            .insert(key.clone(), seats(&snapshot.code.config));
+        tables.codes.insert(
+            key.clone(),
+            VersionedCode {
+                code: snapshot.code.clone(),
+                version: 1,
+            },
+        );
+        for (staff, facts) in &snapshot.staff {
+            tables
+                .staff
+                .insert((tenant.clone(), staff.clone()), facts.clone());
+        }
+        for (staff, counts) in &snapshot.adds {
+            tables
+                .today
+                .insert((tenant.clone(), code.clone(), staff.clone()), *counts);
+        }
+        for (department, members) in &snapshot.departments {
+            tables
+                .departments
+                .insert((tenant.clone(), department.clone()), members.clone());
+        }
+        match &snapshot.last_pushed {
+            Some(pushed) => tables.pushed.insert(key, pushed.clone()),
+            None => tables.pushed.remove(&key),
+        };
+    }
+
+    pub fn set_age(&self, tenant: &TenantId, code: &CodeId, age: CodeAge) {
+        self.tables()
+            .ages
+            .insert((tenant.clone(), code.clone()), age);
+    }
+
+    pub fn set_today(&self, tenant: &TenantId, code: &CodeId, staff: &StaffId, counts: AddCounts) {
+        self.tables()
+            .today
+            .insert((tenant.clone(), code.clone(), staff.clone()), counts);
+    }
+
+    pub fn set_pushed(&self, tenant: &TenantId, code: &CodeId, pushed: PushedList) {
+        self.tables()
+            .pushed
+            .insert((tenant.clone(), code.clone()), pushed);
+    }
+
+    pub fn stored_pushed(&self, tenant: &TenantId, code: &CodeId) -> Option<PushedList> {
+        self.tables()
+            .pushed
+            .get(&(tenant.clone(), code.clone()))
+            .cloned()
+    }
+
+    /// Seats `staff` on exactly `codes` in the staff -> codes index (codes need not be stored).
+    pub fn seat(&self, tenant: &TenantId, staff: &StaffId, codes: &[&CodeId]) {
+        self.index(tenant, Seat::Staff(staff.clone()), codes);
+    }
+
+    /// Lists `department` on exactly `codes` in the department -> codes index.
+    pub fn list_department(&self, tenant: &TenantId, department: &DepartmentId, codes: &[&CodeId]) {
+        self.index(tenant, Seat::Department(department.clone()), codes);
+    }
+
+    fn index(&self, tenant: &TenantId, seat: Seat, codes: &[&CodeId]) {
+        let mut tables = self.tables();
+        for ((t, _), seats) in tables.code_index.iter_mut() {
+            if t == tenant {
+                seats.remove(&seat);
+            }
+        }
+        for code in codes {
+            tables
+                .code_index
+                .entry((tenant.clone(), (*code).clone()))
+                .or_default()
+                .insert(seat.clone());
+        }
+    }
+
+    /// The staff members whose staff -> codes index lists `code`.
+    pub fn staff_seated_on(&self, tenant: &TenantId, code: &CodeId) -> BTreeSet<StaffId> {
+        self.tables()
+            .code_index
+            .get(&(tenant.clone(), code.clone()))
+            .into_iter()
+            .flatten()
+            .filter_map(|seat| match seat {
+                Seat::Staff(staff) => Some(staff.clone()),
+                Seat::Department(_) => None,
+            })
+            .collect()
+    }
+
+    /// Whether an edit of the code still owes index writes.
+    pub fn code_owes_index_writes(&self, tenant: &TenantId, code: &CodeId) -> bool {
+        self.tables()
+            .code_owed
+            .get(&(tenant.clone(), code.clone()))
+            .is_some_and(|owed| !owed.is_empty())
+    }
+
+    /// Makes another request win the next creation race for `code` with `config_id`.
+    pub fn lose_next_creation_race(&self, tenant: &TenantId, code: &CodeId, config_id: &str) {
+        self.tables()
+            .race
+            .insert((tenant.clone(), code.clone()), config_id.to_owned());
+    }
+
+    /// The staff member's codes cannot be read (`codes_of_staff` fails for them alone).
+    pub fn make_unreadable(&self, staff: &StaffId, unreadable: bool) {
+        let mut tables = self.tables();
+        if unreadable {
+            tables.unreadable_staff.insert(staff.clone());
+        } else {
+            tables.unreadable_staff.remove(staff);
+        }
+    }
+
+    /// The code's snapshot cannot be read (`CodeFacts::snapshot` fails for it alone).
+    pub fn make_code_unreadable(&self, code: &CodeId, unreadable: bool) {
+        let mut tables = self.tables();
+        if unreadable {
+            tables.unreadable_codes.insert(code.clone());
+        } else {
+            tables.unreadable_codes.remove(code);
+        }
+    }
+
+    // ---------------------------------------------------------------- due items and cursor
+
+    /// The minute the subject's due item is due, if it has one.
+    pub fn stored_due(&self, tenant: &TenantId, subject: &Subject) -> Option<Minute> {
+        self.tables()
+            .due
+            .get(&(tenant.clone(), subject.clone()))
+            .copied()
+    }
+
+    pub fn put_due(&self, tenant: &TenantId, subject: Subject, minute: Minute) {
+        self.tables().due.insert((tenant.clone(), subject), minute);
+    }
+
+    pub fn cursor(&self) -> Option<Minute> {
+        self.tables().cursor
+    }
+
+    pub fn set_cursor(&self, cursor: Minute) {
+        self.tables().cursor = Some(cursor);
+    }
+
+    /// Another run holds the tick's cursor until `until_ms`.
+    pub fn hold_cursor_lease(&self, owner: &str, until_ms: u64) {
+        let mut tables = self.tables();
+        tables.cursor_owner = Some(owner.to_owned());
+        tables.cursor_lease_until_ms = until_ms;
+    }
+
+    /// Who holds or last held the cursor, and until when.
+    pub fn cursor_lease(&self) -> (Option<String>, u64) {
+        let tables = self.tables();
+        (tables.cursor_owner.clone(), tables.cursor_lease_until_ms)
+    }
+
+    /// The minutes `due_in` was asked for, in order.
+    pub fn minutes_read(&self) -> Vec<Minute> {
+        self.tables().minutes_read.clone()
+    }
+
+    // ---------------------------------------------------------------- adds and limits
+
+    /// The adds counted, in order (a redelivered add is counted once).
+    pub fn counted(&self) -> Vec<AddFact> {
+        self.tables().counted.clone()
+    }
+
+    /// The kinds of the events counted as ignored, in order.
+    pub fn ignored(&self) -> Vec<String> {
+        self.tables().ignored.clone()
+    }
+
+    /// A claim of the quota loop: `claim.staff` reached `claim.limit` on `day`.
+    pub fn insert_claim(&self, tenant: &TenantId, day: &str, claim: LimitReached) {
+        let claim = LimitClaim {
+            tenant: tenant.clone(),
+            staff: claim.staff,
+            limit: claim.limit,
+            day: day.to_owned(),
+            code: claim.code,
+            owner: String::new(),
+            claimed_at_ms: 0,
+        };
+        self.tables().limit_claims.push((claim, true));
+    }
+
+    /// The limit claims made, in order.
+    pub fn limit_claims(&self) -> Vec<LimitClaim> {
+        self.tables()
+            .limit_claims
+            .iter()
+            .map(|(claim, _)| claim.clone())
+            .collect()
+    }
+
+    // ---------------------------------------------------------------- the refresh's records
+
+    /// The code's lease as stored (`None` frees it).
+    pub fn set_code_lease(&self, tenant: &TenantId, code: &CodeId, lease: Option<Lease>) {
+        let key = (tenant.clone(), code.clone());
+        let mut tables = self.tables();
+        match lease {
+            Some(lease) => tables.leases.insert(key, lease),
+            None => tables.leases.remove(&key),
+        };
+    }
+
+    pub fn code_lease(&self, tenant: &TenantId, code: &CodeId) -> Option<Lease> {
+        self.tables()
+            .leases
+            .get(&(tenant.clone(), code.clone()))
+            .cloned()
+    }
+
+    /// While on, another writer takes each lease over (after it expires) as soon as it is
+    /// granted, so the holder's fenced writes are refused.
+    pub fn set_leases_taken_over(&self, taken_over: bool) {
+        self.tables().leases_taken_over = taken_over;
+    }
+
+    /// While on, `CodeRecords::record_push` fails.
+    pub fn fail_records(&self, fail: bool) {
+        self.tables().records_fail = fail;
+    }
+
+    /// The codes whose snapshot was read, in order.
+    pub fn snapshots_read(&self) -> Vec<CodeId> {
+        self.tables().snapshots_read.clone()
+    }
+
+    /// The pushes recorded, in order.
+    pub fn pushes(&self) -> Vec<PushRecord> {
+        self.tables().pushes.clone()
+    }
+
+    /// How often a code was recorded starved.
+    pub fn starved(&self) -> u32 {
+        self.tables().starved
+    }
+
+    /// Every refresh's tally, added up.
+    pub fn tally(&self) -> Tally {
+        self.tables().tally
+    }
+
+    pub fn marks(&self) -> Marks {
+        self.tables().marks.clone()
+    }
+}

@@ -1,0 +1,187 @@
+//! The single writer's records: a code's age, its last-pushed record, its lease, its marks.
+
+use super::InMemoryStore;
+use crate::lanes::CodeAge;
+use crate::membership::{CodeId, RotationSlot, StaffId};
+use crate::refresh::{
+    Acquired, CodeLeases, CodeRecords, FailureMarks, FencedWrite, Lease, PushRecord, PushedList,
+    Tally,
+};
+use crate::tenants::TenantId;
+use crate::wecom::errors::FailureClass;
+use crate::StoreError;
+
+impl InMemoryStore {
+    /// Whether `lease` still holds the code: every record write is conditioned on it.
+    fn fence(&self, tenant: &TenantId, code: &CodeId, lease: &Lease) -> FencedWrite {
+        match self.code_lease(tenant, code) {
+            Some(held) if held.holder == lease.holder => FencedWrite::Written,
+            _ => FencedWrite::LeaseLost,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CodeRecords for InMemoryStore {
+    async fn age(&self, tenant: &TenantId, code: &CodeId) -> Result<Option<CodeAge>, StoreError> {
+        Ok(self
+            .available()?
+            .ages
+            .get(&(tenant.clone(), code.clone()))
+            .copied())
+    }
+
+    async fn record_push(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+        push: &PushRecord,
+    ) -> Result<FencedWrite, StoreError> {
+        if self.available()?.records_fail {
+            return Err(StoreError::new(
+                "table",
+                "the fake records are switched off",
+            ));
+        }
+        if self.fence(tenant, code, lease) == FencedWrite::LeaseLost {
+            return Ok(FencedWrite::LeaseLost);
+        }
+        let mut tables = self.tables();
+        tables.pushes.push(push.clone());
+        tables.pushed.insert(
+            (tenant.clone(), code.clone()),
+            PushedList {
+                users: push.users.clone(),
+                pushed_at_ms: push.pushed_at_ms,
+                starved: false,
+                rotation: push.rotation.clone(),
+            },
+        );
+        Ok(FencedWrite::Written)
+    }
+
+    async fn record_starved(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+        _: u64,
+    ) -> Result<FencedWrite, StoreError> {
+        self.available()?.starved += 1;
+        Ok(self.fence(tenant, code, lease))
+    }
+
+    async fn record_rotation(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+        _: &[StaffId],
+        _: &[RotationSlot],
+    ) -> Result<FencedWrite, StoreError> {
+        Ok(self.fence(tenant, code, lease))
+    }
+
+    async fn record_tally(&self, _: &TenantId, _: &str, tally: &Tally) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let total = &mut tables.tally;
+        total.reasons += tally.reasons;
+        total.recomputes += tally.recomputes;
+        total.pushes += tally.pushes;
+        total.unchanged += tally.unchanged;
+        total.starved += tally.starved;
+        total.requeued_budget += tally.requeued_budget;
+        total.requeued_throttled += tally.requeued_throttled;
+        total.requeued_lease += tally.requeued_lease;
+        total.to_slow_lane += tally.to_slow_lane;
+        total.slow_interval_waits += tally.slow_interval_waits;
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl CodeLeases for InMemoryStore {
+    async fn acquire(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        holder: &str,
+        now_ms: u64,
+        duration_ms: u64,
+    ) -> Result<Acquired, StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), code.clone());
+        if let Some(held) = tables.leases.get(&key).filter(|l| l.expires_at_ms > now_ms) {
+            return Ok(Acquired::Busy {
+                retry_after_ms: held.expires_at_ms - now_ms,
+            });
+        }
+        let mine = Lease {
+            holder: holder.to_owned(),
+            expires_at_ms: now_ms + duration_ms,
+        };
+        let stored = if tables.leases_taken_over {
+            Lease {
+                holder: "another writer".into(),
+                expires_at_ms: 0,
+            }
+        } else {
+            mine.clone()
+        };
+        tables.leases.insert(key, stored);
+        Ok(Acquired::LeasedRefresh(mine))
+    }
+
+    async fn release(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), code.clone());
+        if tables
+            .leases
+            .get(&key)
+            .is_some_and(|l| l.holder == lease.holder)
+        {
+            tables.leases.remove(&key);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl FailureMarks for InMemoryStore {
+    async fn mark_code_gone(&self, _: &TenantId, code: &CodeId, _: u64) -> Result<(), StoreError> {
+        self.available()?.marks.gone.push(code.clone());
+        Ok(())
+    }
+
+    async fn mark_staff_unusable(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        _: i64,
+        _: u64,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        tables.marks.unusable.push(staff.clone());
+        if let Some(facts) = tables.staff.get_mut(&(tenant.clone(), staff.clone())) {
+            facts.rejected_by_wecom = true;
+        }
+        Ok(())
+    }
+
+    async fn mark_dirty(
+        &self,
+        _: &TenantId,
+        code: &CodeId,
+        class: FailureClass,
+        _: u64,
+    ) -> Result<(), StoreError> {
+        self.available()?.marks.dirty.push((code.clone(), class));
+        Ok(())
+    }
+}

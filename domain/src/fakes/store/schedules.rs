@@ -1,0 +1,130 @@
+//! The schedule tick's cursor and due index, and the facts it reads.
+
+use super::InMemoryStore;
+use crate::admin::AdminStore;
+use crate::membership::{CodeId, StaffId, WeeklySchedule};
+use crate::schedules::{CursorLease, Due, DueIndex, LimitReached, Minute, ScheduleFacts};
+use crate::tenants::{TenantId, Timezone};
+use crate::StoreError;
+
+#[async_trait::async_trait]
+impl DueIndex for InMemoryStore {
+    async fn acquire(
+        &self,
+        owner: &str,
+        now_ms: u64,
+        lease_until_ms: u64,
+    ) -> Result<CursorLease, StoreError> {
+        let mut tables = self.available()?;
+        let running = (now_ms..=lease_until_ms).contains(&tables.cursor_lease_until_ms);
+        if tables.cursor_owner.is_some() && running {
+            return Ok(CursorLease::HeldElsewhere);
+        }
+        tables.cursor_owner = Some(owner.to_owned());
+        tables.cursor_lease_until_ms = lease_until_ms;
+        Ok(CursorLease::Acquired {
+            next: tables.cursor,
+        })
+    }
+
+    async fn advance(
+        &self,
+        owner: &str,
+        from: Option<Minute>,
+        to: Minute,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.available()?;
+        if tables.cursor_owner.as_deref() != Some(owner) || tables.cursor != from {
+            return Ok(false);
+        }
+        tables.cursor = Some(to);
+        Ok(true)
+    }
+
+    async fn release(&self, owner: &str) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        if tables.cursor_owner.as_deref() == Some(owner) {
+            tables.cursor_lease_until_ms = 0;
+        }
+        Ok(())
+    }
+
+    async fn due_in(&self, minute: Minute) -> Result<Vec<Due>, StoreError> {
+        let mut tables = self.available()?;
+        tables.minutes_read.push(minute);
+        Ok(tables
+            .due
+            .iter()
+            .filter(|(_, m)| **m == minute)
+            .map(|((tenant, subject), minute)| Due {
+                tenant: tenant.clone(),
+                subject: subject.clone(),
+                minute: *minute,
+            })
+            .collect())
+    }
+
+    async fn reschedule(&self, due: &Due, next: Option<Minute>) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let key = (due.tenant.clone(), due.subject.clone());
+        if tables.due.get(&key) != Some(&due.minute) {
+            return Ok(());
+        }
+        match next {
+            Some(next) => tables.due.insert(key, next),
+            None => tables.due.remove(&key),
+        };
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl ScheduleFacts for InMemoryStore {
+    async fn timezone(&self, tenant: &TenantId) -> Result<Option<Timezone>, StoreError> {
+        Ok(self.available()?.profiles.get(tenant).map(|p| p.timezone))
+    }
+
+    async fn schedule(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<Option<WeeklySchedule>, StoreError> {
+        Ok(self
+            .available()?
+            .staff
+            .get(&(tenant.clone(), staff.clone()))
+            .and_then(|facts| facts.schedule.clone()))
+    }
+
+    async fn codes_of_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        AdminStore::codes_of_staff(self, tenant, staff).await
+    }
+
+    async fn limits_reached(
+        &self,
+        tenant: &TenantId,
+        first_day: &str,
+        last_day: &str,
+    ) -> Result<Vec<LimitReached>, StoreError> {
+        Ok(self
+            .available()?
+            .limit_claims
+            .iter()
+            .map(|(claim, _)| claim)
+            .filter(|claim| {
+                claim.tenant == *tenant
+                    && claim.day.as_str() >= first_day
+                    && claim.day.as_str() <= last_day
+            })
+            .map(|claim| LimitReached {
+                staff: claim.staff.clone(),
+                limit: claim.limit,
+                code: claim.code.clone(),
+            })
+            .collect())
+    }
+}

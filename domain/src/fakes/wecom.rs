@@ -1,0 +1,172 @@
+//! WeCom: creating and deleting contact ways (the admin API) and replacing their lists (the
+//! refresh), in one `FakeWeCom`.
+
+use crate::admin::ContactWays;
+use crate::refresh::ContactWayPusher;
+use crate::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
+use crate::wecom::errors::WeComError;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+#[derive(Default)]
+struct WeComState {
+    created: Vec<(CorpCredentials, NewContactWay)>,
+    deleted: Vec<String>,
+    failure: Option<WeComError>,
+    delete_failure: Option<WeComError>,
+    /// Every list sent to a contact way, accepted or not, and the ones WeCom accepted.
+    calls: Vec<(String, Vec<String>)>,
+    accepted: Vec<(String, Vec<String>)>,
+    /// Answers for the next list replacements, before anything else.
+    scripted: VecDeque<WeComError>,
+    /// Every list replacement fails as transient while on.
+    pushes_fail: bool,
+    /// Contact ways whose list replacements fail with their error.
+    failing_ways: HashMap<String, WeComError>,
+    /// Users WeCom refuses with 60111 (a list holding any of them is refused).
+    refused: HashSet<String>,
+}
+
+/// WeCom's contact ways: numbers them `cw-1`, `cw-2`... and remembers what was asked. Deleting
+/// one it did not create, or deleted already, is 41044 as in WeCom. Replacing a way's list is
+/// recorded, and refused as told (`script`, `fail_pushes`, `fail_pushes_to`, `refuse`).
+#[derive(Clone, Default)]
+pub struct FakeWeCom {
+    state: Arc<Mutex<WeComState>>,
+}
+
+impl FakeWeCom {
+    fn state(&self) -> MutexGuard<'_, WeComState> {
+        self.state.lock().expect("fake WeCom lock")
+    }
+
+    /// Every later create fails with `error`.
+    pub fn fail_with(&self, error: WeComError) {
+        self.state().failure = Some(error);
+    }
+
+    /// Every later delete fails with `error`; `None` heals it.
+    pub fn fail_deletes_with(&self, error: Option<WeComError>) {
+        self.state().delete_failure = error;
+    }
+
+    pub fn created(&self) -> Vec<(CorpCredentials, NewContactWay)> {
+        self.state().created.clone()
+    }
+
+    pub fn deleted(&self) -> Vec<String> {
+        self.state().deleted.clone()
+    }
+
+    /// The next list replacement answers `error` (each scripted answer is used once).
+    pub fn script(&self, error: WeComError) {
+        self.state().scripted.push_back(error);
+    }
+
+    /// While on, every list replacement fails as transient.
+    pub fn fail_pushes(&self, fail: bool) {
+        self.state().pushes_fail = fail;
+    }
+
+    /// Every list replacement of contact way `config_id` fails with `error`.
+    pub fn fail_pushes_to(&self, config_id: &str, error: WeComError) {
+        self.state()
+            .failing_ways
+            .insert(config_id.to_owned(), error);
+    }
+
+    /// WeCom refuses these users on any contact way from now on.
+    pub fn refuse(&self, users: &[&str]) {
+        let mut state = self.state();
+        state.refused.extend(users.iter().map(|u| (*u).to_owned()));
+    }
+
+    /// Every list sent, accepted or not, in order.
+    pub fn calls(&self) -> Vec<Vec<String>> {
+        self.state()
+            .calls
+            .iter()
+            .map(|(_, users)| users.clone())
+            .collect()
+    }
+
+    /// Every list WeCom accepted, in order.
+    pub fn lists(&self) -> Vec<Vec<String>> {
+        self.state()
+            .accepted
+            .iter()
+            .map(|(_, users)| users.clone())
+            .collect()
+    }
+
+    /// Every list WeCom accepted, with its contact way, in order.
+    pub fn pushes(&self) -> Vec<(String, Vec<String>)> {
+        self.state().accepted.clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl ContactWays for FakeWeCom {
+    async fn create(
+        &self,
+        corp: &CorpCredentials,
+        way: &NewContactWay,
+    ) -> Result<CreatedContactWay, WeComError> {
+        let mut state = self.state();
+        if let Some(error) = state.failure.clone() {
+            return Err(error);
+        }
+        state.created.push((corp.clone(), way.clone()));
+        let config_id = format!("cw-{}", state.created.len());
+        Ok(CreatedContactWay {
+            qr_code: Some(format!("https://wework.example/qr/{config_id}")),
+            config_id,
+        })
+    }
+
+    async fn delete(&self, _corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError> {
+        let mut state = self.state();
+        if let Some(error) = state.delete_failure.clone() {
+            return Err(error);
+        }
+        let exists = (1..=state.created.len()).any(|i| format!("cw-{i}") == config_id)
+            && !state.deleted.iter().any(|d| d == config_id);
+        if !exists {
+            return Err(WeComError::CodeGone { errcode: 41044 });
+        }
+        state.deleted.push(config_id.to_owned());
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl ContactWayPusher for FakeWeCom {
+    async fn replace_users(
+        &self,
+        _: &CorpCredentials,
+        config_id: &str,
+        users: &[String],
+    ) -> Result<(), WeComError> {
+        let mut state = self.state();
+        state.calls.push((config_id.to_owned(), users.to_vec()));
+        if let Some(error) = state.scripted.pop_front() {
+            return Err(error);
+        }
+        if let Some(error) = state.failing_ways.get(config_id) {
+            return Err(error.clone());
+        }
+        if state.pushes_fail {
+            return Err(WeComError::Transient {
+                detail: "switched off".into(),
+            });
+        }
+        if users.iter().any(|u| state.refused.contains(u)) {
+            return Err(WeComError::StaffUnusable {
+                errcode: 60111,
+                errmsg: "invalid userid".into(),
+            });
+        }
+        state.accepted.push((config_id.to_owned(), users.to_vec()));
+        Ok(())
+    }
+}
