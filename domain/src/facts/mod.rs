@@ -2,13 +2,18 @@
 //! as a claim keyed by the business facts (never the delivery id), and only then emits a
 //! refresh reason for each code it may change.
 
+mod ports;
 mod quota;
 mod staff;
 
-pub use quota::{
-    ClaimOutcome, Crossing, LimitClaim, QuotaLedger, QuotaNotifier, StaffQuotaReached,
+pub use ports::{
+    AddLedger, FactLedger, QuotaLedger, QuotaNotifier, StaffLedger, TenantProfiles,
 };
-pub use staff::{MalformedContactEvent, StaffEvent, StaffLedger};
+
+pub use quota::{
+    ClaimOutcome, Crossing, LimitClaim, StaffQuotaReached,
+};
+pub use staff::{MalformedContactEvent, StaffEvent};
 
 use crate::intake::InboxMessage;
 use crate::membership::{CodeId, StaffId};
@@ -66,22 +71,6 @@ impl CountOutcome {
     }
 }
 
-/// Counters and claims.
-#[async_trait::async_trait]
-pub trait AddLedger: Send + Sync {
-    /// Claims the add by its business key and, in the same transaction, adds one to the
-    /// staff member's counters (total on the code, today on the code, today on all codes).
-    /// Exactly one of two racing attempts counts.
-    async fn count_add(&self, add: &AddFact, now_ms: u64) -> Result<CountOutcome, StoreError>;
-    /// Counts an event qrsync does not act on, so it is visible without being retried.
-    async fn record_ignored(&self, tenant: &TenantId, kind: &str) -> Result<(), StoreError>;
-}
-
-#[async_trait::async_trait]
-pub trait TenantProfiles: Send + Sync {
-    async fn profile(&self, tenant: &TenantId) -> Result<Option<TenantProfile>, StoreError>;
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FactOutcome {
     Add {
@@ -105,10 +94,6 @@ pub enum FactsError {
     #[error(transparent)]
     Store(#[from] StoreError),
 }
-
-/// Everything the fact recorder writes: add claims and counters, staff facts, limit claims.
-pub trait FactLedger: AddLedger + StaffLedger + QuotaLedger {}
-impl<L: AddLedger + StaffLedger + QuotaLedger> FactLedger for L {}
 
 pub struct FactRecorder<T, L, Q, N> {
     tenants: T,

@@ -5,7 +5,6 @@
 
 use crate::membership::{AddCounts, CodeId, Limit, StaffId, Switches};
 use crate::tenants::TenantId;
-use crate::StoreError;
 
 /// "Staff member `staff` reached `limit` on tenant-day `day`" (on `code` for code limits).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -47,30 +46,6 @@ pub enum ClaimOutcome {
     TakenByAnother,
 }
 
-/// What the quota loop reads and writes.
-#[async_trait::async_trait]
-pub trait QuotaLedger: Send + Sync {
-    /// The code's switches, or `None` when the code does not exist (any more).
-    async fn code_switches(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-    ) -> Result<Option<Switches>, StoreError>;
-    /// The staff member's counters after the add: today on the code, today on all codes,
-    /// and in total on the code.
-    async fn counts(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        staff: &StaffId,
-        day: &str,
-    ) -> Result<AddCounts, StoreError>;
-    /// Creates the claim unless it exists (one conditional write); answers who owns it.
-    async fn claim_limit(&self, claim: &LimitClaim) -> Result<ClaimOutcome, StoreError>;
-    /// Records that the claim's notification was published, and how many codes it reached.
-    async fn mark_notified(&self, claim: &LimitClaim, codes: usize) -> Result<(), StoreError>;
-}
-
 /// The notification an operator subscribes to.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct StaffQuotaReached {
@@ -84,12 +59,6 @@ pub struct StaffQuotaReached {
     /// The codes the staff member is removed from (refresh reasons emitted for each).
     pub codes: usize,
     pub reached_at_ms: u64,
-}
-
-/// Publishes `StaffQuotaReached` (an EventBridge bus in production).
-#[async_trait::async_trait]
-pub trait QuotaNotifier: Send + Sync {
-    async fn publish(&self, event: &StaffQuotaReached) -> Result<(), StoreError>;
 }
 
 /// A limit crossing this add owns, and what it did about it.

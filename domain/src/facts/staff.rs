@@ -5,6 +5,7 @@
 use crate::membership::{CodeId, DepartmentId, Employment, StaffId};
 use crate::tenants::TenantId;
 use crate::wecom::callback::CallbackEvent;
+use super::StaffLedger;
 use crate::StoreError;
 use std::collections::BTreeSet;
 
@@ -91,54 +92,6 @@ fn parse_departments(raw: &str) -> Result<BTreeSet<DepartmentId>, MalformedConta
             DepartmentId::parse(part).map_err(|e| MalformedContactEvent(format!("Department: {e}")))
         })
         .collect()
-}
-
-/// Staff and department facts, and the indexes that say which codes they reach.
-#[async_trait::async_trait]
-pub trait StaffLedger: Send + Sync {
-    /// `false` when a newer employment fact is stored.
-    async fn set_employment(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-        employment: Employment,
-        at_ms: u64,
-    ) -> Result<bool, StoreError>;
-    /// Re-keys `from` to `to` everywhere; answers the codes that now name `to`.
-    async fn rename_staff(
-        &self,
-        tenant: &TenantId,
-        from: &StaffId,
-        to: &StaffId,
-        at_ms: u64,
-    ) -> Result<Vec<CodeId>, StoreError>;
-    /// Answers the departments whose membership changed.
-    async fn set_staff_departments(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-        departments: &BTreeSet<DepartmentId>,
-        at_ms: u64,
-    ) -> Result<Vec<DepartmentId>, StoreError>;
-    /// Answers the staff whose membership changed.
-    async fn set_department_members(
-        &self,
-        tenant: &TenantId,
-        department: &DepartmentId,
-        members: &BTreeSet<StaffId>,
-        at_ms: u64,
-    ) -> Result<Vec<StaffId>, StoreError>;
-    /// Every code the staff member sits on (members, fallback, listed departments).
-    async fn codes_of_staff(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-    ) -> Result<Vec<CodeId>, StoreError>;
-    async fn codes_listing_department(
-        &self,
-        tenant: &TenantId,
-        department: &DepartmentId,
-    ) -> Result<Vec<CodeId>, StoreError>;
 }
 
 /// Writes the event's facts; answers every code whose list they may change.

@@ -9,8 +9,6 @@
 //! there is no read before the write. This module holds the pure arithmetic; the adapter is
 //! `adapters::dynamodb::limits` (`DynamoBudget`).
 
-use crate::tenants::TenantId;
-use crate::StoreError;
 
 /// The API whose budget the refresh function spends.
 pub const UPDATE_CONTACT_WAY: &str = "update_contact_way";
@@ -107,15 +105,6 @@ pub fn reopens_in(window: Window, now_ms: u64) -> u64 {
         Window::Hour => HOUR_MS,
     };
     length - now_ms % length
-}
-
-/// The shared budget. Implementations must make `spend` one atomic check-and-charge of both
-/// windows: this is what keeps concurrent workers under the limits.
-#[async_trait::async_trait]
-pub trait WeComBudget: Send + Sync {
-    /// Takes one call to `api` for `tenant` at `now_ms`, or says which window is exhausted
-    /// (then nothing was taken).
-    async fn spend(&self, tenant: &TenantId, api: &str, now_ms: u64) -> Result<Spend, StoreError>;
 }
 
 #[cfg(test)]

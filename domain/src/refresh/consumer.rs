@@ -16,10 +16,10 @@
 //! unrefreshed: every refresh starts on the fast lane. Messages from the slow lane's queue are
 //! refreshed as slow. A message that is not a refresh reason is parked as poison.
 
-use super::retry::{self, Path, RetriedReason, RetryQueues};
+use super::retry::{self, Path, RetriedReason};
 use super::{
     CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, Outcome, PutOffCause,
-    RefreshError, RefreshRequest, Refresher, WeComBudget,
+    RefreshError, RefreshRequest, Refresher, RetryQueues, WeComBudget,
 };
 use crate::batch::DeadLetters;
 use crate::batch::PartialBatch;

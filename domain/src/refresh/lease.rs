@@ -7,9 +7,6 @@
 //! the lease is left to cover it, and every record write is fenced on the lease: a writer
 //! whose lease was taken over has its record refused, so it cannot overwrite a newer one.
 
-use crate::membership::CodeId;
-use crate::tenants::TenantId;
-use crate::StoreError;
 
 /// A lease held on one code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,23 +55,3 @@ pub struct LeaseTimes {
     pub call_ms: u64,
 }
 
-/// Per-code leases, taken with one conditional write.
-#[async_trait::async_trait]
-pub trait CodeLeases: Send + Sync {
-    /// Takes the lease when it is free or expired at `now_ms`, for `duration_ms`.
-    async fn acquire(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        holder: &str,
-        now_ms: u64,
-        duration_ms: u64,
-    ) -> Result<Acquired, StoreError>;
-    /// Gives the lease back if this holder still has it; otherwise does nothing.
-    async fn release(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        lease: &Lease,
-    ) -> Result<(), StoreError>;
-}

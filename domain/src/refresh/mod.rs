@@ -7,15 +7,19 @@
 mod budget;
 pub mod consumer;
 mod lease;
+mod ports;
 pub mod retry;
 
 pub use budget::{
-    exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, WeComBudget, Window, ADD_CONTACT_WAY,
+    exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, Window, ADD_CONTACT_WAY,
     DEL_CONTACT_WAY, UPDATE_CONTACT_WAY,
 };
-pub use lease::{Acquired, CodeLeases, FencedWrite, Lease, LeaseTimes};
+pub use ports::{
+    CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, RetryQueues, WeComBudget,
+};
+pub use lease::{Acquired, FencedWrite, Lease, LeaseTimes};
 
-use crate::lanes::{CodeAge, Lane, LanePolicy};
+use crate::lanes::{Lane, LanePolicy};
 use crate::membership::{
     self, AddCounts, CodeConfig, CodeId, DepartmentId, Facts, Membership, RotationSlot, StaffFacts,
     StaffId, TenantRules,
@@ -124,61 +128,6 @@ pub struct PushRecord {
     pub lane: Lane,
 }
 
-/// Reads a code's facts.
-#[async_trait::async_trait]
-pub trait CodeFacts: Send + Sync {
-    /// Strongly consistent reads of everything the recompute needs for the tenant's day at
-    /// `now_ms`. `Ok(None)` when the tenant or the code does not exist.
-    async fn snapshot(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        now_ms: u64,
-    ) -> Result<Option<CodeSnapshot>, StoreError>;
-}
-
-/// Keeps a code's "last pushed" record. Every write is fenced on the writer's lease: a
-/// writer that lost its lease gets `FencedWrite::LeaseLost` and nothing is written.
-#[async_trait::async_trait]
-pub trait CodeRecords: Send + Sync {
-    /// When the code was created and last edited, for the lane policy (one cheap read).
-    /// `Ok(None)` when there is no such code.
-    async fn age(&self, tenant: &TenantId, code: &CodeId) -> Result<Option<CodeAge>, StoreError>;
-    /// Records a push WeCom accepted: the last-pushed list and a history entry.
-    async fn record_push(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        lease: &Lease,
-        push: &PushRecord,
-    ) -> Result<FencedWrite, StoreError>;
-    /// Marks the code starved (nobody eligible, no fallback) without touching the last list.
-    async fn record_starved(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        lease: &Lease,
-        at_ms: u64,
-    ) -> Result<FencedWrite, StoreError>;
-    /// Replaces the landing page's rotation when the WeCom list stayed the same but the
-    /// rotation did not (a quota member's share of a round shrinks with each add).
-    async fn record_rotation(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        lease: &Lease,
-        wecom_list: &[StaffId],
-        rotation: &[RotationSlot],
-    ) -> Result<FencedWrite, StoreError>;
-    /// Adds one refresh's tally to the tenant's counters for `day`.
-    async fn record_tally(
-        &self,
-        tenant: &TenantId,
-        day: &str,
-        tally: &Tally,
-    ) -> Result<(), StoreError>;
-}
-
 /// What one refresh did, for the tenant's daily counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tally {
@@ -197,46 +146,6 @@ pub struct Tally {
     pub to_slow_lane: u32,
     /// Requeued by the slow lane to keep its interval between pushes.
     pub slow_interval_waits: u32,
-}
-
-/// Replaces the user list of a WeCom contact way.
-#[async_trait::async_trait]
-pub trait ContactWayPusher: Send + Sync {
-    async fn replace_users(
-        &self,
-        corp: &CorpCredentials,
-        config_id: &str,
-        users: &[String],
-    ) -> Result<(), WeComError>;
-}
-
-/// What the refresh writes when WeCom refuses for good (docs/rules.md rules 9 and 11).
-#[async_trait::async_trait]
-pub trait FailureMarks: Send + Sync {
-    /// WeCom no longer knows the code's contact way (41044): the code is not refreshed again.
-    async fn mark_code_gone(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        at_ms: u64,
-    ) -> Result<(), StoreError>;
-    /// WeCom refused `staff` on a contact way: never eligible on this tenant again (sticky,
-    /// like every WeCom rejection in `membership::fold`).
-    async fn mark_staff_unusable(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-        errcode: i64,
-        at_ms: u64,
-    ) -> Result<(), StoreError>;
-    /// The code's last refresh failed for good or was dead-lettered: the sweep recomputes it.
-    async fn mark_dirty(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        class: FailureClass,
-        at_ms: u64,
-    ) -> Result<(), StoreError>;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,9 +6,9 @@
 //! the single writer; the retry queues never refresh a code themselves, so two of them can
 //! never write one code at the same moment.
 
+pub use super::ports::RetryQueues;
 use crate::reasons::RefreshReason;
 use crate::wecom::errors::FailureClass;
-use crate::StoreError;
 use sha2::{Digest, Sha256};
 
 /// The retry queues' fixed delays, shortest first (`template.yaml`'s `RefreshRetry*Queue`).
@@ -82,17 +82,6 @@ pub fn failed(class: FailureClass, attempt: u32) -> Path {
         | FailureClass::ListTooLong
         | FailureClass::Rejected => Path::DeadLetter(class),
     }
-}
-
-/// The retry queues and the way back to refresh.fifo.
-#[async_trait::async_trait]
-pub trait RetryQueues: Send + Sync {
-    /// Sends `reason` to the retry queue that delays it by `delay`.
-    async fn delay(&self, reason: &RetriedReason, delay: RetryDelay) -> Result<(), StoreError>;
-    /// Sends `reason` (its delay served) back to refresh.fifo, in its code's message group.
-    async fn forward(&self, reason: &RetriedReason) -> Result<(), StoreError>;
-    /// Republishes `reason` to the slow lane's queue, in its code's message group.
-    async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError>;
 }
 
 /// A refresh reason on its way through a retry queue: the reason itself (so a plain reason

@@ -1,4 +1,5 @@
 use super::*;
+use crate::lanes::CodeAge;
 use crate::lanes::{LanePolicy, LaneSwitch};
 use crate::membership::{Family, Switches};
 use crate::tenants::Timezone;

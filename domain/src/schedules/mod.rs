@@ -20,11 +20,14 @@
 //! - `Tick`: one run of the tick over those ports.
 
 pub mod plan;
+mod ports;
 
-use crate::membership::{CodeId, Limit, StaffId, WeeklySchedule};
+pub use ports::{DueIndex, DueWriter, ScheduleFacts};
+
+use crate::membership::{CodeId, Limit, StaffId};
 use crate::reasons::ReasonQueue;
 use crate::reasons::RefreshReason;
-use crate::tenants::{TenantId, Timezone};
+use crate::tenants::TenantId;
 use crate::Clock;
 use crate::StoreError;
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -131,85 +134,6 @@ pub enum CursorLease {
     Acquired { next: Option<Minute> },
     /// Another run holds it and its lease has not expired.
     HeldElsewhere,
-}
-
-/// The due index and the tick's cursor.
-#[async_trait::async_trait]
-pub trait DueIndex: Send + Sync {
-    /// Takes the cursor for `owner` until `lease_until_ms`, unless another run's lease is still
-    /// running at `now_ms`. Exactly one of two racing runs gets it. A lease ending after
-    /// `lease_until_ms` was taken under a clock ahead of this one (the clock was set back, which
-    /// restarts every function) and holds nothing.
-    async fn acquire(
-        &self,
-        owner: &str,
-        now_ms: u64,
-        lease_until_ms: u64,
-    ) -> Result<CursorLease, StoreError>;
-
-    /// Moves the cursor from `from` (`None`: never set) to `to` while `owner` holds it; `false`
-    /// when it does not any more.
-    async fn advance(
-        &self,
-        owner: &str,
-        from: Option<Minute>,
-        to: Minute,
-    ) -> Result<bool, StoreError>;
-
-    /// Ends `owner`'s lease early (a lease that is not `owner`'s is left alone).
-    async fn release(&self, owner: &str) -> Result<(), StoreError>;
-
-    /// Every due item in `minute`.
-    async fn due_in(&self, minute: Minute) -> Result<Vec<Due>, StoreError>;
-
-    /// Moves a due item the tick has handled to `next` (`None` deletes it), unless a writer
-    /// moved it since it was read: then the writer's version stands.
-    async fn reschedule(&self, due: &Due, next: Option<Minute>) -> Result<(), StoreError>;
-}
-
-/// How writers of facts (the admin API) keep due items in step with what they write.
-#[async_trait::async_trait]
-pub trait DueWriter: Send + Sync {
-    /// Creates or moves the subject's due item to `minute`.
-    async fn set_due(
-        &self,
-        tenant: &TenantId,
-        subject: &Subject,
-        minute: Minute,
-    ) -> Result<(), StoreError>;
-
-    async fn clear_due(&self, tenant: &TenantId, subject: &Subject) -> Result<(), StoreError>;
-
-    /// The subjects of a tenant that have a due item (a query on the tenant's keys).
-    async fn due_subjects(&self, tenant: &TenantId) -> Result<Vec<Subject>, StoreError>;
-}
-
-/// What the tick reads to handle a due item.
-#[async_trait::async_trait]
-pub trait ScheduleFacts: Send + Sync {
-    /// `None` when the tenant does not exist (any more).
-    async fn timezone(&self, tenant: &TenantId) -> Result<Option<Timezone>, StoreError>;
-
-    async fn schedule(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-    ) -> Result<Option<WeeklySchedule>, StoreError>;
-
-    /// Every code the staff member sits on (the staff -> codes index, never a scan).
-    async fn codes_of_staff(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-    ) -> Result<Vec<CodeId>, StoreError>;
-
-    /// The quota loop's claims of the tenant-days `first_day..=last_day` (`YYYY-MM-DD`).
-    async fn limits_reached(
-        &self,
-        tenant: &TenantId,
-        first_day: &str,
-        last_day: &str,
-    ) -> Result<Vec<LimitReached>, StoreError>;
 }
 
 /// How a tick run walks the index.

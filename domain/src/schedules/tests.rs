@@ -1,5 +1,7 @@
 use super::plan::{self, MinuteRange};
 use super::*;
+use crate::membership::WeeklySchedule;
+use crate::tenants::Timezone;
 use crate::fakes::InMemoryQueues;
 use crate::fakes::InMemoryStore;
 use crate::membership::{Limit, Shift};

@@ -1,0 +1,107 @@
+//! What recording facts needs from the outside world: the ledgers facts are written to, the
+//! tenants' profiles, and where limit crossings are announced.
+
+use super::{AddFact, ClaimOutcome, CountOutcome, LimitClaim, StaffQuotaReached};
+use crate::membership::{AddCounts, CodeId, DepartmentId, Employment, StaffId, Switches};
+use crate::tenants::{TenantId, TenantProfile};
+use crate::StoreError;
+use std::collections::BTreeSet;
+
+/// Counters and claims.
+#[async_trait::async_trait]
+pub trait AddLedger: Send + Sync {
+    /// Claims the add by its business key and, in the same transaction, adds one to the
+    /// staff member's counters (total on the code, today on the code, today on all codes).
+    /// Exactly one of two racing attempts counts.
+    async fn count_add(&self, add: &AddFact, now_ms: u64) -> Result<CountOutcome, StoreError>;
+    /// Counts an event qrsync does not act on, so it is visible without being retried.
+    async fn record_ignored(&self, tenant: &TenantId, kind: &str) -> Result<(), StoreError>;
+}
+
+#[async_trait::async_trait]
+pub trait TenantProfiles: Send + Sync {
+    async fn profile(&self, tenant: &TenantId) -> Result<Option<TenantProfile>, StoreError>;
+}
+
+/// Everything the fact recorder writes: add claims and counters, staff facts, limit claims.
+pub trait FactLedger: AddLedger + StaffLedger + QuotaLedger {}
+
+impl<L: AddLedger + StaffLedger + QuotaLedger> FactLedger for L {}
+
+/// What the quota loop reads and writes.
+#[async_trait::async_trait]
+pub trait QuotaLedger: Send + Sync {
+    /// The code's switches, or `None` when the code does not exist (any more).
+    async fn code_switches(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+    ) -> Result<Option<Switches>, StoreError>;
+    /// The staff member's counters after the add: today on the code, today on all codes,
+    /// and in total on the code.
+    async fn counts(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        staff: &StaffId,
+        day: &str,
+    ) -> Result<AddCounts, StoreError>;
+    /// Creates the claim unless it exists (one conditional write); answers who owns it.
+    async fn claim_limit(&self, claim: &LimitClaim) -> Result<ClaimOutcome, StoreError>;
+    /// Records that the claim's notification was published, and how many codes it reached.
+    async fn mark_notified(&self, claim: &LimitClaim, codes: usize) -> Result<(), StoreError>;
+}
+
+/// Publishes `StaffQuotaReached` (an EventBridge bus in production).
+#[async_trait::async_trait]
+pub trait QuotaNotifier: Send + Sync {
+    async fn publish(&self, event: &StaffQuotaReached) -> Result<(), StoreError>;
+}
+
+/// Staff and department facts, and the indexes that say which codes they reach.
+#[async_trait::async_trait]
+pub trait StaffLedger: Send + Sync {
+    /// `false` when a newer employment fact is stored.
+    async fn set_employment(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        employment: Employment,
+        at_ms: u64,
+    ) -> Result<bool, StoreError>;
+    /// Re-keys `from` to `to` everywhere; answers the codes that now name `to`.
+    async fn rename_staff(
+        &self,
+        tenant: &TenantId,
+        from: &StaffId,
+        to: &StaffId,
+        at_ms: u64,
+    ) -> Result<Vec<CodeId>, StoreError>;
+    /// Answers the departments whose membership changed.
+    async fn set_staff_departments(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        departments: &BTreeSet<DepartmentId>,
+        at_ms: u64,
+    ) -> Result<Vec<DepartmentId>, StoreError>;
+    /// Answers the staff whose membership changed.
+    async fn set_department_members(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+        members: &BTreeSet<StaffId>,
+        at_ms: u64,
+    ) -> Result<Vec<StaffId>, StoreError>;
+    /// Every code the staff member sits on (members, fallback, listed departments).
+    async fn codes_of_staff(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<Vec<CodeId>, StoreError>;
+    async fn codes_listing_department(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+    ) -> Result<Vec<CodeId>, StoreError>;
+}

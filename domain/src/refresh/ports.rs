@@ -1,0 +1,149 @@
+//! What the single writer needs from the outside world: the code's facts and records, its
+//! lease, WeCom, the tenant's budget and the retry queues.
+
+use super::budget::Spend;
+use super::lease::{Acquired, FencedWrite, Lease};
+use super::retry::{RetriedReason, RetryDelay};
+use super::{CodeSnapshot, PushRecord, Tally};
+use crate::lanes::CodeAge;
+use crate::membership::{CodeId, RotationSlot, StaffId};
+use crate::tenants::TenantId;
+use crate::wecom::contact_way::CorpCredentials;
+use crate::wecom::errors::{FailureClass, WeComError};
+use crate::StoreError;
+
+/// Reads a code's facts.
+#[async_trait::async_trait]
+pub trait CodeFacts: Send + Sync {
+    /// Strongly consistent reads of everything the recompute needs for the tenant's day at
+    /// `now_ms`. `Ok(None)` when the tenant or the code does not exist.
+    async fn snapshot(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        now_ms: u64,
+    ) -> Result<Option<CodeSnapshot>, StoreError>;
+}
+
+/// Keeps a code's "last pushed" record. Every write is fenced on the writer's lease: a
+/// writer that lost its lease gets `FencedWrite::LeaseLost` and nothing is written.
+#[async_trait::async_trait]
+pub trait CodeRecords: Send + Sync {
+    /// When the code was created and last edited, for the lane policy (one cheap read).
+    /// `Ok(None)` when there is no such code.
+    async fn age(&self, tenant: &TenantId, code: &CodeId) -> Result<Option<CodeAge>, StoreError>;
+    /// Records a push WeCom accepted: the last-pushed list and a history entry.
+    async fn record_push(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+        push: &PushRecord,
+    ) -> Result<FencedWrite, StoreError>;
+    /// Marks the code starved (nobody eligible, no fallback) without touching the last list.
+    async fn record_starved(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+        at_ms: u64,
+    ) -> Result<FencedWrite, StoreError>;
+    /// Replaces the landing page's rotation when the WeCom list stayed the same but the
+    /// rotation did not (a quota member's share of a round shrinks with each add).
+    async fn record_rotation(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+        wecom_list: &[StaffId],
+        rotation: &[RotationSlot],
+    ) -> Result<FencedWrite, StoreError>;
+    /// Adds one refresh's tally to the tenant's counters for `day`.
+    async fn record_tally(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        tally: &Tally,
+    ) -> Result<(), StoreError>;
+}
+
+/// Replaces the user list of a WeCom contact way.
+#[async_trait::async_trait]
+pub trait ContactWayPusher: Send + Sync {
+    async fn replace_users(
+        &self,
+        corp: &CorpCredentials,
+        config_id: &str,
+        users: &[String],
+    ) -> Result<(), WeComError>;
+}
+
+/// What the refresh writes when WeCom refuses for good (docs/rules.md rules 9 and 11).
+#[async_trait::async_trait]
+pub trait FailureMarks: Send + Sync {
+    /// WeCom no longer knows the code's contact way (41044): the code is not refreshed again.
+    async fn mark_code_gone(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        at_ms: u64,
+    ) -> Result<(), StoreError>;
+    /// WeCom refused `staff` on a contact way: never eligible on this tenant again (sticky,
+    /// like every WeCom rejection in `membership::fold`).
+    async fn mark_staff_unusable(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        errcode: i64,
+        at_ms: u64,
+    ) -> Result<(), StoreError>;
+    /// The code's last refresh failed for good or was dead-lettered: the sweep recomputes it.
+    async fn mark_dirty(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        class: FailureClass,
+        at_ms: u64,
+    ) -> Result<(), StoreError>;
+}
+
+/// Per-code leases, taken with one conditional write.
+#[async_trait::async_trait]
+pub trait CodeLeases: Send + Sync {
+    /// Takes the lease when it is free or expired at `now_ms`, for `duration_ms`.
+    async fn acquire(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        holder: &str,
+        now_ms: u64,
+        duration_ms: u64,
+    ) -> Result<Acquired, StoreError>;
+    /// Gives the lease back if this holder still has it; otherwise does nothing.
+    async fn release(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+    ) -> Result<(), StoreError>;
+}
+
+/// The shared budget. Implementations must make `spend` one atomic check-and-charge of both
+/// windows: this is what keeps concurrent workers under the limits.
+#[async_trait::async_trait]
+pub trait WeComBudget: Send + Sync {
+    /// Takes one call to `api` for `tenant` at `now_ms`, or says which window is exhausted
+    /// (then nothing was taken).
+    async fn spend(&self, tenant: &TenantId, api: &str, now_ms: u64) -> Result<Spend, StoreError>;
+}
+
+/// The retry queues and the way back to refresh.fifo.
+#[async_trait::async_trait]
+pub trait RetryQueues: Send + Sync {
+    /// Sends `reason` to the retry queue that delays it by `delay`.
+    async fn delay(&self, reason: &RetriedReason, delay: RetryDelay) -> Result<(), StoreError>;
+    /// Sends `reason` (its delay served) back to refresh.fifo, in its code's message group.
+    async fn forward(&self, reason: &RetriedReason) -> Result<(), StoreError>;
+    /// Republishes `reason` to the slow lane's queue, in its code's message group.
+    async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError>;
+}
