@@ -83,163 +83,26 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use domain::facts::{
-        AddFact, AddLedger, ClaimOutcome, CountOutcome, LimitClaim, QuotaLedger, StaffLedger,
-        StaffQuotaReached,
-    };
-    use domain::membership::{AddCounts, CodeId, DepartmentId, Employment, StaffId, Switches};
-    use domain::reasons::RefreshReason;
+    use domain::fakes::{InMemoryQueues, InMemoryStore};
     use domain::tenants::{TenantId, TenantProfile};
     use domain::wecom::reference_vectors::V1;
-    use domain::StoreError;
     use lambda_runtime::Context;
-    use std::collections::BTreeSet;
-    use std::sync::Mutex;
 
-    #[derive(Default)]
-    struct Fakes {
-        counted: Mutex<Vec<AddFact>>,
-        reasons: Mutex<Vec<RefreshReason>>,
-        parked: Mutex<Vec<(String, String)>>,
-    }
-
-    #[async_trait::async_trait]
-    impl TenantProfiles for &Fakes {
-        async fn profile(&self, tenant: &TenantId) -> Result<Option<TenantProfile>, StoreError> {
-            Ok((tenant.as_str() == "demo").then(|| TenantProfile {
+    /// The table, with the sample's tenant, and the queues.
+    fn fakes() -> (InMemoryStore, InMemoryQueues) {
+        let store = InMemoryStore::default();
+        store.insert_profile(
+            &TenantId::parse("demo").expect("valid"),
+            TenantProfile {
                 corp_id: V1.corp_id.into(),
                 callback_token: V1.token.into(),
                 encoding_aes_key: V1.encoding_aes_key.into(),
                 corp_secret: "s".into(),
                 timezone: Default::default(),
                 company_daily_cap: None,
-            }))
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl AddLedger for &Fakes {
-        async fn count_add(&self, add: &AddFact, now_ms: u64) -> Result<CountOutcome, StoreError> {
-            self.counted.lock().expect("lock").push(add.clone());
-            Ok(CountOutcome::Counted { at_ms: now_ms })
-        }
-        async fn record_ignored(&self, _: &TenantId, _: &str) -> Result<(), StoreError> {
-            Ok(())
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl ReasonQueue for &Fakes {
-        async fn send(&self, reason: &RefreshReason) -> Result<(), StoreError> {
-            self.reasons.lock().expect("lock").push(reason.clone());
-            Ok(())
-        }
-    }
-
-    /// The sample batch names a code without limits and no contact changes.
-    #[async_trait::async_trait]
-    impl QuotaLedger for &Fakes {
-        async fn code_switches(
-            &self,
-            _: &TenantId,
-            _: &CodeId,
-        ) -> Result<Option<Switches>, StoreError> {
-            Ok(Some(Switches::default()))
-        }
-        async fn counts(
-            &self,
-            _: &TenantId,
-            _: &CodeId,
-            _: &StaffId,
-            _: &str,
-        ) -> Result<AddCounts, StoreError> {
-            Ok(AddCounts::default())
-        }
-        async fn claim_limit(&self, _: &LimitClaim) -> Result<ClaimOutcome, StoreError> {
-            Ok(ClaimOutcome::TakenByAnother)
-        }
-        async fn mark_notified(&self, _: &LimitClaim, _: usize) -> Result<(), StoreError> {
-            Ok(())
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl QuotaNotifier for &Fakes {
-        async fn publish(&self, _: &StaffQuotaReached) -> Result<(), StoreError> {
-            Ok(())
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl StaffLedger for &Fakes {
-        async fn set_employment(
-            &self,
-            _: &TenantId,
-            _: &StaffId,
-            _: Employment,
-            _: u64,
-        ) -> Result<bool, StoreError> {
-            Ok(true)
-        }
-        async fn rename_staff(
-            &self,
-            _: &TenantId,
-            _: &StaffId,
-            _: &StaffId,
-            _: u64,
-        ) -> Result<Vec<CodeId>, StoreError> {
-            Ok(Vec::new())
-        }
-        async fn set_staff_departments(
-            &self,
-            _: &TenantId,
-            _: &StaffId,
-            _: &BTreeSet<DepartmentId>,
-            _: u64,
-        ) -> Result<Vec<DepartmentId>, StoreError> {
-            Ok(Vec::new())
-        }
-        async fn set_department_members(
-            &self,
-            _: &TenantId,
-            _: &DepartmentId,
-            _: &BTreeSet<StaffId>,
-            _: u64,
-        ) -> Result<Vec<StaffId>, StoreError> {
-            Ok(Vec::new())
-        }
-        async fn codes_of_staff(
-            &self,
-            _: &TenantId,
-            _: &StaffId,
-        ) -> Result<Vec<CodeId>, StoreError> {
-            Ok(Vec::new())
-        }
-        async fn codes_listing_department(
-            &self,
-            _: &TenantId,
-            _: &DepartmentId,
-        ) -> Result<Vec<CodeId>, StoreError> {
-            Ok(Vec::new())
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl DeadLetters for &Fakes {
-        async fn park(
-            &self,
-            _: &str,
-            id: &str,
-            _: &str,
-            class: &str,
-            _: &str,
-        ) -> Result<(), StoreError> {
-            self.parked
-                .lock()
-                .expect("lock")
-                .push((id.to_owned(), class.to_owned()));
-            Ok(())
-        }
+            },
+        );
+        (store, InMemoryQueues::default())
     }
 
     fn clock() -> u64 {
@@ -254,12 +117,18 @@ mod tests {
         );
         let event = serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
             .expect("an SQS event");
-        let fakes = Fakes::default();
-        let recorder = FactRecorder::new(&fakes, &fakes, &fakes, &fakes, clock);
+        let (store, queues) = fakes();
+        let recorder = FactRecorder::new(
+            store.clone(),
+            store.clone(),
+            queues.clone(),
+            queues.clone(),
+            clock,
+        );
 
         let response = handle(
             &recorder,
-            &&fakes,
+            &queues,
             LambdaEvent::new(event, Context::default()),
         )
         .await
@@ -269,7 +138,7 @@ mod tests {
             response.batch_item_failures.is_empty(),
             "nothing is left for redelivery"
         );
-        let counted = fakes.counted.lock().expect("lock");
+        let counted = store.counted();
         assert_eq!(
             (
                 counted.len(),
@@ -278,9 +147,9 @@ mod tests {
             ),
             (1, "code-1", "zhangsan")
         );
-        assert_eq!(fakes.reasons.lock().expect("lock").len(), 1);
+        assert_eq!(queues.sends().len(), 1);
         assert_eq!(
-            *fakes.parked.lock().expect("lock"),
+            queues.parked(),
             [(
                 "9a1f0c2e-0001-4c7e-9d3b-000000000002".to_owned(),
                 "poison".to_owned()
