@@ -1,10 +1,9 @@
 use super::*;
+use crate::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
 use crate::lanes::CodeAge;
 use crate::lanes::{LanePolicy, LaneSwitch};
 use crate::membership::{Family, Switches};
 use crate::tenants::Timezone;
-use std::collections::{HashSet, VecDeque};
-use std::sync::Mutex;
 
 fn id(raw: &str) -> StaffId {
     StaffId::parse(raw).expect("valid")
@@ -16,254 +15,6 @@ fn tenant() -> TenantId {
 
 fn code() -> CodeId {
     CodeId::parse("c1").expect("valid")
-}
-
-#[derive(Default)]
-struct FakeFacts {
-    snapshot: Mutex<Option<CodeSnapshot>>,
-    snapshots_read: Mutex<u32>,
-    age: Mutex<Option<CodeAge>>,
-    lease: Mutex<Option<Lease>>,
-    taken_over: Mutex<bool>,
-    pushes: Mutex<Vec<PushRecord>>,
-    fail_record: Mutex<bool>,
-    starved: Mutex<u32>,
-    tally: Mutex<Tally>,
-    marks: Mutex<Marks>,
-}
-
-#[async_trait::async_trait]
-impl CodeFacts for FakeFacts {
-    async fn snapshot(
-        &self,
-        _: &TenantId,
-        _: &CodeId,
-        _: u64,
-    ) -> Result<Option<CodeSnapshot>, StoreError> {
-        *self.snapshots_read.lock().expect("lock") += 1;
-        Ok(self.snapshot.lock().expect("lock").clone())
-    }
-}
-
-impl FakeFacts {
-    fn fence(&self, lease: &Lease) -> FencedWrite {
-        match self.lease.lock().expect("lock").as_ref() {
-            Some(held) if held.holder == lease.holder => FencedWrite::Written,
-            _ => FencedWrite::LeaseLost,
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl CodeRecords for FakeFacts {
-    async fn age(&self, _: &TenantId, _: &CodeId) -> Result<Option<CodeAge>, StoreError> {
-        Ok(*self.age.lock().expect("lock"))
-    }
-    async fn record_push(
-        &self,
-        _: &TenantId,
-        _: &CodeId,
-        lease: &Lease,
-        push: &PushRecord,
-    ) -> Result<FencedWrite, StoreError> {
-        if *self.fail_record.lock().expect("lock") {
-            return Err(StoreError::new("table", "switched off"));
-        }
-        if self.fence(lease) == FencedWrite::LeaseLost {
-            return Ok(FencedWrite::LeaseLost);
-        }
-        self.pushes.lock().expect("lock").push(push.clone());
-        if let Some(snapshot) = self.snapshot.lock().expect("lock").as_mut() {
-            snapshot.last_pushed = Some(PushedList {
-                users: push.users.clone(),
-                pushed_at_ms: push.pushed_at_ms,
-                starved: false,
-                rotation: None,
-            });
-        }
-        Ok(FencedWrite::Written)
-    }
-    async fn record_starved(
-        &self,
-        _: &TenantId,
-        _: &CodeId,
-        lease: &Lease,
-        _: u64,
-    ) -> Result<FencedWrite, StoreError> {
-        *self.starved.lock().expect("lock") += 1;
-        Ok(self.fence(lease))
-    }
-    async fn record_rotation(
-        &self,
-        _: &TenantId,
-        _: &CodeId,
-        lease: &Lease,
-        _: &[StaffId],
-        _: &[RotationSlot],
-    ) -> Result<FencedWrite, StoreError> {
-        Ok(self.fence(lease))
-    }
-    async fn record_tally(&self, _: &TenantId, _: &str, tally: &Tally) -> Result<(), StoreError> {
-        let mut total = self.tally.lock().expect("lock");
-        total.reasons += tally.reasons;
-        total.pushes += tally.pushes;
-        total.unchanged += tally.unchanged;
-        total.requeued_budget += tally.requeued_budget;
-        total.requeued_lease += tally.requeued_lease;
-        total.slow_interval_waits += tally.slow_interval_waits;
-        Ok(())
-    }
-}
-
-#[async_trait::async_trait]
-impl CodeLeases for FakeFacts {
-    async fn acquire(
-        &self,
-        _: &TenantId,
-        _: &CodeId,
-        holder: &str,
-        now_ms: u64,
-        duration_ms: u64,
-    ) -> Result<Acquired, StoreError> {
-        let mut lease = self.lease.lock().expect("lock");
-        if let Some(held) = lease.as_ref().filter(|l| l.expires_at_ms > now_ms) {
-            return Ok(Acquired::Busy {
-                retry_after_ms: held.expires_at_ms - now_ms,
-            });
-        }
-        let mine = Lease {
-            holder: holder.to_owned(),
-            expires_at_ms: now_ms + duration_ms,
-        };
-        // Another writer takes the code over (after this lease expired) while it works.
-        *lease = Some(if *self.taken_over.lock().expect("lock") {
-            Lease {
-                holder: "another writer".into(),
-                expires_at_ms: 0,
-            }
-        } else {
-            mine.clone()
-        });
-        Ok(Acquired::LeasedRefresh(mine))
-    }
-    async fn release(&self, _: &TenantId, _: &CodeId, lease: &Lease) -> Result<(), StoreError> {
-        let mut held = self.lease.lock().expect("lock");
-        if held.as_ref().is_some_and(|l| l.holder == lease.holder) {
-            *held = None;
-        }
-        Ok(())
-    }
-}
-
-#[derive(Default)]
-struct Marks {
-    gone: Vec<CodeId>,
-    unusable: Vec<StaffId>,
-    dirty: Vec<(CodeId, FailureClass)>,
-}
-
-#[async_trait::async_trait]
-impl FailureMarks for FakeFacts {
-    async fn mark_code_gone(&self, _: &TenantId, code: &CodeId, _: u64) -> Result<(), StoreError> {
-        self.marks.lock().expect("lock").gone.push(code.clone());
-        Ok(())
-    }
-    async fn mark_staff_unusable(
-        &self,
-        _: &TenantId,
-        staff: &StaffId,
-        _: i64,
-        _: u64,
-    ) -> Result<(), StoreError> {
-        self.marks
-            .lock()
-            .expect("lock")
-            .unusable
-            .push(staff.clone());
-        Ok(())
-    }
-    async fn mark_dirty(
-        &self,
-        _: &TenantId,
-        code: &CodeId,
-        class: FailureClass,
-        _: u64,
-    ) -> Result<(), StoreError> {
-        self.marks
-            .lock()
-            .expect("lock")
-            .dirty
-            .push((code.clone(), class));
-        Ok(())
-    }
-}
-
-/// A budget of `left` calls (unlimited when `None`).
-#[derive(Default)]
-struct FakeBudget {
-    left: Mutex<Option<u32>>,
-}
-
-#[async_trait::async_trait]
-impl WeComBudget for FakeBudget {
-    async fn spend(&self, _: &TenantId, _: &str, now_ms: u64) -> Result<Spend, StoreError> {
-        let mut left = self.left.lock().expect("lock");
-        match left.as_mut() {
-            Some(0) => Ok(Spend::Exhausted {
-                window: Window::Minute,
-                retry_after_ms: reopens_in(Window::Minute, now_ms),
-            }),
-            Some(n) => {
-                *n -= 1;
-                Ok(Spend::Granted)
-            }
-            None => Ok(Spend::Granted),
-        }
-    }
-}
-
-#[derive(Default)]
-struct FakeWeCom {
-    /// Every list WeCom accepted, in order.
-    lists: Mutex<Vec<Vec<String>>>,
-    /// Every list sent, accepted or not.
-    calls: Mutex<Vec<Vec<String>>>,
-    fail: Mutex<bool>,
-    /// Answers for the next calls, before anything else.
-    scripted: Mutex<VecDeque<WeComError>>,
-    /// Users WeCom refuses with 60111 (a list holding any of them is refused).
-    refused: Mutex<HashSet<String>>,
-}
-
-#[async_trait::async_trait]
-impl ContactWayPusher for FakeWeCom {
-    async fn replace_users(
-        &self,
-        _: &CorpCredentials,
-        _: &str,
-        users: &[String],
-    ) -> Result<(), WeComError> {
-        self.calls.lock().expect("lock").push(users.to_vec());
-        if let Some(error) = self.scripted.lock().expect("lock").pop_front() {
-            return Err(error);
-        }
-        if *self.fail.lock().expect("lock") {
-            return Err(WeComError::Transient {
-                detail: "switched off".into(),
-            });
-        }
-        if users
-            .iter()
-            .any(|u| self.refused.lock().expect("lock").contains(u))
-        {
-            return Err(WeComError::StaffUnusable {
-                errcode: 60111,
-                errmsg: "invalid userid".into(),
-            });
-        }
-        self.lists.lock().expect("lock").push(users.to_vec());
-        Ok(())
-    }
 }
 
 fn snapshot(online: &[(&str, bool)]) -> CodeSnapshot {
@@ -318,7 +69,7 @@ const LEASE: LeaseTimes = LeaseTimes {
     call_ms: 3_500,
 };
 
-fn refresher(state: CodeSnapshot) -> Refresher<FakeFacts, FakeWeCom, FakeBudget> {
+fn refresher(state: CodeSnapshot) -> Refresher<InMemoryStore, FakeWeCom, FakeBudget> {
     with_lanes(state, LanePolicy::all_fast(), LEASE)
 }
 
@@ -326,9 +77,9 @@ fn with_lanes(
     state: CodeSnapshot,
     lanes: LanePolicy,
     lease_times: LeaseTimes,
-) -> Refresher<FakeFacts, FakeWeCom, FakeBudget> {
-    let facts = FakeFacts::default();
-    *facts.snapshot.lock().expect("lock") = Some(state);
+) -> Refresher<InMemoryStore, FakeWeCom, FakeBudget> {
+    let facts = InMemoryStore::default();
+    facts.load_snapshot(&tenant(), &code(), &state);
     Refresher::new(
         facts,
         FakeWeCom::default(),
@@ -339,7 +90,7 @@ fn with_lanes(
     )
 }
 
-type TestRefresher = Refresher<FakeFacts, FakeWeCom, FakeBudget>;
+type TestRefresher = Refresher<InMemoryStore, FakeWeCom, FakeBudget>;
 
 async fn on_lane(
     refresher: &TestRefresher,
@@ -376,8 +127,7 @@ async fn fast(refresher: &TestRefresher, fact_at_ms: &[u64]) -> Result<Outcome, 
 
 /// WeCom refuses these users on any contact way from now on.
 fn refuse(refresher: &TestRefresher, users: &[&str]) {
-    let mut refused = refresher.pusher.refused.lock().expect("lock");
-    refused.extend(users.iter().map(|u| (*u).to_owned()));
+    refresher.pusher.refuse(users);
 }
 
 fn wire(users: &[&str]) -> Vec<String> {
@@ -391,24 +141,21 @@ async fn a_changed_list_is_pushed_then_recorded_and_an_unchanged_one_makes_no_ca
     let second = fast(&refresher, &[990]).await.expect("refreshed");
     assert_eq!(first, Outcome::Pushed(vec![id("a")]));
     assert_eq!(second, Outcome::Unchanged);
-    assert_eq!(
-        *refresher.pusher.lists.lock().expect("lock"),
-        [vec!["a".to_owned()]]
-    );
-    let pushes = refresher.facts.pushes.lock().expect("lock");
+    assert_eq!(refresher.pusher.lists(), [vec!["a".to_owned()]]);
+    let pushes = refresher.facts.pushes();
     assert_eq!(pushes.len(), 1);
     assert_eq!(pushes[0].fact_at_ms, [900, 950]);
-    let tally = *refresher.facts.tally.lock().expect("lock");
+    let tally = refresher.facts.tally();
     assert_eq!((tally.reasons, tally.pushes, tally.unchanged), (3, 1, 1));
 }
 
 #[tokio::test]
 async fn when_wecom_fails_nothing_is_recorded_so_the_retry_pushes_again() {
     let refresher = refresher(snapshot(&[("a", true)]));
-    *refresher.pusher.fail.lock().expect("lock") = true;
+    refresher.pusher.fail_pushes(true);
     assert!(fast(&refresher, &[1]).await.is_err());
-    assert!(refresher.facts.pushes.lock().expect("lock").is_empty());
-    *refresher.pusher.fail.lock().expect("lock") = false;
+    assert!(refresher.facts.pushes().is_empty());
+    refresher.pusher.fail_pushes(false);
     assert_eq!(
         fast(&refresher, &[1]).await.expect("ok"),
         Outcome::Pushed(vec![id("a")])
@@ -418,11 +165,11 @@ async fn when_wecom_fails_nothing_is_recorded_so_the_retry_pushes_again() {
 #[tokio::test]
 async fn a_crash_between_push_and_record_converges_on_the_next_reason_with_the_same_list() {
     let refresher = refresher(snapshot(&[("a", true), ("b", true)]));
-    *refresher.facts.fail_record.lock().expect("lock") = true;
+    refresher.facts.fail_records(true);
     assert!(fast(&refresher, &[1]).await.is_err());
-    *refresher.facts.fail_record.lock().expect("lock") = false;
+    refresher.facts.fail_records(false);
     fast(&refresher, &[2]).await.expect("ok");
-    let lists = refresher.pusher.lists.lock().expect("lock").clone();
+    let lists = refresher.pusher.lists();
     assert_eq!(lists.len(), 2, "the unrecorded push is repeated");
     assert_eq!(
         lists[0], lists[1],
@@ -439,17 +186,19 @@ async fn a_starved_code_is_recorded_once_and_nothing_is_pushed() {
     let refresher = refresher(snapshot(&[("a", false)]));
     for _ in 0..2 {
         assert_eq!(fast(&refresher, &[1]).await.expect("ok"), Outcome::Starved);
-        if let Some(s) = refresher.facts.snapshot.lock().expect("lock").as_mut() {
-            s.last_pushed = Some(PushedList {
+        refresher.facts.set_pushed(
+            &tenant(),
+            &code(),
+            PushedList {
                 users: vec![],
                 pushed_at_ms: 0,
                 starved: true,
                 rotation: None,
-            });
-        }
+            },
+        );
     }
-    assert!(refresher.pusher.lists.lock().expect("lock").is_empty());
-    assert_eq!(*refresher.facts.starved.lock().expect("lock"), 1);
+    assert!(refresher.pusher.lists().is_empty());
+    assert_eq!(refresher.facts.starved(), 1);
 }
 
 #[tokio::test]
@@ -461,7 +210,7 @@ async fn a_code_without_a_contact_way_is_left_to_its_creation() {
         fast(&refresher, &[1]).await.expect("ok"),
         Outcome::NotCreated
     );
-    assert!(refresher.pusher.lists.lock().expect("lock").is_empty());
+    assert!(refresher.pusher.lists().is_empty());
 }
 
 #[tokio::test]
@@ -473,13 +222,13 @@ async fn a_code_created_with_its_current_list_is_not_pushed_again() {
         fast(&refresher, &[1]).await.expect("ok"),
         Outcome::Unchanged
     );
-    assert!(refresher.pusher.lists.lock().expect("lock").is_empty());
+    assert!(refresher.pusher.lists().is_empty());
 }
 
 #[tokio::test]
 async fn without_budget_nothing_is_sent_and_the_reasons_wait_for_the_next_minute() {
     let refresher = refresher(snapshot(&[("a", true)]));
-    *refresher.budget.left.lock().expect("lock") = Some(0);
+    refresher.budget.set_left(Some(0));
     let outcome = fast(&refresher, &[1]).await.expect("not a failure");
     assert_eq!(
         outcome,
@@ -488,20 +237,15 @@ async fn without_budget_nothing_is_sent_and_the_reasons_wait_for_the_next_minute
             retry_after_ms: 59_000
         }
     );
-    assert!(refresher.pusher.calls.lock().expect("lock").is_empty());
-    assert!(refresher.facts.pushes.lock().expect("lock").is_empty());
+    assert!(refresher.pusher.calls().is_empty());
+    assert!(refresher.facts.pushes().is_empty());
 }
 
 #[tokio::test]
 async fn wecom_throttling_is_backpressure_not_a_failure() {
     for errcode in [45009, 45033] {
         let refresher = refresher(snapshot(&[("a", true)]));
-        refresher
-            .pusher
-            .scripted
-            .lock()
-            .expect("lock")
-            .push_back(WeComError::Throttled { errcode });
+        refresher.pusher.script(WeComError::Throttled { errcode });
         let outcome = fast(&refresher, &[1]).await.expect("not a failure");
         assert_eq!(
             outcome,
@@ -510,7 +254,7 @@ async fn wecom_throttling_is_backpressure_not_a_failure() {
                 retry_after_ms: 59_000
             }
         );
-        assert!(refresher.facts.pushes.lock().expect("lock").is_empty());
+        assert!(refresher.facts.pushes().is_empty());
     }
 }
 
@@ -519,22 +263,19 @@ async fn a_code_wecom_no_longer_knows_is_marked_gone_and_dirty_and_nothing_is_re
     let refresher = refresher(snapshot(&[("a", true)]));
     refresher
         .pusher
-        .scripted
-        .lock()
-        .expect("lock")
-        .push_back(WeComError::CodeGone { errcode: 41044 });
+        .script(WeComError::CodeGone { errcode: 41044 });
     let outcome = fast(&refresher, &[1]).await.expect("handled");
     assert_eq!(outcome, Outcome::CodeGone);
-    let marks = refresher.facts.marks.lock().expect("lock");
+    let marks = refresher.facts.marks();
     assert_eq!(marks.gone, [code()]);
     assert_eq!(marks.dirty, [(code(), FailureClass::CodeGone)]);
-    assert!(refresher.facts.pushes.lock().expect("lock").is_empty());
+    assert!(refresher.facts.pushes().is_empty());
 }
 
 #[tokio::test]
 async fn a_transient_failure_is_returned_for_the_handler_to_retry() {
     let refresher = refresher(snapshot(&[("a", true)]));
-    *refresher.pusher.fail.lock().expect("lock") = true;
+    refresher.pusher.fail_pushes(true);
     let error = fast(&refresher, &[1]).await.expect_err("fails");
     assert!(matches!(error, RefreshError::WeCom(e) if e.class() == FailureClass::Transient));
 }
@@ -548,12 +289,9 @@ async fn a_refused_new_member_is_marked_unusable_and_the_others_pushed_in_the_sa
     let outcome = fast(&refresher, &[1]).await.expect("handled");
     // The list WeCom holds did not change: a and b were accepted before.
     assert_eq!(outcome, Outcome::Pushed(vec![id("a"), id("b")]));
+    assert_eq!(refresher.facts.marks().unusable, [id("x")]);
     assert_eq!(
-        refresher.facts.marks.lock().expect("lock").unusable,
-        [id("x")]
-    );
-    assert_eq!(
-        *refresher.pusher.calls.lock().expect("lock"),
+        refresher.pusher.calls(),
         [wire(&["a", "b", "x"]), wire(&["a", "b"])],
         "the list without the suspect proves it in one call"
     );
@@ -567,11 +305,8 @@ async fn several_new_members_are_tried_one_at_a_time_and_only_the_refused_ones_m
     refuse(&refresher, &["x", "y"]);
     let outcome = fast(&refresher, &[1]).await.expect("handled");
     assert_eq!(outcome, Outcome::Pushed(vec![id("a"), id("c")]));
-    assert_eq!(
-        refresher.facts.marks.lock().expect("lock").unusable,
-        [id("x"), id("y")]
-    );
-    let last = refresher.facts.pushes.lock().expect("lock").last().cloned();
+    assert_eq!(refresher.facts.marks().unusable, [id("x"), id("y")]);
+    let last = refresher.facts.pushes().last().cloned();
     assert_eq!(
         last.map(|p| p.users),
         Some(vec![id("a"), id("c")]),
@@ -588,10 +323,7 @@ async fn a_member_wecom_held_before_and_now_refuses_is_found_among_everyone() {
     refuse(&refresher, &["a"]);
     let outcome = fast(&refresher, &[1]).await.expect("handled");
     assert_eq!(outcome, Outcome::Pushed(vec![id("b")]));
-    assert_eq!(
-        refresher.facts.marks.lock().expect("lock").unusable,
-        [id("a")]
-    );
+    assert_eq!(refresher.facts.marks().unusable, [id("a")]);
 }
 
 #[tokio::test]
@@ -600,7 +332,7 @@ async fn probing_stops_when_the_budget_runs_out_and_what_was_found_is_kept() {
     state.code.created_with = vec![id("a")];
     let refresher = refresher(state);
     refuse(&refresher, &["x"]);
-    *refresher.budget.left.lock().expect("lock") = Some(1);
+    refresher.budget.set_left(Some(1));
     let outcome = fast(&refresher, &[1]).await.expect("handled");
     assert!(matches!(
         outcome,
@@ -609,18 +341,8 @@ async fn probing_stops_when_the_budget_runs_out_and_what_was_found_is_kept() {
             ..
         }
     ));
-    assert_eq!(
-        refresher.pusher.calls.lock().expect("lock").len(),
-        1,
-        "never beyond the budget"
-    );
-    assert!(refresher
-        .facts
-        .marks
-        .lock()
-        .expect("lock")
-        .unusable
-        .is_empty());
+    assert_eq!(refresher.pusher.calls().len(), 1, "never beyond the budget");
+    assert!(refresher.facts.marks().unusable.is_empty());
 }
 
 fn slow_after_an_hour() -> LanePolicy {
@@ -634,10 +356,10 @@ fn slow_after_an_hour() -> LanePolicy {
 
 #[tokio::test]
 async fn a_quiet_code_on_the_fast_lane_is_sent_to_the_slow_lane_without_a_lease_or_a_call() {
-    let touched_at_zero = Some(CodeAge {
+    let touched_at_zero = CodeAge {
         created_at_ms: 0,
         updated_at_ms: 0,
-    });
+    };
     // The clock reads 1_000: untouched for 1 s, quiet after 0.5 s.
     let quiet = with_lanes(
         snapshot(&[("a", true)]),
@@ -647,14 +369,14 @@ async fn a_quiet_code_on_the_fast_lane_is_sent_to_the_slow_lane_without_a_lease_
         },
         LEASE,
     );
-    *quiet.facts.age.lock().expect("lock") = touched_at_zero;
+    quiet.facts.set_age(&tenant(), &code(), touched_at_zero);
     assert_eq!(fast(&quiet, &[1]).await.expect("ok"), Outcome::ToSlowLane);
-    assert!(quiet.facts.lease.lock().expect("lock").is_none());
-    assert_eq!(*quiet.facts.snapshots_read.lock().expect("lock"), 0);
-    assert!(quiet.pusher.calls.lock().expect("lock").is_empty());
+    assert!(quiet.facts.code_lease(&tenant(), &code()).is_none());
+    assert_eq!(quiet.facts.snapshots_read().len(), 0);
+    assert!(quiet.pusher.calls().is_empty());
     // Untouched for 1 s is not quiet for an hour: the fast lane pushes it itself.
     let recent = with_lanes(snapshot(&[("a", true)]), slow_after_an_hour(), LEASE);
-    *recent.facts.age.lock().expect("lock") = touched_at_zero;
+    recent.facts.set_age(&tenant(), &code(), touched_at_zero);
     assert_eq!(
         fast(&recent, &[1]).await.expect("ok"),
         Outcome::Pushed(vec![id("a")])
@@ -682,32 +404,39 @@ async fn the_slow_lane_pushes_a_code_at_most_once_per_interval_and_requeues_the_
         },
         "pushed at 0, the clock at 1 s: 59 s left of the 60 s interval"
     );
-    assert!(refresher.pusher.calls.lock().expect("lock").is_empty());
+    assert!(refresher.pusher.calls().is_empty());
     assert!(
-        refresher.facts.lease.lock().expect("lock").is_none(),
+        refresher.facts.code_lease(&tenant(), &code()).is_none(),
         "the lease is given back"
     );
     // With nothing to push, the interval does not matter.
-    if let Some(s) = refresher.facts.snapshot.lock().expect("lock").as_mut() {
-        s.staff.get_mut(&id("b")).expect("b").online = false;
-    }
+    let mut b = refresher
+        .facts
+        .stored_staff(&tenant(), &id("b"))
+        .expect("b");
+    b.online = false;
+    refresher.facts.insert_staff(&tenant(), &id("b"), b);
     assert_eq!(
         on_lane(&refresher, Lane::Slow, false, &[2])
             .await
             .expect("ok"),
         Outcome::Unchanged
     );
-    let tally = *refresher.facts.tally.lock().expect("lock");
+    let tally = refresher.facts.tally();
     assert_eq!(tally.slow_interval_waits, 1);
 }
 
 #[tokio::test]
 async fn a_code_whose_lease_another_writer_holds_is_requeued_without_reading_or_calling() {
     let refresher = refresher(snapshot(&[("a", true)]));
-    *refresher.facts.lease.lock().expect("lock") = Some(Lease {
-        holder: "the slow lane".into(),
-        expires_at_ms: 5_000,
-    });
+    refresher.facts.set_code_lease(
+        &tenant(),
+        &code(),
+        Some(Lease {
+            holder: "the slow lane".into(),
+            expires_at_ms: 5_000,
+        }),
+    );
     assert_eq!(
         fast(&refresher, &[1]).await.expect("ok"),
         Outcome::PutOff {
@@ -715,14 +444,12 @@ async fn a_code_whose_lease_another_writer_holds_is_requeued_without_reading_or_
             retry_after_ms: 4_000
         }
     );
-    assert_eq!(*refresher.facts.snapshots_read.lock().expect("lock"), 0);
-    assert!(refresher.pusher.calls.lock().expect("lock").is_empty());
+    assert_eq!(refresher.facts.snapshots_read().len(), 0);
+    assert!(refresher.pusher.calls().is_empty());
     assert_eq!(
         refresher
             .facts
-            .lease
-            .lock()
-            .expect("lock")
+            .code_lease(&tenant(), &code())
             .as_ref()
             .map(|l| l.holder.as_str()),
         Some("the slow lane"),
@@ -734,7 +461,7 @@ async fn a_code_whose_lease_another_writer_holds_is_requeued_without_reading_or_
 async fn a_writer_whose_lease_was_taken_over_has_its_record_refused_and_the_next_refresh_pushes_again(
 ) {
     let refresher = refresher(snapshot(&[("a", true)]));
-    *refresher.facts.taken_over.lock().expect("lock") = true;
+    refresher.facts.set_leases_taken_over(true);
     assert_eq!(
         fast(&refresher, &[1]).await.expect("ok"),
         Outcome::PutOff {
@@ -743,21 +470,23 @@ async fn a_writer_whose_lease_was_taken_over_has_its_record_refused_and_the_next
         }
     );
     assert!(
-        refresher.facts.pushes.lock().expect("lock").is_empty(),
+        refresher.facts.pushes().is_empty(),
         "the stale writer's record is refused"
     );
     // The next writer's record says WeCom has ["a"] (the other writer recorded it), but
     // WeCom may hold the stale writer's list: a resync pushes even an unchanged list.
-    *refresher.facts.taken_over.lock().expect("lock") = false;
-    *refresher.facts.lease.lock().expect("lock") = None;
-    if let Some(s) = refresher.facts.snapshot.lock().expect("lock").as_mut() {
-        s.last_pushed = Some(PushedList {
+    refresher.facts.set_leases_taken_over(false);
+    refresher.facts.set_code_lease(&tenant(), &code(), None);
+    refresher.facts.set_pushed(
+        &tenant(),
+        &code(),
+        PushedList {
             users: vec![id("a")],
             pushed_at_ms: 0,
             starved: false,
             rotation: None,
-        });
-    }
+        },
+    );
     assert_eq!(
         on_lane(&refresher, Lane::Fast, true, &[2])
             .await
@@ -768,7 +497,7 @@ async fn a_writer_whose_lease_was_taken_over_has_its_record_refused_and_the_next
         fast(&refresher, &[3]).await.expect("ok"),
         Outcome::Unchanged
     );
-    assert_eq!(refresher.pusher.calls.lock().expect("lock").len(), 2);
+    assert_eq!(refresher.pusher.calls().len(), 2);
 }
 
 #[tokio::test]
@@ -785,7 +514,7 @@ async fn no_wecom_call_starts_when_too_little_of_the_lease_is_left_to_cover_it()
             retry_after_ms: 0
         }
     );
-    assert!(refresher.pusher.calls.lock().expect("lock").is_empty());
+    assert!(refresher.pusher.calls().is_empty());
 }
 
 #[tokio::test]
@@ -800,9 +529,9 @@ async fn a_code_is_not_started_when_the_invocation_ends_before_one_call_could() 
             retry_after_ms: 0
         }
     );
-    assert!(refresher.pusher.calls.lock().expect("lock").is_empty());
-    assert_eq!(*refresher.facts.snapshots_read.lock().expect("lock"), 0);
-    assert!(refresher.facts.lease.lock().expect("lock").is_none());
+    assert!(refresher.pusher.calls().is_empty());
+    assert_eq!(refresher.facts.snapshots_read().len(), 0);
+    assert!(refresher.facts.code_lease(&tenant(), &code()).is_none());
     let pushed = before(&refresher, Lane::Fast, false, &[1], 4_501).await;
     assert_eq!(pushed.expect("ok"), Outcome::Pushed(vec![id("a")]));
 }
@@ -811,8 +540,7 @@ async fn a_code_is_not_started_when_the_invocation_ends_before_one_call_could() 
 async fn a_staff_member_wecom_refuses_is_recomputed_away_from_their_other_codes_too() {
     let mut state = snapshot(&[("a", true), ("x", true)]);
     state.code.created_with = vec![id("a")];
-    let fan_outs = crate::fakes::InMemoryQueues::default()
-        .expanding_through(crate::fakes::InMemoryStore::default());
+    let fan_outs = InMemoryQueues::default().expanding_through(InMemoryStore::default());
     let refresher = refresher(state).with_fan_outs(fan_outs.clone());
     refuse(&refresher, &["x"]);
     fast(&refresher, &[1]).await.expect("handled");

@@ -62,248 +62,97 @@ fn delivery<'a>(message: &'a SqsMessage, inlets: &QueueInlets) -> Delivery<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use domain::batch::DeadLetters;
+    use domain::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
     use domain::lanes::{CodeAge, LanePolicy, LaneSwitch};
-    use domain::membership::RotationSlot;
     use domain::membership::{CodeConfig, CodeId, Family, StaffFacts, StaffId, Switches};
-    use domain::refresh::retry::{RetriedReason, RetryDelay, RetryQueues};
-    use domain::refresh::{
-        Acquired, CodeFacts, CodeLeases, CodeRecords, CodeSnapshot, ContactWayPusher, FailureMarks,
-        FencedWrite, Lease, LeaseTimes, PushRecord, Refresher, Spend, StoredCode, Tally,
-        WeComBudget, Window,
-    };
+    use domain::refresh::retry::RetryDelay;
+    use domain::refresh::{CodeSnapshot, Lease, LeaseTimes, Refresher, StoredCode};
     use domain::tenants::{TenantId, TenantProfile};
-    use domain::wecom::contact_way::CorpCredentials;
     use domain::wecom::errors::{FailureClass, WeComError};
-    use domain::StoreError;
     use lambda_runtime::Context;
-    use std::sync::Mutex;
 
-    #[derive(Default)]
+    /// The sample's codes, `code-1` and `code-2` of tenant `demo`: each lists `alice` (online)
+    /// on its contact way `cfg-<code>`.
+    const CODES: [&str; 2] = ["code-1", "code-2"];
+
+    fn tenant() -> TenantId {
+        TenantId::parse("demo").expect("valid")
+    }
+
+    fn code(id: &str) -> CodeId {
+        CodeId::parse(id).expect("valid")
+    }
+
     struct Fakes {
-        snapshots_read: Mutex<Vec<String>>,
-        pushes: Mutex<Vec<(String, Vec<String>)>>,
-        failing_config: Option<&'static str>,
-        failure: Option<WeComError>,
-        unreadable_code: Option<&'static str>,
-        no_budget: bool,
-        parked: Mutex<Vec<(String, String)>>,
-        delayed: Mutex<Vec<(RetriedReason, RetryDelay)>>,
-        forwarded: Mutex<Vec<RetriedReason>>,
-        slowed: Mutex<Vec<RetriedReason>>,
-        lease_busy: bool,
-        dirty: Mutex<Vec<(String, FailureClass)>>,
+        store: InMemoryStore,
+        wecom: FakeWeCom,
+        budget: FakeBudget,
+        queues: InMemoryQueues,
     }
 
-    #[async_trait::async_trait]
-    impl FailureMarks for &Fakes {
-        async fn mark_code_gone(&self, _: &TenantId, _: &CodeId, _: u64) -> Result<(), StoreError> {
-            Ok(())
-        }
-        async fn mark_staff_unusable(
-            &self,
-            _: &TenantId,
-            _: &StaffId,
-            _: i64,
-            _: u64,
-        ) -> Result<(), StoreError> {
-            Ok(())
-        }
-        async fn mark_dirty(
-            &self,
-            _: &TenantId,
-            code: &CodeId,
-            class: FailureClass,
-            _: u64,
-        ) -> Result<(), StoreError> {
-            self.dirty
-                .lock()
-                .expect("lock")
-                .push((code.to_string(), class));
-            Ok(())
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl WeComBudget for &Fakes {
-        async fn spend(&self, _: &TenantId, _: &str, _: u64) -> Result<Spend, StoreError> {
-            Ok(if self.no_budget {
-                Spend::Exhausted {
-                    window: Window::Minute,
-                    retry_after_ms: 40_000,
-                }
-            } else {
-                Spend::Granted
-            })
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl RetryQueues for &Fakes {
-        async fn delay(&self, reason: &RetriedReason, delay: RetryDelay) -> Result<(), StoreError> {
-            self.delayed
-                .lock()
-                .expect("lock")
-                .push((reason.clone(), delay));
-            Ok(())
-        }
-        async fn forward(&self, reason: &RetriedReason) -> Result<(), StoreError> {
-            self.forwarded.lock().expect("lock").push(reason.clone());
-            Ok(())
-        }
-        async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError> {
-            self.slowed.lock().expect("lock").push(reason.clone());
-            Ok(())
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl CodeFacts for &Fakes {
-        async fn snapshot(
-            &self,
-            _: &TenantId,
-            code: &CodeId,
-            _: u64,
-        ) -> Result<Option<CodeSnapshot>, StoreError> {
-            self.snapshots_read
-                .lock()
-                .expect("lock")
-                .push(code.to_string());
-            if self.unreadable_code == Some(code.as_str()) {
-                return Err(StoreError::new("table", "switched off"));
-            }
+    impl Default for Fakes {
+        fn default() -> Self {
+            let store = InMemoryStore::default();
             let alice = StaffId::parse("alice").expect("valid");
-            Ok(Some(CodeSnapshot {
-                profile: TenantProfile {
-                    corp_id: "corp".into(),
-                    callback_token: "t".into(),
-                    encoding_aes_key: "k".into(),
-                    corp_secret: "s".into(),
-                    timezone: Default::default(),
-                    company_daily_cap: None,
-                },
-                code: StoredCode {
-                    config: CodeConfig {
-                        family: Family::Native,
-                        members: vec![alice.clone()],
-                        departments: vec![],
-                        fallback: vec![],
-                        switches: Switches::default(),
+            for id in CODES {
+                let snapshot = CodeSnapshot {
+                    profile: TenantProfile {
+                        corp_id: "corp".into(),
+                        callback_token: "t".into(),
+                        encoding_aes_key: "k".into(),
+                        corp_secret: "s".into(),
+                        timezone: Default::default(),
+                        company_daily_cap: None,
                     },
-                    config_id: Some(format!("cfg-{code}")),
-                    created_with: vec![],
-                },
-                staff: [(alice, StaffFacts::ACTIVE_ONLINE)].into_iter().collect(),
-                adds: Default::default(),
-                departments: Default::default(),
-                now_ms: 0,
-                last_pushed: None,
-            }))
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl CodeRecords for &Fakes {
-        async fn age(&self, _: &TenantId, _: &CodeId) -> Result<Option<CodeAge>, StoreError> {
-            Ok(Some(CodeAge {
-                created_at_ms: 0,
-                updated_at_ms: 0,
-            }))
-        }
-        async fn record_push(
-            &self,
-            _: &TenantId,
-            _: &CodeId,
-            _: &Lease,
-            _: &PushRecord,
-        ) -> Result<FencedWrite, StoreError> {
-            Ok(FencedWrite::Written)
-        }
-        async fn record_starved(
-            &self,
-            _: &TenantId,
-            _: &CodeId,
-            _: &Lease,
-            _: u64,
-        ) -> Result<FencedWrite, StoreError> {
-            Ok(FencedWrite::Written)
-        }
-        async fn record_rotation(
-            &self,
-            _: &TenantId,
-            _: &CodeId,
-            _: &Lease,
-            _: &[StaffId],
-            _: &[RotationSlot],
-        ) -> Result<FencedWrite, StoreError> {
-            Ok(FencedWrite::Written)
-        }
-        async fn record_tally(&self, _: &TenantId, _: &str, _: &Tally) -> Result<(), StoreError> {
-            Ok(())
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl CodeLeases for &Fakes {
-        async fn acquire(
-            &self,
-            _: &TenantId,
-            _: &CodeId,
-            holder: &str,
-            now_ms: u64,
-            duration_ms: u64,
-        ) -> Result<Acquired, StoreError> {
-            if self.lease_busy {
-                return Ok(Acquired::Busy {
-                    retry_after_ms: 5_000,
-                });
+                    code: StoredCode {
+                        config: CodeConfig {
+                            family: Family::Native,
+                            members: vec![alice.clone()],
+                            departments: vec![],
+                            fallback: vec![],
+                            switches: Switches::default(),
+                        },
+                        config_id: Some(format!("cfg-{id}")),
+                        created_with: vec![],
+                    },
+                    staff: [(alice.clone(), StaffFacts::ACTIVE_ONLINE)]
+                        .into_iter()
+                        .collect(),
+                    adds: Default::default(),
+                    departments: Default::default(),
+                    now_ms: 0,
+                    last_pushed: None,
+                };
+                store.load_snapshot(&tenant(), &code(id), &snapshot);
+                let age = CodeAge {
+                    created_at_ms: 0,
+                    updated_at_ms: 0,
+                };
+                store.set_age(&tenant(), &code(id), age);
             }
-            Ok(Acquired::LeasedRefresh(Lease {
-                holder: holder.to_owned(),
-                expires_at_ms: now_ms + duration_ms,
-            }))
-        }
-        async fn release(&self, _: &TenantId, _: &CodeId, _: &Lease) -> Result<(), StoreError> {
-            Ok(())
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl ContactWayPusher for &Fakes {
-        async fn replace_users(
-            &self,
-            _: &CorpCredentials,
-            config_id: &str,
-            users: &[String],
-        ) -> Result<(), WeComError> {
-            if self.failing_config == Some(config_id) {
-                return Err(self.failure.clone().unwrap_or(WeComError::Transient {
-                    detail: "down".into(),
-                }));
+            Self {
+                store,
+                wecom: FakeWeCom::default(),
+                budget: FakeBudget::default(),
+                queues: InMemoryQueues::default(),
             }
-            self.pushes
-                .lock()
-                .expect("lock")
-                .push((config_id.to_owned(), users.to_vec()));
-            Ok(())
         }
     }
 
-    #[async_trait::async_trait]
-    impl DeadLetters for &Fakes {
-        async fn park(
-            &self,
-            _: &str,
-            id: &str,
-            _: &str,
-            class: &str,
-            _: &str,
-        ) -> Result<(), StoreError> {
-            self.parked
-                .lock()
-                .expect("lock")
-                .push((id.to_owned(), class.to_owned()));
-            Ok(())
+    impl Fakes {
+        /// The codes whose snapshot was read, in order.
+        fn snapshots_read(&self) -> Vec<String> {
+            let read = self.store.snapshots_read();
+            read.iter().map(ToString::to_string).collect()
+        }
+
+        /// The codes marked dirty, with their class.
+        fn dirty(&self) -> Vec<(String, FailureClass)> {
+            let dirty = self.store.marks().dirty;
+            dirty
+                .into_iter()
+                .map(|(c, class)| (c.to_string(), class))
+                .collect()
         }
     }
 
@@ -331,32 +180,39 @@ mod tests {
         CLOCK_MS
     }
 
-    struct FakePorts<'a>(std::marker::PhantomData<&'a Fakes>);
+    struct FakePorts;
 
-    impl<'a> RefreshPorts for FakePorts<'a> {
-        type Facts = &'a Fakes;
-        type Pusher = &'a Fakes;
-        type Budget = &'a Fakes;
-        type DeadLetters = &'a Fakes;
-        type Retries = &'a Fakes;
+    impl RefreshPorts for FakePorts {
+        type Facts = InMemoryStore;
+        type Pusher = FakeWeCom;
+        type Budget = FakeBudget;
+        type DeadLetters = InMemoryQueues;
+        type Retries = InMemoryQueues;
     }
 
     const MAX_RECEIVES: u32 = 5;
 
-    fn consumer_with(fakes: &Fakes, lanes: LanePolicy) -> RefreshConsumer<FakePorts<'_>> {
+    fn consumer_with(fakes: &Fakes, lanes: LanePolicy) -> RefreshConsumer<FakePorts> {
         let lease = LeaseTimes {
             duration_ms: 8_000,
             call_ms: 3_500,
         };
         RefreshConsumer {
-            refresher: Refresher::new(fakes, fakes, fakes, clock, lanes, lease),
-            dead_letters: fakes,
-            retries: fakes,
+            refresher: Refresher::new(
+                fakes.store.clone(),
+                fakes.wecom.clone(),
+                fakes.budget.clone(),
+                clock,
+                lanes,
+                lease,
+            ),
+            dead_letters: fakes.queues.clone(),
+            retries: fakes.queues.clone(),
             max_receives: MAX_RECEIVES,
         }
     }
 
-    fn consumer(fakes: &Fakes) -> RefreshConsumer<FakePorts<'_>> {
+    fn consumer(fakes: &Fakes) -> RefreshConsumer<FakePorts> {
         consumer_with(fakes, LanePolicy::all_fast())
     }
 
@@ -392,20 +248,15 @@ mod tests {
             .await
             .expect("handled");
         assert!(response.batch_item_failures.is_empty());
-        assert_eq!(
-            *fakes.snapshots_read.lock().expect("lock"),
-            ["code-1", "code-2"]
-        );
-        assert_eq!(fakes.pushes.lock().expect("lock").len(), 2);
+        assert_eq!(fakes.snapshots_read(), ["code-1", "code-2"]);
+        assert_eq!(fakes.wecom.pushes().len(), 2);
     }
 
     #[tokio::test]
     async fn when_the_table_fails_for_a_code_all_its_messages_are_reported_and_the_other_code_is_pushed(
     ) {
-        let fakes = Fakes {
-            unreadable_code: Some("code-1"),
-            ..Fakes::default()
-        };
+        let fakes = Fakes::default();
+        fakes.store.make_code_unreadable(&code("code-1"), true);
         let consumer = consumer(&fakes);
         let response = handle(&consumer, &inlets(), sample())
             .await
@@ -423,7 +274,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            *fakes.pushes.lock().expect("lock"),
+            fakes.wecom.pushes(),
             [("cfg-code-2".to_owned(), vec!["alice".to_owned()])]
         );
     }
@@ -439,7 +290,7 @@ mod tests {
     #[tokio::test]
     async fn without_budget_each_code_is_requeued_once_with_a_delay_and_nothing_is_failed() {
         let fakes = Fakes {
-            no_budget: true,
+            budget: FakeBudget::spent_for(40_000),
             ..Fakes::default()
         };
         let consumer = consumer(&fakes);
@@ -450,7 +301,7 @@ mod tests {
             failed_ids(&response).is_empty(),
             "throttling burns no receive"
         );
-        let delayed = fakes.delayed.lock().expect("lock");
+        let delayed = fakes.queues.delayed();
         assert_eq!(delayed.len(), 2, "one reason per code");
         assert!(delayed
             .iter()
@@ -459,22 +310,23 @@ mod tests {
             delayed[0].0.retry_of, "7b2e0d3f-0002-4a1b-8c2d-000000000001",
             "the requeue is deduplicated by the message it replaces"
         );
-        assert!(fakes.pushes.lock().expect("lock").is_empty());
-        assert!(fakes.parked.lock().expect("lock").is_empty());
+        assert!(fakes.wecom.pushes().is_empty());
+        assert!(fakes.queues.parked().is_empty());
     }
 
     #[tokio::test]
     async fn a_transient_failure_is_requeued_with_its_attempt_count_and_nothing_is_failed() {
-        let fakes = Fakes {
-            failing_config: Some("cfg-code-1"),
-            ..Fakes::default()
+        let fakes = Fakes::default();
+        let down = WeComError::Transient {
+            detail: "down".into(),
         };
+        fakes.wecom.fail_pushes_to("cfg-code-1", down);
         let consumer = consumer(&fakes);
         let response = handle(&consumer, &inlets(), sample())
             .await
             .expect("handled");
         assert!(failed_ids(&response).is_empty());
-        let delayed = fakes.delayed.lock().expect("lock");
+        let delayed = fakes.queues.delayed();
         assert_eq!(delayed.len(), 1);
         assert_eq!(
             (delayed[0].0.attempt, delayed[0].1),
@@ -485,10 +337,11 @@ mod tests {
     #[tokio::test]
     async fn a_transient_failure_after_its_last_retry_is_dead_lettered_with_its_class_and_marked_dirty(
     ) {
-        let fakes = Fakes {
-            failing_config: Some("cfg-code-1"),
-            ..Fakes::default()
+        let fakes = Fakes::default();
+        let down = WeComError::Transient {
+            detail: "down".into(),
         };
+        fakes.wecom.fail_pushes_to("cfg-code-1", down);
         let consumer = consumer(&fakes);
         let mut event = sample();
         for record in &mut event.payload.records {
@@ -500,34 +353,32 @@ mod tests {
         }
         let response = handle(&consumer, &inlets(), event).await.expect("handled");
         assert!(failed_ids(&response).is_empty());
-        assert!(fakes.delayed.lock().expect("lock").is_empty());
-        let parked = fakes.parked.lock().expect("lock");
+        assert!(fakes.queues.delayed().is_empty());
+        let parked = fakes.queues.parked();
         assert_eq!(parked.len(), 2, "both messages of code-1");
         assert!(parked.iter().all(|(_, class)| class == "transient"));
         assert_eq!(
-            *fakes.dirty.lock().expect("lock"),
+            fakes.dirty(),
             [("code-1".to_owned(), FailureClass::Transient)]
         );
     }
 
     #[tokio::test]
     async fn a_refusal_retrying_cannot_fix_is_dead_lettered_at_once() {
-        let fakes = Fakes {
-            failing_config: Some("cfg-code-1"),
-            failure: Some(WeComError::ListTooLong),
-            ..Fakes::default()
-        };
+        let fakes = Fakes::default();
+        fakes
+            .wecom
+            .fail_pushes_to("cfg-code-1", WeComError::ListTooLong);
         let consumer = consumer(&fakes);
         handle(&consumer, &inlets(), sample())
             .await
             .expect("handled");
         assert!(fakes
-            .parked
-            .lock()
-            .expect("lock")
+            .queues
+            .parked()
             .iter()
             .all(|(_, class)| class == "list_too_long"));
-        assert_eq!(fakes.dirty.lock().expect("lock").len(), 1);
+        assert_eq!(fakes.dirty().len(), 1);
     }
 
     #[tokio::test]
@@ -540,7 +391,7 @@ mod tests {
         event.context = context(FINISH_RESERVE_MS + 3_000);
         let response = handle(&consumer, &inlets(), event).await.expect("handled");
         assert!(failed_ids(&response).is_empty(), "no receive is spent");
-        let forwarded = fakes.forwarded.lock().expect("lock");
+        let forwarded = fakes.queues.forwarded();
         let codes: Vec<&str> = forwarded.iter().map(|r| r.reason.code.as_str()).collect();
         assert_eq!(
             codes,
@@ -550,12 +401,9 @@ mod tests {
         assert!(forwarded
             .iter()
             .all(|r| !r.retry_of.is_empty() && r.attempt == 0));
-        assert!(fakes.pushes.lock().expect("lock").is_empty());
-        assert!(
-            fakes.delayed.lock().expect("lock").is_empty(),
-            "not throttled"
-        );
-        assert!(fakes.dirty.lock().expect("lock").is_empty(), "not failed");
+        assert!(fakes.wecom.pushes().is_empty());
+        assert!(fakes.queues.delayed().is_empty(), "not throttled");
+        assert!(fakes.dirty().is_empty(), "not failed");
     }
 
     #[tokio::test]
@@ -574,14 +422,10 @@ mod tests {
             .insert("ApproximateReceiveCount".into(), MAX_RECEIVES.to_string());
         handle(&consumer, &inlets(), event).await.expect("handled");
         assert_eq!(
-            *fakes.dirty.lock().expect("lock"),
+            fakes.dirty(),
             [("code-2".to_owned(), FailureClass::Transient)]
         );
-        assert_eq!(
-            fakes.pushes.lock().expect("lock").len(),
-            2,
-            "the work still runs"
-        );
+        assert_eq!(fakes.wecom.pushes().len(), 2, "the work still runs");
     }
 
     #[tokio::test]
@@ -602,10 +446,10 @@ mod tests {
         .await
         .expect("handled");
         assert!(failed_ids(&response).is_empty());
-        let forwarded = fakes.forwarded.lock().expect("lock");
+        let forwarded = fakes.queues.forwarded();
         assert_eq!(forwarded.len(), 1);
         assert_eq!(forwarded[0].attempt, 1, "the attempt count travels on");
-        assert!(fakes.snapshots_read.lock().expect("lock").is_empty());
+        assert!(fakes.snapshots_read().is_empty());
     }
 
     #[tokio::test]
@@ -616,11 +460,11 @@ mod tests {
             .await
             .expect("handled");
         assert!(failed_ids(&response).is_empty(), "acknowledged");
-        let slowed = fakes.slowed.lock().expect("lock");
+        let slowed = fakes.queues.slowed();
         let codes: Vec<&str> = slowed.iter().map(|r| r.reason.code.as_str()).collect();
         assert_eq!(codes, ["code-1", "code-2"], "one message per code");
-        assert!(fakes.snapshots_read.lock().expect("lock").is_empty());
-        assert!(fakes.pushes.lock().expect("lock").is_empty());
+        assert!(fakes.snapshots_read().is_empty());
+        assert!(fakes.wecom.pushes().is_empty());
     }
 
     #[tokio::test]
@@ -633,26 +477,32 @@ mod tests {
                 Some("arn:aws:sqs:ap-east-1:123456789012:qrsync-refresh-slow.fifo".into());
         }
         handle(&consumer, &inlets(), event).await.expect("handled");
-        assert!(fakes.slowed.lock().expect("lock").is_empty());
-        assert_eq!(fakes.pushes.lock().expect("lock").len(), 2);
+        assert!(fakes.queues.slowed().is_empty());
+        assert_eq!(fakes.wecom.pushes().len(), 2);
     }
 
     #[tokio::test]
     async fn a_code_whose_lease_is_held_elsewhere_waits_in_a_retry_queue_without_an_attempt() {
-        let fakes = Fakes {
-            lease_busy: true,
-            ..Fakes::default()
-        };
+        let fakes = Fakes::default();
+        for id in CODES {
+            let elsewhere = Lease {
+                holder: "another writer".into(),
+                expires_at_ms: CLOCK_MS + 5_000,
+            };
+            fakes
+                .store
+                .set_code_lease(&tenant(), &code(id), Some(elsewhere));
+        }
         let consumer = consumer(&fakes);
         let response = handle(&consumer, &inlets(), sample())
             .await
             .expect("handled");
         assert!(failed_ids(&response).is_empty());
-        let delayed = fakes.delayed.lock().expect("lock");
+        let delayed = fakes.queues.delayed();
         assert_eq!(delayed.len(), 2);
         assert!(delayed
             .iter()
             .all(|(r, d)| r.attempt == 0 && *d == RetryDelay::Seconds15));
-        assert!(fakes.dirty.lock().expect("lock").is_empty());
+        assert!(fakes.dirty().is_empty());
     }
 }
