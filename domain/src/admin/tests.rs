@@ -1,5 +1,5 @@
 use super::*;
-use crate::fakes::{FakeWeCom, InMemoryQueues, InMemoryStore};
+use crate::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
 use crate::http::ErrorAnswer;
 use crate::membership::{AddCounts, CodeConfig, StaffFacts, Switches, WeeklySchedule};
 use crate::refresh::PushedList;
@@ -1537,24 +1537,6 @@ async fn deleting_an_unknown_code_or_a_deleted_one_again_is_not_found() {
     assert_eq!(w.wecom.deleted(), ["cw-1"]);
 }
 
-/// A budget with nothing left for the minute.
-struct SpentBudget;
-
-#[async_trait::async_trait]
-impl crate::refresh::WeComBudget for SpentBudget {
-    async fn spend(
-        &self,
-        _: &TenantId,
-        _: &str,
-        _: u64,
-    ) -> Result<crate::refresh::Spend, StoreError> {
-        Ok(crate::refresh::Spend::Exhausted {
-            window: crate::refresh::Window::Minute,
-            retry_after_ms: 12_300,
-        })
-    }
-}
-
 #[tokio::test]
 async fn a_code_is_not_created_in_wecom_when_the_tenants_budget_is_spent() {
     let w = world();
@@ -1565,7 +1547,7 @@ async fn a_code_is_not_created_in_wecom_when_the_tenants_budget_is_spent() {
         w.wecom.clone(),
         fixed_clock,
     )
-    .with_budget(SpentBudget);
+    .with_budget(FakeBudget::spent_for(12_300));
 
     let error = admin
         .put_code(put_code("c1", offline_checked(&["a"])))

@@ -1,54 +1,9 @@
 use super::*;
+use crate::fakes::{InMemoryQueues, InMemoryStore};
 use crate::membership::{DepartmentId, StaffId};
-use crate::reasons::{Cause, RefreshReason, Source};
+use crate::reasons::{Cause, Source};
 use crate::tenants::TenantId;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
-
-#[derive(Default)]
-struct Index(HashMap<String, Vec<CodeId>>);
-
-fn source_key(source: &Source) -> String {
-    serde_json::to_string(source).expect("serialises")
-}
-
-#[async_trait::async_trait]
-impl CodeIndex for Index {
-    async fn codes_of(&self, _: &TenantId, source: &Source) -> Result<Vec<CodeId>, StoreError> {
-        Ok(self.0.get(&source_key(source)).cloned().unwrap_or_default())
-    }
-}
-
-#[derive(Default)]
-struct Sent {
-    reasons: Mutex<Vec<RefreshReason>>,
-    continuations: Mutex<Vec<FanOut>>,
-    fail_after: Option<usize>,
-}
-
-#[async_trait::async_trait]
-impl ReasonQueue for &Sent {
-    async fn send(&self, reason: &RefreshReason) -> Result<(), StoreError> {
-        let mut reasons = self.reasons.lock().expect("lock");
-        if self.fail_after.is_some_and(|n| reasons.len() >= n) {
-            return Err(StoreError::new("refresh queue", "switched off"));
-        }
-        reasons.push(reason.clone());
-        Ok(())
-    }
-}
-
-#[async_trait::async_trait]
-impl FanOutQueue for &Sent {
-    async fn send(&self, fan_out: &FanOut) -> Result<(), StoreError> {
-        self.continuations
-            .lock()
-            .expect("lock")
-            .push(fan_out.clone());
-        Ok(())
-    }
-}
 
 fn code(n: usize) -> CodeId {
     CodeId::parse(&format!("c{n:04}")).expect("valid")
@@ -70,13 +25,21 @@ fn fan_out(sources: Vec<Source>) -> FanOut {
     )
 }
 
-fn index(entries: Vec<(Source, Vec<CodeId>)>) -> Index {
-    Index(
-        entries
-            .into_iter()
-            .map(|(source, codes)| (source_key(&source), codes))
-            .collect(),
-    )
+/// The staff -> codes and department -> codes indexes holding `entries`.
+fn index(entries: Vec<(Source, Vec<CodeId>)>) -> InMemoryStore {
+    let store = InMemoryStore::default();
+    let tenant = TenantId::parse("t1").expect("valid");
+    for (source, codes) in entries {
+        let codes: Vec<&CodeId> = codes.iter().collect();
+        match source {
+            Source::Staff { staff } => store.seat(&tenant, &staff, &codes),
+            Source::Department { department } => {
+                store.list_department(&tenant, &department, &codes)
+            }
+            Source::Tenant => unreachable!("the tests index staff and departments"),
+        }
+    }
+    store
 }
 
 #[tokio::test]
@@ -88,8 +51,8 @@ async fn every_code_of_every_source_gets_one_reason_alike_but_for_the_code() {
         (staff("alice"), vec![code(1), code(2)]),
         (department.clone(), vec![code(2), code(3)]),
     ]);
-    let sent = Sent::default();
-    let expander = Expander::new(index, &sent, &sent);
+    let sent = InMemoryQueues::default();
+    let expander = Expander::new(index, sent.clone(), sent.clone());
 
     let expanded = expander
         .expand(&fan_out(vec![staff("alice"), department]), || false)
@@ -97,7 +60,7 @@ async fn every_code_of_every_source_gets_one_reason_alike_but_for_the_code() {
         .expect("sent");
 
     assert_eq!(expanded, Expanded::Done { reasons: 3 });
-    let reasons = sent.reasons.lock().expect("lock").clone();
+    let reasons = sent.reasons();
     let codes: Vec<&str> = reasons.iter().map(|r| r.code.as_str()).collect();
     assert_eq!(codes, ["c0001", "c0002", "c0003"]);
     assert!(reasons.iter().all(|r| r.fact_key == "staff:alice:42"
@@ -109,8 +72,8 @@ async fn every_code_of_every_source_gets_one_reason_alike_but_for_the_code() {
 async fn out_of_time_the_rest_continues_after_the_last_code_sent_and_nothing_is_lost() {
     let all: Vec<CodeId> = (0..1_000).map(code).collect();
     let index = index(vec![(staff("alice"), all.clone())]);
-    let sent = Sent::default();
-    let expander = Expander::new(index, &sent, &sent);
+    let sent = InMemoryQueues::default();
+    let expander = Expander::new(index, sent.clone(), sent.clone());
     let mut next = Some(fan_out(vec![staff("alice")]));
     let mut invocations = 0;
     while let Some(part) = next.take() {
@@ -121,7 +84,7 @@ async fn out_of_time_the_rest_continues_after_the_last_code_sent_and_nothing_is_
         match expander.expand(&part, out_of_time).await.expect("sent") {
             Expanded::Done { .. } => {}
             Expanded::Continued { sent_through, .. } => {
-                let queued = sent.continuations.lock().expect("lock").pop();
+                let queued = sent.fan_outs().last().cloned();
                 assert_eq!(
                     queued.as_ref().and_then(|f| f.sent_through.clone()),
                     Some(sent_through)
@@ -131,7 +94,7 @@ async fn out_of_time_the_rest_continues_after_the_last_code_sent_and_nothing_is_
         }
     }
 
-    let reasons = sent.reasons.lock().expect("lock").clone();
+    let reasons = sent.reasons();
     let codes: Vec<CodeId> = reasons.iter().map(|r| r.code.clone()).collect();
     assert_eq!(codes, all, "each code exactly once, in order");
     assert_eq!(
@@ -143,25 +106,27 @@ async fn out_of_time_the_rest_continues_after_the_last_code_sent_and_nothing_is_
 #[tokio::test]
 async fn a_failed_send_is_an_error_and_the_redelivered_fan_out_resends_from_its_resume_point() {
     let all: Vec<CodeId> = (0..250).map(code).collect();
-    let sent = Sent {
-        fail_after: Some(130),
-        ..Sent::default()
-    };
-    let expander = Expander::new(index(vec![(staff("alice"), all.clone())]), &sent, &sent);
+    let sent = InMemoryQueues::default();
+    sent.fail_reasons_after(Some(130));
+    let expander = Expander::new(
+        index(vec![(staff("alice"), all.clone())]),
+        sent.clone(),
+        sent.clone(),
+    );
 
     let failed = expander
         .expand(&fan_out(vec![staff("alice")]), || false)
         .await;
 
     assert!(failed.is_err());
-    assert!(sent.continuations.lock().expect("lock").is_empty());
+    assert!(sent.fan_outs().is_empty());
 }
 
 #[tokio::test]
 async fn a_fan_out_always_makes_progress_even_when_time_is_short_from_the_start() {
     let index = index(vec![(staff("alice"), (0..150).map(code).collect())]);
-    let sent = Sent::default();
-    let expander = Expander::new(index, &sent, &sent);
+    let sent = InMemoryQueues::default();
+    let expander = Expander::new(index, sent.clone(), sent.clone());
 
     let expanded = expander
         .expand(&fan_out(vec![staff("alice")]), || true)
