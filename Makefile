@@ -45,8 +45,10 @@ build: $(VENV)/tools/.installed
 local: deploy
 	$(TOOLS)/python tools/local/stack.py serve
 
+# Every cargo step selects the whole workspace (targets are filtered, packages are not), so each
+# resolves the same features and reuses what the others compiled.
 up: tools
-	cargo build -q -p wecom-sandbox
+	cargo build -q --locked --workspace --bin wecom-sandbox
 	$(TOOLS)/python tools/local/stack.py up
 
 deploy: up
@@ -64,12 +66,13 @@ lint: $(VENV)/tools/.installed
 	sam validate --template-file template.yaml --lint
 
 unit:
-	cargo test --workspace --locked --exclude integration-tests
+	cargo test --workspace --locked
 
 ## integration: the tests/ crate against the deployed local stack and the sandbox
+INTEGRATION_TESTS := $(shell sed -n 's/^name = "\([a-z_]*\)"$$/\1/p' tests/Cargo.toml | grep -v '^integration_tests$$')
 integration:
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
-		cargo test --locked -p integration-tests
+		cargo test --locked --workspace $(addprefix --test ,$(INTEGRATION_TESTS))
 
 ## lambda-image: the base image `sam local invoke` runs the functions in: the real one where a
 ## registry answers, else one built locally from pinned Debian packages (once, then reused)
