@@ -7,12 +7,9 @@ use super::{
 };
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use domain::admin::{AdminStore, StaffChange, VersionedCode};
-use domain::membership::{
-    CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId, WeeklySchedule,
-};
+use domain::membership::{CodeConfig, CodeId, Employment, StaffFacts, StaffId, WeeklySchedule};
 use domain::tenants::{TenantId, TenantProfile};
 use domain::StoreError;
-use std::collections::BTreeSet;
 
 impl DynamoStore {
     /// Sets `online` (and the employment, when given) in one `UpdateItem` that leaves every
@@ -118,14 +115,6 @@ impl AdminStore for DynamoStore {
             .await
     }
 
-    async fn codes_of_staff(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-    ) -> Result<Vec<CodeId>, StoreError> {
-        DynamoStore::codes_of_staff(self, tenant, staff).await
-    }
-
     async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError> {
         DynamoStore::codes_of_tenant(self, tenant).await
     }
@@ -170,33 +159,5 @@ impl AdminStore for DynamoStore {
     async fn delete_code(&self, tenant: &TenantId, code: &CodeId) -> Result<(), StoreError> {
         DynamoStore::delete_code(self, tenant, code).await?;
         Ok(())
-    }
-
-    async fn set_staff_departments(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-        departments: &BTreeSet<DepartmentId>,
-        at_ms: u64,
-    ) -> Result<Vec<DepartmentId>, StoreError> {
-        DynamoStore::set_staff_departments(self, tenant, staff, departments, at_ms).await
-    }
-
-    async fn set_department_members(
-        &self,
-        tenant: &TenantId,
-        department: &DepartmentId,
-        members: &BTreeSet<StaffId>,
-        at_ms: u64,
-    ) -> Result<Vec<StaffId>, StoreError> {
-        DynamoStore::set_department_members(self, tenant, department, members, at_ms).await
-    }
-
-    async fn codes_listing_department(
-        &self,
-        tenant: &TenantId,
-        department: &DepartmentId,
-    ) -> Result<Vec<CodeId>, StoreError> {
-        DynamoStore::codes_listing_department(self, tenant, department).await
     }
 }

@@ -1,19 +1,17 @@
 //! What the admin API needs from storage and from WeCom, beyond the ports it shares with the
-//! other functions (`facts::TenantProfiles`, `refresh::CodeFacts`, `facts::ReasonQueue`).
+//! other functions (`facts::TenantProfiles`, `facts::StaffLedger`, `refresh::CodeFacts`,
+//! `schedules::DueWriter`, `reasons::ReasonQueue`).
 //! `DynamoStore` implements `AdminStore` in `adapters::dynamodb`; `WeComClient` implements
 //! `ContactWays` in `adapters::wecom`; `crate::fakes` has in-memory versions of both for tests.
 
-use crate::facts::TenantProfiles;
-use crate::membership::{
-    CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId, WeeklySchedule,
-};
+use crate::facts::{StaffLedger, TenantProfiles};
+use crate::membership::{CodeConfig, CodeId, Employment, StaffFacts, StaffId, WeeklySchedule};
 use crate::refresh::{CodeFacts, StoredCode};
 use crate::schedules::DueWriter;
 use crate::tenants::{TenantId, TenantProfile};
 use crate::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
 use crate::wecom::errors::WeComError;
 use crate::StoreError;
-use std::collections::BTreeSet;
 
 /// A stored code and the version its last write gave it (1 for the first).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +30,7 @@ pub struct StaffChange {
 }
 
 #[async_trait::async_trait]
-pub trait AdminStore: TenantProfiles + CodeFacts + DueWriter {
+pub trait AdminStore: TenantProfiles + CodeFacts + DueWriter + StaffLedger {
     /// Creates or replaces a tenant's profile.
     async fn put_profile(
         &self,
@@ -60,14 +58,6 @@ pub trait AdminStore: TenantProfiles + CodeFacts + DueWriter {
         at_ms: u64,
     ) -> Result<bool, StoreError>;
 
-    /// Every code that may route to the staff member: as member or fallback, or through a
-    /// department they are in that the code lists.
-    async fn codes_of_staff(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-    ) -> Result<Vec<CodeId>, StoreError>;
-
     /// Every code of the tenant.
     async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError>;
 
@@ -93,34 +83,6 @@ pub trait AdminStore: TenantProfiles + CodeFacts + DueWriter {
     /// Deletes the code's item, its last-pushed record and its entries in the staff -> codes
     /// and department -> codes indexes. Deleting a code that is gone changes nothing.
     async fn delete_code(&self, tenant: &TenantId, code: &CodeId) -> Result<(), StoreError>;
-
-    /// Replaces the departments the staff member is in (as of `at_ms`), keeping each
-    /// department's members in step. Answers the departments whose membership changed.
-    async fn set_staff_departments(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-        departments: &BTreeSet<DepartmentId>,
-        at_ms: u64,
-    ) -> Result<Vec<DepartmentId>, StoreError>;
-
-    /// Replaces a department's members (as of `at_ms`), keeping each staff member's
-    /// departments in step. Answers the staff whose records this write updates (in id order).
-    /// Like `put_code`, a replacement cut short is finished by the next one, the same or not.
-    async fn set_department_members(
-        &self,
-        tenant: &TenantId,
-        department: &DepartmentId,
-        members: &BTreeSet<StaffId>,
-        at_ms: u64,
-    ) -> Result<Vec<StaffId>, StoreError>;
-
-    /// Every code that lists the department.
-    async fn codes_listing_department(
-        &self,
-        tenant: &TenantId,
-        department: &DepartmentId,
-    ) -> Result<Vec<CodeId>, StoreError>;
 
     /// Stores the contact way created for a code and the list WeCom created it with. `false` when the code already has one
     /// (another request created it first): the stored one is kept.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::facts::StaffLedger;
 use crate::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
 use crate::http::ErrorAnswer;
 use crate::membership::{AddCounts, CodeConfig, StaffFacts, Switches, WeeklySchedule};

@@ -6,13 +6,9 @@ mod ports;
 mod quota;
 mod staff;
 
-pub use ports::{
-    AddLedger, FactLedger, QuotaLedger, QuotaNotifier, StaffLedger, TenantProfiles,
-};
+pub use ports::{AddLedger, FactLedger, QuotaLedger, QuotaNotifier, StaffLedger, TenantProfiles};
 
-pub use quota::{
-    ClaimOutcome, Crossing, LimitClaim, StaffQuotaReached,
-};
+pub use quota::{ClaimOutcome, Crossing, LimitClaim, StaffQuotaReached};
 pub use staff::{MalformedContactEvent, StaffEvent};
 
 use crate::intake::InboxMessage;

@@ -77,7 +77,8 @@ pub trait StaffLedger: Send + Sync {
         to: &StaffId,
         at_ms: u64,
     ) -> Result<Vec<CodeId>, StoreError>;
-    /// Answers the departments whose membership changed.
+    /// Replaces the departments the staff member is in (as of `at_ms`), keeping each
+    /// department's members in step. Answers the departments whose membership changed.
     async fn set_staff_departments(
         &self,
         tenant: &TenantId,
@@ -85,7 +86,9 @@ pub trait StaffLedger: Send + Sync {
         departments: &BTreeSet<DepartmentId>,
         at_ms: u64,
     ) -> Result<Vec<DepartmentId>, StoreError>;
-    /// Answers the staff whose membership changed.
+    /// Replaces a department's members (as of `at_ms`), keeping each staff member's
+    /// departments in step. Answers the staff whose records this write updates (in id order).
+    /// A replacement cut short is finished by the next one, the same or not (`crate::owed`).
     async fn set_department_members(
         &self,
         tenant: &TenantId,
@@ -93,12 +96,14 @@ pub trait StaffLedger: Send + Sync {
         members: &BTreeSet<StaffId>,
         at_ms: u64,
     ) -> Result<Vec<StaffId>, StoreError>;
-    /// Every code the staff member sits on (members, fallback, listed departments).
+    /// Every code that may route to the staff member: as member or fallback, or through a
+    /// department they are in that the code lists.
     async fn codes_of_staff(
         &self,
         tenant: &TenantId,
         staff: &StaffId,
     ) -> Result<Vec<CodeId>, StoreError>;
+    /// Every code that lists the department.
     async fn codes_listing_department(
         &self,
         tenant: &TenantId,

@@ -2,10 +2,10 @@
 //! and department membership. Each writes its fact, then emits a reason for every code the
 //! change can reach.
 
+use super::StaffLedger;
 use crate::membership::{CodeId, DepartmentId, Employment, StaffId};
 use crate::tenants::TenantId;
 use crate::wecom::callback::CallbackEvent;
-use super::StaffLedger;
 use crate::StoreError;
 use std::collections::BTreeSet;
 

@@ -9,7 +9,6 @@
 //! there is no read before the write. This module holds the pure arithmetic; the adapter is
 //! `adapters::dynamodb::limits` (`DynamoBudget`).
 
-
 /// The API whose budget the refresh function spends.
 pub const UPDATE_CONTACT_WAY: &str = "update_contact_way";
 /// The admin API's calls, budgeted the same way (WeCom limits each API on its own).

@@ -7,7 +7,6 @@
 //! the lease is left to cover it, and every record write is fenced on the lease: a writer
 //! whose lease was taken over has its record refused, so it cannot overwrite a newer one.
 
-
 /// A lease held on one code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
@@ -54,4 +53,3 @@ pub struct LeaseTimes {
     /// The longest one WeCom call may take (its timeout plus a margin).
     pub call_ms: u64,
 }
-

@@ -14,10 +14,10 @@ pub use budget::{
     exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, Window, ADD_CONTACT_WAY,
     DEL_CONTACT_WAY, UPDATE_CONTACT_WAY,
 };
+pub use lease::{Acquired, FencedWrite, Lease, LeaseTimes};
 pub use ports::{
     CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, RetryQueues, WeComBudget,
 };
-pub use lease::{Acquired, FencedWrite, Lease, LeaseTimes};
 
 use crate::lanes::{Lane, LanePolicy};
 use crate::membership::{

@@ -1,11 +1,11 @@
 use super::plan::{self, MinuteRange};
 use super::*;
-use crate::membership::WeeklySchedule;
-use crate::tenants::Timezone;
 use crate::fakes::InMemoryQueues;
 use crate::fakes::InMemoryStore;
+use crate::membership::WeeklySchedule;
 use crate::membership::{Limit, Shift};
 use crate::reasons::Cause;
+use crate::tenants::Timezone;
 use chrono::{NaiveTime, Weekday};
 
 /// Milliseconds of an RFC 3339 instant.

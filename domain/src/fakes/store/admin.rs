@@ -1,8 +1,8 @@
 //! The admin API's ports, and those it shares with the other functions.
 
-use super::{land, seats, InMemoryStore, Seat, NEW_STAFF};
+use super::{land, seats, InMemoryStore, NEW_STAFF};
 use crate::admin::{AdminStore, StaffChange, VersionedCode};
-use crate::facts::TenantProfiles;
+use crate::facts::{StaffLedger, TenantProfiles};
 use crate::fanout::CodeIndex;
 use crate::lanes::CodeAge;
 use crate::membership::{
@@ -168,26 +168,6 @@ impl AdminStore for InMemoryStore {
         Ok(facts.clone())
     }
 
-    async fn codes_of_staff(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-    ) -> Result<Vec<CodeId>, StoreError> {
-        // As the table answers: the staff -> codes index, and the department -> codes index of
-        // each department the staff member's record lists.
-        let tables = self.available()?;
-        tables.readable(staff)?;
-        let departments = tables
-            .staff_departments
-            .get(&(tenant.clone(), staff.clone()))
-            .cloned()
-            .unwrap_or_default();
-        Ok(tables.codes_seating(tenant, |seat| match seat {
-            Seat::Staff(s) => s == staff,
-            Seat::Department(d) => departments.contains(d),
-        }))
-    }
-
     async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError> {
         let tables = self.available()?;
         let mut codes: Vec<CodeId> = tables
@@ -286,91 +266,6 @@ impl AdminStore for InMemoryStore {
         Ok(())
     }
 
-    async fn set_staff_departments(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-        departments: &BTreeSet<DepartmentId>,
-        _at_ms: u64,
-    ) -> Result<Vec<DepartmentId>, StoreError> {
-        let mut tables = self.available()?;
-        tables
-            .staff_departments
-            .insert((tenant.clone(), staff.clone()), departments.clone());
-        for department in departments {
-            tables
-                .departments
-                .entry((tenant.clone(), department.clone()))
-                .or_default();
-        }
-        let mut changed: Vec<DepartmentId> = tables
-            .departments
-            .iter_mut()
-            .filter(|((t, _), _)| t == tenant)
-            .filter_map(|((_, department), members)| {
-                let moved = if departments.contains(department) {
-                    members.insert(staff.clone())
-                } else {
-                    members.remove(staff)
-                };
-                moved.then(|| department.clone())
-            })
-            .collect();
-        changed.sort();
-        Ok(changed)
-    }
-
-    async fn set_department_members(
-        &self,
-        tenant: &TenantId,
-        department: &DepartmentId,
-        members: &BTreeSet<StaffId>,
-        _at_ms: u64,
-    ) -> Result<Vec<StaffId>, StoreError> {
-        let mut tables = self.available()?;
-        let key = (tenant.clone(), department.clone());
-        let before = tables.departments.get(&key).cloned().unwrap_or_default();
-        let owed_before = tables
-            .department_owed
-            .get(&key)
-            .cloned()
-            .unwrap_or_default();
-        let plan = replan(&before, &owed_before, members);
-        // In id order, joined and left together, as the table's adapter answers.
-        let changed: BTreeSet<StaffId> = plan.entries().map(|(staff, _)| staff.clone()).collect();
-        let owed_key = key.clone();
-        land(
-            &mut tables,
-            &owed_before,
-            plan,
-            |tables| {
-                tables.departments.insert(key, members.clone());
-            },
-            |tables| tables.department_owed.entry(owed_key.clone()).or_default(),
-            |tables, staff, member| {
-                let departments = tables
-                    .staff_departments
-                    .entry((tenant.clone(), staff.clone()))
-                    .or_default();
-                if member {
-                    departments.insert(department.clone());
-                } else {
-                    departments.remove(department);
-                }
-            },
-        )?;
-        Ok(changed.into_iter().collect())
-    }
-
-    async fn codes_listing_department(
-        &self,
-        tenant: &TenantId,
-        department: &DepartmentId,
-    ) -> Result<Vec<CodeId>, StoreError> {
-        let seat = Seat::Department(department.clone());
-        Ok(self.available()?.codes_seating(tenant, |s| *s == seat))
-    }
-
     async fn set_config_id(
         &self,
         tenant: &TenantId,
@@ -407,9 +302,9 @@ impl CodeIndex for InMemoryStore {
         source: &Source,
     ) -> Result<Vec<CodeId>, StoreError> {
         match source {
-            Source::Staff { staff } => AdminStore::codes_of_staff(self, tenant, staff).await,
+            Source::Staff { staff } => StaffLedger::codes_of_staff(self, tenant, staff).await,
             Source::Department { department } => {
-                AdminStore::codes_listing_department(self, tenant, department).await
+                StaffLedger::codes_listing_department(self, tenant, department).await
             }
             Source::Tenant => self.codes_of_tenant(tenant).await,
         }

@@ -1,10 +1,10 @@
 //! The fact recorder's ledger: adds, limit claims, staff and department facts.
 
-use super::{InMemoryStore, Seat, NEW_STAFF};
-use crate::admin::AdminStore;
+use super::{land, InMemoryStore, Seat, NEW_STAFF};
 use crate::facts::StaffLedger;
 use crate::facts::{AddFact, AddLedger, ClaimOutcome, CountOutcome, LimitClaim, QuotaLedger};
 use crate::membership::{AddCounts, CodeId, DepartmentId, Employment, StaffId, Switches};
+use crate::owed::replan;
 use crate::tenants::TenantId;
 use crate::StoreError;
 use std::collections::BTreeSet;
@@ -86,9 +86,7 @@ impl QuotaLedger for InMemoryStore {
     }
 }
 
-/// The same table the admin API writes; `codes_of_staff` here answers the staff -> codes
-/// index alone (the codes naming the staff member as member or fallback), as the fact
-/// recorder's tests expect: it adds the codes of the departments a change touches itself.
+/// The same table the admin API writes, answering as the DynamoDB table does.
 #[async_trait::async_trait]
 impl StaffLedger for InMemoryStore {
     async fn set_employment(
@@ -165,37 +163,100 @@ impl StaffLedger for InMemoryStore {
         tenant: &TenantId,
         staff: &StaffId,
         departments: &BTreeSet<DepartmentId>,
-        at_ms: u64,
+        _at_ms: u64,
     ) -> Result<Vec<DepartmentId>, StoreError> {
-        AdminStore::set_staff_departments(self, tenant, staff, departments, at_ms).await
+        let mut tables = self.available()?;
+        tables
+            .staff_departments
+            .insert((tenant.clone(), staff.clone()), departments.clone());
+        for department in departments {
+            tables
+                .departments
+                .entry((tenant.clone(), department.clone()))
+                .or_default();
+        }
+        let mut changed: Vec<DepartmentId> = tables
+            .departments
+            .iter_mut()
+            .filter(|((t, _), _)| t == tenant)
+            .filter_map(|((_, department), members)| {
+                let moved = if departments.contains(department) {
+                    members.insert(staff.clone())
+                } else {
+                    members.remove(staff)
+                };
+                moved.then(|| department.clone())
+            })
+            .collect();
+        changed.sort();
+        Ok(changed)
     }
-
     async fn set_department_members(
         &self,
         tenant: &TenantId,
         department: &DepartmentId,
         members: &BTreeSet<StaffId>,
-        at_ms: u64,
+        _at_ms: u64,
     ) -> Result<Vec<StaffId>, StoreError> {
-        AdminStore::set_department_members(self, tenant, department, members, at_ms).await
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), department.clone());
+        let before = tables.departments.get(&key).cloned().unwrap_or_default();
+        let owed_before = tables
+            .department_owed
+            .get(&key)
+            .cloned()
+            .unwrap_or_default();
+        let plan = replan(&before, &owed_before, members);
+        // In id order, joined and left together, as the table's adapter answers.
+        let changed: BTreeSet<StaffId> = plan.entries().map(|(staff, _)| staff.clone()).collect();
+        let owed_key = key.clone();
+        land(
+            &mut tables,
+            &owed_before,
+            plan,
+            |tables| {
+                tables.departments.insert(key, members.clone());
+            },
+            |tables| tables.department_owed.entry(owed_key.clone()).or_default(),
+            |tables, staff, member| {
+                let departments = tables
+                    .staff_departments
+                    .entry((tenant.clone(), staff.clone()))
+                    .or_default();
+                if member {
+                    departments.insert(department.clone());
+                } else {
+                    departments.remove(department);
+                }
+            },
+        )?;
+        Ok(changed.into_iter().collect())
     }
-
     async fn codes_of_staff(
         &self,
         tenant: &TenantId,
         staff: &StaffId,
     ) -> Result<Vec<CodeId>, StoreError> {
+        // As the table answers: the staff -> codes index, and the department -> codes index of
+        // each department the staff member's record lists.
         let tables = self.available()?;
         tables.readable(staff)?;
-        let seat = Seat::Staff(staff.clone());
-        Ok(tables.codes_seating(tenant, |s| *s == seat))
+        let departments = tables
+            .staff_departments
+            .get(&(tenant.clone(), staff.clone()))
+            .cloned()
+            .unwrap_or_default();
+        Ok(tables.codes_seating(tenant, |seat| match seat {
+            Seat::Staff(s) => s == staff,
+            Seat::Department(d) => departments.contains(d),
+        }))
     }
-
     async fn codes_listing_department(
         &self,
         tenant: &TenantId,
         department: &DepartmentId,
     ) -> Result<Vec<CodeId>, StoreError> {
-        AdminStore::codes_listing_department(self, tenant, department).await
+        let seat = Seat::Department(department.clone());
+        Ok(self.available()?.codes_seating(tenant, |s| *s == seat))
     }
 }

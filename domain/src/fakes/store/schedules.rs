@@ -1,7 +1,7 @@
 //! The schedule tick's cursor and due index, and the facts it reads.
 
 use super::InMemoryStore;
-use crate::admin::AdminStore;
+use crate::facts::StaffLedger;
 use crate::membership::{CodeId, StaffId, WeeklySchedule};
 use crate::schedules::{CursorLease, Due, DueIndex, LimitReached, Minute, ScheduleFacts};
 use crate::tenants::{TenantId, Timezone};
@@ -101,7 +101,7 @@ impl ScheduleFacts for InMemoryStore {
         tenant: &TenantId,
         staff: &StaffId,
     ) -> Result<Vec<CodeId>, StoreError> {
-        AdminStore::codes_of_staff(self, tenant, staff).await
+        StaffLedger::codes_of_staff(self, tenant, staff).await
     }
 
     async fn limits_reached(
