@@ -9,7 +9,7 @@ use super::{
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 use domain::lanes::{CodeAge, Lane};
 use domain::membership::{
-    candidates, AddCounts, CodeConfig, CodeId, DepartmentId, RotationSlot, StaffId,
+    candidates, AddCounts, CodeConfig, CodeId, DepartmentId, RotationSlot, StaffFacts, StaffId,
     MAX_DEPARTMENT_CANDIDATES,
 };
 use domain::owed::replan;
@@ -144,35 +144,8 @@ impl DynamoStore {
         let plan = replan(&stored_entries, &owed.owed, &index_entries(code, config));
         let version = previous.as_ref().map_or(1, |p| p.version + 1);
         let created_at_ms = previous.as_ref().map_or(now_ms, |p| p.created_at_ms);
-        let mut item = key(pk.clone(), owner.clone());
-        item.insert(
-            "config".into(),
-            s(serde_json::to_string(config).map_err(|_| corrupt("config"))?),
-        );
-        item.insert("version".into(), n(version));
-        item.insert("created_at_ms".into(), n(created_at_ms));
-        item.insert("updated_at_ms".into(), n(now_ms));
-        if let Some(previous) = &previous {
-            if let Some(config_id) = &previous.code.config_id {
-                let created_with = previous
-                    .code
-                    .created_with
-                    .iter()
-                    .map(|u| u.as_str().to_owned());
-                item.insert("config_id".into(), s(config_id));
-                item.insert("created_with".into(), strings(created_with));
-            }
-        }
-        let mut put = Put::builder().table_name(&self.table).set_item(Some(item));
-        put = match &previous {
-            Some(p) => put
-                .condition_expression("version = :seen")
-                .expression_attribute_values(":seen", n(p.version)),
-            None => put.condition_expression("attribute_not_exists(pk)"),
-        };
-        let owner_write = TransactWriteItem::builder()
-            .put(put.build().map_err(unavailable)?)
-            .build();
+        let item = key(pk.clone(), owner.clone());
+        let owner_write = self.code_write(item, config, previous.as_ref(), now_ms)?;
         let index_write = |sk: &str, put: bool| -> Result<TransactWriteItem, StoreError> {
             let key = key(pk.clone(), sk.to_owned());
             if put {
@@ -206,6 +179,44 @@ impl DynamoStore {
             updated_at_ms: now_ms,
         };
         Ok((record, change))
+    }
+
+    /// The write of a code's item holding `config`, conditioned on the version it replaces
+    /// (`previous`, or no item at all), keeping its contact way and creation list.
+    fn code_write(
+        &self,
+        mut item: Item,
+        config: &CodeConfig,
+        previous: Option<&CodeRecord>,
+        now_ms: u64,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let version = previous.map_or(1, |p| p.version + 1);
+        let created_at_ms = previous.map_or(now_ms, |p| p.created_at_ms);
+        item.insert(
+            "config".into(),
+            s(serde_json::to_string(config).map_err(|_| corrupt("config"))?),
+        );
+        item.insert("version".into(), n(version));
+        item.insert("created_at_ms".into(), n(created_at_ms));
+        item.insert("updated_at_ms".into(), n(now_ms));
+        if let Some(config_id) = previous.and_then(|p| p.code.config_id.as_ref()) {
+            let created_with = previous
+                .into_iter()
+                .flat_map(|p| p.code.created_with.iter())
+                .map(|u| u.as_str().to_owned());
+            item.insert("config_id".into(), s(config_id));
+            item.insert("created_with".into(), strings(created_with));
+        }
+        let put = Put::builder().table_name(&self.table).set_item(Some(item));
+        let put = match previous {
+            Some(p) => put
+                .condition_expression("version = :seen")
+                .expression_attribute_values(":seen", n(p.version)),
+            None => put.condition_expression("attribute_not_exists(pk)"),
+        };
+        Ok(TransactWriteItem::builder()
+            .put(put.build().map_err(unavailable)?)
+            .build())
     }
 
     /// Stores the WeCom contact way created for a code and the list WeCom created it with;
@@ -395,38 +406,7 @@ impl CodeFacts for DynamoStore {
             .into_iter()
             .collect();
         people.extend(record.code.config.fallback.iter().cloned());
-        let mut wanted = Vec::with_capacity(people.len() * 4);
-        for staff in &people {
-            wanted.push(key(pk.clone(), keys::staff(staff)));
-            wanted.push(key(pk.clone(), keys::adds_today_on_code(&day, code, staff)));
-            wanted.push(key(pk.clone(), keys::adds_today_all_codes(&day, staff)));
-            wanted.push(key(pk.clone(), keys::adds_total(code, staff)));
-        }
-        let second: HashMap<String, Item> = self
-            .batch_get(wanted)
-            .await?
-            .into_iter()
-            .filter_map(|item| Some((get_s(&item, keys::SK)?.to_owned(), item)))
-            .collect();
-        let mut staff = HashMap::new();
-        let mut adds = HashMap::new();
-        for person in people {
-            if let Some(item) = second.get(&keys::staff(&person)) {
-                staff.insert(person.clone(), staff_from(item));
-            }
-            let count = |sk: String| {
-                second
-                    .get(&sk)
-                    .and_then(|item| get_n::<u32>(item, "adds"))
-                    .unwrap_or(0)
-            };
-            let counts = AddCounts {
-                on_code: count(keys::adds_today_on_code(&day, code, &person)),
-                all_codes: count(keys::adds_today_all_codes(&day, &person)),
-                on_code_total: count(keys::adds_total(code, &person)),
-            };
-            adds.insert(person, counts);
-        }
+        let (staff, adds) = self.people_facts(tenant, code, &day, people).await?;
         Ok(Some(CodeSnapshot {
             profile,
             code: record.code,
@@ -440,6 +420,52 @@ impl CodeFacts for DynamoStore {
 }
 
 impl DynamoStore {
+    /// The staff facts and the day's add counters on `code` of every one of `people`, in
+    /// strongly consistent batch reads; a staff member with no record has no facts, and a
+    /// counter never written counts 0.
+    async fn people_facts(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        day: &str,
+        people: BTreeSet<StaffId>,
+    ) -> Result<(HashMap<StaffId, StaffFacts>, HashMap<StaffId, AddCounts>), StoreError> {
+        let pk = keys::tenant(tenant);
+        let mut wanted = Vec::with_capacity(people.len() * 4);
+        for staff in &people {
+            wanted.push(key(pk.clone(), keys::staff(staff)));
+            wanted.push(key(pk.clone(), keys::adds_today_on_code(day, code, staff)));
+            wanted.push(key(pk.clone(), keys::adds_today_all_codes(day, staff)));
+            wanted.push(key(pk.clone(), keys::adds_total(code, staff)));
+        }
+        let found: HashMap<String, Item> = self
+            .batch_get(wanted)
+            .await?
+            .into_iter()
+            .filter_map(|item| Some((get_s(&item, keys::SK)?.to_owned(), item)))
+            .collect();
+        let count = |sk: String| {
+            found
+                .get(&sk)
+                .and_then(|item| get_n::<u32>(item, "adds"))
+                .unwrap_or(0)
+        };
+        let mut staff = HashMap::new();
+        let mut adds = HashMap::new();
+        for person in people {
+            if let Some(item) = found.get(&keys::staff(&person)) {
+                staff.insert(person.clone(), staff_from(item));
+            }
+            let counts = AddCounts {
+                on_code: count(keys::adds_today_on_code(day, code, &person)),
+                all_codes: count(keys::adds_today_all_codes(day, &person)),
+                on_code_total: count(keys::adds_total(code, &person)),
+            };
+            adds.insert(person, counts);
+        }
+        Ok((staff, adds))
+    }
+
     /// Writes `items` with the lease fence appended, in one transaction: all or nothing, and
     /// nothing when the lease was taken over.
     async fn fenced_write(

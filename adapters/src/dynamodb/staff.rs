@@ -179,28 +179,7 @@ impl DynamoStore {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let mut update = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(key(pk.clone(), owner.clone())))
-            .expression_attribute_values(":department", s(department.as_str()))
-            .expression_attribute_values(":at", n(at_ms))
-            .expression_attribute_values(":version", n(version));
-        let set = "SET department = :department, members_at_ms = :at, members_version = :version";
-        update = match string_set(members.iter().map(StaffId::as_str)) {
-            Some(members) => update
-                .update_expression(format!("{set}, members = :members"))
-                .expression_attribute_values(":members", members),
-            None => update.update_expression(format!("{set} REMOVE members")),
-        };
-        update = match seen {
-            Some(seen) => update
-                .condition_expression("members_version = :seen")
-                .expression_attribute_values(":seen", n(seen)),
-            None => update.condition_expression("attribute_not_exists(members_version)"),
-        };
-        let owner_write = TransactWriteItem::builder()
-            .update(update.build().map_err(unavailable)?)
-            .build();
+        let owner_write = self.members_write(tenant, department, members, at_ms, seen)?;
         let index_write = |staff: &str, member: bool| -> Result<TransactWriteItem, StoreError> {
             let expression = if member {
                 "ADD departments :department"
@@ -235,6 +214,43 @@ impl DynamoStore {
         };
         self.write_owed(tenant, edit, &index_write).await?;
         Ok(changed)
+    }
+
+    /// The write of a department's members as of `at_ms`, conditioned on the members version
+    /// it replaces (`seen`, or none stored yet).
+    fn members_write(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+        members: &BTreeSet<StaffId>,
+        at_ms: u64,
+        seen: Option<u64>,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(key(
+                keys::tenant(tenant),
+                keys::department(department),
+            )))
+            .expression_attribute_values(":department", s(department.as_str()))
+            .expression_attribute_values(":at", n(at_ms))
+            .expression_attribute_values(":version", n(seen.unwrap_or(0) + 1));
+        let set = "SET department = :department, members_at_ms = :at, members_version = :version";
+        let update = match string_set(members.iter().map(StaffId::as_str)) {
+            Some(members) => update
+                .update_expression(format!("{set}, members = :members"))
+                .expression_attribute_values(":members", members),
+            None => update.update_expression(format!("{set} REMOVE members")),
+        };
+        let update = match seen {
+            Some(seen) => update
+                .condition_expression("members_version = :seen")
+                .expression_attribute_values(":seen", n(seen)),
+            None => update.condition_expression("attribute_not_exists(members_version)"),
+        };
+        Ok(TransactWriteItem::builder()
+            .update(update.build().map_err(unavailable)?)
+            .build())
     }
 
     /// The departments the staff member is in, as stored.

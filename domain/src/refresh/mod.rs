@@ -455,51 +455,21 @@ where
         for _ in 0..MAX_ROUNDS {
             let membership = snapshot.recompute();
             let Some(users) = membership.users() else {
-                tracing::error!(
-                    alert = "code_starved",
-                    "nobody is eligible and the code has no usable fallback; the last list stays"
-                );
-                if !snapshot.last_pushed.as_ref().is_some_and(|p| p.starved)
-                    && self
-                        .facts
-                        .record_starved(tenant, code, &held.lease, now_ms)
-                        .await?
-                        == FencedWrite::LeaseLost
-                {
-                    return Ok(lease_lost());
-                }
-                return Ok(Outcome::Starved);
+                return self.starved(held, &snapshot, now_ms).await;
             };
             let users = users.to_vec();
             let rotation = snapshot.rotation(&membership);
             if !resync && snapshot.wecom_has(&users) {
-                let stored = snapshot
-                    .last_pushed
-                    .as_ref()
-                    .and_then(|p| p.rotation.as_ref());
-                if let Some(rotation) = rotation.as_ref().filter(|r| Some(*r) != stored) {
-                    let recorded = self
-                        .facts
-                        .record_rotation(tenant, code, &held.lease, snapshot.wecom_list(), rotation)
-                        .await?;
-                    if recorded == FencedWrite::LeaseLost {
-                        return Ok(lease_lost());
-                    }
+                if !self
+                    .keep_rotation(held, &snapshot, rotation.as_ref())
+                    .await?
+                {
+                    return Ok(lease_lost());
                 }
                 return Ok(pushed.map_or(Outcome::Unchanged, Outcome::Pushed));
             }
-            if held.asked.lane == Lane::Slow {
-                let last = snapshot.last_pushed.as_ref().map(|p| p.pushed_at_ms);
-                if let Some(wait_ms) = self.lanes.slow_wait_ms(last, now_ms) {
-                    tracing::info!(
-                        wait_ms,
-                        "slow lane: the code was pushed too recently; requeued"
-                    );
-                    return Ok(Outcome::PutOff {
-                        cause: PutOffCause::SlowInterval,
-                        retry_after_ms: wait_ms,
-                    });
-                }
+            if let Some(put_off) = self.slow_lane_wait(held, &snapshot, now_ms) {
+                return Ok(put_off);
             }
             resync = false;
             let fallback = matches!(membership, Membership::Fallback(_));
@@ -530,6 +500,77 @@ where
         Ok(Outcome::PutOff {
             cause: PutOffCause::Unsettled,
             retry_after_ms: 0,
+        })
+    }
+
+    /// Nobody is eligible and there is no usable fallback: the last list stays, the code is
+    /// recorded starved once, and an alert is raised.
+    async fn starved(
+        &self,
+        held: &LeasedRefresh<'_>,
+        snapshot: &CodeSnapshot,
+        now_ms: u64,
+    ) -> Result<Outcome, RefreshError> {
+        let (tenant, code) = (held.asked.tenant, held.asked.code);
+        tracing::error!(
+            alert = "code_starved",
+            "nobody is eligible and the code has no usable fallback; the last list stays"
+        );
+        if !snapshot.last_pushed.as_ref().is_some_and(|p| p.starved)
+            && self
+                .facts
+                .record_starved(tenant, code, &held.lease, now_ms)
+                .await?
+                == FencedWrite::LeaseLost
+        {
+            return Ok(lease_lost());
+        }
+        Ok(Outcome::Starved)
+    }
+
+    /// WeCom already has the list: only the landing page's rotation may need recording (a
+    /// quota member's share shrinks with each add). `false` when the lease was lost.
+    async fn keep_rotation(
+        &self,
+        held: &LeasedRefresh<'_>,
+        snapshot: &CodeSnapshot,
+        rotation: Option<&Vec<RotationSlot>>,
+    ) -> Result<bool, RefreshError> {
+        let stored = snapshot
+            .last_pushed
+            .as_ref()
+            .and_then(|p| p.rotation.as_ref());
+        let Some(rotation) = rotation.filter(|r| Some(*r) != stored) else {
+            return Ok(true);
+        };
+        let (tenant, code) = (held.asked.tenant, held.asked.code);
+        let recorded = self
+            .facts
+            .record_rotation(tenant, code, &held.lease, snapshot.wecom_list(), rotation)
+            .await?;
+        Ok(recorded != FencedWrite::LeaseLost)
+    }
+
+    /// On the slow lane, a code pushed less than the lane's interval ago is put off until the
+    /// interval is over.
+    fn slow_lane_wait(
+        &self,
+        held: &LeasedRefresh<'_>,
+        snapshot: &CodeSnapshot,
+        now_ms: u64,
+    ) -> Option<Outcome> {
+        if held.asked.lane != Lane::Slow {
+            return None;
+        }
+        let last = snapshot.last_pushed.as_ref().map(|p| p.pushed_at_ms);
+        let wait_ms = self.lanes.slow_wait_ms(last, now_ms)?;
+        tracing::info!(
+            wait_ms,
+            "slow lane: the code was pushed too recently; requeued"
+        );
+        Some(Outcome::PutOff {
+            cause: PutOffCause::SlowInterval,
+            retry_after_ms: wait_ms,
         })
     }
 
