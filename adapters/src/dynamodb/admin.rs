@@ -7,17 +7,58 @@ use super::{
 };
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use domain::admin::{AdminStore, StaffChange, VersionedCode};
+use domain::facts::StaffLedger;
 use domain::membership::{CodeConfig, CodeId, Employment, StaffFacts, StaffId, WeeklySchedule};
 use domain::tenants::{TenantId, TenantProfile};
 use domain::StoreError;
 
-impl DynamoStore {
+impl DynamoStore {}
+
+#[async_trait::async_trait]
+impl domain::fanout::CodeIndex for DynamoStore {
+    async fn codes_of(
+        &self,
+        tenant: &TenantId,
+        source: &domain::reasons::Source,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        use domain::reasons::Source;
+        match source {
+            Source::Staff { staff } => self.codes_of_staff(tenant, staff).await,
+            Source::Department { department } => {
+                StaffLedger::codes_listing_department(self, tenant, department).await
+            }
+            Source::Tenant => self.codes_of_tenant(tenant).await,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl AdminStore for DynamoStore {
+    async fn put_profile(
+        &self,
+        tenant: &TenantId,
+        profile: &TenantProfile,
+    ) -> Result<(), StoreError> {
+        DynamoStore::put_profile(self, tenant, profile).await
+    }
+
+    async fn set_schedule(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        schedule: Option<&WeeklySchedule>,
+        at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        self.set_staff_schedule(tenant, staff, schedule, at_ms)
+            .await
+    }
+
     /// Sets `online` (and the employment, when given) in one `UpdateItem` that leaves every
     /// other attribute as stored: `put_staff` rewrites `rejected_by_wecom` too, which would
     /// undo a refresh function's "WeCom rejected this user" written between a read and it.
     /// A staff member not stored yet starts active. Answers the facts after the write.
     /// `online` is a DynamoDB reserved word, hence the attribute-name aliases.
-    pub async fn update_staff_presence(
+    async fn update_staff(
         &self,
         tenant: &TenantId,
         staff: &StaffId,
@@ -56,67 +97,12 @@ impl DynamoStore {
     }
 
     /// Every code of the tenant (a query on the code items' keys, never a scan).
-    pub async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError> {
+    async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError> {
         self.keys_under(tenant, keys::CODE_PREFIX)
             .await?
             .iter()
             .map(|code| CodeId::parse(code).map_err(|_| corrupt("code key")))
             .collect()
-    }
-}
-
-#[async_trait::async_trait]
-impl domain::fanout::CodeIndex for DynamoStore {
-    async fn codes_of(
-        &self,
-        tenant: &TenantId,
-        source: &domain::reasons::Source,
-    ) -> Result<Vec<CodeId>, StoreError> {
-        use domain::reasons::Source;
-        match source {
-            Source::Staff { staff } => self.codes_of_staff(tenant, staff).await,
-            Source::Department { department } => {
-                self.codes_listing_department(tenant, department).await
-            }
-            Source::Tenant => self.codes_of_tenant(tenant).await,
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl AdminStore for DynamoStore {
-    async fn put_profile(
-        &self,
-        tenant: &TenantId,
-        profile: &TenantProfile,
-    ) -> Result<(), StoreError> {
-        DynamoStore::put_profile(self, tenant, profile).await
-    }
-
-    async fn set_schedule(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-        schedule: Option<&WeeklySchedule>,
-        at_ms: u64,
-    ) -> Result<bool, StoreError> {
-        self.set_staff_schedule(tenant, staff, schedule, at_ms)
-            .await
-    }
-
-    async fn update_staff(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-        change: &StaffChange,
-        now_ms: u64,
-    ) -> Result<StaffFacts, StoreError> {
-        self.update_staff_presence(tenant, staff, change, now_ms)
-            .await
-    }
-
-    async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError> {
-        DynamoStore::codes_of_tenant(self, tenant).await
     }
 
     async fn code(

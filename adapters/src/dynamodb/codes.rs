@@ -7,6 +7,7 @@ use super::{
     unavailable, DynamoStore, Item,
 };
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+use domain::facts::StaffLedger;
 use domain::lanes::{CodeAge, Lane};
 use domain::membership::{
     candidates, AddCounts, CodeConfig, CodeId, DepartmentId, RotationSlot, StaffFacts, StaffId,
@@ -258,7 +259,7 @@ impl DynamoStore {
             codes.insert(CodeId::parse(&code).map_err(|_| corrupt("seat"))?);
         }
         for department in self.departments_of_staff(tenant, staff).await? {
-            codes.extend(self.codes_listing_department(tenant, &department).await?);
+            codes.extend(StaffLedger::codes_listing_department(self, tenant, &department).await?);
         }
         Ok(codes.into_iter().collect())
     }

@@ -112,7 +112,7 @@ impl FailureMarks for DynamoStore {
     }
 
     /// Sets `rejected_by_wecom` on the staff item and nothing else (the admin's writes leave
-    /// it alone, see `update_staff_presence`).
+    /// it alone, see `AdminStore::update_staff`).
     async fn mark_staff_unusable(
         &self,
         tenant: &TenantId,

@@ -36,85 +36,6 @@ impl DynamoStore {
             .item)
     }
 
-    /// Sets the staff member's employment as of `at_ms`. `false` when a newer employment
-    /// fact is already stored (nothing changed).
-    pub async fn set_employment(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-        employment: Employment,
-        at_ms: u64,
-    ) -> Result<bool, StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
-            .update_expression("SET #employment = :employment, employment_at_ms = :at")
-            .condition_expression(
-                "attribute_not_exists(employment_at_ms) OR employment_at_ms <= :at",
-            )
-            .expression_attribute_names("#employment", "employment")
-            .expression_attribute_values(":employment", s(employment_name(employment)))
-            .expression_attribute_values(":at", n(at_ms))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(error) => error.refused_or_unavailable().map(|_| false),
-        }
-    }
-
-    /// Sets the departments the staff member is in, as of `at_ms`, and keeps each
-    /// department's member set in step. Answers the departments whose membership changed
-    /// (empty when a newer fact was already stored).
-    pub async fn set_staff_departments(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-        departments: &BTreeSet<DepartmentId>,
-        at_ms: u64,
-    ) -> Result<Vec<DepartmentId>, StoreError> {
-        let stored = self.get(tenant, keys::staff(staff)).await?;
-        if stored
-            .as_ref()
-            .and_then(|item| get_n::<u64>(item, "departments_at_ms"))
-            .is_some_and(|stored_at| stored_at > at_ms)
-        {
-            return Ok(Vec::new());
-        }
-        let before: BTreeSet<DepartmentId> = stored
-            .as_ref()
-            .map(|item| departments_from(item, "departments"))
-            .unwrap_or_default();
-        let mut update = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
-            .condition_expression(
-                "attribute_not_exists(departments_at_ms) OR departments_at_ms <= :at",
-            )
-            .expression_attribute_values(":at", n(at_ms));
-        update = match string_set(departments.iter().map(DepartmentId::as_str)) {
-            Some(set) => update
-                .update_expression("SET departments = :departments, departments_at_ms = :at")
-                .expression_attribute_values(":departments", set),
-            None => update.update_expression("SET departments_at_ms = :at REMOVE departments"),
-        };
-        if let Err(error) = update.send().await {
-            error.refused_or_unavailable()?;
-            return Ok(Vec::new());
-        }
-        let changed: Vec<DepartmentId> =
-            before.symmetric_difference(departments).cloned().collect();
-        for department in &changed {
-            self.update_department_set(tenant, department, staff, departments.contains(department))
-                .await?;
-        }
-        Ok(changed)
-    }
-
     /// Adds `staff` to (or removes it from) the department's member set; set operations, so
     /// a repeat changes nothing.
     async fn update_department_set(
@@ -143,77 +64,6 @@ impl DynamoStore {
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;
         Ok(())
-    }
-
-    /// Replaces a department's members (the admin API, or WeCom deleting the department) and
-    /// keeps each staff member's department set in step (`domain::owed`): the new members and
-    /// the staff updates they owe are stored on the department in one write conditioned on its
-    /// `members_version`, then the updates land in fenced transactions of 99,
-    /// `CHUNKS_IN_FLIGHT` at once. A retry finishes what an interrupted replacement still
-    /// owed. Answers the staff whose membership this write updates.
-    pub async fn set_department_members(
-        &self,
-        tenant: &TenantId,
-        department: &DepartmentId,
-        members: &BTreeSet<StaffId>,
-        at_ms: u64,
-    ) -> Result<Vec<StaffId>, StoreError> {
-        let pk = keys::tenant(tenant);
-        let owner = keys::department(department);
-        let stored = self.get(tenant, owner.clone()).await?;
-        let before: BTreeSet<String> = stored
-            .as_ref()
-            .map(|item| get_strings(item, "members").into_iter().collect())
-            .unwrap_or_default();
-        let seen = stored
-            .as_ref()
-            .and_then(|item| get_n::<u64>(item, "members_version"));
-        let version = seen.unwrap_or(0) + 1;
-        let owed = self.read_owed(tenant, &owner).await?;
-        let next: BTreeSet<String> = members.iter().map(|m| m.as_str().to_owned()).collect();
-        let plan = replan(&before, &owed.owed, &next);
-        // In id order, joined and left together.
-        let changed: Vec<StaffId> = plan
-            .entries()
-            .filter_map(|(staff, _)| StaffId::parse(staff).ok())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let owner_write = self.members_write(tenant, department, members, at_ms, seen)?;
-        let index_write = |staff: &str, member: bool| -> Result<TransactWriteItem, StoreError> {
-            let expression = if member {
-                "ADD departments :department"
-            } else {
-                "DELETE departments :department"
-            };
-            let staff = StaffId::parse(staff).map_err(|_| corrupt("department member"))?;
-            let update = Update::builder()
-                .table_name(&self.table)
-                .set_key(Some(key(pk.clone(), keys::staff(&staff))))
-                .update_expression(expression)
-                .expression_attribute_values(
-                    ":department",
-                    AttributeValue::Ss(vec![department.to_string()]),
-                )
-                .build()
-                .map_err(unavailable)?;
-            Ok(TransactWriteItem::builder().update(update).build())
-        };
-        if !owed.owed.is_empty() {
-            tracing::info!(
-                owed = owed.owed.len(),
-                "finishing the staff updates an earlier replacement owed"
-            );
-        }
-        let edit = OwedEdit {
-            owner: &owner,
-            version,
-            owner_write,
-            before: owed,
-            plan,
-        };
-        self.write_owed(tenant, edit, &index_write).await?;
-        Ok(changed)
     }
 
     /// The write of a department's members as of `at_ms`, conditioned on the members version
@@ -266,24 +116,66 @@ impl DynamoStore {
             .unwrap_or_default())
     }
 
-    /// Every code that lists the department, through the department -> codes index.
-    pub async fn codes_listing_department(
+    /// Writes `item` unless an item with its key exists (a repeat, or facts of its own).
+    async fn put_if_absent(&self, item: Item) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(error) => error.refused_or_unavailable().map(|_| ()),
+        }
+    }
+}
+
+fn departments_from(item: &Item, name: &str) -> BTreeSet<DepartmentId> {
+    get_strings(item, name)
+        .iter()
+        .filter_map(|raw| DepartmentId::parse(raw).ok())
+        .collect()
+}
+
+#[async_trait::async_trait]
+impl StaffLedger for DynamoStore {
+    /// Sets the staff member's employment as of `at_ms`. `false` when a newer employment
+    /// fact is already stored (nothing changed).
+    async fn set_employment(
         &self,
         tenant: &TenantId,
-        department: &DepartmentId,
-    ) -> Result<Vec<CodeId>, StoreError> {
-        self.keys_under(tenant, &keys::department_seats_of(department))
-            .await?
-            .iter()
-            .map(|code| CodeId::parse(code).map_err(|_| corrupt("department seat")))
-            .collect()
+        staff: &StaffId,
+        employment: Employment,
+        at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .update_expression("SET #employment = :employment, employment_at_ms = :at")
+            .condition_expression(
+                "attribute_not_exists(employment_at_ms) OR employment_at_ms <= :at",
+            )
+            .expression_attribute_names("#employment", "employment")
+            .expression_attribute_values(":employment", s(employment_name(employment)))
+            .expression_attribute_values(":at", n(at_ms))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(error) => error.refused_or_unavailable().map(|_| false),
+        }
     }
 
     /// WeCom re-keyed a user (`update_user` with `NewUserID`): the new id takes over the old
     /// one's facts, today's and total add counters and departments, and replaces it in every
     /// code at the same position; the old id is never eligible again. Safe to repeat. Answers
     /// the codes that now name `to`.
-    pub async fn rename_staff(
+    async fn rename_staff(
         &self,
         tenant: &TenantId,
         from: &StaffId,
@@ -357,52 +249,9 @@ impl DynamoStore {
         Ok(codes)
     }
 
-    /// Writes `item` unless an item with its key exists (a repeat, or facts of its own).
-    async fn put_if_absent(&self, item: Item) -> Result<(), StoreError> {
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(error) => error.refused_or_unavailable().map(|_| ()),
-        }
-    }
-}
-
-fn departments_from(item: &Item, name: &str) -> BTreeSet<DepartmentId> {
-    get_strings(item, name)
-        .iter()
-        .filter_map(|raw| DepartmentId::parse(raw).ok())
-        .collect()
-}
-
-#[async_trait::async_trait]
-impl StaffLedger for DynamoStore {
-    async fn set_employment(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-        employment: Employment,
-        at_ms: u64,
-    ) -> Result<bool, StoreError> {
-        DynamoStore::set_employment(self, tenant, staff, employment, at_ms).await
-    }
-
-    async fn rename_staff(
-        &self,
-        tenant: &TenantId,
-        from: &StaffId,
-        to: &StaffId,
-        at_ms: u64,
-    ) -> Result<Vec<CodeId>, StoreError> {
-        DynamoStore::rename_staff(self, tenant, from, to, at_ms).await
-    }
-
+    /// Sets the departments the staff member is in, as of `at_ms`, and keeps each
+    /// department's member set in step. Answers the departments whose membership changed
+    /// (empty when a newer fact was already stored).
     async fn set_staff_departments(
         &self,
         tenant: &TenantId,
@@ -410,9 +259,52 @@ impl StaffLedger for DynamoStore {
         departments: &BTreeSet<DepartmentId>,
         at_ms: u64,
     ) -> Result<Vec<DepartmentId>, StoreError> {
-        DynamoStore::set_staff_departments(self, tenant, staff, departments, at_ms).await
+        let stored = self.get(tenant, keys::staff(staff)).await?;
+        if stored
+            .as_ref()
+            .and_then(|item| get_n::<u64>(item, "departments_at_ms"))
+            .is_some_and(|stored_at| stored_at > at_ms)
+        {
+            return Ok(Vec::new());
+        }
+        let before: BTreeSet<DepartmentId> = stored
+            .as_ref()
+            .map(|item| departments_from(item, "departments"))
+            .unwrap_or_default();
+        let mut update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .condition_expression(
+                "attribute_not_exists(departments_at_ms) OR departments_at_ms <= :at",
+            )
+            .expression_attribute_values(":at", n(at_ms));
+        update = match string_set(departments.iter().map(DepartmentId::as_str)) {
+            Some(set) => update
+                .update_expression("SET departments = :departments, departments_at_ms = :at")
+                .expression_attribute_values(":departments", set),
+            None => update.update_expression("SET departments_at_ms = :at REMOVE departments"),
+        };
+        if let Err(error) = update.send().await {
+            error.refused_or_unavailable()?;
+            return Ok(Vec::new());
+        }
+        let changed: Vec<DepartmentId> =
+            before.symmetric_difference(departments).cloned().collect();
+        for department in &changed {
+            self.update_department_set(tenant, department, staff, departments.contains(department))
+                .await?;
+        }
+        Ok(changed)
     }
 
+    /// Replaces a department's members (the admin API, or WeCom deleting the department) and
+    /// keeps each staff member's department set in step (`domain::owed`): the new members and
+    /// the staff updates they owe are stored on the department in one write conditioned on its
+    /// `members_version`, then the updates land in fenced transactions of 99,
+    /// `CHUNKS_IN_FLIGHT` at once. A retry finishes what an interrupted replacement still
+    /// owed. Answers the staff whose membership this write updates.
     async fn set_department_members(
         &self,
         tenant: &TenantId,
@@ -420,7 +312,62 @@ impl StaffLedger for DynamoStore {
         members: &BTreeSet<StaffId>,
         at_ms: u64,
     ) -> Result<Vec<StaffId>, StoreError> {
-        DynamoStore::set_department_members(self, tenant, department, members, at_ms).await
+        let pk = keys::tenant(tenant);
+        let owner = keys::department(department);
+        let stored = self.get(tenant, owner.clone()).await?;
+        let before: BTreeSet<String> = stored
+            .as_ref()
+            .map(|item| get_strings(item, "members").into_iter().collect())
+            .unwrap_or_default();
+        let seen = stored
+            .as_ref()
+            .and_then(|item| get_n::<u64>(item, "members_version"));
+        let version = seen.unwrap_or(0) + 1;
+        let owed = self.read_owed(tenant, &owner).await?;
+        let next: BTreeSet<String> = members.iter().map(|m| m.as_str().to_owned()).collect();
+        let plan = replan(&before, &owed.owed, &next);
+        // In id order, joined and left together.
+        let changed: Vec<StaffId> = plan
+            .entries()
+            .filter_map(|(staff, _)| StaffId::parse(staff).ok())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let owner_write = self.members_write(tenant, department, members, at_ms, seen)?;
+        let index_write = |staff: &str, member: bool| -> Result<TransactWriteItem, StoreError> {
+            let expression = if member {
+                "ADD departments :department"
+            } else {
+                "DELETE departments :department"
+            };
+            let staff = StaffId::parse(staff).map_err(|_| corrupt("department member"))?;
+            let update = Update::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(pk.clone(), keys::staff(&staff))))
+                .update_expression(expression)
+                .expression_attribute_values(
+                    ":department",
+                    AttributeValue::Ss(vec![department.to_string()]),
+                )
+                .build()
+                .map_err(unavailable)?;
+            Ok(TransactWriteItem::builder().update(update).build())
+        };
+        if !owed.owed.is_empty() {
+            tracing::info!(
+                owed = owed.owed.len(),
+                "finishing the staff updates an earlier replacement owed"
+            );
+        }
+        let edit = OwedEdit {
+            owner: &owner,
+            version,
+            owner_write,
+            before: owed,
+            plan,
+        };
+        self.write_owed(tenant, edit, &index_write).await?;
+        Ok(changed)
     }
 
     async fn codes_of_staff(
@@ -431,11 +378,16 @@ impl StaffLedger for DynamoStore {
         DynamoStore::codes_of_staff(self, tenant, staff).await
     }
 
+    /// Every code that lists the department, through the department -> codes index.
     async fn codes_listing_department(
         &self,
         tenant: &TenantId,
         department: &DepartmentId,
     ) -> Result<Vec<CodeId>, StoreError> {
-        DynamoStore::codes_listing_department(self, tenant, department).await
+        self.keys_under(tenant, &keys::department_seats_of(department))
+            .await?
+            .iter()
+            .map(|code| CodeId::parse(code).map_err(|_| corrupt("department seat")))
+            .collect()
     }
 }
