@@ -1,9 +1,11 @@
-//! The time every function acts on.
+//! The time the admin API, record-facts, refresh and schedule-tick functions act on. The
+//! callback function checks a callback's signed timestamp against the host's clock, and the
+//! fan-out function only reads deadlines, so neither takes this clock.
 
 /// The operator's clock offset (template parameter `ClockOffsetSeconds`), in seconds.
 pub const CLOCK_OFFSET_VAR: &str = "QRSYNC_CLOCK_OFFSET_SECONDS";
 
-/// The time every function acts on: the host's clock moved by `QRSYNC_CLOCK_OFFSET_SECONDS`
+/// The host's clock moved by `QRSYNC_CLOCK_OFFSET_SECONDS`
 /// (0 when unset). The offset exists so an operator can move a whole stack through a day
 /// rollover or a shift edge (the local demo does); it is read once per process.
 pub fn system_clock() -> u64 {
