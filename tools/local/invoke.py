@@ -90,6 +90,7 @@ def env_vars(doc: dict, values: dict[str, str]) -> dict[str, dict[str, str]]:
         json.dumps(output["Value"], sort_keys=True): key for key, output in doc["Outputs"].items()
     }
     parameters = set(doc.get("Parameters", {}))
+    mappings = doc.get("Mappings", {})
     common = doc.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
     result: dict[str, dict[str, str]] = {}
     for name, resource in functions(doc).items():
@@ -97,6 +98,12 @@ def env_vars(doc: dict, values: dict[str, str]) -> dict[str, dict[str, str]]:
         result[name] = {}
         for variable, value in {**common, **own}.items():
             if not isinstance(value, dict) or value.get("Ref") in parameters:
+                continue
+            # A constant of the template's Mappings (the refresh queues' maxReceiveCount): the
+            # template itself holds its value.
+            if "Fn::FindInMap" in value:
+                table, key, attribute = value["Fn::FindInMap"]
+                result[name][variable] = str(mappings[table][key][attribute])
                 continue
             key = by_expression.get(json.dumps(value, sort_keys=True))
             if key is None:

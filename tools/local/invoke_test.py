@@ -502,11 +502,13 @@ def main(invoke) -> None:
         invoke.log("the last run against this stack ended less than 5 minutes ago: the samples' queued messages are expected at most once")
     world = World(invoke, values, repeat)
     triggers = world.triggers()
-    world.switch(triggers, False)
-    invoke.log(f"switched off {len(triggers)} queue triggers of the stack for the run")
     results: list[tuple[str, str, str, float, str]] = []
+    # Before the triggers go off: a start-lambda that cannot even be set up (an environment the
+    # stack's outputs do not carry, say) must not leave the stack without its consumers.
     server = StartLambda(invoke, doc, values)
     try:
+        world.switch(triggers, False)
+        invoke.log(f"switched off {len(triggers)} queue triggers of the stack for the run")
         warm_started = time.monotonic()
         server.wait(timeout=180)
         invoke.log(f"sam local start-lambda --warm-containers EAGER up in {time.monotonic() - warm_started:.1f} s (port {server.port})")
