@@ -503,12 +503,14 @@ def main(invoke) -> None:
     world = World(invoke, values, repeat)
     triggers = world.triggers()
     results: list[tuple[str, str, str, float, str]] = []
-    # Before the triggers go off: a start-lambda that cannot even be set up (an environment the
-    # stack's outputs do not carry, say) must not leave the stack without its consumers.
-    server = StartLambda(invoke, doc, values)
+    # Off while start-lambda starts, so MiniStack's pollers have stopped before the first case
+    # (a disabled mapping takes a poll to stop); back on whatever happens, a start-lambda that
+    # cannot even be set up included.
+    world.switch(triggers, False)
+    invoke.log(f"switched off {len(triggers)} queue triggers of the stack for the run")
+    server = None
     try:
-        world.switch(triggers, False)
-        invoke.log(f"switched off {len(triggers)} queue triggers of the stack for the run")
+        server = StartLambda(invoke, doc, values)
         warm_started = time.monotonic()
         server.wait(timeout=180)
         invoke.log(f"sam local start-lambda --warm-containers EAGER up in {time.monotonic() - warm_started:.1f} s (port {server.port})")
@@ -535,7 +537,8 @@ def main(invoke) -> None:
             )
     finally:
         last_run.write_text(json.dumps({"stack_id": stack_id, "ended_at": time.time()}) + "\n")
-        server.stop()
+        if server is not None:
+            server.stop()
         world.switch(triggers, True)
         invoke.log(f"stopped start-lambda, removed its containers, switched the {len(triggers)} triggers back on")
     failed = [r for r in results if r[4] != "ok"]
