@@ -95,13 +95,24 @@ invoke-test: $(VENV)/tools/.installed
 	$(TOOLS)/python tools/local/invoke.py test
 
 ## test: every check, against a fresh local world (any earlier one of this checkout is stopped
-## first), which is stopped again afterwards
-test: tools lint
+## first), which is stopped again afterwards. The integration tests spend most of their time
+## waiting on queues and the minute tick, so clippy, cfn-lint and sam validate run beside them at
+## the lowest CPU priority, in their own target dir (cargo's lock on target/ would otherwise hold
+## the integration build back); their output follows the tests'.
+LINT_LOG := .local/lint-$(QRSYNC_AWS_PORT)
+test: tools
+	cargo fmt --all -- --check
 	$(MAKE) down
 	$(MAKE) unit
 	$(MAKE) deploy || { $(MAKE) down; exit 1; }
-	$(MAKE) invoke-test; invoked=$$?; $(MAKE) integration; status=$$?; $(MAKE) down; \
-		[ $$invoked -ne 0 ] && exit $$invoked; exit $$status
+	@mkdir -p .local
+	( CARGO_TARGET_DIR=$(CURDIR)/target/lint nice -n 19 $(MAKE) --no-print-directory lint \
+		> $(LINT_LOG).log 2>&1; echo $$? > $(LINT_LOG).status ) & linting=$$!; \
+	$(MAKE) invoke-test; invoked=$$?; $(MAKE) integration; status=$$?; \
+	wait $$linting; $(MAKE) down; \
+	echo "--- lint (fmt, clippy, cfn-lint, sam validate), run beside the tests:"; cat $(LINT_LOG).log; \
+	linted=$$(cat $(LINT_LOG).status); \
+	[ $$invoked -ne 0 ] && exit $$invoked; [ $$status -ne 0 ] && exit $$status; exit $$linted
 
 ## demo: the local world through a small campaign (tools/demo): deploys, seeds a tenant through
 ## the admin API, drives scans through the sandbox, prints the report, stops the world again and

@@ -2,7 +2,7 @@
 //! codes qrsync relies on, the frequency limits (45009) and token expiry (42001).
 //! These tests share the sandbox's global settings and clock, so they run as one sequence.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use integration_tests::{random_id, Sandbox, TestTenant, World};
 use serde_json::{json, Value};
 
@@ -37,6 +37,7 @@ async fn sandbox_speaks_wecom() -> Result<()> {
     let world = World::connect().await?;
     let sandbox = world.sandbox();
     let before = sandbox.get("/_sandbox/config").await?;
+    let clock_before = sandbox.get("/_sandbox/clock").await?;
     let outcome = async {
         contact_way_errors_are_wecoms(&sandbox).await?;
         an_expired_token_gets_42001_and_a_fresh_one_works(&sandbox).await?;
@@ -49,8 +50,17 @@ async fn sandbox_speaks_wecom() -> Result<()> {
         "token_lifetime_secs": before["token_lifetime_secs"],
     });
     sandbox.put("/_sandbox/config", restore).await?;
-    sandbox
+    // The clock back where it was: later tests' callbacks are signed with the sandbox's time,
+    // and the callback route refuses one more than CallbackMaxAgeSeconds away from its own.
+    let unfrozen = sandbox
         .put("/_sandbox/clock", json!({"frozen_at_ms": null}))
+        .await?;
+    let offset = |clock: &Value| clock["offset_ms"].as_i64().unwrap_or(0);
+    sandbox
+        .put(
+            "/_sandbox/clock",
+            json!({"advance_ms": offset(&clock_before) - offset(&unfrozen)}),
+        )
         .await?;
     outcome
 }
@@ -156,10 +166,17 @@ async fn the_minute_and_hour_windows_answer_45009_per_corp_and_api(
     sandbox
         .put("/_sandbox/config", json!({"token_lifetime_secs": 7200}))
         .await?;
-    // A frozen clock keeps all calls inside one minute, whatever the wall clock does.
-    let now = sandbox.get("/_sandbox/clock").await?["now_ms"].clone();
+    // A frozen clock keeps all calls inside one minute, whatever the wall clock does; frozen 20 s
+    // into the next hour, so the minute this test later moves on to is in the same hour (frozen
+    // at the wall clock's minute, a run in an hour's last minute crossed into the next hour and
+    // found its hour window empty).
+    let now = sandbox.get("/_sandbox/clock").await?["now_ms"]
+        .as_u64()
+        .context("the sandbox's clock")?;
+    const HOUR_MS: u64 = 3_600_000;
+    let frozen_at_ms = (now / HOUR_MS + 1) * HOUR_MS + 20_000;
     sandbox
-        .put("/_sandbox/clock", json!({"frozen_at_ms": now}))
+        .put("/_sandbox/clock", json!({"frozen_at_ms": frozen_at_ms}))
         .await?;
     let (tenant, token, config_id) = corp_with_code(sandbox, &["alice"]).await?;
     let (_, other_token, other_config) = corp_with_code(sandbox, &["alice"]).await?;
