@@ -46,7 +46,9 @@ local: deploy
 	$(TOOLS)/python tools/local/stack.py serve
 
 # Every cargo step selects the whole workspace (targets are filtered, packages are not), so each
-# resolves the same features and reuses what the others compiled.
+# resolves the same features and reuses what the others compiled; the demo and the bench are
+# built that way and run from $(BIN), since `cargo run -p` would resolve features of their own.
+BIN := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/debug
 up: tools
 	cargo build -q --locked --workspace --bin wecom-sandbox
 	$(TOOLS)/python tools/local/stack.py up
@@ -118,10 +120,10 @@ test: tools
 ## the admin API, drives scans through the sandbox, prints the report, stops the world again and
 ## exits with the demo's status. Flags for qrsync-demo go in DEMO_ARGS (e.g. DEMO_ARGS="--seed 7").
 demo: tools
-	cargo build -q --locked -p qrsync-demo
+	cargo build -q --locked --workspace --bin qrsync-demo
 	$(MAKE) deploy || { $(MAKE) down; exit 1; }
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
-		cargo run -q --locked -p qrsync-demo -- $(DEMO_ARGS); status=$$?; $(MAKE) down; exit $$status
+		$(BIN)/qrsync-demo $(DEMO_ARGS); status=$$?; $(MAKE) down; exit $$status
 
 ## bench: a backlog of refresh reasons through the local world against lowered WeCom limits
 ## (tools/bench): deploys with the WeCom budget lowered to BENCH_BUDGET_PER_MINUTE (the hour's
@@ -131,11 +133,11 @@ demo: tools
 ## BENCH_ARGS (e.g. BENCH_ARGS="--seed 7"; `cargo run -p qrsync-bench -- --help` lists them).
 BENCH_BUDGET_PER_MINUTE ?= 540
 bench: tools
-	cargo build -q --locked -p qrsync-bench
+	cargo build -q --locked --workspace --bin qrsync-bench
 	QRSYNC_PARAMETER_OVERRIDES="WeComBudgetPerMinute=$(BENCH_BUDGET_PER_MINUTE) WeComBudgetPerHour=$$(( $(BENCH_BUDGET_PER_MINUTE) * 60 )) $$QRSYNC_PARAMETER_OVERRIDES" \
 		$(MAKE) deploy || { $(MAKE) down; exit 1; }
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
-		cargo run -q --locked -p qrsync-bench -- $(BENCH_ARGS); status=$$?; $(MAKE) down; exit $$status
+		$(BIN)/qrsync-bench $(BENCH_ARGS); status=$$?; $(MAKE) down; exit $$status
 
 clean: down
 	rm -rf .aws-sam .local
