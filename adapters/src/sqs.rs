@@ -5,7 +5,8 @@ use domain::intake::InboxMessage;
 use domain::reasons::ReasonQueue;
 use domain::reasons::RefreshReason;
 use domain::refresh::consumer::Inlet;
-use domain::refresh::retry::{RetriedReason, RetryDelay, RetryQueues};
+use domain::refresh::retry::{RetriedReason, RetryDelay};
+use domain::refresh::RetryQueues;
 use domain::StoreError;
 
 pub struct SqsInbox {

@@ -6,7 +6,6 @@
 //! the single writer; the retry queues never refresh a code themselves, so two of them can
 //! never write one code at the same moment.
 
-pub use super::ports::RetryQueues;
 use crate::reasons::RefreshReason;
 use crate::wecom::errors::FailureClass;
 use sha2::{Digest, Sha256};
