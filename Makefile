@@ -97,13 +97,18 @@ invoke-test: $(VENV)/tools/.installed
 	$(TOOLS)/python tools/local/invoke.py test
 
 ## test: every check, against a fresh local world (any earlier one of this checkout is stopped
-## first), which is stopped again afterwards. The integration tests spend most of their time
+## first), which is stopped again afterwards. The Python tools install (mostly downloads) while
+## cargo builds the unit tests. The integration tests spend most of their time
 ## waiting on queues and the minute tick, so clippy, cfn-lint and sam validate run beside them at
 ## the lowest CPU priority, in their own target dir (cargo's lock on target/ would otherwise hold
 ## the integration build back); their output follows the tests'.
 LINT_LOG := .local/lint-$(QRSYNC_AWS_PORT)
-test: tools
+test:
 	cargo fmt --all -- --check
+	@mkdir -p .local
+	( $(MAKE) --no-print-directory tools > .local/tools.log 2>&1; echo $$? > .local/tools.status ) & \
+	installing=$$!; cargo test --workspace --locked --no-run; built=$$?; wait $$installing; \
+	cat .local/tools.log; [ $$built -eq 0 ] && exit $$(cat .local/tools.status); exit $$built
 	$(MAKE) down
 	$(MAKE) unit
 	$(MAKE) deploy || { $(MAKE) down; exit 1; }

@@ -2,6 +2,7 @@
 //! and what every function's `main.rs` needs from its process (environment, clock, logging).
 //! Nothing here decides a rule; each rule lives in the `domain` crate.
 
+pub mod aws;
 pub mod clock;
 pub mod dynamodb;
 pub mod env;

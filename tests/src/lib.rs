@@ -64,7 +64,7 @@ pub struct World {
 
 impl World {
     pub async fn connect() -> Result<Self> {
-        let aws = aws_config::load_from_env().await;
+        let aws = adapters::aws::load_config().await;
         let name = std::env::var("QRSYNC_STACK").unwrap_or_else(|_| "qrsync-local".into());
         let api_override = std::env::var("QRSYNC_API_URL").ok();
         let stack = Stack::discover(&aws, &name, api_override.as_deref()).await?;

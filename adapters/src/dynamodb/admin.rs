@@ -12,8 +12,6 @@ use domain::membership::{CodeConfig, CodeId, Employment, StaffFacts, StaffId, We
 use domain::tenants::{TenantId, TenantProfile};
 use domain::StoreError;
 
-impl DynamoStore {}
-
 #[async_trait::async_trait]
 impl domain::fanout::CodeIndex for DynamoStore {
     async fn codes_of(

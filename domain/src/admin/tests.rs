@@ -1,6 +1,6 @@
 use super::*;
 use crate::facts::StaffLedger;
-use crate::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
+use crate::fakes::{AdminWorld, FakeBudget};
 use crate::http::ErrorAnswer;
 use crate::membership::{AddCounts, CodeConfig, StaffFacts, Switches, WeeklySchedule};
 use crate::refresh::PushedList;
@@ -62,35 +62,20 @@ fn online(facts_online: bool) -> StaffFacts {
     }
 }
 
-struct World {
-    store: InMemoryStore,
-    queue: InMemoryQueues,
-    wecom: FakeWeCom,
-    admin: Admin<InMemoryStore, InMemoryQueues, FakeWeCom>,
-}
-
 /// A tenant `demo` with staff a, b (online) and c (offline).
-fn world() -> World {
-    let store = InMemoryStore::default();
-    store.insert_profile(&tenant(), profile());
-    store.insert_staff(&tenant(), &staff("a"), online(true));
-    store.insert_staff(&tenant(), &staff("b"), online(true));
-    store.insert_staff(&tenant(), &staff("c"), online(false));
-    let queue = InMemoryQueues::default();
-    let wecom = FakeWeCom::default();
-    let admin = Admin::new(
-        store.clone(),
-        queue.clone(),
-        queue.expanding_through(store.clone()),
-        wecom.clone(),
-        fixed_clock,
-    );
-    World {
-        store,
-        queue,
-        wecom,
-        admin,
-    }
+fn world() -> AdminWorld {
+    let world = AdminWorld::new(fixed_clock);
+    world.store.insert_profile(&tenant(), profile());
+    world
+        .store
+        .insert_staff(&tenant(), &staff("a"), online(true));
+    world
+        .store
+        .insert_staff(&tenant(), &staff("b"), online(true));
+    world
+        .store
+        .insert_staff(&tenant(), &staff("c"), online(false));
+    world
 }
 
 fn put_code(id: &str, body: serde_json::Value) -> PutCode {
@@ -364,15 +349,7 @@ fn each_bad_code_field_is_named() {
 
 #[tokio::test]
 async fn putting_a_tenant_stores_the_profile_and_answers_without_secrets() {
-    let store = InMemoryStore::default();
-    let queue = InMemoryQueues::default();
-    let admin = Admin::new(
-        store.clone(),
-        queue.clone(),
-        queue.expanding_through(store.clone()),
-        FakeWeCom::default(),
-        fixed_clock,
-    );
+    let AdminWorld { store, admin, .. } = AdminWorld::new(fixed_clock);
     let command = PutTenant::parse("acme", &tenant_body().to_string()).expect("valid");
 
     let answer = admin.put_tenant(command).await.expect("stored");
@@ -1040,7 +1017,7 @@ fn a_delete_names_a_bad_tenant_or_code() {
 // ---------------------------------------------------------------- config edits
 
 /// The reasons sent since `before`, as (code, cause, fact key).
-fn sent_since(w: &World, before: usize) -> Vec<(String, Cause, String)> {
+fn sent_since(w: &AdminWorld, before: usize) -> Vec<(String, Cause, String)> {
     w.queue
         .reasons()
         .into_iter()
@@ -1184,7 +1161,7 @@ async fn the_status_lists_the_departments_expands_them_and_names_the_new_exclusi
 
 // ---------------------------------------------------------------- departments
 
-async fn put_department(w: &World, id: &str, members: &[&str]) -> DepartmentAnswer {
+async fn put_department(w: &AdminWorld, id: &str, members: &[&str]) -> DepartmentAnswer {
     let body = json!({ "members": members }).to_string();
     w.admin
         .put_department(PutDepartment::parse("demo", id, &body).expect("valid"))

@@ -5,16 +5,19 @@
 //! - `InMemoryQueues`: refresh reasons, fan-outs, retries, dead letters, notifications;
 //! - `FakeWeCom`: contact ways created, deleted and their lists replaced;
 //! - `FakeBudget`: the tenants' WeCom budget;
-//! - `InMemoryTenantDirectory` and `InMemoryInbox`: the callback's ports (`intake`).
+//! - `InMemoryTenantDirectory` and `InMemoryInbox`: the callback's ports (`intake`);
+//! - `AdminWorld`: the admin commands on the fakes above.
 //!
 //! Each records what it was asked and has switches to fail, so a test can assert both.
 
+mod admin;
 mod budget;
 mod intake;
 mod queues;
 mod store;
 mod wecom;
 
+pub use admin::AdminWorld;
 pub use budget::FakeBudget;
 pub use intake::{InMemoryInbox, InMemoryTenantDirectory};
 pub use queues::InMemoryQueues;

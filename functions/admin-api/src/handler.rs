@@ -206,7 +206,7 @@ pub(crate) async fn handle<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use domain::fakes::{FakeWeCom, InMemoryQueues, InMemoryStore};
+    use domain::fakes::AdminWorld;
     use domain::membership::{StaffFacts, StaffId};
     use domain::schedules::Subject;
     use domain::tenants::TenantId;
@@ -214,40 +214,16 @@ mod tests {
     use lambda_http::http::Method;
     use serde_json::{json, Value};
 
-    type TestAdmin = Admin<InMemoryStore, InMemoryQueues, FakeWeCom>;
-
-    struct World {
-        store: InMemoryStore,
-        queue: InMemoryQueues,
-        wecom: FakeWeCom,
-        admin: TestAdmin,
-    }
-
     fn fixed_clock() -> u64 {
         1_788_264_000_000
     }
 
-    fn world() -> World {
-        let store = InMemoryStore::default();
-        let queue = InMemoryQueues::default();
-        let wecom = FakeWeCom::default();
-        let admin = Admin::new(
-            store.clone(),
-            queue.clone(),
-            queue.expanding_through(store.clone()),
-            wecom.clone(),
-            fixed_clock,
-        );
-        World {
-            store,
-            queue,
-            wecom,
-            admin,
-        }
+    fn world() -> AdminWorld {
+        AdminWorld::new(fixed_clock)
     }
 
     /// The world after the tenant sample was sent, with the code sample's members on duty.
-    async fn set_up_world() -> World {
+    async fn set_up_world() -> AdminWorld {
         let w = world();
         let response = send(&w, sample("apigw-admin-put-tenant.json")).await;
         assert_eq!(response.status(), 200);
@@ -266,7 +242,7 @@ mod tests {
         lambda_http::request::from_str(&json).expect("sample event is an API Gateway request")
     }
 
-    async fn send(w: &World, request: Request) -> Response<Body> {
+    async fn send(w: &AdminWorld, request: Request) -> Response<Body> {
         handle(&w.admin, request).await.expect("handled")
     }
 

@@ -18,7 +18,7 @@ const WECOM_TIMEOUT: Duration = Duration::from_secs(2);
 async fn main() -> Result<(), Error> {
     adapters::logging::init();
     let config = config::Config::from_env()?;
-    let aws = aws_config::load_from_env().await;
+    let aws = adapters::aws::load_config().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let reasons = SqsReasonQueue::new(sqs.clone(), config.refresh_queue_url);

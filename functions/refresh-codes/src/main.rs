@@ -25,7 +25,7 @@ impl RefreshPorts for Deployed {
 async fn main() -> Result<(), Error> {
     adapters::logging::init();
     let config = config::Config::from_env()?;
-    let aws = aws_config::load_from_env().await;
+    let aws = adapters::aws::load_config().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
     let budget = DynamoBudget::new(store.clone(), config.budget);
     // One client per container: its access-token cache is shared by every invocation, and

@@ -12,7 +12,7 @@ use lambda_runtime::{run, service_fn, Error};
 async fn main() -> Result<(), Error> {
     adapters::logging::init();
     let config = config::Config::from_env()?;
-    let aws = aws_config::load_from_env().await;
+    let aws = adapters::aws::load_config().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
     let reasons = SqsReasonQueue::new(aws_sdk_sqs::Client::new(&aws), config.refresh_queue_url);
     let tick = Tick::new(

@@ -15,7 +15,7 @@ use std::time::Duration;
 async fn main() -> Result<(), Error> {
     adapters::logging::init();
     let config = config::Config::from_env()?;
-    let aws = aws_config::load_from_env().await;
+    let aws = adapters::aws::load_config().await;
     let tenants = CachedTenantDirectory::new(
         DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name),
         config.tenant_cache_ttl,

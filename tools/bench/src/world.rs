@@ -40,7 +40,7 @@ pub struct Budget {
 
 impl World {
     pub async fn connect(stack: &str, api_override: Option<&str>) -> Result<Self> {
-        let aws = aws_config::load_from_env().await;
+        let aws = adapters::aws::load_config().await;
         let found = Stack::discover(&aws, stack, api_override).await?;
         let queues = |keep: &dyn Fn(&str) -> bool| -> BTreeMap<String, String> {
             found

@@ -32,7 +32,7 @@ pub struct World {
 
 impl World {
     pub async fn connect(stack: &str, api_override: Option<&str>) -> Result<Self> {
-        let aws = aws_config::load_from_env().await;
+        let aws = adapters::aws::load_config().await;
         let found = Stack::discover(&aws, stack, api_override).await?;
         let dead_letters = found
             .outputs
