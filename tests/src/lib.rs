@@ -17,6 +17,7 @@ pub use tenant_setup::LiveTenant;
 use adapters::dynamodb::DynamoStore;
 use anyhow::{anyhow, Context, Result};
 use aws_sdk_sqs::types::MessageSystemAttributeName;
+use domain::admin::{AdminStore, ProfileWrite, SecretsChanged, StoredProfile};
 use domain::intake::InboxMessage;
 use domain::tenants::TenantId;
 use domain::tenants::TenantProfile;
@@ -273,20 +274,28 @@ impl World {
         Ok(tenant)
     }
 
+    /// Stores the tenant's profile (and its corp id's claim) as the admin API does.
     pub async fn register(&self, tenant: &TestTenant) -> Result<()> {
-        DynamoStore::new(self.dynamodb.clone(), self.output("TableName").to_owned())
-            .put_profile(
-                &TenantId::parse(&tenant.id)?,
-                &TenantProfile {
-                    corp_id: tenant.corp_id.clone(),
-                    callback_token: tenant.token.clone(),
-                    encoding_aes_key: tenant.aes_key.clone(),
-                    corp_secret: tenant.corp_secret.clone(),
-                    timezone: Default::default(),
-                    company_daily_cap: None,
-                },
-            )
-            .await?;
+        let store = DynamoStore::new(self.dynamodb.clone(), self.output("TableName").to_owned());
+        let profile = StoredProfile {
+            profile: TenantProfile {
+                corp_id: tenant.corp_id.clone(),
+                callback_token: tenant.token.clone(),
+                encoding_aes_key: tenant.aes_key.clone(),
+                corp_secret: tenant.corp_secret.clone(),
+                timezone: Default::default(),
+                company_daily_cap: None,
+            },
+            version: 1,
+            secrets_changed_at_ms: SecretsChanged::default(),
+        };
+        let written =
+            AdminStore::put_profile(&store, &TenantId::parse(&tenant.id)?, &profile, None).await?;
+        anyhow::ensure!(
+            written == ProfileWrite::Stored,
+            "tenant {} not registered: {written:?}",
+            tenant.id
+        );
         Ok(())
     }
 

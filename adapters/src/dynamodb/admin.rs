@@ -2,15 +2,23 @@
 //! the two it alone needs (a staff write that leaves WeCom's verdict alone, and a tenant's
 //! codes).
 
+use super::codes::code_record;
+use super::conditions::ConditionalWriteError;
 use super::{
-    corrupt, employment_name, key, keys, n, s, staff_from, unavailable, DynamoStore, Item,
+    corrupt, employment_name, get_n, get_s, get_strings, key, keys, n, s, staff_from, unavailable,
+    DynamoStore, Item,
 };
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
-use domain::admin::{AdminStore, StaffChange, VersionedCode};
+use domain::admin::{
+    AdminStore, CodeAdds, CodeSummary, ProfileWrite, StaffChange, StaffRecord, StaffUpdate,
+    StoredProfile, VersionedCode,
+};
 use domain::facts::StaffLedger;
-use domain::membership::{CodeConfig, CodeId, Employment, StaffFacts, StaffId, WeeklySchedule};
-use domain::tenants::{TenantId, TenantProfile};
+use domain::membership::DepartmentId;
+use domain::membership::{CodeConfig, CodeId, Employment, StaffId, WeeklySchedule};
+use domain::tenants::TenantId;
 use domain::StoreError;
+use std::collections::BTreeSet;
 
 #[async_trait::async_trait]
 impl domain::fanout::CodeIndex for DynamoStore {
@@ -32,12 +40,17 @@ impl domain::fanout::CodeIndex for DynamoStore {
 
 #[async_trait::async_trait]
 impl AdminStore for DynamoStore {
+    async fn stored_profile(&self, tenant: &TenantId) -> Result<Option<StoredProfile>, StoreError> {
+        self.read_stored_profile(tenant).await
+    }
+
     async fn put_profile(
         &self,
         tenant: &TenantId,
-        profile: &TenantProfile,
-    ) -> Result<(), StoreError> {
-        DynamoStore::put_profile(self, tenant, profile).await
+        next: &StoredProfile,
+        previous: Option<&StoredProfile>,
+    ) -> Result<ProfileWrite, StoreError> {
+        self.write_profile(tenant, next, previous).await
     }
 
     async fn set_schedule(
@@ -51,47 +64,206 @@ impl AdminStore for DynamoStore {
             .await
     }
 
-    /// Sets `online` (and the employment, when given) in one `UpdateItem` that leaves every
-    /// other attribute as stored: `put_staff` rewrites `rejected_by_wecom` too, which would
-    /// undo a refresh function's "WeCom rejected this user" written between a read and it.
-    /// A staff member not stored yet starts active. Answers the facts after the write.
-    /// `online` is a DynamoDB reserved word, hence the attribute-name aliases.
+    /// One `UpdateItem` that sets what the change names, creating the staff member offline
+    /// and active when nothing is stored. Bringing a resigned staff member back is refused by
+    /// the write's own condition, so no read can go stale in between.
     async fn update_staff(
         &self,
         tenant: &TenantId,
         staff: &StaffId,
         change: &StaffChange,
         now_ms: u64,
-    ) -> Result<StaffFacts, StoreError> {
-        let (employment_expression, employment) = match change.employment {
-            Some(employment) => (":employment", employment),
-            None => (
-                "if_not_exists(#employment, :employment)",
-                Employment::Active,
-            ),
-        };
-        let output = self
+    ) -> Result<StaffUpdate, StoreError> {
+        let mut sets = vec![
+            "#online = if_not_exists(#online, :offline)".to_owned(),
+            "#employment = if_not_exists(#employment, :active)".to_owned(),
+            "#updated = :now".to_owned(),
+        ];
+        let mut update = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
-            .update_expression(format!(
-                "SET #online = :online, #employment = {employment_expression}, #updated = :now"
-            ))
             .expression_attribute_names("#online", "online")
             .expression_attribute_names("#employment", "employment")
             .expression_attribute_names("#updated", "updated_at_ms")
-            .expression_attribute_values(":online", AttributeValue::Bool(change.online))
-            .expression_attribute_values(":employment", s(employment_name(employment)))
+            .expression_attribute_values(":offline", AttributeValue::Bool(false))
+            .expression_attribute_values(":active", s(employment_name(Employment::Active)))
             .expression_attribute_values(":now", n(now_ms))
-            .return_values(ReturnValue::AllNew)
+            .return_values(ReturnValue::AllNew);
+        if let Some(online) = change.online {
+            sets[0] = "#online = :online".to_owned();
+            update = update.expression_attribute_values(":online", AttributeValue::Bool(online));
+        }
+        if let Some(employment) = change.employment {
+            sets[1] = "#employment = :employment".to_owned();
+            update =
+                update.expression_attribute_values(":employment", s(employment_name(employment)));
+            if employment != Employment::Resigned {
+                update = update
+                    .condition_expression(
+                        "attribute_not_exists(#employment) OR #employment <> :resigned",
+                    )
+                    .expression_attribute_values(
+                        ":resigned",
+                        s(employment_name(Employment::Resigned)),
+                    );
+            }
+        }
+        let output = match update
+            .update_expression(format!("SET {}", sets.join(", ")))
             .send()
             .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
+        {
+            Ok(output) => output,
+            Err(error) => {
+                error.refused_or_unavailable()?;
+                return Ok(StaffUpdate::ResignationIsFinal);
+            }
+        };
         let item: Item = output
             .attributes
             .ok_or_else(|| corrupt("staff write answered no item"))?;
-        Ok(staff_from(&item))
+        Ok(StaffUpdate::Stored(staff_from(&item)))
+    }
+
+    async fn staff_record(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<Option<StaffRecord>, StoreError> {
+        Ok(self
+            .get(tenant, keys::staff(staff))
+            .await?
+            .map(|item| StaffRecord {
+                facts: staff_from(&item),
+                departments: get_strings(&item, "departments")
+                    .iter()
+                    .filter_map(|raw| DepartmentId::parse(raw).ok())
+                    .collect(),
+            }))
+    }
+
+    async fn department_members(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+    ) -> Result<Option<BTreeSet<StaffId>>, StoreError> {
+        Ok(self
+            .get(tenant, keys::department(department))
+            .await?
+            .map(|item| {
+                get_strings(&item, "members")
+                    .iter()
+                    .filter_map(|raw| StaffId::parse(raw).ok())
+                    .collect()
+            }))
+    }
+
+    /// One `Query` of the code items from after `after`, `limit + 1` of them to tell whether
+    /// more follow. Code items hold the configuration only (its index entries and pushed
+    /// records have other prefixes), so the limit counts codes.
+    async fn codes_page(
+        &self,
+        tenant: &TenantId,
+        after: Option<&CodeId>,
+        limit: usize,
+    ) -> Result<(Vec<CodeSummary>, bool), StoreError> {
+        let mut query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+            .expression_attribute_names("#pk", keys::PK)
+            .expression_attribute_names("#sk", keys::SK)
+            .expression_attribute_values(":pk", s(keys::tenant(tenant)))
+            .expression_attribute_values(":prefix", s(keys::CODE_PREFIX))
+            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX));
+        if let Some(after) = after {
+            query =
+                query.set_exclusive_start_key(Some(key(keys::tenant(tenant), keys::code(after))));
+        }
+        let output = query
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        let mut codes = output
+            .items
+            .unwrap_or_default()
+            .iter()
+            .map(|item| {
+                let record = code_record(item)?;
+                let code = get_s(item, keys::SK)
+                    .and_then(|sk| sk.strip_prefix(keys::CODE_PREFIX))
+                    .and_then(|raw| CodeId::parse(raw).ok())
+                    .ok_or_else(|| corrupt("code key"))?;
+                Ok(CodeSummary {
+                    code,
+                    family: record.code.config.family,
+                    config_id: record.code.config_id,
+                    version: record.version,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let more = codes.len() > limit;
+        codes.truncate(limit);
+        Ok((codes, more))
+    }
+
+    /// One `BatchGetItem` per 33 codes: each code's item (its limits) and the staff member's
+    /// two counters on it.
+    async fn adds_on_codes(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        codes: &[CodeId],
+        day: &str,
+    ) -> Result<Vec<CodeAdds>, StoreError> {
+        let pk = keys::tenant(tenant);
+        let wanted = codes
+            .iter()
+            .flat_map(|code| {
+                [
+                    key(pk.clone(), keys::code(code)),
+                    key(pk.clone(), keys::adds_today_on_code(day, code, staff)),
+                    key(pk.clone(), keys::adds_total(code, staff)),
+                ]
+            })
+            .collect();
+        let items = self.batch_get(wanted).await?;
+        let by_sk = |sk: &str| items.iter().find(|item| get_s(item, keys::SK) == Some(sk));
+        let count = |sk: String| {
+            by_sk(&sk)
+                .and_then(|item| get_n::<u32>(item, "adds"))
+                .unwrap_or(0)
+        };
+        codes
+            .iter()
+            .map(|code| {
+                Ok(CodeAdds {
+                    code: code.clone(),
+                    today: count(keys::adds_today_on_code(day, code, staff)),
+                    total: count(keys::adds_total(code, staff)),
+                    switches: by_sk(&keys::code(code))
+                        .map(code_record)
+                        .transpose()?
+                        .map(|record| record.code.config.switches),
+                })
+            })
+            .collect()
+    }
+
+    async fn adds_on_all_codes(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        day: &str,
+    ) -> Result<u32, StoreError> {
+        Ok(self
+            .get(tenant, keys::adds_today_all_codes(day, staff))
+            .await?
+            .and_then(|item| get_n::<u32>(&item, "adds"))
+            .unwrap_or(0))
     }
 
     /// Every code of the tenant (a query on the code items' keys, never a scan).

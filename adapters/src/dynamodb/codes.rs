@@ -73,7 +73,7 @@ fn index_entries(code: &CodeId, config: &CodeConfig) -> BTreeSet<String> {
         .collect()
 }
 
-fn code_from(item: &Item) -> Result<CodeRecord, StoreError> {
+pub(crate) fn code_record(item: &Item) -> Result<CodeRecord, StoreError> {
     let config: CodeConfig =
         serde_json::from_str(get_s(item, "config").ok_or_else(|| corrupt("code config"))?)
             .map_err(|_| corrupt("code config"))?;
@@ -108,7 +108,7 @@ impl DynamoStore {
             .send()
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;
-        output.item.as_ref().map(code_from).transpose()
+        output.item.as_ref().map(code_record).transpose()
     }
 
     /// Creates or replaces a code's configuration and keeps the staff -> codes and department
@@ -391,7 +391,7 @@ impl CodeFacts for DynamoStore {
             return Ok(None);
         }
         let profile = Self::profile_from(profile)?;
-        let record = code_from(code_item)?;
+        let record = code_record(code_item)?;
         let last_pushed = by_sk.get(&keys::pushed(code)).map(|item| PushedList {
             users: parse_staff(&get_strings(item, "users")),
             pushed_at_ms: get_n(item, "pushed_at_ms").unwrap_or(0),

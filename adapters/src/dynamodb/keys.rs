@@ -15,6 +15,12 @@ pub fn tenant(tenant: &TenantId) -> String {
 }
 
 pub const PROFILE: &str = "PROFILE";
+/// Which tenant holds a WeCom corp id (outside any tenant: the claim is what keeps two
+/// tenants from registering one corp). Sort key `CORP`.
+pub fn corp(corp_id: &str) -> String {
+    format!("CORP#{corp_id}")
+}
+pub const CORP_SK: &str = "CORP";
 
 pub fn code(code: &CodeId) -> String {
     format!("CODE#{code}")

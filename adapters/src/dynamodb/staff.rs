@@ -23,7 +23,11 @@ fn string_set<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Attribute
 }
 
 impl DynamoStore {
-    async fn get(&self, tenant: &TenantId, sk: String) -> Result<Option<Item>, StoreError> {
+    pub(crate) async fn get(
+        &self,
+        tenant: &TenantId,
+        sk: String,
+    ) -> Result<Option<Item>, StoreError> {
         Ok(self
             .client
             .get_item()

@@ -1,18 +1,53 @@
 //! Tenant profiles.
 
+use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore};
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+use domain::admin::{ProfileWrite, SecretsChanged, StoredProfile};
 use domain::facts::TenantProfiles;
 use domain::tenants::TenantDirectory;
 use domain::tenants::{CallbackSettings, TenantId, TenantProfile};
 use domain::StoreError;
 
 impl DynamoStore {
-    /// Creates or replaces a tenant's profile.
-    pub async fn put_profile(
+    /// Reads the profile item with its version and secret times.
+    pub(crate) async fn read_stored_profile(
         &self,
         tenant: &TenantId,
-        profile: &TenantProfile,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<StoredProfile>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::PROFILE.to_owned())))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        let Some(item) = output.item else {
+            return Ok(None);
+        };
+        let at = |name: &str| get_n(&item, name).unwrap_or(0);
+        Ok(Some(StoredProfile {
+            profile: Self::profile_from(&item)?,
+            version: at("version"),
+            secrets_changed_at_ms: SecretsChanged {
+                corp_secret: at("corp_secret_changed_at_ms"),
+                callback_token: at("callback_token_changed_at_ms"),
+                encoding_aes_key: at("encoding_aes_key_changed_at_ms"),
+            },
+        }))
+    }
+
+    /// One transaction: the profile item conditioned on the version read, the claim on the
+    /// new corp id (unless another tenant holds it), and the release of the previous one.
+    pub(crate) async fn write_profile(
+        &self,
+        tenant: &TenantId,
+        next: &StoredProfile,
+        previous: Option<&StoredProfile>,
+    ) -> Result<ProfileWrite, StoreError> {
+        let profile = &next.profile;
         let mut item = key(keys::tenant(tenant), keys::PROFILE.to_owned());
         item.insert("corp_id".into(), s(&profile.corp_id));
         item.insert("callback_token".into(), s(&profile.callback_token));
@@ -22,14 +57,68 @@ impl DynamoStore {
         if let Some(cap) = profile.company_daily_cap {
             item.insert("company_daily_cap".into(), n(cap));
         }
-        self.client
-            .put_item()
+        item.insert("version".into(), n(next.version));
+        let at = next.secrets_changed_at_ms;
+        item.insert("corp_secret_changed_at_ms".into(), n(at.corp_secret));
+        item.insert("callback_token_changed_at_ms".into(), n(at.callback_token));
+        item.insert(
+            "encoding_aes_key_changed_at_ms".into(),
+            n(at.encoding_aes_key),
+        );
+        let profile_put = Put::builder().table_name(&self.table).set_item(Some(item));
+        let profile_put = match previous {
+            None => profile_put.condition_expression("attribute_not_exists(pk)"),
+            // Stored before profiles had versions.
+            Some(previous) if previous.version == 0 => profile_put
+                .condition_expression("attribute_exists(pk) AND attribute_not_exists(version)"),
+            Some(previous) => profile_put
+                .condition_expression("version = :read")
+                .expression_attribute_values(":read", n(previous.version)),
+        };
+        let mut claim = key(keys::corp(&profile.corp_id), keys::CORP_SK.to_owned());
+        claim.insert("tenant".into(), s(tenant.as_str()));
+        let claim_put = Put::builder()
             .table_name(&self.table)
-            .set_item(Some(item))
+            .set_item(Some(claim))
+            .condition_expression("attribute_not_exists(pk) OR tenant = :tenant")
+            .expression_attribute_values(":tenant", s(tenant.as_str()));
+        let mut writes = vec![
+            TransactWriteItem::builder()
+                .put(profile_put.build().map_err(unavailable)?)
+                .build(),
+            TransactWriteItem::builder()
+                .put(claim_put.build().map_err(unavailable)?)
+                .build(),
+        ];
+        if let Some(previous) = previous.filter(|p| p.profile.corp_id != profile.corp_id) {
+            let release = Delete::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(
+                    keys::corp(&previous.profile.corp_id),
+                    keys::CORP_SK.to_owned(),
+                )))
+                .condition_expression("attribute_not_exists(pk) OR tenant = :tenant")
+                .expression_attribute_values(":tenant", s(tenant.as_str()))
+                .build()
+                .map_err(unavailable)?;
+            writes.push(TransactWriteItem::builder().delete(release).build());
+        }
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(writes))
             .send()
             .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        Ok(())
+        {
+            Ok(_) => Ok(ProfileWrite::Stored),
+            Err(error) => {
+                let refused = error.refused_or_unavailable()?;
+                Ok(match refused.first_refused_item() {
+                    1 => ProfileWrite::CorpIdTaken,
+                    _ => ProfileWrite::Raced,
+                })
+            }
+        }
     }
 
     pub(crate) fn profile_from(item: &super::Item) -> Result<TenantProfile, StoreError> {

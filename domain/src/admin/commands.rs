@@ -1,5 +1,11 @@
-//! The admin routes' path parameters and JSON bodies, validated into commands. Every refusal
-//! names the field to fix (`members[2]`, `switches.daily_limit`) and never echoes a secret.
+//! The admin routes' path parameters, query strings and JSON bodies, validated into commands.
+//! Every refusal names the field to fix (`members[2]`, `switches.daily_limit`) and never
+//! echoes a secret.
+//!
+//! Every PUT body is a JSON merge patch (RFC 7396) on the stored resource: a field left out
+//! keeps its stored value, a field set to `null` goes back to its default (a field with no
+//! default refuses `null`), and a field given is set. Creating a resource takes the defaults
+//! for what is left out, and needs the fields that have none. See `Patch`.
 
 use super::error::AdminError;
 use super::ports::StaffChange;
@@ -11,8 +17,18 @@ use crate::wecom::crypto::{CallbackCrypto, CryptoError};
 use serde_json::{Map, Value};
 use std::collections::{BTreeSet, HashSet};
 
-/// WeCom corp ids are 18 characters today; 64 leaves room without accepting junk.
+/// WeCom corp ids are 18 letters and digits today; 64 leaves room without accepting junk.
 pub const MAX_CORP_ID_CHARS: usize = 64;
+/// WeCom app secrets are 43 characters today; 128 leaves room.
+pub const MAX_CORP_SECRET_CHARS: usize = 128;
+/// WeCom's rule for a callback Token: 3 to 32 letters or digits.
+pub const CALLBACK_TOKEN_CHARS: std::ops::RangeInclusive<usize> = 3..=32;
+/// An IANA zone name ("America/Argentina/ComodRivadavia" is 32).
+pub const MAX_TIMEZONE_CHARS: usize = 64;
+/// A page of a listing: at most this many codes.
+pub const MAX_PAGE: usize = 100;
+/// A page of a listing when the request names no limit.
+pub const DEFAULT_PAGE: usize = 50;
 /// The largest request body read: a department of `MAX_DEPARTMENT_MEMBERS` ids of 64
 /// characters is about 135 KB, every other body a few KB.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -36,15 +52,127 @@ pub const MAX_ADD_LIMIT: u32 = 1_000_000;
 /// Consecutive customers one member takes per rotation round.
 pub const MAX_ROUND_LIMIT: u32 = 1_000;
 
+/// A field of a PUT body under merge-patch semantics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Patch<T> {
+    /// Left out: the stored value stays.
+    #[default]
+    Keep,
+    /// `null`: back to the field's default.
+    Reset,
+    /// A value: set.
+    Set(T),
+}
+
+impl<T> Patch<T> {
+    /// The value after the patch, given the stored one (`None`: nothing stored yet, so the
+    /// default) and the field's default.
+    pub fn apply(self, stored: Option<T>, default: impl FnOnce() -> T) -> T {
+        match self {
+            Self::Keep => stored.unwrap_or_else(default),
+            Self::Reset => default(),
+            Self::Set(value) => value,
+        }
+    }
+
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> Patch<U> {
+        match self {
+            Self::Keep => Patch::Keep,
+            Self::Reset => Patch::Reset,
+            Self::Set(value) => Patch::Set(f(value)),
+        }
+    }
+}
+
 /// `PUT /admin/tenants/{tenant}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutTenant {
     pub tenant: TenantId,
-    /// `Debug` hides its secrets.
-    pub profile: TenantProfile,
+    pub patch: TenantPatch,
 }
 
-/// `PUT /admin/tenants/{tenant}/staff/{staff}`.
+/// The tenant fields a PUT sets. The corp id and the three secrets have no default: required
+/// to create a tenant, kept when left out, never `null`. `Debug` hides the secrets.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct TenantPatch {
+    pub corp_id: Option<String>,
+    pub corp_secret: Option<String>,
+    pub callback_token: Option<String>,
+    pub encoding_aes_key: Option<String>,
+    /// Default Asia/Shanghai.
+    pub timezone: Patch<Timezone>,
+    /// Default: no cap.
+    pub company_daily_cap: Patch<Option<u32>>,
+}
+
+impl std::fmt::Debug for TenantPatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TenantPatch")
+            .field("corp_id", &self.corp_id)
+            .field("corp_secret", &self.corp_secret.as_ref().map(|_| "<set>"))
+            .field(
+                "callback_token",
+                &self.callback_token.as_ref().map(|_| "<set>"),
+            )
+            .field(
+                "encoding_aes_key",
+                &self.encoding_aes_key.as_ref().map(|_| "<set>"),
+            )
+            .field("timezone", &self.timezone)
+            .field("company_daily_cap", &self.company_daily_cap)
+            .finish()
+    }
+}
+
+impl TenantPatch {
+    /// The profile after the patch. The callback function builds its crypto from the corp id,
+    /// the Token and the key for every callback, so a profile it could not build with (which
+    /// would refuse all of the tenant's callbacks) is refused here.
+    pub fn apply(self, stored: Option<&TenantProfile>) -> Result<TenantProfile, AdminError> {
+        let required = |given: Option<String>, field: &str, stored: Option<&String>| {
+            given
+                .or_else(|| stored.cloned())
+                .ok_or_else(|| AdminError::invalid(field, "is required to create the tenant"))
+        };
+        let profile = TenantProfile {
+            corp_id: required(self.corp_id, "corp_id", stored.map(|p| &p.corp_id))?,
+            corp_secret: required(
+                self.corp_secret,
+                "corp_secret",
+                stored.map(|p| &p.corp_secret),
+            )?,
+            callback_token: required(
+                self.callback_token,
+                "callback_token",
+                stored.map(|p| &p.callback_token),
+            )?,
+            encoding_aes_key: required(
+                self.encoding_aes_key,
+                "encoding_aes_key",
+                stored.map(|p| &p.encoding_aes_key),
+            )?,
+            timezone: self
+                .timezone
+                .apply(stored.map(|p| p.timezone), Timezone::default),
+            company_daily_cap: self
+                .company_daily_cap
+                .apply(stored.map(|p| p.company_daily_cap), || None),
+        };
+        CallbackCrypto::new(
+            &profile.callback_token,
+            &profile.encoding_aes_key,
+            &profile.corp_id,
+        )
+        .map_err(|e| match e {
+            CryptoError::BadAesKey => AdminError::invalid("encoding_aes_key", e),
+            _ => AdminError::invalid("callback_token", e),
+        })?;
+        Ok(profile)
+    }
+}
+
+/// `PUT /admin/tenants/{tenant}/staff/{staff}`. A staff member not stored yet is created with
+/// the defaults: offline, active, in no department, no schedule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutStaff {
     pub tenant: TenantId,
@@ -67,12 +195,12 @@ pub enum ScheduleEdit {
 }
 
 /// `PUT /admin/tenants/{tenant}/departments/{department}`: the department's members, replacing
-/// the stored ones.
+/// the stored ones (`None`: left out, kept).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutDepartment {
     pub tenant: TenantId,
     pub department: DepartmentId,
-    pub members: BTreeSet<StaffId>,
+    pub members: Option<BTreeSet<StaffId>>,
 }
 
 /// `DELETE /admin/tenants/{tenant}/codes/{code}`.
@@ -87,7 +215,82 @@ pub struct DeleteCode {
 pub struct PutCode {
     pub tenant: TenantId,
     pub code: CodeId,
-    pub config: CodeConfig,
+    pub patch: CodePatch,
+}
+
+/// The code fields a PUT sets. `family` has no default (required to create a code); the
+/// lists default to empty, the switches to off.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CodePatch {
+    pub family: Option<Family>,
+    pub members: Patch<Vec<StaffId>>,
+    pub departments: Patch<Vec<DepartmentId>>,
+    pub fallback: Patch<Vec<StaffId>>,
+    pub switches: SwitchesPatch,
+}
+
+/// `switches` of a code PUT; `"switches": null` resets each of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SwitchesPatch {
+    pub offline_check: Patch<bool>,
+    pub add_limit: Patch<Option<u32>>,
+    pub daily_limit: Patch<Option<u32>>,
+    pub round_limit: Patch<Option<u32>>,
+}
+
+impl CodePatch {
+    /// The configuration after the patch, checked as a whole (a code lists someone; only
+    /// rotating families take a round limit).
+    pub fn apply(self, stored: Option<&CodeConfig>) -> Result<CodeConfig, AdminError> {
+        let family = self
+            .family
+            .or(stored.map(|c| c.family))
+            .ok_or_else(|| AdminError::invalid("family", "is required to create the code"))?;
+        let switches = stored.map(|c| c.switches);
+        let config = CodeConfig {
+            family,
+            members: self
+                .members
+                .apply(stored.map(|c| c.members.clone()), Vec::new),
+            departments: self
+                .departments
+                .apply(stored.map(|c| c.departments.clone()), Vec::new),
+            fallback: self
+                .fallback
+                .apply(stored.map(|c| c.fallback.clone()), Vec::new),
+            switches: Switches {
+                offline_check: self
+                    .switches
+                    .offline_check
+                    .apply(switches.map(|s| s.offline_check), || false),
+                add_limit: self
+                    .switches
+                    .add_limit
+                    .apply(switches.map(|s| s.add_limit), || None),
+                daily_limit: self
+                    .switches
+                    .daily_limit
+                    .apply(switches.map(|s| s.daily_limit), || None),
+                round_limit: self
+                    .switches
+                    .round_limit
+                    .apply(switches.map(|s| s.round_limit), || None),
+            },
+        };
+        if config.members.is_empty() && config.departments.is_empty() {
+            return Err(AdminError::invalid(
+                "members",
+                "a code must list at least one member or one department",
+            ));
+        }
+        if config.switches.round_limit.is_some() && !config.family.rotates() {
+            return Err(AdminError::invalid(
+                "switches.round_limit",
+                "only sequenced and quota codes rotate; WeCom routes a native code itself",
+            ));
+        }
+        Ok(config)
+    }
 }
 
 /// `GET /admin/tenants/{tenant}/codes/{code}`.
@@ -95,6 +298,70 @@ pub struct PutCode {
 pub struct GetCode {
     pub tenant: TenantId,
     pub code: CodeId,
+}
+
+/// `GET /admin/tenants/{tenant}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetTenant {
+    pub tenant: TenantId,
+}
+
+/// `GET /admin/tenants/{tenant}/staff/{staff}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetStaff {
+    pub tenant: TenantId,
+    pub staff: StaffId,
+}
+
+/// `GET /admin/tenants/{tenant}/departments/{department}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetDepartment {
+    pub tenant: TenantId,
+    pub department: DepartmentId,
+}
+
+/// `GET /admin/tenants/{tenant}/codes` and `GET /admin/tenants/{tenant}/staff/{staff}/codes`:
+/// codes in id order, from after `after`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListCodes {
+    pub tenant: TenantId,
+    /// The staff member whose codes are listed; `None`: all of the tenant's.
+    pub staff: Option<StaffId>,
+    pub page: PageRequest,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    /// The cursor a previous page answered: the last code it held.
+    pub after: Option<CodeId>,
+    pub limit: usize,
+}
+
+impl PageRequest {
+    /// From the query string's `limit` (1 to `MAX_PAGE`, default `DEFAULT_PAGE`) and
+    /// `cursor` (as answered by the previous page).
+    pub fn parse(limit: Option<&str>, cursor: Option<&str>) -> Result<Self, AdminError> {
+        let limit = match limit {
+            None => DEFAULT_PAGE,
+            Some(raw) => raw
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=MAX_PAGE).contains(n))
+                .ok_or_else(|| {
+                    AdminError::invalid(
+                        "limit",
+                        format!("must be a whole number from 1 to {MAX_PAGE}"),
+                    )
+                })?,
+        };
+        let after = cursor
+            .map(|raw| {
+                CodeId::parse(raw)
+                    .map_err(|_| AdminError::invalid("cursor", "is not a cursor this API answered"))
+            })
+            .transpose()?;
+        Ok(Self { after, limit })
+    }
 }
 
 pub fn tenant_param(raw: &str) -> Result<TenantId, AdminError> {
@@ -117,40 +384,52 @@ impl PutTenant {
     pub fn parse(tenant: &str, body: &str) -> Result<Self, AdminError> {
         let tenant = tenant_param(tenant)?;
         let mut body = Object::parse(body, "")?;
-        let corp_id = body.string("corp_id")?;
-        if corp_id.is_empty() || corp_id.chars().count() > MAX_CORP_ID_CHARS {
-            return Err(body.invalid(
-                "corp_id",
-                format!("must be 1 to {MAX_CORP_ID_CHARS} characters"),
-            ));
-        }
-        let corp_secret = body.string("corp_secret")?;
-        if corp_secret.is_empty() {
-            return Err(body.invalid("corp_secret", "must not be empty"));
-        }
-        let callback_token = body.string("callback_token")?;
-        let encoding_aes_key = body.string("encoding_aes_key")?;
-        // The callback function builds the same crypto from these for every callback: a
-        // profile it could not build with would refuse all of the tenant's callbacks.
-        CallbackCrypto::new(&callback_token, &encoding_aes_key, &corp_id).map_err(|e| match e {
-            CryptoError::BadAesKey => body.invalid("encoding_aes_key", e),
-            _ => body.invalid("callback_token", e),
-        })?;
-        let timezone = match body.optional_string("timezone")? {
-            Some(name) => name
-                .parse::<Timezone>()
-                .map_err(|e| body.invalid("timezone", e))?,
-            None => Timezone::default(),
+        let corp_id = body.kept_string(
+            "corp_id",
+            1..=MAX_CORP_ID_CHARS,
+            |c| c.is_ascii_alphanumeric(),
+            "1 to 64 letters and digits",
+        )?;
+        let corp_secret = body.kept_string(
+            "corp_secret",
+            1..=MAX_CORP_SECRET_CHARS,
+            |c| c.is_ascii_graphic(),
+            "1 to 128 printable ASCII characters, without spaces",
+        )?;
+        let callback_token = body.kept_string(
+            "callback_token",
+            CALLBACK_TOKEN_CHARS,
+            |c| c.is_ascii_alphanumeric(),
+            "3 to 32 letters and digits (WeCom's rule for a Token)",
+        )?;
+        let encoding_aes_key = body.kept_string(
+            "encoding_aes_key",
+            43..=43,
+            |c| c.is_ascii_alphanumeric(),
+            "43 letters and digits (WeCom's EncodingAESKey)",
+        )?;
+        let timezone = match body.patch("timezone") {
+            Patch::Set(Value::String(name)) if name.len() <= MAX_TIMEZONE_CHARS => Patch::Set(
+                name.parse::<Timezone>()
+                    .map_err(|e| body.invalid("timezone", e))?,
+            ),
+            Patch::Set(_) => {
+                return Err(body.invalid(
+                    "timezone",
+                    format!("must be an IANA zone name of at most {MAX_TIMEZONE_CHARS} characters"),
+                ))
+            }
+            other => other.map(|_| Timezone::default()),
         };
-        let company_daily_cap = body.optional_limit("company_daily_cap")?;
+        let company_daily_cap = body.limit_patch("company_daily_cap", u32::MAX)?;
         body.finish()?;
         Ok(Self {
             tenant,
-            profile: TenantProfile {
+            patch: TenantPatch {
                 corp_id,
+                corp_secret,
                 callback_token,
                 encoding_aes_key,
-                corp_secret,
                 timezone,
                 company_daily_cap,
             },
@@ -163,30 +442,37 @@ impl PutStaff {
         let tenant = tenant_param(tenant)?;
         let staff = staff_param(staff)?;
         let mut body = Object::parse(body, "")?;
-        let online = body.boolean("online")?;
-        let employment = body
-            .take("employment")
-            .map(|value| {
-                serde_json::from_value::<Employment>(value).map_err(|_| {
+        let online = match body.patch("online") {
+            Patch::Keep => None,
+            Patch::Reset => Some(false),
+            Patch::Set(Value::Bool(online)) => Some(online),
+            Patch::Set(_) => return Err(body.invalid("online", "must be true or false")),
+        };
+        let employment = match body.patch("employment") {
+            Patch::Keep => None,
+            Patch::Reset => Some(Employment::Active),
+            Patch::Set(value) => {
+                Some(serde_json::from_value::<Employment>(value).map_err(|_| {
                     body.invalid(
                         "employment",
                         "must be \"active\", \"resigned\" or \"disabled\"",
                     )
-                })
-            })
-            .transpose()?;
-        let departments = body
-            .take("departments")
-            .map(|value| {
-                department_list(&body.path("departments"), value, 0, MAX_STAFF_DEPARTMENTS)
-            })
-            .transpose()?
-            .map(|list| list.into_iter().collect());
-        // Unlike the other fields, `null` means something here: remove the schedule.
-        let schedule = match body.fields.remove("schedule") {
-            None => None,
-            Some(Value::Null) => Some(ScheduleEdit::Remove),
-            Some(value) => Some(ScheduleEdit::Set(weekly_schedule(
+                })?)
+            }
+        };
+        let departments = match body.patch("departments") {
+            Patch::Keep => None,
+            Patch::Reset => Some(BTreeSet::new()),
+            Patch::Set(value) => Some(
+                department_list(&body.path("departments"), value, 0, MAX_STAFF_DEPARTMENTS)?
+                    .into_iter()
+                    .collect(),
+            ),
+        };
+        let schedule = match body.patch("schedule") {
+            Patch::Keep => None,
+            Patch::Reset => Some(ScheduleEdit::Remove),
+            Patch::Set(value) => Some(ScheduleEdit::Set(weekly_schedule(
                 &body.path("schedule"),
                 value,
             )?)),
@@ -207,61 +493,63 @@ impl PutCode {
         let tenant = tenant_param(tenant)?;
         let code = code_param(code)?;
         let mut body = Object::parse(body, "")?;
-        let family = body
-            .take("family")
-            .ok_or_else(|| body.invalid("family", "is required"))?;
-        let family = serde_json::from_value::<Family>(family).map_err(|_| {
-            body.invalid("family", "must be \"native\", \"sequenced\" or \"quota\"")
-        })?;
-        let members = match body.take("members") {
-            Some(value) => staff_list(&body.path("members"), value, 0, MAX_MEMBERS)?,
-            None => Vec::new(),
-        };
-        let departments = match body.take("departments") {
-            Some(value) => {
-                department_list(&body.path("departments"), value, 0, MAX_CODE_DEPARTMENTS)?
+        let family = match body.patch("family") {
+            Patch::Keep => None,
+            Patch::Reset => {
+                return Err(body.invalid("family", "has no default; leave it out to keep it"))
             }
-            None => Vec::new(),
+            Patch::Set(value) => Some(serde_json::from_value::<Family>(value).map_err(|_| {
+                body.invalid("family", "must be \"native\", \"sequenced\" or \"quota\"")
+            })?),
         };
-        if members.is_empty() && departments.is_empty() {
-            return Err(body.invalid(
-                "members",
-                "a code must list at least one member or one department",
-            ));
-        }
-        let fallback = match body.take("fallback") {
-            Some(value) => staff_list(&body.path("fallback"), value, 0, MAX_FALLBACK)?,
-            None => Vec::new(),
-        };
-        let switches = match body.take("switches") {
-            Some(Value::Object(fields)) => {
+        let field = body.path("members");
+        let members = body
+            .patch("members")
+            .try_map(|value| staff_list(&field, value, 0, MAX_MEMBERS))?;
+        let field = body.path("departments");
+        let departments = body
+            .patch("departments")
+            .try_map(|value| department_list(&field, value, 0, MAX_CODE_DEPARTMENTS))?;
+        let field = body.path("fallback");
+        let fallback = body
+            .patch("fallback")
+            .try_map(|value| staff_list(&field, value, 0, MAX_FALLBACK))?;
+        let switches = match body.patch("switches") {
+            Patch::Keep => SwitchesPatch::default(),
+            Patch::Reset => SwitchesPatch {
+                offline_check: Patch::Reset,
+                add_limit: Patch::Reset,
+                daily_limit: Patch::Reset,
+                round_limit: Patch::Reset,
+            },
+            Patch::Set(Value::Object(fields)) => {
                 let mut switches = Object {
                     fields,
                     prefix: body.path("switches."),
                 };
-                let parsed = Switches {
-                    offline_check: switches.optional_boolean("offline_check")?.unwrap_or(false),
-                    add_limit: switches.limit_up_to("add_limit", MAX_ADD_LIMIT)?,
-                    daily_limit: switches.limit_up_to("daily_limit", MAX_DAILY_LIMIT)?,
-                    round_limit: switches.limit_up_to("round_limit", MAX_ROUND_LIMIT)?,
+                let offline_check = match switches.patch("offline_check") {
+                    Patch::Set(Value::Bool(on)) => Patch::Set(on),
+                    Patch::Set(_) => {
+                        return Err(switches.invalid("offline_check", "must be true or false"))
+                    }
+                    other => other.map(|_| false),
                 };
-                if parsed.round_limit.is_some() && !family.rotates() {
-                    return Err(switches.invalid(
-                        "round_limit",
-                        "only sequenced and quota codes rotate; WeCom routes a native code itself",
-                    ));
-                }
+                let parsed = SwitchesPatch {
+                    offline_check,
+                    add_limit: switches.limit_patch("add_limit", MAX_ADD_LIMIT)?,
+                    daily_limit: switches.limit_patch("daily_limit", MAX_DAILY_LIMIT)?,
+                    round_limit: switches.limit_patch("round_limit", MAX_ROUND_LIMIT)?,
+                };
                 switches.finish()?;
                 parsed
             }
-            Some(_) => return Err(body.invalid("switches", "must be an object")),
-            None => Switches::default(),
+            Patch::Set(_) => return Err(body.invalid("switches", "must be an object")),
         };
         body.finish()?;
         Ok(Self {
             tenant,
             code,
-            config: CodeConfig {
+            patch: CodePatch {
                 family,
                 members,
                 departments,
@@ -281,6 +569,47 @@ impl GetCode {
     }
 }
 
+impl GetTenant {
+    pub fn parse(tenant: &str) -> Result<Self, AdminError> {
+        Ok(Self {
+            tenant: tenant_param(tenant)?,
+        })
+    }
+}
+
+impl GetStaff {
+    pub fn parse(tenant: &str, staff: &str) -> Result<Self, AdminError> {
+        Ok(Self {
+            tenant: tenant_param(tenant)?,
+            staff: staff_param(staff)?,
+        })
+    }
+}
+
+impl GetDepartment {
+    pub fn parse(tenant: &str, department: &str) -> Result<Self, AdminError> {
+        Ok(Self {
+            tenant: tenant_param(tenant)?,
+            department: department_param(department)?,
+        })
+    }
+}
+
+impl ListCodes {
+    pub fn parse(
+        tenant: &str,
+        staff: Option<&str>,
+        limit: Option<&str>,
+        cursor: Option<&str>,
+    ) -> Result<Self, AdminError> {
+        Ok(Self {
+            tenant: tenant_param(tenant)?,
+            staff: staff.map(staff_param).transpose()?,
+            page: PageRequest::parse(limit, cursor)?,
+        })
+    }
+}
+
 impl DeleteCode {
     pub fn parse(tenant: &str, code: &str) -> Result<Self, AdminError> {
         Ok(Self {
@@ -295,15 +624,34 @@ impl PutDepartment {
         let tenant = tenant_param(tenant)?;
         let department = department_param(department)?;
         let mut body = Object::parse(body, "")?;
-        let members = body
-            .take("members")
-            .ok_or_else(|| body.invalid("members", "is required (an empty list empties it)"))?;
-        let members = staff_list(&body.path("members"), members, 0, MAX_DEPARTMENT_MEMBERS)?;
+        let field = body.path("members");
+        let members = match body.patch("members") {
+            Patch::Keep => None,
+            Patch::Reset => Some(BTreeSet::new()),
+            Patch::Set(value) => Some(
+                staff_list(&field, value, 0, MAX_DEPARTMENT_MEMBERS)?
+                    .into_iter()
+                    .collect(),
+            ),
+        };
         body.finish()?;
         Ok(Self {
             tenant,
             department,
-            members: members.into_iter().collect(),
+            members,
+        })
+    }
+}
+
+impl<T> Patch<T> {
+    fn try_map<U>(
+        self,
+        f: impl FnOnce(T) -> Result<U, AdminError>,
+    ) -> Result<Patch<U>, AdminError> {
+        Ok(match self {
+            Self::Keep => Patch::Keep,
+            Self::Reset => Patch::Reset,
+            Self::Set(value) => Patch::Set(f(value)?),
         })
     }
 }
@@ -425,11 +773,13 @@ fn department_list(
         .enumerate()
         .map(|(i, item)| {
             let at = format!("{field}[{i}]");
-            // WeCom's department ids are numbers; both spellings are accepted.
-            let raw = match item {
-                Value::String(s) => s,
-                Value::Number(n) if n.is_u64() => n.to_string(),
-                _ => return Err(AdminError::invalid(&at, "must be a department id")),
+            // WeCom's department ids are numbers, but the API takes them as strings, like
+            // every other id: one spelling, so a stored list compares equal to a sent one.
+            let Value::String(raw) = item else {
+                return Err(AdminError::invalid(
+                    &at,
+                    "must be a department id (a string)",
+                ));
             };
             let id = DepartmentId::parse(&raw).map_err(|e| AdminError::invalid(&at, e))?;
             if !seen.insert(id.clone()) {
@@ -474,53 +824,63 @@ impl Object {
         self.fields.remove(field).filter(|v| !v.is_null())
     }
 
-    fn optional_string(&mut self, field: &str) -> Result<Option<String>, AdminError> {
-        match self.take(field) {
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(_) => Err(self.invalid(field, "must be a string")),
-            None => Ok(None),
+    /// The field under merge-patch semantics: left out, `null`, or a value.
+    fn patch(&mut self, field: &str) -> Patch<Value> {
+        match self.fields.remove(field) {
+            None => Patch::Keep,
+            Some(Value::Null) => Patch::Reset,
+            Some(value) => Patch::Set(value),
         }
     }
 
-    fn string(&mut self, field: &str) -> Result<String, AdminError> {
-        self.optional_string(field)?
-            .ok_or_else(|| self.invalid(field, "is required"))
-    }
-
-    fn optional_boolean(&mut self, field: &str) -> Result<Option<bool>, AdminError> {
-        match self.take(field) {
-            Some(Value::Bool(b)) => Ok(Some(b)),
-            Some(_) => Err(self.invalid(field, "must be true or false")),
-            None => Ok(None),
+    /// A string field with no default: left out keeps the stored value (`None`), `null` is
+    /// refused. Bounded in characters and to characters `allowed` takes; the refusal never
+    /// echoes the value (it may be a secret).
+    fn kept_string(
+        &mut self,
+        field: &str,
+        chars: std::ops::RangeInclusive<usize>,
+        allowed: fn(char) -> bool,
+        what: &str,
+    ) -> Result<Option<String>, AdminError> {
+        match self.patch(field) {
+            Patch::Keep => Ok(None),
+            Patch::Reset => Err(self.invalid(field, "has no default; leave it out to keep it")),
+            Patch::Set(Value::String(value))
+                if chars.contains(&value.chars().count()) && value.chars().all(allowed) =>
+            {
+                Ok(Some(value))
+            }
+            Patch::Set(_) => Err(self.invalid(field, format!("must be {what}"))),
         }
     }
 
-    fn boolean(&mut self, field: &str) -> Result<bool, AdminError> {
-        self.optional_boolean(field)?
-            .ok_or_else(|| self.invalid(field, "is required"))
-    }
-
-    /// A limit: a whole number from 1, or absent/`null` for "off". Zero is refused because it
-    /// would exclude everyone, every day, which is what turning the code off is for.
-    fn optional_limit(&mut self, field: &str) -> Result<Option<u32>, AdminError> {
-        self.limit_up_to(field, u32::MAX)
-    }
-
-    /// A limit (as `optional_limit`) of at most `max`.
-    fn limit_up_to(&mut self, field: &str, max: u32) -> Result<Option<u32>, AdminError> {
-        match self.take(field) {
-            None => Ok(None),
-            Some(value) => value
+    /// A limit: a whole number from 1 to `max`, or `null` for "off" (the default). Zero is
+    /// refused because it would exclude everyone, every day, which is what turning the code
+    /// off is for.
+    fn limit_patch(&mut self, field: &str, max: u32) -> Result<Patch<Option<u32>>, AdminError> {
+        match self.patch(field) {
+            Patch::Keep => Ok(Patch::Keep),
+            Patch::Reset => Ok(Patch::Reset),
+            Patch::Set(value) => value
                 .as_u64()
                 .and_then(|n| u32::try_from(n).ok())
                 .filter(|&n| (1..=max).contains(&n))
-                .map(Some)
+                .map(|n| Patch::Set(Some(n)))
                 .ok_or_else(|| {
                     self.invalid(
                         field,
                         format!("must be a whole number from 1 to {max}, or null for no limit"),
                     )
                 }),
+        }
+    }
+
+    fn string(&mut self, field: &str) -> Result<String, AdminError> {
+        match self.fields.remove(field) {
+            Some(Value::String(s)) => Ok(s),
+            Some(_) => Err(self.invalid(field, "must be a string")),
+            None => Err(self.invalid(field, "is required")),
         }
     }
 

@@ -20,6 +20,17 @@ pub enum AdminError {
     /// a list to create its contact way with. The configuration stays stored.
     #[error("nobody on code {code} is eligible now and it has no usable fallback; the configuration is stored, PUT it again once someone is eligible")]
     NoEligibleMember { code: String },
+    /// The staff member resigned, which is final (WeCom gives a re-hired person a new user id):
+    /// a PUT may not make them active or disabled again.
+    #[error("staff {staff} resigned, which is final; a re-hired person has a new WeCom user id")]
+    Resigned { staff: String },
+    /// Another tenant holds the corp id: one corp's callbacks and contact ways belong to one
+    /// tenant.
+    #[error("corp id {corp_id} is registered to another tenant")]
+    CorpIdTaken { corp_id: String },
+    /// The resource changed between this request's read and its write, again and again.
+    #[error("{what} changed while this request was applied; send it again")]
+    Conflict { what: String },
     /// WeCom refused or failed the contact-way creation.
     #[error(transparent)]
     WeCom(#[from] WeComError),
@@ -55,6 +66,9 @@ impl AdminError {
                 | Self::TooLarge { .. }
                 | Self::NotFound { .. }
                 | Self::NoEligibleMember { .. }
+                | Self::Resigned { .. }
+                | Self::CorpIdTaken { .. }
+                | Self::Conflict { .. }
         )
     }
 }
@@ -66,6 +80,9 @@ impl From<&AdminError> for ErrorAnswer {
             AdminError::TooLarge { .. } => (413, "too_large", error.to_string()),
             AdminError::NotFound { .. } => (404, "not_found", error.to_string()),
             AdminError::NoEligibleMember { .. } => (409, "no_eligible_member", error.to_string()),
+            AdminError::Resigned { .. } => (409, "resigned", error.to_string()),
+            AdminError::CorpIdTaken { .. } => (409, "corp_id_taken", error.to_string()),
+            AdminError::Conflict { .. } => (409, "conflict", error.to_string()),
             // The class and errcode only: WeCom's errmsg is for our logs, not for callers.
             AdminError::WeCom(e) => (
                 502,

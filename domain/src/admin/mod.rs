@@ -11,15 +11,26 @@
 pub mod commands;
 mod error;
 mod ports;
+mod reads;
+mod views;
 
 pub use commands::{
-    DeleteCode, GetCode, PutCode, PutDepartment, PutStaff, PutTenant, ScheduleEdit,
+    CodePatch, DeleteCode, GetCode, GetDepartment, GetStaff, GetTenant, ListCodes, PageRequest,
+    Patch, PutCode, PutDepartment, PutStaff, PutTenant, ScheduleEdit, SwitchesPatch, TenantPatch,
 };
 pub use error::AdminError;
-pub use ports::{AdminStore, ContactWays, StaffChange, VersionedCode};
+pub use ports::{
+    AdminStore, CodeAdds, CodeSummary, ContactWays, ProfileWrite, SecretsChanged, StaffChange,
+    StaffRecord, StaffUpdate, StoredProfile, VersionedCode,
+};
+pub use views::{
+    AddsAgainst, CodePage, CodeSummaryView, DepartmentView, SecretState, SecretsView,
+    StaffCodeView, StaffCodesPage, StaffView, TenantView,
+};
 
 use crate::membership::{
-    self, CodeId, DepartmentId, Employment, Exclusion, Family, Membership, StaffId, WeeklySchedule,
+    self, CodeId, DepartmentId, Employment, Exclusion, Family, Membership, StaffFacts, StaffId,
+    WeeklySchedule,
 };
 use crate::reasons::{Cause, Fact, FanOut, FanOutQueue, ReasonQueue, Source};
 use crate::refresh::{Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY};
@@ -39,6 +50,8 @@ pub struct TenantAnswer {
     pub corp_id: String,
     pub timezone: String,
     pub company_daily_cap: Option<u32>,
+    /// The profile's version after this write.
+    pub version: u64,
     /// The fan-out that sends every code of the tenant a reason, when the cap or the timezone
     /// changed (its id, the fact's key); absent when no code needs a recompute.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -54,6 +67,8 @@ pub struct StaffAnswer {
     /// The departments the staff member is in, when the request set them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub departments: Option<Vec<DepartmentId>>,
+    /// WeCom refused this user for contact ways (only WeCom's answers set it).
+    pub rejected_by_wecom: bool,
     /// The stored work schedule (absent: none, always on shift).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<WeeklySchedule>,
@@ -128,10 +143,15 @@ pub struct ExcludedMember {
     pub reason: &'static str,
 }
 
+/// The list WeCom routes the code to, by our records.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LastPushed {
     pub users: Vec<StaffId>,
-    pub pushed_at_ms: u64,
+    /// When the refresh function's push of `users` was accepted; `None` while the list is the
+    /// one the contact way was created with.
+    pub pushed_at_ms: Option<u64>,
+    /// The last recompute found nobody eligible; WeCom still routes to `users`, because an
+    /// empty list is never pushed.
     pub starved: bool,
 }
 
@@ -208,14 +228,15 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
         }
     }
 
-    /// Creates or replaces the tenant's profile. When the company cap or the timezone (which
-    /// decides "today") changed, every code of the tenant is sent for a recompute.
+    /// Applies the patch to the tenant's profile (creating it), claiming its corp id for the
+    /// tenant. When the company cap or the timezone (which decides "today") changed, every
+    /// code of the tenant is sent for a recompute.
     #[tracing::instrument(skip_all, fields(tenant = %command.tenant))]
     pub async fn put_tenant(&self, command: PutTenant) -> Result<TenantAnswer, AdminError> {
-        let PutTenant { tenant, profile } = command;
-        let previous = self.store.profile(&tenant).await?;
+        let PutTenant { tenant, patch } = command;
         let now_ms = (self.clock)();
-        self.store.put_profile(&tenant, &profile).await?;
+        let (previous, next) = self.store_profile(&tenant, patch, now_ms).await?;
+        let profile = &next.profile;
         // The schedule tick's due items follow the zone: the next midnight always, and on a
         // new zone every shift edge (due at once, so the tick computes it in the new zone).
         let midnight = plan::next_midnight(profile.timezone, now_ms);
@@ -250,8 +271,54 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
         } else {
             None
         };
-        tracing::info!(corp_id = %profile.corp_id, timezone = %profile.timezone, company_daily_cap = ?profile.company_daily_cap, fan_out = ?fan_out, "tenant profile stored");
-        Ok(answer_for_tenant(tenant, &profile, fan_out))
+        tracing::info!(corp_id = %profile.corp_id, timezone = %profile.timezone, company_daily_cap = ?profile.company_daily_cap, version = next.version, fan_out = ?fan_out, "tenant profile stored");
+        Ok(TenantAnswer {
+            tenant,
+            corp_id: profile.corp_id.clone(),
+            timezone: profile.timezone.name().to_owned(),
+            company_daily_cap: profile.company_daily_cap,
+            version: next.version,
+            fan_out,
+        })
+    }
+
+    /// Reads the stored profile, applies the patch and writes the result conditioned on the
+    /// version read; a concurrent write in between makes it read and apply again (a few
+    /// times, then 409). Answers the profile before (if any) and the one stored.
+    async fn store_profile(
+        &self,
+        tenant: &TenantId,
+        patch: TenantPatch,
+        now_ms: u64,
+    ) -> Result<(Option<TenantProfile>, StoredProfile), AdminError> {
+        const ATTEMPTS: usize = 3;
+        for _ in 0..ATTEMPTS {
+            let previous = self.store.stored_profile(tenant).await?;
+            let profile = patch.clone().apply(previous.as_ref().map(|p| &p.profile))?;
+            let next = StoredProfile {
+                secrets_changed_at_ms: secrets_changed(previous.as_ref(), &profile, now_ms),
+                version: previous.as_ref().map_or(1, |p| p.version + 1),
+                profile,
+            };
+            match self
+                .store
+                .put_profile(tenant, &next, previous.as_ref())
+                .await?
+            {
+                ProfileWrite::Stored => return Ok((previous.map(|p| p.profile), next)),
+                ProfileWrite::CorpIdTaken => {
+                    return Err(AdminError::CorpIdTaken {
+                        corp_id: next.profile.corp_id,
+                    })
+                }
+                ProfileWrite::Raced => {
+                    tracing::info!("the profile changed since it was read; applying again");
+                }
+            }
+        }
+        Err(AdminError::Conflict {
+            what: format!("tenant {tenant}"),
+        })
     }
 
     /// Writes the staff member's facts (and departments, when given), then sends a reason to
@@ -269,14 +336,34 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
         } = command;
         let profile = self.existing_profile(&tenant).await?;
         let now_ms = (self.clock)();
-        if let Some(edit) = &schedule {
-            self.apply_schedule(&tenant, &staff, edit, profile.timezone, now_ms)
-                .await?;
-        }
-        let facts = self
+        // The staff write first: it is the one that may be refused (a resignation is final),
+        // and a refused request must change nothing.
+        let facts = match self
             .store
             .update_staff(&tenant, &staff, &change, now_ms)
-            .await?;
+            .await?
+        {
+            StaffUpdate::Stored(facts) => facts,
+            StaffUpdate::ResignationIsFinal => {
+                return Err(AdminError::Resigned {
+                    staff: staff.to_string(),
+                })
+            }
+        };
+        let facts = match &schedule {
+            Some(edit) => {
+                self.apply_schedule(&tenant, &staff, edit, profile.timezone, now_ms)
+                    .await?;
+                StaffFacts {
+                    schedule: match edit {
+                        ScheduleEdit::Set(schedule) => Some(schedule.clone()),
+                        ScheduleEdit::Remove => None,
+                    },
+                    ..facts
+                }
+            }
+            None => facts,
+        };
         let changed = match &departments {
             Some(wanted) => {
                 self.store
@@ -307,6 +394,7 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             online: facts.online,
             employment: facts.employment,
             departments: departments.map(|d| d.into_iter().collect()),
+            rejected_by_wecom: facts.rejected_by_wecom,
             schedule: facts.schedule,
             fan_out: fan_out.fact_key,
         })
@@ -357,10 +445,24 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
         } = command;
         self.existing_profile(&tenant).await?;
         let now_ms = (self.clock)();
-        let changed = self
-            .store
-            .set_department_members(&tenant, &department, &members, now_ms)
-            .await?;
+        let (members, changed) = match members {
+            Some(members) => {
+                let changed = self
+                    .store
+                    .set_department_members(&tenant, &department, &members, now_ms)
+                    .await?;
+                (members, changed)
+            }
+            // Nothing to set: the answer shows what is stored, and the codes still get their
+            // reason (a retry of a request whose send failed must send them).
+            None => (
+                self.store
+                    .department_members(&tenant, &department)
+                    .await?
+                    .unwrap_or_default(),
+                Vec::new(),
+            ),
+        };
         let fan_out = FanOut::new(
             tenant.clone(),
             vec![Source::Department {
@@ -395,10 +497,12 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
         let PutCode {
             tenant,
             code,
-            config,
+            patch,
         } = command;
         self.existing_profile(&tenant).await?;
         let now_ms = (self.clock)();
+        let before = self.store.code(&tenant, &code).await?;
+        let config = patch.apply(before.as_ref().map(|b| &b.code.config))?;
         let stored = self.store.put_code(&tenant, &code, &config, now_ms).await?;
         let (config_id, qr_code, created) = match stored.code.config_id {
             Some(config_id) => (config_id, None, false),
@@ -495,10 +599,17 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
         };
         let eligible_now = recomputed.users().unwrap_or_default().to_vec();
         let in_sync = outcome != RoutingOutcome::Starved && snapshot.wecom_has(&eligible_now);
-        let last_pushed = snapshot.last_pushed.map(|p| LastPushed {
-            users: p.users,
-            pushed_at_ms: p.pushed_at_ms,
-            starved: p.starved,
+        let starved = snapshot.last_pushed.as_ref().is_some_and(|p| p.starved);
+        let pushed_at_ms = snapshot
+            .last_pushed
+            .as_ref()
+            .filter(|p| !p.users.is_empty())
+            .map(|p| p.pushed_at_ms);
+        let wecom_list = snapshot.wecom_list().to_vec();
+        let last_pushed = (!wecom_list.is_empty() || starved).then_some(LastPushed {
+            users: wecom_list,
+            pushed_at_ms,
+            starved,
         });
         Ok(CodeStatus {
             code,
@@ -599,17 +710,40 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
     }
 }
 
-fn answer_for_tenant(
-    tenant: TenantId,
+/// The secrets' change times after `profile` replaces `previous`: a secret's time moves only
+/// when its value does.
+fn secrets_changed(
+    previous: Option<&StoredProfile>,
     profile: &TenantProfile,
-    fan_out: Option<String>,
-) -> TenantAnswer {
-    TenantAnswer {
-        tenant,
-        corp_id: profile.corp_id.clone(),
-        timezone: profile.timezone.name().to_owned(),
-        company_daily_cap: profile.company_daily_cap,
-        fan_out,
+    now_ms: u64,
+) -> SecretsChanged {
+    let at = |old: Option<(&String, u64)>, new: &String| match old {
+        Some((old, at)) if old == new => at,
+        _ => now_ms,
+    };
+    SecretsChanged {
+        corp_secret: at(
+            previous.map(|p| (&p.profile.corp_secret, p.secrets_changed_at_ms.corp_secret)),
+            &profile.corp_secret,
+        ),
+        callback_token: at(
+            previous.map(|p| {
+                (
+                    &p.profile.callback_token,
+                    p.secrets_changed_at_ms.callback_token,
+                )
+            }),
+            &profile.callback_token,
+        ),
+        encoding_aes_key: at(
+            previous.map(|p| {
+                (
+                    &p.profile.encoding_aes_key,
+                    p.secrets_changed_at_ms.encoding_aes_key,
+                )
+            }),
+            &profile.encoding_aes_key,
+        ),
     }
 }
 

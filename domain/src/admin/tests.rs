@@ -78,6 +78,16 @@ fn world() -> AdminWorld {
     world
 }
 
+/// The configuration a code body creates.
+fn config_of(command: PutCode) -> CodeConfig {
+    command.patch.apply(None).expect("a valid configuration")
+}
+
+/// The profile a tenant body creates.
+fn profile_of(command: &PutTenant) -> crate::tenants::TenantProfile {
+    command.patch.clone().apply(None).expect("a valid profile")
+}
+
 fn put_code(id: &str, body: serde_json::Value) -> PutCode {
     PutCode::parse("demo", id, &body.to_string()).expect("valid code body")
 }
@@ -99,9 +109,9 @@ fn invalid_field(result: Result<impl std::fmt::Debug, AdminError>) -> String {
 fn a_full_tenant_body_becomes_a_profile() {
     let command = PutTenant::parse("demo", &tenant_body().to_string()).expect("valid");
     assert_eq!(command.tenant, tenant());
-    assert_eq!(command.profile.corp_secret, SECRET);
-    assert_eq!(command.profile.timezone.name(), "Europe/Paris");
-    assert_eq!(command.profile.company_daily_cap, Some(40));
+    assert_eq!(profile_of(&command).corp_secret, SECRET);
+    assert_eq!(profile_of(&command).timezone.name(), "Europe/Paris");
+    assert_eq!(profile_of(&command).company_daily_cap, Some(40));
 }
 
 #[test]
@@ -110,8 +120,8 @@ fn a_tenant_without_timezone_or_cap_gets_shanghai_and_no_cap() {
     body["company_daily_cap"] = json!(null);
     body.as_object_mut().expect("object").remove("timezone");
     let command = PutTenant::parse("demo", &body.to_string()).expect("valid");
-    assert_eq!(command.profile.timezone.name(), "Asia/Shanghai");
-    assert_eq!(command.profile.company_daily_cap, None);
+    assert_eq!(profile_of(&command).timezone.name(), "Asia/Shanghai");
+    assert_eq!(profile_of(&command).company_daily_cap, None);
 }
 
 #[test]
@@ -182,12 +192,12 @@ fn bad_path_parameters_are_named() {
 }
 
 #[test]
-fn a_staff_body_needs_online_and_accepts_the_three_employments() {
+fn a_staff_body_may_leave_out_any_field_and_accepts_the_three_employments() {
     let parsed = PutStaff::parse("demo", "a", r#"{"online": false}"#).expect("valid");
     assert_eq!(
         parsed.change,
         StaffChange {
-            online: false,
+            online: Some(false),
             employment: None
         }
     );
@@ -200,8 +210,19 @@ fn a_staff_body_needs_online_and_accepts_the_three_employments() {
         let parsed = PutStaff::parse("demo", "a", &body).expect("valid");
         assert_eq!(parsed.change.employment, Some(employment));
     }
+    let empty = PutStaff::parse("demo", "a", "{}").expect("valid");
+    assert_eq!(
+        (empty.change, empty.departments, empty.schedule),
+        (
+            StaffChange {
+                online: None,
+                employment: None
+            },
+            None,
+            None
+        )
+    );
     let cases = [
-        (json!({}), "online"),
         (json!({"online": "yes"}), "online"),
         (
             json!({"online": true, "employment": "rejected_by_wecom"}),
@@ -228,7 +249,7 @@ fn a_code_body_becomes_a_configuration() {
     });
     let command = put_code("spring-01", body);
     assert_eq!(
-        command.config,
+        config_of(command),
         CodeConfig {
             family: Family::Quota,
             members: vec![staff("a"), staff("b")],
@@ -241,9 +262,12 @@ fn a_code_body_becomes_a_configuration() {
             },
         }
     );
-    let minimal = put_code("c1", json!({"family": "native", "members": ["a"]}));
-    assert_eq!(minimal.config.fallback, Vec::<StaffId>::new());
-    assert_eq!(minimal.config.switches, Switches::default());
+    let minimal = config_of(put_code(
+        "c1",
+        json!({"family": "native", "members": ["a"]}),
+    ));
+    assert_eq!(minimal.fallback, Vec::<StaffId>::new());
+    assert_eq!(minimal.switches, Switches::default());
 }
 
 #[test]
@@ -340,7 +364,9 @@ fn each_bad_code_field_is_named() {
         ),
     ];
     for (body, field) in cases {
-        let result = PutCode::parse("demo", "c1", &body.to_string());
+        // Some refusals are of a field (parse), some of the whole configuration (apply).
+        let result = PutCode::parse("demo", "c1", &body.to_string())
+            .and_then(|command| command.patch.apply(None));
         assert_eq!(invalid_field(result), field, "{body}");
     }
 }
@@ -363,7 +389,7 @@ async fn putting_a_tenant_stores_the_profile_and_answers_without_secrets() {
     assert_eq!(
         shown,
         json!({"tenant": "acme", "corp_id": "wx5823bf96d3bd56c7", "timezone": "Europe/Paris",
-               "company_daily_cap": 40})
+               "company_daily_cap": 40, "version": 1})
     );
 }
 
@@ -461,7 +487,8 @@ async fn a_staff_change_is_written_then_sent_to_every_code_the_staff_sits_on() {
     }
     assert_eq!(
         serde_json::to_value(&answer).expect("serialises"),
-        json!({"staff": "a", "online": false, "employment": "active", "fan_out": format!("staff:a:{NOW_MS}")})
+        json!({"staff": "a", "online": false, "employment": "active", "rejected_by_wecom": false,
+               "fan_out": format!("staff:a:{NOW_MS}")})
     );
 }
 
@@ -788,7 +815,9 @@ async fn the_status_shows_who_is_eligible_who_is_not_and_why() {
                 {"staff": "c", "reason": "offline"},
                 {"staff": "ghost", "reason": "unknown_staff"}
             ],
-            "last_pushed": null, "in_sync": false
+            // WeCom holds the list the contact way was created with until the first push.
+            "last_pushed": {"users": ["a", "b"], "pushed_at_ms": null, "starved": false},
+            "in_sync": false
         })
     );
 }
@@ -819,7 +848,7 @@ async fn the_status_is_in_sync_once_wecom_has_the_recomputed_list() {
         synced.last_pushed,
         Some(LastPushed {
             users: vec![staff("a"), staff("b")],
-            pushed_at_ms: NOW_MS - 1,
+            pushed_at_ms: Some(NOW_MS - 1),
             starved: false
         })
     );
@@ -895,28 +924,34 @@ fn every_exclusion_has_a_wire_name() {
 
 #[test]
 fn a_code_may_list_departments_with_or_without_members() {
-    let only_departments = put_code("c1", json!({"family": "native", "departments": ["2", 3]}));
-    assert_eq!(only_departments.config.members, Vec::<StaffId>::new());
+    let only_departments = config_of(put_code(
+        "c1",
+        json!({"family": "native", "departments": ["2", "3"]}),
+    ));
+    assert_eq!(only_departments.members, Vec::<StaffId>::new());
     assert_eq!(
-        only_departments.config.departments,
+        only_departments.departments,
         [department("2"), department("3")]
     );
-    let both = put_code(
+    let both = config_of(put_code(
         "c1",
         json!({"family": "native", "members": ["a"], "departments": ["7"]}),
-    );
-    assert_eq!(both.config.members, [staff("a")]);
-    assert_eq!(both.config.departments, [department("7")]);
+    ));
+    assert_eq!(both.members, [staff("a")]);
+    assert_eq!(both.departments, [department("7")]);
 }
 
 #[test]
 fn a_round_limit_is_accepted_on_rotating_codes_and_refused_on_native_ones() {
     for family in ["sequenced", "quota"] {
         let body = json!({"family": family, "members": ["a"], "switches": {"round_limit": 3}});
-        assert_eq!(put_code("c1", body).config.switches.round_limit, Some(3));
+        assert_eq!(
+            config_of(put_code("c1", body)).switches.round_limit,
+            Some(3)
+        );
     }
     let native = json!({"family": "native", "members": ["a"], "switches": {"round_limit": 3}});
-    match PutCode::parse("demo", "c1", &native.to_string()) {
+    match put_code("c1", native).patch.apply(None) {
         Err(AdminError::Invalid { field, reason }) => {
             assert_eq!(field, "switches.round_limit");
             assert!(reason.contains("native"), "{reason}");
@@ -932,7 +967,7 @@ fn limits_at_their_bounds_are_accepted() {
         "daily_limit": commands::MAX_DAILY_LIMIT,
         "round_limit": commands::MAX_ROUND_LIMIT,
     }});
-    let switches = put_code("c1", body).config.switches;
+    let switches = config_of(put_code("c1", body)).switches;
     assert_eq!(switches.add_limit, Some(commands::MAX_ADD_LIMIT));
     assert_eq!(switches.daily_limit, Some(commands::MAX_DAILY_LIMIT));
     assert_eq!(switches.round_limit, Some(commands::MAX_ROUND_LIMIT));
@@ -940,8 +975,12 @@ fn limits_at_their_bounds_are_accepted() {
 
 #[test]
 fn a_staff_body_may_set_the_departments_the_staff_member_is_in() {
-    let parsed = PutStaff::parse("demo", "a", r#"{"online": true, "departments": ["3", 2]}"#)
-        .expect("valid");
+    let parsed = PutStaff::parse(
+        "demo",
+        "a",
+        r#"{"online": true, "departments": ["3", "2"]}"#,
+    )
+    .expect("valid");
     assert_eq!(
         parsed.departments,
         Some([department("2"), department("3")].into_iter().collect())
@@ -961,6 +1000,11 @@ fn a_staff_body_may_set_the_departments_the_staff_member_is_in() {
             json!({"online": true, "departments": [true]}),
             "departments[0]",
         ),
+        // Department ids are strings, like every other id; WeCom's numbers are refused.
+        (
+            json!({"online": true, "departments": ["2", 3]}),
+            "departments[1]",
+        ),
     ];
     for (body, field) in cases {
         let result = PutStaff::parse("demo", "a", &body.to_string());
@@ -974,15 +1018,16 @@ fn a_department_body_lists_its_members_and_may_empty_it() {
     assert_eq!(parsed.department, department("2"));
     assert_eq!(
         parsed.members,
-        [staff("a"), staff("b")].into_iter().collect()
+        Some([staff("a"), staff("b")].into_iter().collect())
     );
     let emptied = PutDepartment::parse("demo", "2", r#"{"members": []}"#).expect("valid");
-    assert!(emptied.members.is_empty());
+    assert_eq!(emptied.members, Some(BTreeSet::new()));
     let too_many: Vec<String> = (0..=commands::MAX_DEPARTMENT_MEMBERS)
         .map(|i| format!("s{i}"))
         .collect();
+    let kept = PutDepartment::parse("demo", "2", "{}").expect("valid");
+    assert_eq!(kept.members, None);
     let cases = [
-        (json!({}), "members"),
         (json!({"members": "a"}), "members"),
         (json!({"members": too_many}), "members"),
         (json!({"members": ["a", "a"]}), "members[1]"),
@@ -1743,4 +1788,423 @@ async fn a_2000_for_2000_department_replacement_takes_42_transactions_not_4000_w
     // One for the department and what it owes, then ceil(4,000 / 99) = 41 chunks (landed
     // `owed::CHUNKS_IN_FLIGHT` at a time by the table's adapter: 11 rounds).
     assert_eq!(w.store.transactions() - before, 42);
+}
+
+// ---------------------------------------------------------------- the contract: merge patches
+
+async fn put_tenant_body(
+    w: &AdminWorld,
+    tenant: &str,
+    body: serde_json::Value,
+) -> Result<TenantAnswer, AdminError> {
+    let command = PutTenant::parse(tenant, &body.to_string())?;
+    w.admin.put_tenant(command).await
+}
+
+#[tokio::test]
+async fn a_tenant_put_keeps_what_it_leaves_out_and_resets_what_it_sets_to_null() {
+    let w = AdminWorld::new(fixed_clock);
+    put_tenant_body(&w, "acme", tenant_body())
+        .await
+        .expect("created");
+
+    let answer = put_tenant_body(&w, "acme", json!({"company_daily_cap": 7}))
+        .await
+        .expect("patched");
+
+    let acme = TenantId::parse("acme").expect("valid");
+    let stored = w.store.stored_profile(&acme).expect("stored");
+    assert_eq!(stored.corp_secret, SECRET, "a secret left out is kept");
+    assert_eq!(stored.timezone.name(), "Europe/Paris", "left out: kept");
+    assert_eq!(stored.company_daily_cap, Some(7));
+    assert_eq!(answer.version, 2);
+
+    put_tenant_body(
+        &w,
+        "acme",
+        json!({"timezone": null, "company_daily_cap": null}),
+    )
+    .await
+    .expect("reset");
+    let stored = w.store.stored_profile(&acme).expect("stored");
+    assert_eq!(stored.timezone.name(), "Asia/Shanghai", "null: the default");
+    assert_eq!(stored.company_daily_cap, None, "null: the default");
+}
+
+#[tokio::test]
+async fn a_new_tenant_needs_every_field_without_a_default_and_null_never_clears_a_secret() {
+    let w = AdminWorld::new(fixed_clock);
+    let mut body = tenant_body();
+    body.as_object_mut().expect("object").remove("corp_secret");
+    let missing = put_tenant_body(&w, "acme", body).await;
+    assert_eq!(invalid_field(missing), "corp_secret");
+
+    put_tenant_body(&w, "acme", tenant_body())
+        .await
+        .expect("created");
+    let cleared = put_tenant_body(&w, "acme", json!({"corp_secret": null})).await;
+    assert_eq!(invalid_field(cleared), "corp_secret");
+    let acme = TenantId::parse("acme").expect("valid");
+    assert_eq!(
+        w.store.stored_profile(&acme).map(|p| p.corp_secret),
+        Some(SECRET.into())
+    );
+}
+
+#[test]
+fn each_tenant_field_is_bounded_and_the_refusal_names_it_without_echoing_it() {
+    let long_secret = "s".repeat(10_240);
+    let cases = [
+        ("corp_secret", json!(long_secret)),
+        ("corp_secret", json!("has spaces in it")),
+        ("corp_secret", json!("")),
+        ("callback_token", json!("ab")),
+        ("callback_token", json!("t".repeat(33))),
+        ("encoding_aes_key", json!(&AES_KEY[..42])),
+        ("corp_id", json!("c".repeat(65))),
+        ("corp_id", json!("wx-5823")),
+        ("timezone", json!("Z".repeat(65))),
+        ("timezone", json!(8)),
+        ("company_daily_cap", json!(0)),
+    ];
+    for (field, value) in cases {
+        let mut body = tenant_body();
+        body[field] = value.clone();
+        let refused = PutTenant::parse("demo", &body.to_string());
+        let Err(AdminError::Invalid {
+            field: named,
+            reason,
+        }) = refused
+        else {
+            panic!("{field} = {value} was not refused");
+        };
+        assert_eq!(named, field);
+        assert!(!reason.contains(&long_secret[..20]), "{reason}");
+    }
+}
+
+#[tokio::test]
+async fn a_corp_id_belongs_to_one_tenant_and_is_released_when_its_tenant_moves_on() {
+    let w = AdminWorld::new(fixed_clock);
+    put_tenant_body(&w, "acme", tenant_body())
+        .await
+        .expect("created");
+
+    let taken = put_tenant_body(&w, "globex", tenant_body()).await;
+    assert!(
+        matches!(taken, Err(AdminError::CorpIdTaken { .. })),
+        "{taken:?}"
+    );
+    assert_eq!(ErrorAnswer::from(&taken.expect_err("refused")).status, 409);
+    let globex = TenantId::parse("globex").expect("valid");
+    assert_eq!(w.store.stored_profile(&globex), None, "nothing written");
+
+    put_tenant_body(&w, "acme", json!({"corp_id": "wwnewcorp"}))
+        .await
+        .expect("acme moves to another corp");
+    put_tenant_body(&w, "globex", tenant_body())
+        .await
+        .expect("the released corp id is free");
+}
+
+#[tokio::test]
+async fn a_resigned_staff_member_is_never_made_active_again_and_the_refusal_changes_nothing() {
+    let w = world();
+    w.store.insert_staff(
+        &tenant(),
+        &staff("r1"),
+        StaffFacts {
+            online: false,
+            employment: Employment::Resigned,
+            ..StaffFacts::ACTIVE_ONLINE
+        },
+    );
+    let before = w.queue.reasons().len();
+
+    for body in [
+        json!({"employment": "active", "online": true}),
+        json!({"employment": "disabled"}),
+        json!({"employment": null}),
+    ] {
+        let command = PutStaff::parse("demo", "r1", &body.to_string()).expect("valid");
+        let refused = w.admin.put_staff(command).await;
+        assert!(
+            matches!(refused, Err(AdminError::Resigned { .. })),
+            "{body}: {refused:?}"
+        );
+    }
+
+    let stored = w
+        .store
+        .stored_staff(&tenant(), &staff("r1"))
+        .expect("stored");
+    assert_eq!(
+        (stored.employment, stored.online),
+        (Employment::Resigned, false)
+    );
+    assert_eq!(w.queue.reasons().len(), before, "no fan-out for a refusal");
+    let still_resigned = PutStaff::parse("demo", "r1", r#"{"online": true}"#).expect("valid");
+    let answer = w
+        .admin
+        .put_staff(still_resigned)
+        .await
+        .expect("a PUT that keeps the resignation");
+    assert_eq!(answer.employment, Employment::Resigned);
+}
+
+#[tokio::test]
+async fn a_staff_put_keeps_what_it_leaves_out() {
+    let w = world();
+    let command = PutStaff::parse("demo", "a", r#"{"employment": "disabled"}"#).expect("valid");
+    w.admin.put_staff(command).await.expect("stored");
+    let stored = w
+        .store
+        .stored_staff(&tenant(), &staff("a"))
+        .expect("stored");
+    assert!(stored.online, "online left out: kept");
+    assert_eq!(stored.employment, Employment::Disabled);
+    let command =
+        PutStaff::parse("demo", "a", r#"{"employment": null, "online": null}"#).expect("valid");
+    w.admin.put_staff(command).await.expect("stored");
+    let stored = w
+        .store
+        .stored_staff(&tenant(), &staff("a"))
+        .expect("stored");
+    assert_eq!(
+        (stored.employment, stored.online),
+        (Employment::Active, false),
+        "null: defaults"
+    );
+}
+
+#[tokio::test]
+async fn a_code_put_patches_the_stored_configuration() {
+    let w = world();
+    let created = json!({"family": "quota", "members": ["a", "b"], "switches": {"daily_limit": 5, "offline_check": true}});
+    w.admin
+        .put_code(put_code("c1", created))
+        .await
+        .expect("created");
+
+    w.admin
+        .put_code(put_code("c1", json!({"switches": {"daily_limit": null}})))
+        .await
+        .expect("patched");
+
+    let stored = w
+        .store
+        .stored_code(&tenant(), &code("c1"))
+        .expect("stored")
+        .code
+        .config;
+    assert_eq!(stored.family, Family::Quota, "left out: kept");
+    assert_eq!(stored.members, [staff("a"), staff("b")]);
+    assert_eq!(stored.switches.daily_limit, None, "null: no limit");
+    assert!(
+        stored.switches.offline_check,
+        "a sibling switch left out: kept"
+    );
+
+    let missing_family = w
+        .admin
+        .put_code(put_code("c2", json!({"members": ["a"]})))
+        .await;
+    assert_eq!(invalid_field(missing_family), "family");
+    assert_eq!(w.store.stored_code(&tenant(), &code("c2")), None);
+}
+
+// ---------------------------------------------------------------- the contract: reads
+
+#[tokio::test]
+async fn a_tenant_reads_back_without_its_secrets_but_with_when_they_changed() {
+    let w = AdminWorld::new(fixed_clock);
+    put_tenant_body(&w, "acme", tenant_body())
+        .await
+        .expect("created");
+
+    let view = w
+        .admin
+        .tenant(GetTenant::parse("acme").expect("valid"))
+        .await
+        .expect("found");
+
+    let shown = serde_json::to_string(&view).expect("serialises");
+    for secret in [SECRET, TOKEN, AES_KEY] {
+        assert!(!shown.contains(secret), "{shown}");
+    }
+    assert_eq!(
+        serde_json::to_value(&view.secrets).expect("serialises"),
+        json!({
+            "corp_secret": {"set": true, "changed_at_ms": NOW_MS},
+            "callback_token": {"set": true, "changed_at_ms": NOW_MS},
+            "encoding_aes_key": {"set": true, "changed_at_ms": NOW_MS}
+        })
+    );
+    let unknown = w
+        .admin
+        .tenant(GetTenant::parse("nobody").expect("valid"))
+        .await;
+    assert!(matches!(unknown, Err(AdminError::NotFound { .. })));
+}
+
+#[tokio::test]
+async fn a_staff_member_reads_back_with_todays_adds_against_the_limits() {
+    let w = world();
+    w.store.insert_profile(
+        &tenant(),
+        TenantProfile {
+            company_daily_cap: Some(30),
+            ..profile()
+        },
+    );
+    let body = json!({"family": "native", "members": ["a"], "switches": {"daily_limit": 4, "add_limit": 9}});
+    w.admin
+        .put_code(put_code("c1", body))
+        .await
+        .expect("created");
+    let day = crate::tenants::tenant_day(NOW_MS, Default::default());
+    for n in 0..3 {
+        let add = crate::facts::AddFact {
+            tenant: tenant(),
+            code: code("c1"),
+            staff: staff("a"),
+            external_user: format!("wm{n}"),
+            created_at_secs: NOW_MS / 1000,
+            day: day.clone(),
+        };
+        crate::facts::AddLedger::count_add(&w.store, &add, NOW_MS)
+            .await
+            .expect("counted");
+    }
+
+    let view = w
+        .admin
+        .staff(GetStaff::parse("demo", "a").expect("valid"))
+        .await
+        .expect("found");
+    let codes = w
+        .admin
+        .staff_codes(ListCodes::parse("demo", Some("a"), None, None).expect("valid"))
+        .await
+        .expect("listed");
+
+    assert_eq!(view.day, day);
+    assert_eq!(
+        view.adds_today_all_codes,
+        AddsAgainst {
+            adds: 3,
+            limit: Some(30)
+        }
+    );
+    assert_eq!(
+        serde_json::to_value(&codes.codes).expect("serialises"),
+        json!([{"code": "c1", "adds_today": {"adds": 3, "limit": 4}, "adds_total": {"adds": 3, "limit": 9}}])
+    );
+    let unknown = w
+        .admin
+        .staff(GetStaff::parse("demo", "ghost").expect("valid"))
+        .await;
+    assert!(matches!(unknown, Err(AdminError::NotFound { .. })));
+}
+
+#[tokio::test]
+async fn the_codes_of_a_tenant_come_in_pages_that_miss_none_and_repeat_none() {
+    let w = world();
+    for i in 0..7 {
+        let body = json!({"family": "native", "members": ["a"]});
+        w.admin
+            .put_code(put_code(&format!("c{i}"), body))
+            .await
+            .expect("created");
+    }
+
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let query = ListCodes::parse("demo", None, Some("3"), cursor.as_deref()).expect("valid");
+        let page = w.admin.codes(query).await.expect("listed");
+        pages += 1;
+        assert!(page.codes.len() <= 3);
+        seen.extend(page.codes.into_iter().map(|c| c.code.to_string()));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+
+    assert_eq!(pages, 3);
+    assert_eq!(seen, ["c0", "c1", "c2", "c3", "c4", "c5", "c6"]);
+    for (limit, cursor, field) in [
+        (Some("0"), None, "limit"),
+        (Some("101"), None, "limit"),
+        (None, Some("a b"), "cursor"),
+    ] {
+        assert_eq!(
+            invalid_field(ListCodes::parse("demo", None, limit, cursor)),
+            field
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_department_reads_back_its_members() {
+    let w = world();
+    let command = PutDepartment::parse("demo", "7", r#"{"members": ["b", "a"]}"#).expect("valid");
+    w.admin.put_department(command).await.expect("stored");
+
+    let view = w
+        .admin
+        .department(GetDepartment::parse("demo", "7").expect("valid"))
+        .await
+        .expect("found");
+
+    assert_eq!(view.members, [staff("a"), staff("b")]);
+    let unknown = w
+        .admin
+        .department(GetDepartment::parse("demo", "8").expect("valid"))
+        .await;
+    assert!(matches!(unknown, Err(AdminError::NotFound { .. })));
+}
+
+#[tokio::test]
+async fn a_code_that_starved_after_its_creation_still_reports_the_list_wecom_holds() {
+    let w = world();
+    w.admin
+        .put_code(put_code(
+            "c1",
+            json!({"family": "native", "members": ["a", "b"]}),
+        ))
+        .await
+        .expect("created");
+    // Nobody eligible any more: the refresh records the code starved and pushes nothing.
+    for name in ["a", "b"] {
+        w.store.insert_staff(&tenant(), &staff(name), online(false));
+    }
+    w.store.set_pushed(
+        &tenant(),
+        &code("c1"),
+        PushedList {
+            users: vec![],
+            pushed_at_ms: 0,
+            starved: true,
+            rotation: None,
+        },
+    );
+
+    let status = w
+        .admin
+        .code_status(GetCode::parse("demo", "c1").expect("valid"))
+        .await
+        .expect("found");
+
+    assert_eq!(
+        status.last_pushed,
+        Some(LastPushed {
+            users: vec![staff("a"), staff("b")],
+            pushed_at_ms: None,
+            starved: true
+        })
+    );
+    assert!(!status.in_sync);
 }

@@ -83,11 +83,12 @@ impl CodeSnapshot {
     }
 
     /// The list WeCom routes to, by our records: the last push, or before any push the list
-    /// the contact way was created with.
+    /// the contact way was created with. A record with no users holds only a starved mark
+    /// (an empty list is never pushed), so WeCom still has the creation's list then.
     pub fn wecom_list(&self) -> &[StaffId] {
         match &self.last_pushed {
-            Some(last) => &last.users,
-            None => &self.code.created_with,
+            Some(last) if !last.users.is_empty() => &last.users,
+            _ => &self.code.created_with,
         }
     }
 

@@ -1,23 +1,25 @@
 //! Translates API Gateway requests on `/admin/tenants/...` into `domain::admin` commands and
-//! their results into JSON answers. Routes (all behind IAM auth):
+//! their results into JSON answers. The routes, bodies, answers and errors are written down in
+//! `docs/admin-api.openapi.yaml` (a test below holds the two together). All are behind IAM:
 //!
-//! - `PUT /admin/tenants/{tenant}`: 200
-//! - `PUT /admin/tenants/{tenant}/staff/{staff}`: 200
-//! - `PUT /admin/tenants/{tenant}/codes/{code}`: 201 when it created the contact way, else 200
-//! - `GET /admin/tenants/{tenant}/codes/{code}`: 200
-//! - `DELETE /admin/tenants/{tenant}/codes/{code}`: 200 (the contact way and the code's items
-//!   are deleted; a retry of a completed delete is 404)
-//! - `PUT /admin/tenants/{tenant}/departments/{department}`: 200
+//! - `PUT|GET /admin/tenants/{tenant}`
+//! - `PUT|GET /admin/tenants/{tenant}/staff/{staff}`
+//! - `GET /admin/tenants/{tenant}/staff/{staff}/codes?limit=&cursor=`
+//! - `GET /admin/tenants/{tenant}/codes?limit=&cursor=`
+//! - `PUT|GET|DELETE /admin/tenants/{tenant}/codes/{code}` (PUT: 201 when it created the
+//!   contact way)
+//! - `PUT|GET /admin/tenants/{tenant}/departments/{department}`
 //!
 //! Errors carry `{code, detail}`: 400 `invalid`, 404 `not_found`, 405 `method_not_allowed`,
-//! 409 `no_eligible_member`, 413 `too_large` (a body over `MAX_BODY_BYTES`, refused before it
-//! is read), 429 `throttled`, 502 `wecom_error`, 503 `unavailable` (cause logged only). Bodies
-//! are never logged: the tenant body holds the corp's secrets.
+//! 409 (`no_eligible_member`, `resigned`, `corp_id_taken`, `conflict`), 413 `too_large` (a body
+//! over `MAX_BODY_BYTES`, refused before it is read), 429 `throttled`, 502 `wecom_error`, 503
+//! `unavailable` (cause logged only). Bodies are never logged: the tenant body holds the
+//! corp's secrets.
 
 use domain::admin::commands::MAX_BODY_BYTES;
 use domain::admin::{
-    Admin, AdminError, AdminStore, ContactWays, DeleteCode, GetCode, PutCode, PutDepartment,
-    PutStaff, PutTenant,
+    Admin, AdminError, AdminStore, ContactWays, DeleteCode, GetCode, GetDepartment, GetStaff,
+    GetTenant, ListCodes, PutCode, PutDepartment, PutStaff, PutTenant,
 };
 use domain::http::ErrorAnswer;
 use domain::reasons::ReasonQueue;
@@ -28,6 +30,8 @@ use serde::Serialize;
 enum Route {
     Tenant { tenant: String },
     Staff { tenant: String, staff: String },
+    StaffCodes { tenant: String, staff: String },
+    Codes { tenant: String },
     Code { tenant: String, code: String },
     Department { tenant: String, department: String },
 }
@@ -37,8 +41,38 @@ impl Route {
         match self {
             Self::Tenant { .. } => "tenant",
             Self::Staff { .. } => "staff",
+            Self::StaffCodes { .. } => "staff_codes",
+            Self::Codes { .. } => "codes",
             Self::Code { .. } => "code",
             Self::Department { .. } => "department",
+        }
+    }
+
+    fn tenant(&self) -> &str {
+        match self {
+            Self::Tenant { tenant }
+            | Self::Staff { tenant, .. }
+            | Self::StaffCodes { tenant, .. }
+            | Self::Codes { tenant }
+            | Self::Code { tenant, .. }
+            | Self::Department { tenant, .. } => tenant,
+        }
+    }
+
+    /// The methods the route answers, as an `Allow` header lists them.
+    fn allowed(&self) -> &'static str {
+        match self {
+            Self::Code { .. } => "DELETE, GET, PUT",
+            Self::Tenant { .. } | Self::Staff { .. } | Self::Department { .. } => "GET, PUT",
+            Self::StaffCodes { .. } | Self::Codes { .. } => "GET",
+        }
+    }
+
+    /// The query parameters the route reads; any other is refused.
+    fn query_parameters(&self) -> &'static [&'static str] {
+        match self {
+            Self::StaffCodes { .. } | Self::Codes { .. } => &["limit", "cursor"],
+            _ => &[],
         }
     }
 }
@@ -67,6 +101,13 @@ fn route(request: &Request) -> Option<Route> {
             tenant: param("tenant", tenant),
             staff: param("staff", staff),
         }),
+        ["tenants", tenant, "staff", staff, "codes"] => Some(Route::StaffCodes {
+            tenant: param("tenant", tenant),
+            staff: param("staff", staff),
+        }),
+        ["tenants", tenant, "codes"] => Some(Route::Codes {
+            tenant: param("tenant", tenant),
+        }),
         ["tenants", tenant, "codes", code] => Some(Route::Code {
             tenant: param("tenant", tenant),
             code: param("code", code),
@@ -76,6 +117,38 @@ fn route(request: &Request) -> Option<Route> {
             department: param("department", department),
         }),
         _ => None,
+    }
+}
+
+/// The query parameter `name` (its first value); refuses parameters the route does not read.
+fn query<'r>(request: &'r Request, route: &Route) -> Result<Query<'r>, AdminError> {
+    let params = request.query_string_parameters_ref();
+    if let Some(params) = params {
+        if let Some((unknown, _)) = params
+            .iter()
+            .find(|(name, _)| !route.query_parameters().contains(name))
+        {
+            let shown: String = unknown.chars().take(64).collect();
+            return Err(AdminError::invalid(shown, "is not a known query parameter"));
+        }
+    }
+    Ok(Query(params))
+}
+
+struct Query<'r>(Option<&'r lambda_http::aws_lambda_events::query_map::QueryMap>);
+
+impl Query<'_> {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0.and_then(|params| params.first(name))
+    }
+}
+
+/// A GET or DELETE carries nothing in its body; a body sent anyway is refused, not ignored.
+fn no_body(request: &Request) -> Result<(), AdminError> {
+    if request.body().is_empty() {
+        Ok(())
+    } else {
+        Err(AdminError::invalid("body", "must be empty for this method"))
     }
 }
 
@@ -138,14 +211,40 @@ async fn dispatch<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays>(
     request: &Request,
 ) -> Result<Response<Body>, AdminError> {
     let method = request.method().as_str();
+    if !route.allowed().split(", ").any(|allowed| allowed == method) {
+        return Ok(not_allowed(route.allowed()));
+    }
+    let query = query(request, &route)?;
+    if method != "PUT" {
+        no_body(request)?;
+    }
     match (route, method) {
         (Route::Tenant { tenant }, "PUT") => {
             let command = PutTenant::parse(&tenant, body_text(request)?)?;
             answer(200, &admin.put_tenant(command).await?)
         }
+        (Route::Tenant { tenant }, "GET") => {
+            answer(200, &admin.tenant(GetTenant::parse(&tenant)?).await?)
+        }
         (Route::Staff { tenant, staff }, "PUT") => {
             let command = PutStaff::parse(&tenant, &staff, body_text(request)?)?;
             answer(200, &admin.put_staff(command).await?)
+        }
+        (Route::Staff { tenant, staff }, "GET") => {
+            answer(200, &admin.staff(GetStaff::parse(&tenant, &staff)?).await?)
+        }
+        (Route::StaffCodes { tenant, staff }, "GET") => {
+            let list = ListCodes::parse(
+                &tenant,
+                Some(&staff),
+                query.get("limit"),
+                query.get("cursor"),
+            )?;
+            answer(200, &admin.staff_codes(list).await?)
+        }
+        (Route::Codes { tenant }, "GET") => {
+            let list = ListCodes::parse(&tenant, None, query.get("limit"), query.get("cursor"))?;
+            answer(200, &admin.codes(list).await?)
         }
         (Route::Code { tenant, code }, "PUT") => {
             let command = PutCode::parse(&tenant, &code, body_text(request)?)?;
@@ -164,10 +263,11 @@ async fn dispatch<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays>(
             let command = PutDepartment::parse(&tenant, &department, body_text(request)?)?;
             answer(200, &admin.put_department(command).await?)
         }
-        (Route::Code { .. }, _) => Ok(not_allowed("DELETE, GET, PUT")),
-        (Route::Tenant { .. } | Route::Staff { .. } | Route::Department { .. }, _) => {
-            Ok(not_allowed("PUT"))
+        (Route::Department { tenant, department }, "GET") => {
+            let query = GetDepartment::parse(&tenant, &department)?;
+            answer(200, &admin.department(query).await?)
         }
+        (route, _) => Ok(not_allowed(route.allowed())),
     }
 }
 
@@ -185,14 +285,7 @@ pub(crate) async fn handle<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWa
     };
     let span = tracing::Span::current();
     span.record("route", route.name());
-    match &route {
-        Route::Tenant { tenant }
-        | Route::Staff { tenant, .. }
-        | Route::Code { tenant, .. }
-        | Route::Department { tenant, .. } => {
-            span.record("tenant", tenant.as_str());
-        }
-    }
+    span.record("tenant", route.tenant());
     let response = dispatch(admin, route, &request)
         .await
         .unwrap_or_else(|error| refuse(&error));
@@ -263,7 +356,7 @@ mod tests {
         assert_eq!(
             body_json(&response),
             json!({"tenant": "demo", "corp_id": "wx5823bf96d3bd56c7", "timezone": "Asia/Shanghai",
-                   "company_daily_cap": 50})
+                   "company_daily_cap": 50, "version": 1})
         );
         let tenant = TenantId::parse("demo").expect("valid");
         let stored = w.store.stored_profile(&tenant).expect("stored");
@@ -303,7 +396,7 @@ mod tests {
         assert_eq!(
             body_json(&response),
             json!({"staff": "zhangsan", "online": false, "employment": "active",
-                   "fan_out": format!("staff:zhangsan:{}", fixed_clock())})
+                   "rejected_by_wecom": false, "fan_out": format!("staff:zhangsan:{}", fixed_clock())})
         );
         let last = w.queue.reasons().pop().expect("a reason");
         assert_eq!(last.code.as_str(), "spring-01");
@@ -325,7 +418,9 @@ mod tests {
                 "code": "spring-01", "family": "native", "departments": [], "config_id": "cw-1",
                 "version": 1, "eligible_now": ["lisi", "wangwu"], "outcome": "members",
                 "excluded": [{"staff": "zhangsan", "reason": "offline"}],
-                "last_pushed": null, "in_sync": false
+                "last_pushed": {"users": ["zhangsan", "lisi", "wangwu"], "pushed_at_ms": null,
+                                "starved": false},
+                "in_sync": false
             })
         );
     }
@@ -434,7 +529,7 @@ mod tests {
         assert_eq!(department.status(), 405);
         assert_eq!(
             department.headers().get("allow").map(|v| v.as_bytes()),
-            Some(&b"PUT"[..])
+            Some(&b"GET, PUT"[..])
         );
     }
 
@@ -497,7 +592,7 @@ mod tests {
         assert_eq!(
             body_json(&staff),
             json!({"staff": "wangwu", "online": true, "employment": "active",
-                   "departments": ["2", "3"],
+                   "departments": ["2", "3"], "rejected_by_wecom": false,
                    "fan_out": format!("staff:wangwu:{}", fixed_clock())})
         );
         assert_eq!(body_json(&again)["changed"], json!(["wangwu"]));
@@ -656,6 +751,21 @@ mod tests {
             })
         );
         let request = Request::default().with_raw_http_path("/admin/tenants/acme/codes");
+        assert_eq!(
+            route(&request),
+            Some(Route::Codes {
+                tenant: "acme".into()
+            })
+        );
+        let request = Request::default().with_raw_http_path("/admin/tenants/acme/staff/a/codes");
+        assert_eq!(
+            route(&request),
+            Some(Route::StaffCodes {
+                tenant: "acme".into(),
+                staff: "a".into()
+            })
+        );
+        let request = Request::default().with_raw_http_path("/admin/tenants/acme/things");
         assert_eq!(route(&request), None);
     }
 }

@@ -1,12 +1,16 @@
 //! The admin API's ports, and those it shares with the other functions.
 
 use super::{land, seats, InMemoryStore, NEW_STAFF};
-use crate::admin::{AdminStore, StaffChange, VersionedCode};
+use crate::admin::{
+    AdminStore, CodeAdds, CodeSummary, ProfileWrite, StaffChange, StaffRecord, StaffUpdate,
+    StoredProfile, VersionedCode,
+};
+use crate::facts::QuotaLedger;
 use crate::facts::{StaffLedger, TenantProfiles};
 use crate::fanout::CodeIndex;
 use crate::lanes::CodeAge;
 use crate::membership::{
-    candidates, CodeConfig, CodeId, DepartmentId, StaffFacts, StaffId, WeeklySchedule,
+    candidates, CodeConfig, CodeId, DepartmentId, Employment, StaffId, WeeklySchedule,
 };
 use crate::owed::replan;
 use crate::reasons::Source;
@@ -138,15 +142,50 @@ impl AdminStore for InMemoryStore {
         Ok(true)
     }
 
+    async fn stored_profile(&self, tenant: &TenantId) -> Result<Option<StoredProfile>, StoreError> {
+        let tables = self.available()?;
+        Ok(tables.profiles.get(tenant).map(|profile| {
+            let (version, secrets_changed_at_ms) =
+                tables.profile_meta.get(tenant).copied().unwrap_or_default();
+            StoredProfile {
+                profile: profile.clone(),
+                version,
+                secrets_changed_at_ms,
+            }
+        }))
+    }
+
     async fn put_profile(
         &self,
         tenant: &TenantId,
-        profile: &TenantProfile,
-    ) -> Result<(), StoreError> {
-        self.available()?
+        next: &StoredProfile,
+        previous: Option<&StoredProfile>,
+    ) -> Result<ProfileWrite, StoreError> {
+        let mut tables = self.available()?;
+        let stored_version = tables
             .profiles
-            .insert(tenant.clone(), profile.clone());
-        Ok(())
+            .contains_key(tenant)
+            .then(|| tables.profile_meta.get(tenant).map_or(0, |m| m.0));
+        if stored_version != previous.map(|p| p.version) {
+            return Ok(ProfileWrite::Raced);
+        }
+        let corp_id = &next.profile.corp_id;
+        if tables
+            .corp_claims
+            .get(corp_id)
+            .is_some_and(|holder| holder != tenant)
+        {
+            return Ok(ProfileWrite::CorpIdTaken);
+        }
+        if let Some(previous) = previous.filter(|p| &p.profile.corp_id != corp_id) {
+            tables.corp_claims.remove(&previous.profile.corp_id);
+        }
+        tables.corp_claims.insert(corp_id.clone(), tenant.clone());
+        tables.profiles.insert(tenant.clone(), next.profile.clone());
+        tables
+            .profile_meta
+            .insert(tenant.clone(), (next.version, next.secrets_changed_at_ms));
+        Ok(ProfileWrite::Stored)
     }
 
     async fn update_staff(
@@ -155,17 +194,110 @@ impl AdminStore for InMemoryStore {
         staff: &StaffId,
         change: &StaffChange,
         _now_ms: u64,
-    ) -> Result<StaffFacts, StoreError> {
+    ) -> Result<StaffUpdate, StoreError> {
         let mut tables = self.available()?;
         let facts = tables
             .staff
             .entry((tenant.clone(), staff.clone()))
             .or_insert(NEW_STAFF);
-        facts.online = change.online;
+        if facts.employment == Employment::Resigned
+            && change.employment.is_some_and(|e| e != Employment::Resigned)
+        {
+            return Ok(StaffUpdate::ResignationIsFinal);
+        }
+        if let Some(online) = change.online {
+            facts.online = online;
+        }
         if let Some(employment) = change.employment {
             facts.employment = employment;
         }
-        Ok(facts.clone())
+        Ok(StaffUpdate::Stored(facts.clone()))
+    }
+
+    async fn staff_record(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<Option<StaffRecord>, StoreError> {
+        let tables = self.available()?;
+        let key = (tenant.clone(), staff.clone());
+        Ok(tables.staff.get(&key).map(|facts| StaffRecord {
+            facts: facts.clone(),
+            departments: tables
+                .staff_departments
+                .get(&key)
+                .cloned()
+                .unwrap_or_default(),
+        }))
+    }
+
+    async fn department_members(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+    ) -> Result<Option<BTreeSet<StaffId>>, StoreError> {
+        Ok(self
+            .available()?
+            .departments
+            .get(&(tenant.clone(), department.clone()))
+            .cloned())
+    }
+
+    async fn codes_page(
+        &self,
+        tenant: &TenantId,
+        after: Option<&CodeId>,
+        limit: usize,
+    ) -> Result<(Vec<CodeSummary>, bool), StoreError> {
+        let tables = self.available()?;
+        let mut codes: Vec<CodeSummary> = tables
+            .codes
+            .iter()
+            .filter(|((t, code), _)| t == tenant && after.is_none_or(|after| code > after))
+            .map(|((_, code), stored)| CodeSummary {
+                code: code.clone(),
+                family: stored.code.config.family,
+                config_id: stored.code.config_id.clone(),
+                version: stored.version,
+            })
+            .collect();
+        codes.sort_by(|a, b| a.code.cmp(&b.code));
+        let more = codes.len() > limit;
+        codes.truncate(limit);
+        Ok((codes, more))
+    }
+
+    async fn adds_on_codes(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        codes: &[CodeId],
+        day: &str,
+    ) -> Result<Vec<CodeAdds>, StoreError> {
+        let mut adds = Vec::with_capacity(codes.len());
+        for code in codes {
+            let counts = QuotaLedger::counts(self, tenant, code, staff, day).await?;
+            let switches = QuotaLedger::code_switches(self, tenant, code).await?;
+            adds.push(CodeAdds {
+                code: code.clone(),
+                today: counts.on_code,
+                total: counts.on_code_total,
+                switches,
+            });
+        }
+        Ok(adds)
+    }
+
+    async fn adds_on_all_codes(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        day: &str,
+    ) -> Result<u32, StoreError> {
+        let any_code = CodeId::parse("any").expect("a valid code id");
+        Ok(QuotaLedger::counts(self, tenant, &any_code, staff, day)
+            .await?
+            .all_codes)
     }
 
     async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError> {

@@ -12,7 +12,7 @@ mod facts;
 mod refresh;
 mod schedules;
 
-use crate::admin::VersionedCode;
+use crate::admin::{SecretsChanged, VersionedCode};
 use crate::facts::{AddFact, LimitClaim};
 use crate::lanes::CodeAge;
 use crate::membership::{
@@ -71,6 +71,10 @@ const NEW_STAFF: StaffFacts = StaffFacts {
 #[derive(Default)]
 struct Tables {
     profiles: HashMap<TenantId, TenantProfile>,
+    /// Each profile's version and secret times (`AdminStore::stored_profile`), and which
+    /// tenant holds each corp id.
+    profile_meta: HashMap<TenantId, (u64, SecretsChanged)>,
+    corp_claims: HashMap<String, TenantId>,
     staff: HashMap<StaffKey, StaffFacts>,
     codes: HashMap<CodeKey, VersionedCode>,
     /// When each code was created and last edited (`CodeRecords::age`).
@@ -239,7 +243,11 @@ impl InMemoryStore {
     // ---------------------------------------------------------------- tenants and staff
 
     pub fn insert_profile(&self, tenant: &TenantId, profile: TenantProfile) {
-        self.tables().profiles.insert(tenant.clone(), profile);
+        let mut tables = self.tables();
+        tables
+            .corp_claims
+            .insert(profile.corp_id.clone(), tenant.clone());
+        tables.profiles.insert(tenant.clone(), profile);
     }
 
     pub fn stored_profile(&self, tenant: &TenantId) -> Option<TenantProfile> {

@@ -1,0 +1,160 @@
+//! The admin API's reads: a tenant, a staff member, a department, and pages of codes.
+
+use super::views::{
+    AddsAgainst, CodePage, CodeSummaryView, DepartmentView, SecretState, SecretsView,
+    StaffCodeView, StaffCodesPage, StaffView, TenantView,
+};
+use super::{
+    Admin, AdminError, AdminStore, ContactWays, GetDepartment, GetStaff, GetTenant, ListCodes,
+};
+use crate::reasons::ReasonQueue;
+use crate::tenants::tenant_day;
+
+impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
+    #[tracing::instrument(skip_all, fields(tenant = %query.tenant))]
+    pub async fn tenant(&self, query: GetTenant) -> Result<TenantView, AdminError> {
+        let GetTenant { tenant } = query;
+        let stored = self
+            .store
+            .stored_profile(&tenant)
+            .await?
+            .ok_or_else(|| AdminError::not_found(format!("tenant {tenant}")))?;
+        let state = |value: &str, at: u64| SecretState {
+            set: !value.is_empty(),
+            changed_at_ms: (at > 0).then_some(at),
+        };
+        let (profile, at) = (&stored.profile, stored.secrets_changed_at_ms);
+        Ok(TenantView {
+            corp_id: profile.corp_id.clone(),
+            timezone: profile.timezone.name().to_owned(),
+            company_daily_cap: profile.company_daily_cap,
+            version: stored.version,
+            secrets: SecretsView {
+                corp_secret: state(&profile.corp_secret, at.corp_secret),
+                callback_token: state(&profile.callback_token, at.callback_token),
+                encoding_aes_key: state(&profile.encoding_aes_key, at.encoding_aes_key),
+            },
+            tenant,
+        })
+    }
+
+    #[tracing::instrument(skip_all, fields(tenant = %query.tenant, staff = %query.staff))]
+    pub async fn staff(&self, query: GetStaff) -> Result<StaffView, AdminError> {
+        let GetStaff { tenant, staff } = query;
+        let profile = self.existing_profile(&tenant).await?;
+        let record = self
+            .store
+            .staff_record(&tenant, &staff)
+            .await?
+            .ok_or_else(|| AdminError::not_found(format!("staff {staff} of tenant {tenant}")))?;
+        let day = tenant_day((self.clock)(), profile.timezone);
+        let adds = self.store.adds_on_all_codes(&tenant, &staff, &day).await?;
+        Ok(StaffView {
+            staff,
+            employment: record.facts.employment,
+            online: record.facts.online,
+            rejected_by_wecom: record.facts.rejected_by_wecom,
+            schedule: record.facts.schedule,
+            departments: record.departments.into_iter().collect(),
+            day,
+            adds_today_all_codes: AddsAgainst {
+                adds,
+                limit: profile.company_daily_cap,
+            },
+        })
+    }
+
+    #[tracing::instrument(skip_all, fields(tenant = %query.tenant, department = %query.department))]
+    pub async fn department(&self, query: GetDepartment) -> Result<DepartmentView, AdminError> {
+        let GetDepartment { tenant, department } = query;
+        self.existing_profile(&tenant).await?;
+        let members = self
+            .store
+            .department_members(&tenant, &department)
+            .await?
+            .ok_or_else(|| {
+                AdminError::not_found(format!("department {department} of tenant {tenant}"))
+            })?;
+        Ok(DepartmentView {
+            department,
+            members: members.into_iter().collect(),
+        })
+    }
+
+    /// A page of the tenant's codes (one query of the table).
+    #[tracing::instrument(skip_all, fields(tenant = %query.tenant))]
+    pub async fn codes(&self, query: ListCodes) -> Result<CodePage, AdminError> {
+        let ListCodes { tenant, page, .. } = query;
+        self.existing_profile(&tenant).await?;
+        let (codes, more) = self
+            .store
+            .codes_page(&tenant, page.after.as_ref(), page.limit)
+            .await?;
+        let next_cursor = more
+            .then(|| codes.last().map(|c| c.code.to_string()))
+            .flatten();
+        Ok(CodePage {
+            codes: codes
+                .into_iter()
+                .map(|c| CodeSummaryView {
+                    code: c.code,
+                    family: c.family,
+                    config_id: c.config_id,
+                    version: c.version,
+                })
+                .collect(),
+            next_cursor,
+        })
+    }
+
+    /// A page of the codes that may route to the staff member, each with their adds through
+    /// it against its limits. The staff -> codes index is read whole (it is bounded by the
+    /// seats a staff member holds), the page's counters in batches.
+    #[tracing::instrument(skip_all, fields(tenant = %query.tenant))]
+    pub async fn staff_codes(&self, query: ListCodes) -> Result<StaffCodesPage, AdminError> {
+        let ListCodes {
+            tenant,
+            staff,
+            page,
+        } = query;
+        let staff = staff.ok_or_else(|| AdminError::invalid("staff", "is required"))?;
+        let profile = self.existing_profile(&tenant).await?;
+        if self.store.staff_record(&tenant, &staff).await?.is_none() {
+            return Err(AdminError::not_found(format!(
+                "staff {staff} of tenant {tenant}"
+            )));
+        }
+        let all = self.store.codes_of_staff(&tenant, &staff).await?;
+        let rest: Vec<_> = all
+            .into_iter()
+            .filter(|code| page.after.as_ref().is_none_or(|after| code > after))
+            .collect();
+        let more = rest.len() > page.limit;
+        let codes: Vec<_> = rest.into_iter().take(page.limit).collect();
+        let day = tenant_day((self.clock)(), profile.timezone);
+        let adds = self
+            .store
+            .adds_on_codes(&tenant, &staff, &codes, &day)
+            .await?;
+        let next_cursor = more.then(|| codes.last().map(|c| c.to_string())).flatten();
+        Ok(StaffCodesPage {
+            staff,
+            day,
+            codes: adds
+                .into_iter()
+                .map(|a| StaffCodeView {
+                    adds_today: AddsAgainst {
+                        adds: a.today,
+                        limit: a.switches.and_then(|s| s.daily_limit),
+                    },
+                    adds_total: AddsAgainst {
+                        adds: a.total,
+                        limit: a.switches.and_then(|s| s.add_limit),
+                    },
+                    code: a.code,
+                })
+                .collect(),
+            next_cursor,
+        })
+    }
+}
