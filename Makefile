@@ -16,7 +16,7 @@ export QRSYNC_SANDBOX_PORT ?= 4580
 LOCAL_AWS := AWS_ENDPOINT_URL=http://127.0.0.1:$(QRSYNC_AWS_PORT) AWS_ACCESS_KEY_ID=test \
 	AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 
-.PHONY: tools build local up deploy down lint check unit integration test demo bench clean \
+.PHONY: tools build local up deploy down lint check unit integration fuzz test demo bench clean \
 	lambda-image invoke invoke-test
 
 $(VENV)/tools/.installed: tools/requirements/sam.txt
@@ -29,7 +29,12 @@ $(VENV)/ministack/.installed: tools/requirements/ministack.txt
 	$(MINISTACK)/pip install --quiet --disable-pip-version-check -r $<
 	touch $@
 
-tools: $(VENV)/tools/.installed $(VENV)/ministack/.installed
+$(VENV)/fuzz/.installed: tools/requirements/fuzz.txt
+	$(PYTHON) -m venv $(VENV)/fuzz
+	$(VENV)/fuzz/bin/pip install --quiet --disable-pip-version-check --require-hashes -r $<
+	touch $@
+
+tools: $(VENV)/tools/.installed $(VENV)/ministack/.installed $(VENV)/fuzz/.installed
 
 SAM_BUILD := sam build --template-file template.yaml --build-dir .aws-sam/build --beta-features
 # Two local worlds of one checkout (on other ports) share .aws-sam/build: a lock keeps one
@@ -76,6 +81,13 @@ integration:
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
 		cargo test --locked --workspace $(addprefix --test ,$(INTEGRATION_TESTS))
 
+## fuzz: schemathesis against the deployed admin API, from docs/admin-api.openapi.json (a
+## bounded number of cases per operation: FUZZ_EXAMPLES, seed FUZZ_SEED); see tools/fuzz/run.py
+FUZZ_EXAMPLES ?= 30
+FUZZ_SEED ?= 7
+fuzz: $(VENV)/fuzz/.installed
+	$(LOCAL_AWS) $(VENV)/fuzz/bin/python tools/fuzz/run.py --max-examples $(FUZZ_EXAMPLES) --seed $(FUZZ_SEED)
+
 ## lambda-image: the base image `sam local invoke` runs the functions in: the real one where a
 ## registry answers, else one built locally from pinned Debian packages (once, then reused)
 lambda-image: $(VENV)/tools/.installed
@@ -116,10 +128,12 @@ test:
 	( CARGO_TARGET_DIR=$(CURDIR)/target/lint nice -n 19 $(MAKE) --no-print-directory lint \
 		> $(LINT_LOG).log 2>&1; echo $$? > $(LINT_LOG).status ) & linting=$$!; \
 	$(MAKE) invoke-test; invoked=$$?; $(MAKE) integration; status=$$?; \
+	$(MAKE) fuzz; fuzzed=$$?; \
 	wait $$linting; $(MAKE) down; \
 	echo "--- lint (fmt, clippy, cfn-lint, sam validate), run beside the tests:"; cat $(LINT_LOG).log; \
 	linted=$$(cat $(LINT_LOG).status); \
-	[ $$invoked -ne 0 ] && exit $$invoked; [ $$status -ne 0 ] && exit $$status; exit $$linted
+	[ $$invoked -ne 0 ] && exit $$invoked; [ $$status -ne 0 ] && exit $$status; \
+	[ $$fuzzed -ne 0 ] && exit $$fuzzed; exit $$linted
 
 ## demo: the local world through a small campaign (tools/demo): deploys, seeds a tenant through
 ## the admin API, drives scans through the sandbox, prints the report, stops the world again and

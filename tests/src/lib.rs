@@ -14,8 +14,9 @@ pub use admin::Admin;
 pub use sandbox::Sandbox;
 pub use tenant_setup::LiveTenant;
 
-use adapters::dynamodb::DynamoStore;
+use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::{anyhow, Context, Result};
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use domain::admin::{AdminStore, ProfileWrite, SecretsChanged, StoredProfile};
 use domain::intake::InboxMessage;
@@ -294,6 +295,52 @@ impl World {
         anyhow::ensure!(
             written == ProfileWrite::Stored,
             "tenant {} not registered: {written:?}",
+            tenant.id
+        );
+        Ok(())
+    }
+
+    /// Registers a tenant whose corp id is fixed (WeCom's reference vectors name theirs):
+    /// when another tenant holds the corp id already (one tenant per corp), that tenant takes
+    /// the settings and `tenant` takes its id.
+    pub async fn register_fixed_corp(&self, tenant: &mut TestTenant) -> Result<()> {
+        let claim = self
+            .dynamodb
+            .get_item()
+            .table_name(self.output("TableName"))
+            .key(keys::PK, AttributeValue::S(keys::corp(&tenant.corp_id)))
+            .key(keys::SK, AttributeValue::S(keys::CORP_SK.to_owned()))
+            .consistent_read(true)
+            .send()
+            .await?;
+        let Some(holder) = claim
+            .item
+            .as_ref()
+            .and_then(|item| item.get("tenant"))
+            .and_then(|t| t.as_s().ok())
+        else {
+            return self.register(tenant).await;
+        };
+        tenant.id = holder.clone();
+        let store = DynamoStore::new(self.dynamodb.clone(), self.output("TableName").to_owned());
+        let id = TenantId::parse(&tenant.id)?;
+        let previous = AdminStore::stored_profile(&store, &id).await?;
+        let next = StoredProfile {
+            profile: TenantProfile {
+                corp_id: tenant.corp_id.clone(),
+                callback_token: tenant.token.clone(),
+                encoding_aes_key: tenant.aes_key.clone(),
+                corp_secret: tenant.corp_secret.clone(),
+                timezone: Default::default(),
+                company_daily_cap: None,
+            },
+            version: previous.as_ref().map_or(1, |p| p.version + 1),
+            secrets_changed_at_ms: SecretsChanged::default(),
+        };
+        let written = AdminStore::put_profile(&store, &id, &next, previous.as_ref()).await?;
+        anyhow::ensure!(
+            written == ProfileWrite::Stored,
+            "tenant {} not updated: {written:?}",
             tenant.id
         );
         Ok(())

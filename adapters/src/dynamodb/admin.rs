@@ -74,11 +74,8 @@ impl AdminStore for DynamoStore {
         change: &StaffChange,
         now_ms: u64,
     ) -> Result<StaffUpdate, StoreError> {
-        let mut sets = vec![
-            "#online = if_not_exists(#online, :offline)".to_owned(),
-            "#employment = if_not_exists(#employment, :active)".to_owned(),
-            "#updated = :now".to_owned(),
-        ];
+        // DynamoDB refuses an expression value no expression uses, so each default is named
+        // only where it is used.
         let mut update = self
             .client
             .update_item()
@@ -87,29 +84,43 @@ impl AdminStore for DynamoStore {
             .expression_attribute_names("#online", "online")
             .expression_attribute_names("#employment", "employment")
             .expression_attribute_names("#updated", "updated_at_ms")
-            .expression_attribute_values(":offline", AttributeValue::Bool(false))
-            .expression_attribute_values(":active", s(employment_name(Employment::Active)))
             .expression_attribute_values(":now", n(now_ms))
             .return_values(ReturnValue::AllNew);
-        if let Some(online) = change.online {
-            sets[0] = "#online = :online".to_owned();
-            update = update.expression_attribute_values(":online", AttributeValue::Bool(online));
-        }
-        if let Some(employment) = change.employment {
-            sets[1] = "#employment = :employment".to_owned();
-            update =
-                update.expression_attribute_values(":employment", s(employment_name(employment)));
-            if employment != Employment::Resigned {
-                update = update
-                    .condition_expression(
-                        "attribute_not_exists(#employment) OR #employment <> :resigned",
-                    )
-                    .expression_attribute_values(
-                        ":resigned",
-                        s(employment_name(Employment::Resigned)),
-                    );
+        let online = match change.online {
+            Some(online) => {
+                update =
+                    update.expression_attribute_values(":online", AttributeValue::Bool(online));
+                "#online = :online"
             }
-        }
+            None => {
+                update =
+                    update.expression_attribute_values(":offline", AttributeValue::Bool(false));
+                "#online = if_not_exists(#online, :offline)"
+            }
+        };
+        let employment = match change.employment {
+            Some(employment) => {
+                update = update
+                    .expression_attribute_values(":employment", s(employment_name(employment)));
+                if employment != Employment::Resigned {
+                    update = update
+                        .condition_expression(
+                            "attribute_not_exists(#employment) OR #employment <> :resigned",
+                        )
+                        .expression_attribute_values(
+                            ":resigned",
+                            s(employment_name(Employment::Resigned)),
+                        );
+                }
+                "#employment = :employment"
+            }
+            None => {
+                update = update
+                    .expression_attribute_values(":active", s(employment_name(Employment::Active)));
+                "#employment = if_not_exists(#employment, :active)"
+            }
+        };
+        let sets = [online, employment, "#updated = :now"];
         let output = match update
             .update_expression(format!("SET {}", sets.join(", ")))
             .send()

@@ -69,6 +69,7 @@ impl AdminError {
                 | Self::Resigned { .. }
                 | Self::CorpIdTaken { .. }
                 | Self::Conflict { .. }
+                | Self::WeCom(WeComError::StaffUnusable { .. })
         )
     }
 }
@@ -83,6 +84,17 @@ impl From<&AdminError> for ErrorAnswer {
             AdminError::Resigned { .. } => (409, "resigned", error.to_string()),
             AdminError::CorpIdTaken { .. } => (409, "corp_id_taken", error.to_string()),
             AdminError::Conflict { .. } => (409, "conflict", error.to_string()),
+            // WeCom refused a user the request listed: the caller's to fix (take the user off
+            // the code or offline), not a failure of ours or WeCom's. The configuration is
+            // stored, as for `no_eligible_member`.
+            AdminError::WeCom(e @ WeComError::StaffUnusable { .. }) => (
+                409,
+                "staff_unusable",
+                format!(
+                    "WeCom refused a listed user (errcode {}); the configuration is stored, take the user off the code and PUT it again",
+                    e.errcode().unwrap_or_default()
+                ),
+            ),
             // The class and errcode only: WeCom's errmsg is for our logs, not for callers.
             AdminError::WeCom(e) => (
                 502,

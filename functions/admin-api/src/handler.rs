@@ -11,7 +11,7 @@
 //! - `PUT|GET /admin/tenants/{tenant}/departments/{department}`
 //!
 //! Errors carry `{code, detail}`: 400 `invalid`, 404 `not_found`, 405 `method_not_allowed`,
-//! 409 (`no_eligible_member`, `resigned`, `corp_id_taken`, `conflict`), 413 `too_large` (a body
+//! 409 (`no_eligible_member`, `staff_unusable`, `resigned`, `corp_id_taken`, `conflict`), 413 `too_large` (a body
 //! over `MAX_BODY_BYTES`, refused before it is read), 429 `throttled`, 502 `wecom_error`, 503
 //! `unavailable` (cause logged only). Bodies are never logged: the tenant body holds the
 //! corp's secrets.
@@ -767,5 +767,136 @@ mod tests {
         );
         let request = Request::default().with_raw_http_path("/admin/tenants/acme/things");
         assert_eq!(route(&request), None);
+    }
+}
+
+/// `docs/admin-api.openapi.json` and the code cannot drift: every route and method of the
+/// document is routed here and nothing else is, every error code the API can answer is in the
+/// document and nothing else, and `template.yaml` gives API Gateway the same routes.
+#[cfg(test)]
+mod contract_tests {
+    use super::*;
+    use domain::wecom::errors::WeComError;
+    use domain::StoreError;
+    use serde_json::Value;
+    use std::collections::BTreeSet;
+
+    fn read(relative: &str) -> String {
+        let path = format!("{}/../../{relative}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn document() -> Value {
+        serde_json::from_str(&read("docs/admin-api.openapi.json")).expect("the document is JSON")
+    }
+
+    /// (path template, method) of every operation the document describes.
+    fn documented_operations() -> BTreeSet<(String, String)> {
+        let doc = document();
+        let paths = doc["paths"].as_object().expect("paths");
+        paths
+            .iter()
+            .flat_map(|(path, item)| {
+                item.as_object()
+                    .expect("a path item")
+                    .keys()
+                    .filter(|key| *key != "parameters")
+                    .map(|method| (path.clone(), method.to_uppercase()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// A concrete path for a template: `{tenant}` becomes `tenant`, and so on.
+    fn concrete(template: &str) -> String {
+        template.replace(['{', '}'], "")
+    }
+
+    /// Every route the handler knows, by a template as API Gateway names it.
+    const ROUTE_TEMPLATES: [&str; 6] = [
+        "/admin/tenants/{tenant}",
+        "/admin/tenants/{tenant}/staff/{staff}",
+        "/admin/tenants/{tenant}/staff/{staff}/codes",
+        "/admin/tenants/{tenant}/codes",
+        "/admin/tenants/{tenant}/codes/{code}",
+        "/admin/tenants/{tenant}/departments/{department}",
+    ];
+
+    fn handled_operations() -> BTreeSet<(String, String)> {
+        ROUTE_TEMPLATES
+            .iter()
+            .flat_map(|template| {
+                let request = Request::default().with_raw_http_path(concrete(template));
+                let route = super::route(&request).expect("a route");
+                route
+                    .allowed()
+                    .split(", ")
+                    .map(|method| (template.to_string(), method.to_owned()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_document_describes_exactly_the_routes_and_methods_the_handler_answers() {
+        let documented = documented_operations();
+        for (template, _) in &documented {
+            let request = Request::default().with_raw_http_path(concrete(template));
+            assert!(super::route(&request).is_some(), "{template} is no route");
+        }
+        assert_eq!(documented, handled_operations());
+    }
+
+    #[test]
+    fn the_template_gives_api_gateway_exactly_the_documented_routes() {
+        let template = read("template.yaml");
+        let mut routed = BTreeSet::new();
+        let mut path = None;
+        for line in template.lines().map(str::trim) {
+            if let Some(p) = line.strip_prefix("Path: /admin/") {
+                path = Some(format!("/admin/{p}"));
+            } else if let (Some(method), Some(p)) = (line.strip_prefix("Method: "), path.take()) {
+                routed.insert((p, method.to_uppercase()));
+            }
+        }
+        assert_eq!(routed, documented_operations());
+    }
+
+    #[test]
+    fn the_document_lists_exactly_the_error_codes_the_api_answers() {
+        let errors = [
+            AdminError::invalid("f", "r"),
+            AdminError::TooLarge { bytes: 1, limit: 0 },
+            AdminError::not_found("x"),
+            AdminError::NoEligibleMember { code: "c".into() },
+            AdminError::Resigned { staff: "s".into() },
+            AdminError::CorpIdTaken {
+                corp_id: "c".into(),
+            },
+            AdminError::Conflict { what: "t".into() },
+            AdminError::WeCom(WeComError::Throttled { errcode: 45009 }),
+            AdminError::WeCom(WeComError::StaffUnusable {
+                errcode: 60111,
+                errmsg: String::new(),
+            }),
+            AdminError::Budget {
+                api: "a",
+                retry_after_ms: 1,
+            },
+            AdminError::Unavailable(StoreError::new("table", "down")),
+        ];
+        let mut answered: BTreeSet<String> = errors
+            .iter()
+            .map(|e| ErrorAnswer::from(e).code.to_owned())
+            .collect();
+        answered.insert("method_not_allowed".into());
+        let documented: BTreeSet<String> = document()["components"]["schemas"]["Error"]
+            ["properties"]["code"]["enum"]
+            .as_array()
+            .expect("an enum")
+            .iter()
+            .map(|v| v.as_str().expect("a string").to_owned())
+            .collect();
+        assert_eq!(answered, documented);
     }
 }
