@@ -5,8 +5,8 @@
   the body is serialised).
 - Path parameters are steered (in `before_call`) so cases reach real state: tenant PUTs go to fresh tenants (a
   generated corp id must never replace the seeded tenant's, whose corp the WeCom sandbox
-  knows), every other route to the seeded tenant, and about half of the staff ids to staff
-  the sandbox knows (so codes can be created).
+  knows), every other route to the seeded tenant, and about half of the staff and code ids to
+  seeded staff (whom the sandbox knows, so codes can be created) and seeded codes.
 - A check, `state_unchanged_after_refusal`: a PUT or DELETE answered 4xx leaves the resource
   as a GET read it just before.
 """
@@ -23,6 +23,7 @@ from sigv4 import sign
 API = os.environ["QRSYNC_FUZZ_API"]
 TENANT = os.environ["QRSYNC_FUZZ_TENANT"]
 STAFF = os.environ["QRSYNC_FUZZ_STAFF"].split(",")
+CODES = os.environ["QRSYNC_FUZZ_CODES"].split(",")
 # Seeded from the run's seed, so a failing run can be repeated.
 RANDOM = random.Random(int(os.environ.get("QRSYNC_FUZZ_SEED", "0")))
 # The GET taken before each PUT or DELETE, by the case's id.
@@ -55,6 +56,7 @@ requests.Session.send = _signed_send
 
 TENANT_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 STAFF_ID = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+CODE_ID = re.compile(r"^[A-Za-z0-9_-]{1,30}$")
 
 
 @schemathesis.hook
@@ -69,6 +71,8 @@ def before_call(ctx, case, kwargs):
             params["tenant"] = TENANT
     if STAFF_ID.match(str(params.get("staff", ""))) and RANDOM.random() < 0.5:
         params["staff"] = RANDOM.choice(STAFF)
+    if CODE_ID.match(str(params.get("code", ""))) and RANDOM.random() < 0.5:
+        params["code"] = RANDOM.choice(CODES)
     if case.method.upper() in ("PUT", "DELETE"):
         BEFORE[id(case)] = get(API + case.formatted_path)
 

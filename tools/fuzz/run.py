@@ -31,7 +31,7 @@ def outputs() -> dict:
     return json.loads((ROOT / ".local" / f"stack-{stack}-{port}.json").read_text())
 
 
-def seed(api: str, sandbox: str, rng: random.Random) -> tuple[str, list[str]]:
+def seed(api: str, sandbox: str, rng: random.Random) -> tuple[str, list[str], list[str]]:
     def word(n: int) -> str:
         return "".join(rng.choice(string.ascii_lowercase + string.digits) for _ in range(n))
 
@@ -57,7 +57,10 @@ def seed(api: str, sandbox: str, rng: random.Random) -> tuple[str, list[str]]:
                                      "callback_token": token, "encoding_aes_key": key})
     for name in staff:
         put(f"/admin/tenants/{tenant}/staff/{name}", {"online": True})
-    return tenant, staff
+    codes = ["fz-code-a", "fz-code-b"]
+    for code in codes:
+        put(f"/admin/tenants/{tenant}/codes/{code}", {"family": "native", "members": staff[:2]})
+    return tenant, staff, codes
 
 
 def main() -> int:
@@ -67,8 +70,8 @@ def main() -> int:
     args = parser.parse_args()
     out = outputs()
     api = out["LocalApiUrl"]
-    tenant, staff = seed(api, out["SandboxUrl"], random.Random(args.seed))
-    print(f"[fuzz] seeded tenant {tenant} with staff {', '.join(staff)}; {args.max_examples} cases per operation, seed {args.seed}")
+    tenant, staff, codes = seed(api, out["SandboxUrl"], random.Random(args.seed))
+    print(f"[fuzz] seeded tenant {tenant} with staff {', '.join(staff)} and codes {', '.join(codes)}; {args.max_examples} cases per operation, seed {args.seed}")
     env = {
         **os.environ,
         "SCHEMATHESIS_HOOKS": "hooks",
@@ -76,6 +79,7 @@ def main() -> int:
         "QRSYNC_FUZZ_API": api,
         "QRSYNC_FUZZ_TENANT": tenant,
         "QRSYNC_FUZZ_STAFF": ",".join(staff),
+        "QRSYNC_FUZZ_CODES": ",".join(codes),
         "QRSYNC_FUZZ_SEED": str(args.seed),
     }
     command = [
