@@ -279,14 +279,7 @@ impl World {
     pub async fn register(&self, tenant: &TestTenant) -> Result<()> {
         let store = DynamoStore::new(self.dynamodb.clone(), self.output("TableName").to_owned());
         let profile = StoredProfile {
-            profile: TenantProfile {
-                corp_id: tenant.corp_id.clone(),
-                callback_token: tenant.token.clone(),
-                encoding_aes_key: tenant.aes_key.clone(),
-                corp_secret: tenant.corp_secret.clone(),
-                timezone: Default::default(),
-                company_daily_cap: None,
-            },
+            profile: tenant.profile(),
             version: 1,
             secrets_changed_at_ms: SecretsChanged::default(),
         };
@@ -326,14 +319,7 @@ impl World {
         let id = TenantId::parse(&tenant.id)?;
         let previous = AdminStore::stored_profile(&store, &id).await?;
         let next = StoredProfile {
-            profile: TenantProfile {
-                corp_id: tenant.corp_id.clone(),
-                callback_token: tenant.token.clone(),
-                encoding_aes_key: tenant.aes_key.clone(),
-                corp_secret: tenant.corp_secret.clone(),
-                timezone: Default::default(),
-                company_daily_cap: None,
-            },
+            profile: tenant.profile(),
             version: previous.as_ref().map_or(1, |p| p.version + 1),
             secrets_changed_at_ms: SecretsChanged::default(),
         };
@@ -508,6 +494,18 @@ impl TestTenant {
             token: random_id(24),
             aes_key: random_id(43),
             corp_secret: random_id(32),
+        }
+    }
+
+    /// The profile the tenant is registered with (Asia/Shanghai, no cap).
+    pub fn profile(&self) -> TenantProfile {
+        TenantProfile {
+            corp_id: self.corp_id.clone(),
+            callback_token: self.token.clone(),
+            encoding_aes_key: self.aes_key.clone(),
+            corp_secret: self.corp_secret.clone(),
+            timezone: Default::default(),
+            company_daily_cap: None,
         }
     }
 

@@ -304,13 +304,16 @@ impl AdminStore for DynamoStore {
         tenant: &TenantId,
         code: &CodeId,
         config: &CodeConfig,
+        read_version: Option<u64>,
         now_ms: u64,
-    ) -> Result<VersionedCode, StoreError> {
-        let (record, _) = DynamoStore::put_code(self, tenant, code, config, now_ms).await?;
-        Ok(VersionedCode {
-            code: record.code,
-            version: record.version,
-        })
+    ) -> Result<Option<VersionedCode>, StoreError> {
+        Ok(self
+            .put_code_if(tenant, code, config, now_ms, Some(read_version))
+            .await?
+            .map(|(record, _)| VersionedCode {
+                code: record.code,
+                version: record.version,
+            }))
     }
 
     async fn set_config_id(

@@ -125,7 +125,25 @@ impl DynamoStore {
         config: &CodeConfig,
         now_ms: u64,
     ) -> Result<(CodeRecord, SeatChange), StoreError> {
+        self.put_code_if(tenant, code, config, now_ms, None)
+            .await?
+            .ok_or_else(|| corrupt("an unconditional code write was refused"))
+    }
+
+    /// `put_code`, when `expected` is given only if the stored version is still that one
+    /// (`Some(None)`: no code stored); `None` when it is not, and nothing was written.
+    pub(crate) async fn put_code_if(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        config: &CodeConfig,
+        now_ms: u64,
+        expected: Option<Option<u64>>,
+    ) -> Result<Option<(CodeRecord, SeatChange)>, StoreError> {
         let previous = self.code(tenant, code).await?;
+        if expected.is_some_and(|version| version != previous.as_ref().map(|p| p.version)) {
+            return Ok(None);
+        }
         let pk = keys::tenant(tenant);
         let owner = keys::code(code);
         let before = previous
@@ -179,7 +197,7 @@ impl DynamoStore {
             created_at_ms,
             updated_at_ms: now_ms,
         };
-        Ok((record, change))
+        Ok(Some((record, change)))
     }
 
     /// The write of a code's item holding `config`, conditioned on the version it replaces

@@ -145,16 +145,10 @@ impl DynamoStore {
 #[async_trait::async_trait]
 impl TenantProfiles for DynamoStore {
     async fn profile(&self, tenant: &TenantId) -> Result<Option<TenantProfile>, StoreError> {
-        let output = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::PROFILE.to_owned())))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        output.item.as_ref().map(Self::profile_from).transpose()
+        Ok(self
+            .read_stored_profile(tenant)
+            .await?
+            .map(|stored| stored.profile))
     }
 }
 

@@ -501,9 +501,7 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
         } = command;
         self.existing_profile(&tenant).await?;
         let now_ms = (self.clock)();
-        let before = self.store.code(&tenant, &code).await?;
-        let config = patch.apply(before.as_ref().map(|b| &b.code.config))?;
-        let stored = self.store.put_code(&tenant, &code, &config, now_ms).await?;
+        let (config, stored) = self.store_code(&tenant, &code, patch, now_ms).await?;
         let (config_id, qr_code, created) = match stored.code.config_id {
             Some(config_id) => (config_id, None, false),
             None => self.create_contact_way(&tenant, &code, now_ms).await?,
@@ -526,6 +524,37 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             version: stored.version,
             created,
             qr_code,
+        })
+    }
+
+    /// Reads the stored configuration, applies the patch and writes the result if the code is
+    /// still at the version read; a concurrent edit in between makes it read and apply again
+    /// (a few times, then 409), so no edit's field is lost to another's read.
+    async fn store_code(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        patch: CodePatch,
+        now_ms: u64,
+    ) -> Result<(membership::CodeConfig, VersionedCode), AdminError> {
+        const ATTEMPTS: usize = 3;
+        for _ in 0..ATTEMPTS {
+            let before = self.store.code(tenant, code).await?;
+            let config = patch
+                .clone()
+                .apply(before.as_ref().map(|b| &b.code.config))?;
+            let read_version = before.map(|b| b.version);
+            match self
+                .store
+                .put_code(tenant, code, &config, read_version, now_ms)
+                .await?
+            {
+                Some(stored) => return Ok((config, stored)),
+                None => tracing::info!("the code changed since it was read; applying again"),
+            }
+        }
+        Err(AdminError::Conflict {
+            what: format!("code {code} of tenant {tenant}"),
         })
     }
 

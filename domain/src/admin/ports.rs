@@ -184,7 +184,9 @@ pub trait AdminStore: TenantProfiles + CodeFacts + DueWriter + StaffLedger {
     ) -> Result<Option<VersionedCode>, StoreError>;
 
     /// Creates or replaces a code's configuration (keeping its `config_id`) and its seats in
-    /// the staff -> codes index; a concurrent edit of the same code makes one of them fail.
+    /// the staff -> codes index, if the stored version is still `read_version` (`None`: no
+    /// code stored), the one the configuration was patched from; `None` when it is not, and
+    /// nothing was written. A concurrent edit of the same code makes one of them fail.
     /// An edit cut short after storing the configuration leaves its owed index writes
     /// recorded (`crate::owed`); the next `put_code` of the code, even with the same
     /// configuration, finishes them, so the index ends matching the configuration stored last.
@@ -193,8 +195,9 @@ pub trait AdminStore: TenantProfiles + CodeFacts + DueWriter + StaffLedger {
         tenant: &TenantId,
         code: &CodeId,
         config: &CodeConfig,
+        read_version: Option<u64>,
         now_ms: u64,
-    ) -> Result<VersionedCode, StoreError>;
+    ) -> Result<Option<VersionedCode>, StoreError>;
 
     /// Deletes the code's item, its last-pushed record and its entries in the staff -> codes
     /// and department -> codes indexes. Deleting a code that is gone changes nothing.

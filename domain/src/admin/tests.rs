@@ -2208,3 +2208,35 @@ async fn a_code_that_starved_after_its_creation_still_reports_the_list_wecom_hol
     );
     assert!(!status.in_sync);
 }
+
+#[tokio::test]
+async fn a_code_patch_applied_to_a_version_another_edit_replaced_is_applied_again_to_the_new_one() {
+    let w = world();
+    let created = json!({"family": "native", "members": ["a"], "switches": {"daily_limit": 5}});
+    w.admin
+        .put_code(put_code("c1", created))
+        .await
+        .expect("created");
+    // Another edit lands between this request's read and its write: the write, conditioned on
+    // the version read, is refused, and the patch is applied again to the other edit's result.
+    w.store
+        .edit_before_next_code_write(&tenant(), &code("c1"), &[staff("a"), staff("b")]);
+
+    let answer = w
+        .admin
+        .put_code(put_code("c1", json!({"switches": {"daily_limit": null}})))
+        .await
+        .expect("patched");
+
+    let stored = w.store.stored_code(&tenant(), &code("c1")).expect("stored");
+    assert_eq!(
+        stored.code.config.members,
+        [staff("a"), staff("b")],
+        "the other edit kept"
+    );
+    assert_eq!(
+        stored.code.config.switches.daily_limit, None,
+        "this patch applied"
+    );
+    assert_eq!((answer.version, stored.version), (3, 3));
+}

@@ -56,8 +56,10 @@ impl Fakes {
             switches,
         };
         let code = CodeId::parse(code).expect("valid");
-        AdminStore::put_code(&self.store, &acme(), &code, &config, 0)
+        let read_version = self.store.stored_code(&acme(), &code).map(|c| c.version);
+        AdminStore::put_code(&self.store, &acme(), &code, &config, read_version, 0)
             .await
+            .expect("answered")
             .expect("stored");
     }
 

@@ -124,7 +124,7 @@ mod tests {
                     .expect("a code config");
             let code = CodeId::parse(&format!("c{n:03}")).expect("valid");
             store
-                .put_code(&tenant, &code, &config, clock())
+                .put_code(&tenant, &code, &config, None, clock())
                 .await
                 .expect("stored");
         }
@@ -188,7 +188,7 @@ mod tests {
                     .expect("a code config");
             let code = CodeId::parse(code).expect("valid");
             store
-                .put_code(&tenant, &code, &config, clock())
+                .put_code(&tenant, &code, &config, None, clock())
                 .await
                 .expect("stored");
         }

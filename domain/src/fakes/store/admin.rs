@@ -329,10 +329,20 @@ impl AdminStore for InMemoryStore {
         tenant: &TenantId,
         code: &CodeId,
         config: &CodeConfig,
+        read_version: Option<u64>,
         now_ms: u64,
-    ) -> Result<VersionedCode, StoreError> {
+    ) -> Result<Option<VersionedCode>, StoreError> {
         let mut tables = self.available()?;
         let key = (tenant.clone(), code.clone());
+        if let Some(members) = tables.edit_race.remove(&key) {
+            if let Some(stored) = tables.codes.get_mut(&key) {
+                stored.code.config.members = members;
+                stored.version += 1;
+            }
+        }
+        if tables.codes.get(&key).map(|c| c.version) != read_version {
+            return Ok(None);
+        }
         let age = tables.ages.get(&key).map_or(
             CodeAge {
                 created_at_ms: now_ms,
@@ -381,7 +391,7 @@ impl AdminStore for InMemoryStore {
                 }
             },
         )?;
-        Ok(answer)
+        Ok(Some(answer))
     }
 
     async fn delete_code(&self, tenant: &TenantId, code: &CodeId) -> Result<(), StoreError> {

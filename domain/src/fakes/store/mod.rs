@@ -89,6 +89,8 @@ struct Tables {
     employment_at_ms: HashMap<StaffKey, u64>,
     /// A contact way another request stores first, just before the next `set_config_id`.
     race: HashMap<CodeKey, String>,
+    /// Members another edit sets on a code just before the next conditional `put_code`.
+    edit_race: HashMap<CodeKey, Vec<StaffId>>,
     /// The staff -> codes and department -> codes indexes, each code's entries, and the index
     /// writes an interrupted edit still owes (`crate::owed`), as the table keeps them.
     code_index: HashMap<CodeKey, BTreeSet<Seat>>,
@@ -483,6 +485,19 @@ impl InMemoryStore {
         self.tables()
             .race
             .insert((tenant.clone(), code.clone()), config_id.to_owned());
+    }
+
+    /// Another edit sets the code's members (a new version) just before the next conditional
+    /// `put_code` of it, after the caller read the code.
+    pub fn edit_before_next_code_write(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        members: &[StaffId],
+    ) {
+        self.tables()
+            .edit_race
+            .insert((tenant.clone(), code.clone()), members.to_vec());
     }
 
     /// The staff member's codes cannot be read (`codes_of_staff` fails for them alone).
