@@ -20,6 +20,7 @@ use domain::refresh::{
 };
 use domain::tenants::{tenant_day, TenantId};
 use domain::StoreError;
+use futures::{StreamExt, TryStreamExt};
 use std::collections::{BTreeSet, HashMap};
 
 /// Push history is kept for reports and audits, then collected.
@@ -276,9 +277,20 @@ impl DynamoStore {
         for code in self.keys_under(tenant, &keys::seats_of(staff)).await? {
             codes.insert(CodeId::parse(&code).map_err(|_| corrupt("seat"))?);
         }
-        for department in self.departments_of_staff(tenant, staff).await? {
-            codes.extend(StaffLedger::codes_listing_department(self, tenant, &department).await?);
+        let departments = self.departments_of_staff(tenant, staff).await?;
+        // Collected first: a lazy `map` over borrowed ids trips the compiler's higher-ranked
+        // lifetime check inside `async_trait` methods.
+        let mut queries = Vec::with_capacity(departments.len());
+        for department in &departments {
+            queries.push(StaffLedger::codes_listing_department(
+                self, tenant, department,
+            ));
         }
+        let listing: Vec<Vec<CodeId>> = futures::stream::iter(queries)
+            .buffer_unordered(super::ITEM_REQUESTS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        codes.extend(listing.into_iter().flatten());
         Ok(codes.into_iter().collect())
     }
 

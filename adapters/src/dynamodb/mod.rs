@@ -27,6 +27,10 @@ use std::collections::HashMap;
 /// 750 ms in all for one read: a snapshot must finish well inside its code's lease (8 s),
 /// and a read still refused after them is better retried from the queue.
 const BATCH_GET_BACKOFF_MS: [u64; 5] = [25, 50, 100, 200, 375];
+/// Single-item requests of one call sent together (a staff member's department writes, the
+/// queries of their departments' codes): bounded so one request never floods the table's
+/// connection pool.
+const ITEM_REQUESTS_IN_FLIGHT: usize = 16;
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
 

@@ -14,6 +14,7 @@ use domain::membership::{CodeId, DepartmentId, Employment, StaffId};
 use domain::owed::replan;
 use domain::tenants::{tenant_day, TenantId};
 use domain::StoreError;
+use futures::{StreamExt, TryStreamExt};
 use std::collections::BTreeSet;
 
 fn string_set<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<AttributeValue> {
@@ -296,10 +297,18 @@ impl StaffLedger for DynamoStore {
         }
         let changed: Vec<DepartmentId> =
             before.symmetric_difference(departments).cloned().collect();
+        // One item each, in flight together: a staff member may join or leave 100 departments
+        // in one request, which one after another took most of the function's timeout on a
+        // loaded emulator. Each write adds or removes one member, so their order is free.
+        let mut writes = Vec::with_capacity(changed.len());
         for department in &changed {
-            self.update_department_set(tenant, department, staff, departments.contains(department))
-                .await?;
+            let member = departments.contains(department);
+            writes.push(self.update_department_set(tenant, department, staff, member));
         }
+        futures::stream::iter(writes)
+            .buffer_unordered(super::ITEM_REQUESTS_IN_FLIGHT)
+            .try_collect::<Vec<()>>()
+            .await?;
         Ok(changed)
     }
 
