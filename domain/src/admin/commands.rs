@@ -75,6 +75,17 @@ impl<T> Patch<T> {
         }
     }
 
+    fn try_map<U>(
+        self,
+        f: impl FnOnce(T) -> Result<U, AdminError>,
+    ) -> Result<Patch<U>, AdminError> {
+        Ok(match self {
+            Self::Keep => Patch::Keep,
+            Self::Reset => Patch::Reset,
+            Self::Set(value) => Patch::Set(f(value)?),
+        })
+    }
+
     fn map<U>(self, f: impl FnOnce(T) -> U) -> Patch<U> {
         match self {
             Self::Keep => Patch::Keep,
@@ -639,19 +650,6 @@ impl PutDepartment {
             tenant,
             department,
             members,
-        })
-    }
-}
-
-impl<T> Patch<T> {
-    fn try_map<U>(
-        self,
-        f: impl FnOnce(T) -> Result<U, AdminError>,
-    ) -> Result<Patch<U>, AdminError> {
-        Ok(match self {
-            Self::Keep => Patch::Keep,
-            Self::Reset => Patch::Reset,
-            Self::Set(value) => Patch::Set(f(value)?),
         })
     }
 }
