@@ -6,6 +6,8 @@
 //! - `membership`: the membership rules of docs/rules.md, the pure recompute of a code's list.
 //! - `facts`: docs/rules.md rules 2 and 8, facts written idempotently (claims by business key), then refresh reasons.
 //! - `refresh`: docs/rules.md rules 3 to 5, the single writer of each code's WeCom list.
+//! - `dirty`: docs/rules.md rule 11, the codes a path gave up on, until a later refresh completes.
+//! - `sweep`: the backstop on a schedule: dirty codes resynced, WeCom's lists read back.
 //! - `lanes`: docs/rules.md "Lanes", the pure policy choosing the fast or slow lane per event.
 //! - `tenants`: tenant ids and the settings that authenticate their callbacks.
 //! - each module declares the ports it needs in its `ports.rs` (a one-file module at its top);
@@ -18,6 +20,7 @@
 
 pub mod admin;
 pub mod batch;
+pub mod dirty;
 pub mod facts;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fakes;
@@ -32,6 +35,7 @@ pub mod reasons;
 pub mod refresh;
 pub mod schedules;
 mod store_error;
+pub mod sweep;
 pub mod tenants;
 pub mod wecom;
 

@@ -343,6 +343,12 @@ def tick(answer, world, before):
     expect(world.item("SCHEDULES", "TICK_CURSOR") is not None, "no tick cursor in the table")
 
 
+def sweep(answer, world, before):
+    for field in ("held_elsewhere", "dirty_due", "resyncs_sent", "read_back", "differing", "guards_tripped"):
+        expect(field in answer, f"no {field} in the sweep's report {answer}")
+    expect(world.item("SWEEP", "LEASE") is not None, "no sweep lease in the table")
+
+
 # (function, sample, check), in the order the samples build on each other.
 CASES: list[tuple[str, str, Check]] = [
     ("AdminApiFunction", "apigw-admin-put-tenant.json", put_tenant),
@@ -363,6 +369,7 @@ CASES: list[tuple[str, str, Check]] = [
     ("RefreshCodesFunction", "sqs-refresh-retry-served.json", retry_served),
     ("FanOutFunction", "sqs-fan-out-staff.json", fan_out_staff),
     ("ScheduleTickFunction", "scheduler-tick.json", tick),
+    ("SweepFunction", "scheduler-sweep.json", sweep),
 ]
 
 
@@ -461,8 +468,8 @@ def run_case(world: World, function: str, sample: str, check: Check, call, timin
         return answer
 
     answer = invoked()
-    if function == "ScheduleTickFunction" and answer.get("held_elsewhere"):
-        # The deployed tick runs every minute too, and gives the cursor back when done.
+    if function in ("ScheduleTickFunction", "SweepFunction") and answer.get("held_elsewhere"):
+        # The deployed tick and sweep run on their schedules too, and give the lease back.
         def walked():
             again = invoked()
             return None if again.get("held_elsewhere") else again

@@ -405,6 +405,7 @@ impl CodeFacts for DynamoStore {
                 key(pk.clone(), keys::PROFILE.to_owned()),
                 key(pk.clone(), keys::code(code)),
                 key(pk.clone(), keys::pushed(code)),
+                key(pk.clone(), keys::dirty(code)),
             ])
             .await?;
         let by_sk: HashMap<String, Item> = first
@@ -446,6 +447,9 @@ impl CodeFacts for DynamoStore {
             departments,
             now_ms,
             last_pushed,
+            dirty_since_ms: by_sk
+                .get(&keys::dirty(code))
+                .and_then(|item| get_n(item, "marked_at_ms")),
         }))
     }
 }

@@ -122,12 +122,62 @@ pub fn budget(api: &str, hour: u64) -> String {
     format!("BUDGET#{api}#{hour}")
 }
 
-/// The code failed for good or was dead-lettered: the sweep (a later issue) recomputes it.
+/// The code's dirty mark (`domain::dirty`): one item per code, found by the sweep through
+/// `gsi1` by when its next resync is due.
 pub fn dirty(code: &CodeId) -> String {
     format!("DIRTY#{code}")
 }
 
 pub const DIRTY_PREFIX: &str = "DIRTY#";
+
+/// Dirty marks are spread over this many index partitions, so a wave of marks (a WeCom
+/// outage dead-letters thousands of codes) is not one partition key's write throughput.
+/// Changing it strands marks written under the old count: it is part of the key format.
+pub const DIRTY_SHARDS: u32 = 4;
+
+/// The index partition of a code's mark: `DIRTY#2`.
+pub fn dirty_bucket(tenant_id: &TenantId, code: &CodeId) -> String {
+    let shard =
+        fnv1a(tenant(tenant_id).bytes().chain(dirty(code).bytes())) % u64::from(DIRTY_SHARDS);
+    format!("{DIRTY_PREFIX}{shard}")
+}
+
+pub fn dirty_shard(shard: u32) -> String {
+    format!("{DIRTY_PREFIX}{shard}")
+}
+
+/// The index sort key of a mark: when its next resync is due, then its tenant and code, so
+/// the due marks are one key range per shard: `1796000000000#TENANT#t1#DIRTY#c1`.
+pub fn dirty_index_sort(due_at_ms: u64, tenant_id: &TenantId, code: &CodeId) -> String {
+    format!("{due_at_ms:013}#{}#{}", tenant(tenant_id), dirty(code))
+}
+
+/// The registry of tenants the sweep walks: every profile item carries `gsi1pk = TENANTS`
+/// and its tenant id as `gsi1sk`.
+pub const TENANTS_INDEX: &str = "TENANTS";
+
+/// The sweep's lease and its cursor through the tenants: one item outside every tenant.
+pub const SWEEP_PK: &str = "SWEEP";
+pub const SWEEP_SK: &str = "LEASE";
+
+/// A tenant's place in its codes for the drift sample.
+pub const DRIFT_SAMPLE: &str = "DRIFT#SAMPLE";
+/// A tenant's blast-radius guard, present while its repair is stopped.
+pub const DRIFT_GUARD: &str = "DRIFT#GUARD";
+
+/// A tenant's drift report for one tenant-day.
+pub fn drift_report(day: &str) -> String {
+    format!("DRIFT#DAY#{day}")
+}
+
+fn fnv1a(bytes: impl Iterator<Item = u8>) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
 
 /// A corp app's WeCom access token, shared by every function (outside any tenant: tokens
 /// belong to the corp's app). Sort key `TOKEN`.
@@ -175,11 +225,7 @@ pub fn due_bucket(minute: Minute, shard: u32) -> String {
 
 /// The shard of a subject: a stable hash (FNV-1a) of the tenant and the subject's key.
 pub fn due_shard(tenant_id: &TenantId, subject: &Subject) -> u32 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in tenant(tenant_id).bytes().chain(due(subject).bytes()) {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
+    let hash = fnv1a(tenant(tenant_id).bytes().chain(due(subject).bytes()));
     u32::try_from(hash % u64::from(DUE_SHARDS)).unwrap_or(0)
 }
 

@@ -1,17 +1,13 @@
 //! The refresh function's limits on the table: the shared WeCom budget (docs/rules.md rule 6) and
-//! the marks a permanent failure leaves (rules 9 and 11).
+//! the marks a permanent failure leaves (rule 9; the dirty marks of rule 11 are `dirty.rs`).
 
 use super::conditions::ConditionalWriteError;
-use super::{get_n, key, keys, n, s, unavailable, DynamoStore, Item};
+use super::{get_n, key, keys, n, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use domain::membership::{CodeId, StaffId};
 use domain::refresh::{exhausted, BudgetLimits, BudgetSlot, FailureMarks, Spend, WeComBudget};
 use domain::tenants::TenantId;
-use domain::wecom::errors::FailureClass;
 use domain::StoreError;
-
-/// Dirty marks outlive any sweep interval by far; TTL is garbage collection only.
-const DIRTY_TTL_SECS: u64 = 14 * 24 * 60 * 60;
 
 /// The shared budget on the table: one item per tenant, API and UTC hour.
 #[derive(Clone)]
@@ -130,32 +126,6 @@ impl FailureMarks for DynamoStore {
             .expression_attribute_values(":yes", AttributeValue::Bool(true))
             .expression_attribute_values(":errcode", n(errcode))
             .expression_attribute_values(":at", n(at_ms))
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        Ok(())
-    }
-
-    /// One item per code (`DIRTY#<code>`): repeated failures count up on it.
-    async fn mark_dirty(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        class: FailureClass,
-        at_ms: u64,
-    ) -> Result<(), StoreError> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::dirty(code))))
-            .update_expression(
-                "SET failure_class = :class, marked_at_ms = :at, #expires = :expires ADD failures :one",
-            )
-            .expression_attribute_names("#expires", keys::EXPIRES_AT)
-            .expression_attribute_values(":class", s(class.as_str()))
-            .expression_attribute_values(":at", n(at_ms))
-            .expression_attribute_values(":expires", n(at_ms / 1000 + DIRTY_TTL_SECS))
-            .expression_attribute_values(":one", n(1))
             .send()
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;

@@ -4,6 +4,7 @@
 mod admin;
 mod codes;
 mod conditions;
+mod dirty;
 mod due;
 pub mod keys;
 mod leases;
@@ -11,6 +12,7 @@ mod ledger;
 mod limits;
 mod owed;
 mod staff;
+mod sweep;
 mod tenants;
 mod tokens;
 

@@ -58,6 +58,9 @@ impl DynamoStore {
             item.insert("company_daily_cap".into(), n(cap));
         }
         item.insert("version".into(), n(next.version));
+        // The registry the sweep walks (`keys::TENANTS_INDEX`).
+        item.insert(keys::GSI1_PK.into(), s(keys::TENANTS_INDEX));
+        item.insert(keys::GSI1_SK.into(), s(tenant.as_str()));
         let at = next.secrets_changed_at_ms;
         item.insert("corp_secret_changed_at_ms".into(), n(at.corp_secret));
         item.insert("callback_token_changed_at_ms".into(), n(at.callback_token));

@@ -1,9 +1,10 @@
-//! The domain's ports on WeCom's contact-way API: the refresh's push and the admin API's
+//! The domain's ports on WeCom's contact-way API: the refresh's push, the sweep's read-back and the admin API's
 //! creation and deletion, both on the one client.
 
 use super::WeComClient;
 use domain::admin::ContactWays;
 use domain::refresh::ContactWayPusher;
+use domain::sweep::ContactWayReader;
 use domain::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
 use domain::wecom::errors::WeComError;
 
@@ -31,5 +32,16 @@ impl ContactWays for WeComClient {
 
     async fn delete(&self, corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError> {
         self.del_contact_way(corp, config_id).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ContactWayReader for WeComClient {
+    async fn users(
+        &self,
+        corp: &CorpCredentials,
+        config_id: &str,
+    ) -> Result<Vec<String>, WeComError> {
+        Ok(self.get_contact_way(corp, config_id).await?.users)
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::admin::ContactWays;
 use crate::refresh::ContactWayPusher;
+use crate::sweep::ContactWayReader;
 use crate::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
 use crate::wecom::errors::WeComError;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -25,6 +26,9 @@ struct WeComState {
     failing_ways: HashMap<String, WeComError>,
     /// Users WeCom refuses with 60111 (a list holding any of them is refused).
     refused: HashSet<String>,
+    /// Lists changed behind qrsync's back, and how many read-backs were answered.
+    changed: HashMap<String, Vec<String>>,
+    reads: usize,
 }
 
 /// WeCom's contact ways: numbers them `cw-1`, `cw-2`... and remembers what was asked. Deleting
@@ -99,6 +103,19 @@ impl FakeWeCom {
             .collect()
     }
 
+    /// Changes a contact way's list behind qrsync's back: read-backs see it until a push.
+    pub fn change_behind_our_back(&self, config_id: &str, users: &[&str]) {
+        self.state().changed.insert(
+            config_id.to_owned(),
+            users.iter().map(|u| (*u).to_owned()).collect(),
+        );
+    }
+
+    /// Read-backs answered (`get_contact_way`).
+    pub fn reads(&self) -> usize {
+        self.state().reads
+    }
+
     /// Every list WeCom accepted, with its contact way, in order.
     pub fn pushes(&self) -> Vec<(String, Vec<String>)> {
         self.state().accepted.clone()
@@ -166,7 +183,31 @@ impl ContactWayPusher for FakeWeCom {
                 errmsg: "invalid userid".into(),
             });
         }
+        state.changed.remove(config_id);
         state.accepted.push((config_id.to_owned(), users.to_vec()));
         Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl ContactWayReader for FakeWeCom {
+    /// The list changed behind our back, else the last accepted, else what it was created
+    /// with (`cw-N`), else none.
+    async fn users(&self, _: &CorpCredentials, config_id: &str) -> Result<Vec<String>, WeComError> {
+        let mut state = self.state();
+        state.reads += 1;
+        if let Some(users) = state.changed.get(config_id) {
+            return Ok(users.clone());
+        }
+        if let Some((_, users)) = state.accepted.iter().rev().find(|(id, _)| id == config_id) {
+            return Ok(users.clone());
+        }
+        let created = config_id
+            .strip_prefix("cw-")
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| state.created.get(n.checked_sub(1)?));
+        Ok(created
+            .map(|(_, way)| way.users.clone())
+            .unwrap_or_default())
     }
 }

@@ -29,6 +29,8 @@ pub enum Cause {
     ShiftChanged,
     /// The tenant's day ended: staff removed for a daily limit or the company cap may be back.
     DayRolledOver,
+    /// The sweep found the code dirty: push even a list the record says WeCom has.
+    Resync,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -14,6 +14,8 @@ pub const UPDATE_CONTACT_WAY: &str = "update_contact_way";
 /// The admin API's calls, budgeted the same way (WeCom limits each API on its own).
 pub const ADD_CONTACT_WAY: &str = "add_contact_way";
 pub const DEL_CONTACT_WAY: &str = "del_contact_way";
+/// The sweep's read-back (its own per-tenant share, set by the sweep's read budget).
+pub const GET_CONTACT_WAY: &str = "get_contact_way";
 
 const MINUTE_MS: u64 = 60_000;
 const HOUR_MS: u64 = 60 * MINUTE_MS;

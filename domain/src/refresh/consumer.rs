@@ -23,13 +23,15 @@ use super::{
 };
 use crate::batch::DeadLetters;
 use crate::batch::PartialBatch;
+use crate::dirty::{DirtyMarks, DirtyWhy};
 use crate::lanes::Lane;
+use crate::reasons::Cause;
 use crate::wecom::errors::FailureClass;
 
 /// What a refresh-queue consumer needs from the outside world, named once: the ports of the
 /// single writer, the dead-letter queue and the retry queues.
 pub trait RefreshPorts {
-    type Facts: CodeFacts + CodeRecords + FailureMarks + CodeLeases;
+    type Facts: CodeFacts + CodeRecords + FailureMarks + DirtyMarks + CodeLeases;
     type Pusher: ContactWayPusher;
     type Budget: WeComBudget;
     type DeadLetters: DeadLetters;
@@ -74,7 +76,8 @@ pub struct CodeWork<'a> {
 }
 
 impl<'a> CodeWork<'a> {
-    fn new(delivery: &Delivery<'a>, reason: RetriedReason, lane: Lane) -> Self {
+    fn new(delivery: &Delivery<'a>, mut reason: RetriedReason, lane: Lane) -> Self {
+        reason.resync |= reason.reason.cause == Cause::Resync;
         Self {
             group: delivery.group,
             fact_at_ms: vec![reason.reason.fact_at_ms],
@@ -96,7 +99,7 @@ impl<'a> CodeWork<'a> {
         self.messages.push((delivery.message_id, delivery.body));
         self.fact_at_ms.push(reason.reason.fact_at_ms);
         self.reason.attempt = self.reason.attempt.max(reason.attempt);
-        self.reason.resync |= reason.resync;
+        self.reason.resync |= reason.resync || reason.reason.cause == Cause::Resync;
         self.receive_count = self.receive_count.max(delivery.receive_count);
     }
 
@@ -243,7 +246,7 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
         let (tenant, code_id) = (&code.reason.reason.tenant, &code.reason.reason.code);
         if is_last_receive(code.receive_count, self.max_receives) {
             tracing::warn!(tenant = %tenant, code = %code_id, receive_count = code.receive_count, "last receive before the queue's redrive; code marked dirty first");
-            self.mark_dirty(&code, FailureClass::Transient).await;
+            self.mark_dirty(&code, DirtyWhy::LastReceive).await;
         }
         let asked = RefreshRequest {
             tenant,
@@ -303,7 +306,8 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
     }
 
     async fn to_slow_lane(&self, batch: &mut PartialBatch, code: &CodeWork<'_>) {
-        let slow = code.requeued(code.reason.attempt, false);
+        // A resync asked for carries over: the slow lane's refresh must push as well.
+        let slow = code.requeued(code.reason.attempt, code.reason.resync);
         match self.retries.to_slow_lane(&slow).await {
             Ok(()) => {
                 tracing::info!(tenant = %code.reason.reason.tenant, code = %code.reason.reason.code, reasons = code.messages.len(), "quiet code: reasons sent to the slow lane");
@@ -339,7 +343,7 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
         class: FailureClass,
     ) {
         tracing::error!(alert = "refresh_dead_lettered", tenant = %code.reason.reason.tenant, code = %code.reason.reason.code, class = %class, "reasons moved to the dead-letter queue; code marked dirty");
-        self.mark_dirty(code, class).await;
+        self.mark_dirty(code, DirtyWhy::RefreshFailed(class)).await;
         for (id, body) in &code.messages {
             let parked = self
                 .dead_letters
@@ -358,12 +362,12 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
         }
     }
 
-    async fn mark_dirty(&self, code: &CodeWork<'_>, class: FailureClass) {
+    async fn mark_dirty(&self, code: &CodeWork<'_>, why: DirtyWhy) {
         let (tenant, code_id) = (&code.reason.reason.tenant, &code.reason.reason.code);
         let marked = self
             .refresher
             .store()
-            .mark_dirty(tenant, code_id, class, self.refresher.now_ms())
+            .mark_dirty(tenant, code_id, why, self.refresher.now_ms())
             .await;
         if let Err(error) = marked {
             tracing::error!(error = %error, tenant = %tenant, code = %code_id, "code not marked dirty");

@@ -12,13 +12,14 @@ pub mod retry;
 
 pub use budget::{
     exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, Window, ADD_CONTACT_WAY,
-    DEL_CONTACT_WAY, UPDATE_CONTACT_WAY,
+    DEL_CONTACT_WAY, GET_CONTACT_WAY, UPDATE_CONTACT_WAY,
 };
 pub use lease::{Acquired, FencedWrite, Lease, LeaseTimes};
 pub use ports::{
     CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, RetryQueues, WeComBudget,
 };
 
+use crate::dirty::{DirtyMarks, DirtyWhy};
 use crate::lanes::{Lane, LanePolicy};
 use crate::membership::{
     self, AddCounts, CodeConfig, CodeId, DepartmentId, Facts, Membership, RotationSlot, StaffFacts,
@@ -66,6 +67,9 @@ pub struct CodeSnapshot {
     /// The instant the snapshot was read for: "today" and work schedules are read at it.
     pub now_ms: u64,
     pub last_pushed: Option<PushedList>,
+    /// When the code was last marked dirty, if it is (`crate::dirty`): its refresh pushes
+    /// whatever the record says, and clears the mark once it completes.
+    pub dirty_since_ms: Option<u64>,
 }
 
 impl CodeSnapshot {
@@ -271,7 +275,7 @@ pub struct Refresher<F, P, B> {
 
 impl<F, P, B> Refresher<F, P, B>
 where
-    F: CodeFacts + CodeRecords + FailureMarks + CodeLeases,
+    F: CodeFacts + CodeRecords + FailureMarks + DirtyMarks + CodeLeases,
     P: ContactWayPusher,
     B: WeComBudget,
 {
@@ -437,8 +441,38 @@ where
             return Ok((Outcome::CodeNotFound, None));
         };
         let timezone = snapshot.profile.timezone;
+        let dirty = snapshot.dirty_since_ms.is_some();
         let outcome = self.refresh_snapshot(held, snapshot, now_ms).await?;
+        if dirty && matches!(outcome, Outcome::Pushed(_) | Outcome::Starved) {
+            self.clear_dirty(tenant, code, now_ms, timezone).await;
+        }
         Ok((outcome, Some(timezone)))
+    }
+
+    /// A refresh that began at `began_ms`, after the code's mark, has completed: WeCom holds
+    /// the recompute of facts read after the mark (or nobody is eligible, which has its own
+    /// alert). A mark made since stays.
+    async fn clear_dirty(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        began_ms: u64,
+        timezone: crate::tenants::Timezone,
+    ) {
+        match self.facts.clear_dirty(tenant, code, began_ms).await {
+            Ok(Some(why)) => {
+                tracing::info!(why = why.map(DirtyWhy::label), "dirty mark cleared");
+                if why.is_some_and(DirtyWhy::found_by_read_back) {
+                    let day = crate::tenants::tenant_day(began_ms, timezone);
+                    if let Err(error) = self.facts.count_repaired(tenant, &day).await {
+                        tracing::warn!(error = %error, "drift repair not counted");
+                    }
+                }
+            }
+            Ok(None) => {}
+            // The mark stays: the sweep resyncs the code once more, which costs a push at most.
+            Err(error) => tracing::warn!(error = %error, "dirty mark not cleared"),
+        }
     }
 
     async fn refresh_snapshot(
@@ -452,7 +486,7 @@ where
             return Ok(Outcome::NotCreated);
         };
         let mut pushed = None;
-        let mut resync = held.asked.resync;
+        let mut resync = held.asked.resync || snapshot.dirty_since_ms.is_some();
         for _ in 0..MAX_ROUNDS {
             let membership = snapshot.recompute();
             let Some(users) = membership.users() else {
@@ -813,7 +847,12 @@ where
                 );
                 self.facts.mark_code_gone(tenant, code, now_ms).await?;
                 self.facts
-                    .mark_dirty(tenant, code, FailureClass::CodeGone, now_ms)
+                    .mark_dirty(
+                        tenant,
+                        code,
+                        DirtyWhy::RefreshFailed(FailureClass::CodeGone),
+                        now_ms,
+                    )
                     .await?;
                 Ok(Outcome::CodeGone)
             }

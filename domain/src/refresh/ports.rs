@@ -9,7 +9,7 @@ use crate::lanes::CodeAge;
 use crate::membership::{CodeId, RotationSlot, StaffId};
 use crate::tenants::TenantId;
 use crate::wecom::contact_way::CorpCredentials;
-use crate::wecom::errors::{FailureClass, WeComError};
+use crate::wecom::errors::WeComError;
 use crate::StoreError;
 
 /// Reads a code's facts.
@@ -78,7 +78,8 @@ pub trait ContactWayPusher: Send + Sync {
     ) -> Result<(), WeComError>;
 }
 
-/// What the refresh writes when WeCom refuses for good (docs/rules.md rules 9 and 11).
+/// What the refresh writes when WeCom refuses for good (docs/rules.md rule 9); the dirty mark
+/// of rule 11 is `dirty::DirtyMarks`.
 #[async_trait::async_trait]
 pub trait FailureMarks: Send + Sync {
     /// WeCom no longer knows the code's contact way (41044): the code is not refreshed again.
@@ -95,14 +96,6 @@ pub trait FailureMarks: Send + Sync {
         tenant: &TenantId,
         staff: &StaffId,
         errcode: i64,
-        at_ms: u64,
-    ) -> Result<(), StoreError>;
-    /// The code's last refresh failed for good or was dead-lettered: the sweep recomputes it.
-    async fn mark_dirty(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        class: FailureClass,
         at_ms: u64,
     ) -> Result<(), StoreError>;
 }

@@ -57,6 +57,7 @@ fn snapshot(online: &[(&str, bool)]) -> CodeSnapshot {
         departments: HashMap::new(),
         now_ms: 0,
         last_pushed: None,
+        dirty_since_ms: None,
     }
 }
 
@@ -268,7 +269,10 @@ async fn a_code_wecom_no_longer_knows_is_marked_gone_and_dirty_and_nothing_is_re
     assert_eq!(outcome, Outcome::CodeGone);
     let marks = refresher.facts.marks();
     assert_eq!(marks.gone, [code()]);
-    assert_eq!(marks.dirty, [(code(), FailureClass::CodeGone)]);
+    assert_eq!(
+        marks.dirty,
+        [(code(), DirtyWhy::RefreshFailed(FailureClass::CodeGone))]
+    );
     assert!(refresher.facts.pushes().is_empty());
 }
 
@@ -557,4 +561,64 @@ async fn a_staff_member_wecom_refuses_is_recomputed_away_from_their_other_codes_
         )],
         "one fan-out to every code of the refused staff member"
     );
+}
+
+fn recorded(users: &[&str]) -> PushedList {
+    PushedList {
+        users: users.iter().map(|u| id(u)).collect(),
+        pushed_at_ms: 1,
+        starved: false,
+        rotation: None,
+    }
+}
+
+#[tokio::test]
+async fn a_dirty_code_is_pushed_even_when_its_record_says_wecom_has_the_list_and_its_mark_is_cleared(
+) {
+    let mut state = snapshot(&[("a", true)]);
+    state.last_pushed = Some(recorded(&["a"]));
+    let refresher = refresher(state);
+    refresher
+        .facts
+        .mark_dirty(&tenant(), &code(), DirtyWhy::Drift, clock() - 1)
+        .await
+        .expect("marked");
+    let outcome = fast(&refresher, &[1]).await.expect("handled");
+    assert_eq!(outcome, Outcome::Pushed(vec![id("a")]));
+    assert_eq!(refresher.facts.dirty_mark(&tenant(), &code()), None);
+    let day = crate::tenants::tenant_day(clock(), Timezone::default());
+    assert_eq!(
+        refresher.facts.repaired(&tenant(), &day),
+        1,
+        "a drift repaired"
+    );
+}
+
+#[tokio::test]
+async fn a_mark_made_after_the_refresh_began_outlives_it() {
+    let mut state = snapshot(&[("a", true)]);
+    state.last_pushed = Some(recorded(&["a"]));
+    let refresher = refresher(state);
+    let why = DirtyWhy::RefreshFailed(FailureClass::Transient);
+    refresher
+        .facts
+        .mark_dirty(&tenant(), &code(), why, clock())
+        .await
+        .expect("marked");
+    let outcome = fast(&refresher, &[1]).await.expect("handled");
+    assert_eq!(outcome, Outcome::Pushed(vec![id("a")]), "still pushed");
+    assert_eq!(
+        refresher.facts.dirty_mark(&tenant(), &code()),
+        Some((clock(), why))
+    );
+}
+
+#[tokio::test]
+async fn a_clean_code_whose_record_matches_makes_no_call() {
+    let mut state = snapshot(&[("a", true)]);
+    state.last_pushed = Some(recorded(&["a"]));
+    let refresher = refresher(state);
+    let outcome = fast(&refresher, &[1]).await.expect("handled");
+    assert_eq!(outcome, Outcome::Unchanged);
+    assert!(refresher.pusher.calls().is_empty());
 }

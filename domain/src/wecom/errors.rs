@@ -38,6 +38,21 @@ impl FailureClass {
             Self::Rejected => "rejected",
         }
     }
+
+    /// The class named `name` (as `as_str` writes it).
+    pub fn parse(name: &str) -> Option<Self> {
+        [
+            Self::Throttled,
+            Self::Token,
+            Self::Transient,
+            Self::CodeGone,
+            Self::StaffUnusable,
+            Self::ListTooLong,
+            Self::Rejected,
+        ]
+        .into_iter()
+        .find(|class| class.as_str() == name)
+    }
 }
 
 impl fmt::Display for FailureClass {

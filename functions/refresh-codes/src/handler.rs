@@ -62,6 +62,7 @@ fn delivery<'a>(message: &'a SqsMessage, inlets: &QueueInlets) -> Delivery<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use domain::dirty::DirtyWhy;
     use domain::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
     use domain::lanes::{CodeAge, LanePolicy, LaneSwitch};
     use domain::membership::{CodeConfig, CodeId, Family, StaffFacts, StaffId, Switches};
@@ -122,6 +123,7 @@ mod tests {
                     departments: Default::default(),
                     now_ms: 0,
                     last_pushed: None,
+                    dirty_since_ms: None,
                 };
                 store.load_snapshot(&tenant(), &code(id), &snapshot);
                 let age = CodeAge {
@@ -146,8 +148,8 @@ mod tests {
             read.iter().map(ToString::to_string).collect()
         }
 
-        /// The codes marked dirty, with their class.
-        fn dirty(&self) -> Vec<(String, FailureClass)> {
+        /// The codes marked dirty, with why.
+        fn dirty(&self) -> Vec<(String, DirtyWhy)> {
             let dirty = self.store.marks().dirty;
             dirty
                 .into_iter()
@@ -359,7 +361,10 @@ mod tests {
         assert!(parked.iter().all(|(_, class)| class == "transient"));
         assert_eq!(
             fakes.dirty(),
-            [("code-1".to_owned(), FailureClass::Transient)]
+            [(
+                "code-1".to_owned(),
+                DirtyWhy::RefreshFailed(FailureClass::Transient)
+            )]
         );
     }
 
@@ -423,7 +428,7 @@ mod tests {
         handle(&consumer, &inlets(), event).await.expect("handled");
         assert_eq!(
             fakes.dirty(),
-            [("code-2".to_owned(), FailureClass::Transient)]
+            [("code-2".to_owned(), DirtyWhy::LastReceive)]
         );
         assert_eq!(fakes.wecom.pushes().len(), 2, "the work still runs");
     }

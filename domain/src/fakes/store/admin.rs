@@ -83,6 +83,7 @@ impl CodeFacts for InMemoryStore {
             departments,
             now_ms,
             last_pushed: tables.pushed.get(&key).cloned(),
+            dirty_since_ms: tables.dirty.get(&key).map(|(at, _)| *at),
         }))
     }
 }

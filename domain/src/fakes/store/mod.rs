@@ -5,14 +5,17 @@
 //! - `admin.rs`: `TenantProfiles`, `CodeFacts`, `DueWriter`, `AdminStore`, `CodeIndex`;
 //! - `facts.rs`: `AddLedger`, `QuotaLedger`, `StaffLedger`;
 //! - `refresh.rs`: `CodeRecords`, `CodeLeases`, `FailureMarks`;
-//! - `schedules.rs`: `DueIndex`, `ScheduleFacts`.
+//! - `schedules.rs`: `DueIndex`, `ScheduleFacts`;
+//! - `sweep.rs`: `DirtyIndex`, `SweepRuns`, `TenantDirectory`, `DriftLedger`.
 
 mod admin;
 mod facts;
 mod refresh;
 mod schedules;
+mod sweep;
 
 use crate::admin::{SecretsChanged, VersionedCode};
+use crate::dirty::DirtyWhy;
 use crate::facts::{AddFact, LimitClaim};
 use crate::lanes::CodeAge;
 use crate::membership::{
@@ -22,7 +25,6 @@ use crate::owed::{Owed, WRITES_PER_TRANSACTION};
 use crate::refresh::{CodeSnapshot, Lease, PushRecord, PushedList, Tally};
 use crate::schedules::{LimitReached, Minute, Subject};
 use crate::tenants::{TenantId, TenantProfile, Timezone};
-use crate::wecom::errors::FailureClass;
 use crate::StoreError;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -52,12 +54,13 @@ fn seats(config: &CodeConfig) -> BTreeSet<Seat> {
 /// DynamoDB's cap on items in one transaction.
 const TRANSACTION_ITEMS: usize = 100;
 
-/// What the refresh marked when WeCom refused for good (`refresh::FailureMarks`).
+/// What the refresh marked when WeCom refused for good (`refresh::FailureMarks`), and every
+/// dirty mark made (`dirty::DirtyMarks`), in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Marks {
     pub gone: Vec<CodeId>,
     pub unusable: Vec<StaffId>,
-    pub dirty: Vec<(CodeId, FailureClass)>,
+    pub dirty: Vec<(CodeId, DirtyWhy)>,
 }
 
 /// A staff member not stored yet, as a first write creates them.
@@ -130,6 +133,23 @@ struct Tables {
     starved: u32,
     tally: Tally,
     marks: Marks,
+    /// The dirty set as the table keeps it: each marked code's latest mark (time, why,
+    /// resyncs sent, next due), and the drift repairs counted per tenant-day.
+    dirty: HashMap<CodeKey, (u64, DirtyWhy)>,
+    dirty_due: HashMap<CodeKey, (u32, u64)>,
+    repaired: HashMap<(TenantId, String), u32>,
+    sweep: SweepTables,
+}
+
+/// The sweep's lease and cursor, each tenant's sample cursor, drift reports and guard.
+#[derive(Default)]
+struct SweepTables {
+    owner: Option<String>,
+    lease_until_ms: u64,
+    cursor: Option<TenantId>,
+    sample_cursors: HashMap<TenantId, CodeId>,
+    reports: HashMap<(TenantId, String), crate::sweep::DriftCounts>,
+    guards: HashMap<TenantId, crate::sweep::GuardTrip>,
 }
 
 impl Tables {
@@ -417,6 +437,23 @@ impl InMemoryStore {
         self.tables()
             .today
             .insert((tenant.clone(), code.clone(), staff.clone()), counts);
+    }
+
+    /// The code's current dirty mark: when it was made and why.
+    pub fn dirty_mark(&self, tenant: &TenantId, code: &CodeId) -> Option<(u64, DirtyWhy)> {
+        self.tables()
+            .dirty
+            .get(&(tenant.clone(), code.clone()))
+            .copied()
+    }
+
+    /// Drift repairs counted for the tenant-day.
+    pub fn repaired(&self, tenant: &TenantId, day: &str) -> u32 {
+        self.tables()
+            .repaired
+            .get(&(tenant.clone(), day.to_owned()))
+            .copied()
+            .unwrap_or(0)
     }
 
     pub fn set_pushed(&self, tenant: &TenantId, code: &CodeId, pushed: PushedList) {

@@ -1,6 +1,7 @@
 //! The single writer's records: a code's age, its last-pushed record, its lease, its marks.
 
 use super::InMemoryStore;
+use crate::dirty::{DirtyMarks, DirtyWhy};
 use crate::lanes::CodeAge;
 use crate::membership::{CodeId, RotationSlot, StaffId};
 use crate::refresh::{
@@ -8,7 +9,6 @@ use crate::refresh::{
     Tally,
 };
 use crate::tenants::TenantId;
-use crate::wecom::errors::FailureClass;
 use crate::StoreError;
 
 impl InMemoryStore {
@@ -173,15 +173,51 @@ impl FailureMarks for InMemoryStore {
         }
         Ok(())
     }
+}
 
+#[async_trait::async_trait]
+impl DirtyMarks for InMemoryStore {
     async fn mark_dirty(
         &self,
-        _: &TenantId,
+        tenant: &TenantId,
         code: &CodeId,
-        class: FailureClass,
-        _: u64,
+        why: DirtyWhy,
+        at_ms: u64,
     ) -> Result<(), StoreError> {
-        self.available()?.marks.dirty.push((code.clone(), class));
+        let mut tables = self.available()?;
+        tables.marks.dirty.push((code.clone(), why));
+        let key = (tenant.clone(), code.clone());
+        let resyncs = tables.dirty_due.get(&key).map_or(0, |(n, _)| *n);
+        tables.dirty.insert(key.clone(), (at_ms, why));
+        tables.dirty_due.insert(key, (resyncs, at_ms));
+        Ok(())
+    }
+
+    async fn clear_dirty(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        began_ms: u64,
+    ) -> Result<Option<Option<DirtyWhy>>, StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), code.clone());
+        match tables.dirty.get(&key) {
+            Some((at, why)) if *at < began_ms => {
+                let why = *why;
+                tables.dirty.remove(&key);
+                tables.dirty_due.remove(&key);
+                Ok(Some(Some(why)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    async fn count_repaired(&self, tenant: &TenantId, day: &str) -> Result<(), StoreError> {
+        *self
+            .available()?
+            .repaired
+            .entry((tenant.clone(), day.to_owned()))
+            .or_default() += 1;
         Ok(())
     }
 }

@@ -1,0 +1,224 @@
+//! The dirty set on the table (`domain::dirty`): `pk = TENANT#t, sk = DIRTY#<code>` with when
+//! and why the latest mark was made, the resyncs sent, and when the next is due. `gsi1pk` is
+//! one of `DIRTY_SHARDS` partitions and `gsi1sk` starts with the due time, so the due marks
+//! are one key-range query per shard, never a scan. Marks carry no TTL: a mark that expired
+//! would be a code given up on silently.
+
+use super::conditions::ConditionalWriteError;
+use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
+use aws_sdk_dynamodb::types::ReturnValue;
+use domain::dirty::{DirtyMark, DirtyMarks, DirtyWhy};
+use domain::membership::CodeId;
+use domain::sweep::DirtyIndex;
+use domain::tenants::TenantId;
+use domain::StoreError;
+
+const MARKED_AT: &str = "marked_at_ms";
+const WHY: &str = "why";
+const RESYNCS: &str = "resyncs";
+const DUE_AT: &str = "due_at_ms";
+
+fn mark_from(item: &Item) -> Option<DirtyMark> {
+    let tenant = get_s(item, keys::PK)?.strip_prefix("TENANT#")?;
+    let code = get_s(item, keys::SK)?.strip_prefix(keys::DIRTY_PREFIX)?;
+    Some(DirtyMark {
+        tenant: TenantId::parse(tenant).ok()?,
+        code: CodeId::parse(code).ok()?,
+        marked_at_ms: get_n(item, MARKED_AT)?,
+        why: get_s(item, WHY).and_then(DirtyWhy::parse),
+        resyncs: get_n(item, RESYNCS).unwrap_or(0),
+        due_at_ms: get_n(item, DUE_AT).unwrap_or(0),
+    })
+}
+
+#[async_trait::async_trait]
+impl DirtyMarks for DynamoStore {
+    /// One conditional `UpdateItem`. A new mark is due at once; a renewed one keeps its due
+    /// time and resync count, so a code that keeps failing keeps its growing wait. A mark
+    /// older than the stored one changes nothing.
+    async fn mark_dirty(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        why: DirtyWhy,
+        at_ms: u64,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::dirty(code))))
+            .update_expression(
+                "SET #at = :at, #why = :why, #due = if_not_exists(#due, :at), \
+                 #resyncs = if_not_exists(#resyncs, :zero), #gpk = :gpk, \
+                 #gsk = if_not_exists(#gsk, :gsk) ADD failures :one",
+            )
+            .condition_expression("attribute_not_exists(#at) OR #at <= :at")
+            .expression_attribute_names("#at", MARKED_AT)
+            .expression_attribute_names("#why", WHY)
+            .expression_attribute_names("#due", DUE_AT)
+            .expression_attribute_names("#resyncs", RESYNCS)
+            .expression_attribute_names("#gpk", keys::GSI1_PK)
+            .expression_attribute_names("#gsk", keys::GSI1_SK)
+            .expression_attribute_values(":at", n(at_ms))
+            .expression_attribute_values(":why", s(why.label()))
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":gpk", s(keys::dirty_bucket(tenant, code)))
+            .expression_attribute_values(":gsk", s(keys::dirty_index_sort(at_ms, tenant, code)))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // A newer mark is stored: it stands.
+            Err(error) => error.refused_or_unavailable().map(|_| ()),
+        }
+    }
+
+    /// One conditional `DeleteItem` (`marked_at_ms < began`), answering the old item.
+    async fn clear_dirty(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        began_ms: u64,
+    ) -> Result<Option<Option<DirtyWhy>>, StoreError> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::dirty(code))))
+            .condition_expression("#at < :began")
+            .expression_attribute_names("#at", MARKED_AT)
+            .expression_attribute_values(":began", n(began_ms))
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(output
+                .attributes
+                .map(|old| get_s(&old, WHY).and_then(DirtyWhy::parse))),
+            Err(error) => error.refused_or_unavailable().map(|_| None),
+        }
+    }
+
+    async fn count_repaired(&self, tenant: &TenantId, day: &str) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::drift_report(day))))
+            .update_expression("ADD repaired :one")
+            .expression_attribute_values(":one", n(1))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl DirtyIndex for DynamoStore {
+    /// One query per shard for the keys of the marks due (`gsi1sk` below the next
+    /// millisecond), then one strongly consistent batch read of the marks themselves (the
+    /// index projects keys only).
+    async fn due_marks(&self, now_ms: u64, limit: usize) -> Result<Vec<DirtyMark>, StoreError> {
+        let upper = format!("{:013}", now_ms.saturating_add(1));
+        let page = i32::try_from(limit).unwrap_or(i32::MAX);
+        let mut keys_due = Vec::new();
+        for shard in 0..keys::DIRTY_SHARDS {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(keys::GSI1)
+                .key_condition_expression("#gpk = :gpk AND #gsk < :upper")
+                .expression_attribute_names("#gpk", keys::GSI1_PK)
+                .expression_attribute_names("#gsk", keys::GSI1_SK)
+                .expression_attribute_values(":gpk", s(keys::dirty_shard(shard)))
+                .expression_attribute_values(":upper", s(&upper))
+                .limit(page)
+                .send()
+                .await
+                .map_err(|e| unavailable(e.into_service_error()))?;
+            for item in output.items.unwrap_or_default() {
+                let (Some(pk), Some(sk), Some(sort)) = (
+                    get_s(&item, keys::PK),
+                    get_s(&item, keys::SK),
+                    get_s(&item, keys::GSI1_SK),
+                ) else {
+                    continue;
+                };
+                keys_due.push((sort.to_owned(), key(pk.to_owned(), sk.to_owned())));
+            }
+        }
+        keys_due.sort_by(|a, b| a.0.cmp(&b.0));
+        keys_due.truncate(limit);
+        let items = self
+            .batch_get(keys_due.into_iter().map(|(_, key)| key).collect())
+            .await?;
+        let mut marks: Vec<DirtyMark> = items.iter().filter_map(mark_from).collect();
+        // Cleared or moved since the query: only what is still due.
+        marks.retain(|mark| mark.due_at_ms <= now_ms);
+        marks.sort_by_key(|mark| mark.due_at_ms);
+        Ok(marks)
+    }
+
+    async fn resync_sent(
+        &self,
+        mark: &DirtyMark,
+        resyncs: u32,
+        next_due_ms: u64,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(
+                keys::tenant(&mark.tenant),
+                keys::dirty(&mark.code),
+            )))
+            .update_expression("SET #resyncs = :resyncs, #due = :due, #gsk = :gsk")
+            .condition_expression("#at = :seen")
+            .expression_attribute_names("#at", MARKED_AT)
+            .expression_attribute_names("#resyncs", RESYNCS)
+            .expression_attribute_names("#due", DUE_AT)
+            .expression_attribute_names("#gsk", keys::GSI1_SK)
+            .expression_attribute_values(":seen", n(mark.marked_at_ms))
+            .expression_attribute_values(":resyncs", n(resyncs))
+            .expression_attribute_values(":due", n(next_due_ms))
+            .expression_attribute_values(
+                ":gsk",
+                s(keys::dirty_index_sort(
+                    next_due_ms,
+                    &mark.tenant,
+                    &mark.code,
+                )),
+            )
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Renewed or cleared since it was read.
+            Err(error) => error.refused_or_unavailable().map(|_| ()),
+        }
+    }
+
+    async fn drop_mark(&self, mark: &DirtyMark) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(
+                keys::tenant(&mark.tenant),
+                keys::dirty(&mark.code),
+            )))
+            .condition_expression("#at = :seen")
+            .expression_attribute_names("#at", MARKED_AT)
+            .expression_attribute_values(":seen", n(mark.marked_at_ms))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(error) => error.refused_or_unavailable().map(|_| ()),
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! The sweep's own items: its lease and cursor (`SWEEP / LEASE`, outside every tenant), the
+//! tenants' registry (every profile item is in `gsi1` under `TENANTS`), and per tenant its
+//! sample cursor (`DRIFT#SAMPLE`), its drift reports (`DRIFT#DAY#<day>`) and its guard
+//! (`DRIFT#GUARD`).
+
+use super::conditions::ConditionalWriteError;
+use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
+use aws_sdk_dynamodb::types::ReturnValue;
+use domain::membership::CodeId;
+use domain::sweep::{DriftCounts, DriftLedger, DriftReport, GuardTrip, SweepRuns, TenantDirectory};
+use domain::tenants::TenantId;
+use domain::StoreError;
+
+const LEASE_UNTIL: &str = "lease_until_ms";
+const AFTER_TENANT: &str = "after_tenant";
+/// Drift reports outlive the day they describe by a quarter: garbage collection only.
+const REPORT_TTL_SECS: u64 = 90 * 24 * 60 * 60;
+
+fn lease_key() -> Item {
+    key(keys::SWEEP_PK.to_owned(), keys::SWEEP_SK.to_owned())
+}
+
+#[async_trait::async_trait]
+impl SweepRuns for DynamoStore {
+    async fn acquire(
+        &self,
+        owner: &str,
+        now_ms: u64,
+        lease_until_ms: u64,
+    ) -> Result<Option<Option<TenantId>>, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(lease_key()))
+            .update_expression("SET #owner = :owner, #until = :until")
+            // A lease ending after the one we would take was taken under a clock ahead of
+            // ours (the clock was set back): nobody holds it.
+            .condition_expression("attribute_not_exists(#pk) OR #until < :now OR #until > :until")
+            .expression_attribute_names("#pk", keys::PK)
+            .expression_attribute_names("#owner", "owner")
+            .expression_attribute_names("#until", LEASE_UNTIL)
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":until", n(lease_until_ms))
+            .expression_attribute_values(":now", n(now_ms))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(Some(
+                output
+                    .attributes
+                    .as_ref()
+                    .and_then(|item| get_s(item, AFTER_TENANT))
+                    .and_then(|t| TenantId::parse(t).ok()),
+            )),
+            Err(error) => error.refused_or_unavailable().map(|_| None),
+        }
+    }
+
+    async fn save_cursor(&self, owner: &str, after: Option<&TenantId>) -> Result<bool, StoreError> {
+        let update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(lease_key()))
+            .condition_expression("#owner = :owner")
+            .expression_attribute_names("#owner", "owner")
+            .expression_attribute_names("#after", AFTER_TENANT)
+            .expression_attribute_values(":owner", s(owner));
+        let update = match after {
+            Some(after) => update
+                .update_expression("SET #after = :after")
+                .expression_attribute_values(":after", s(after.as_str())),
+            None => update.update_expression("REMOVE #after"),
+        };
+        match update.send().await {
+            Ok(_) => Ok(true),
+            Err(error) => error.refused_or_unavailable().map(|_| false),
+        }
+    }
+
+    async fn release(&self, owner: &str) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(lease_key()))
+            .update_expression("SET #until = :zero")
+            .condition_expression("#owner = :owner")
+            .expression_attribute_names("#owner", "owner")
+            .expression_attribute_names("#until", LEASE_UNTIL)
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":zero", n(0))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(error) => error.refused_or_unavailable().map(|_| ()),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl TenantDirectory for DynamoStore {
+    /// One query of the registry's index partition, from after `after`.
+    async fn tenants_after(
+        &self,
+        after: Option<&TenantId>,
+        limit: usize,
+    ) -> Result<Vec<TenantId>, StoreError> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(keys::GSI1)
+            .expression_attribute_names("#gpk", keys::GSI1_PK)
+            .expression_attribute_values(":gpk", s(keys::TENANTS_INDEX))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX));
+        let query = match after {
+            Some(after) => query
+                .key_condition_expression("#gpk = :gpk AND #gsk > :after")
+                .expression_attribute_names("#gsk", keys::GSI1_SK)
+                .expression_attribute_values(":after", s(after.as_str())),
+            None => query.key_condition_expression("#gpk = :gpk"),
+        };
+        let output = query
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(output
+            .items
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|item| TenantId::parse(get_s(item, keys::GSI1_SK)?).ok())
+            .collect())
+    }
+}
+
+impl DynamoStore {
+    async fn tenant_item(&self, tenant: &TenantId, sk: &str) -> Result<Option<Item>, StoreError> {
+        Ok(self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), sk.to_owned())))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?
+            .item)
+    }
+}
+
+#[async_trait::async_trait]
+impl DriftLedger for DynamoStore {
+    async fn sample_cursor(&self, tenant: &TenantId) -> Result<Option<CodeId>, StoreError> {
+        let item = self.tenant_item(tenant, keys::DRIFT_SAMPLE).await?;
+        Ok(item
+            .as_ref()
+            .and_then(|item| get_s(item, "after_code"))
+            .and_then(|code| CodeId::parse(code).ok()))
+    }
+
+    async fn save_sample_cursor(
+        &self,
+        tenant: &TenantId,
+        after: &CodeId,
+    ) -> Result<(), StoreError> {
+        let mut item = key(keys::tenant(tenant), keys::DRIFT_SAMPLE.to_owned());
+        item.insert("after_code".into(), s(after.as_str()));
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+
+    /// One query of the tenant's code items after `after` (their sort keys only).
+    async fn codes_after(
+        &self,
+        tenant: &TenantId,
+        after: Option<&CodeId>,
+        limit: usize,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        // `CODE$` sorts right after every `CODE#...` key.
+        let upper = keys::CODE_PREFIX.replace('#', "$");
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .expression_attribute_names("#pk", keys::PK)
+            .expression_attribute_names("#sk", keys::SK)
+            .expression_attribute_values(":pk", s(keys::tenant(tenant)))
+            .projection_expression("#sk")
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX));
+        let query = match after {
+            Some(after) => query
+                .key_condition_expression("#pk = :pk AND #sk BETWEEN :from AND :upper")
+                // The code itself sorts first in the range: asked for one more, dropped below.
+                .expression_attribute_values(":from", s(format!("{}\u{1}", keys::code(after))))
+                .expression_attribute_values(":upper", s(upper)),
+            None => query
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .expression_attribute_values(":prefix", s(keys::CODE_PREFIX)),
+        };
+        let output = query
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(output
+            .items
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|item| get_s(item, keys::SK)?.strip_prefix(keys::CODE_PREFIX))
+            .filter_map(|code| CodeId::parse(code).ok())
+            .filter(|code| Some(code) != after)
+            .collect())
+    }
+
+    async fn add_to_report(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        counts: &DriftCounts,
+    ) -> Result<(), StoreError> {
+        let expires = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+            + REPORT_TTL_SECS;
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::drift_report(day))))
+            .update_expression("ADD #read :read, differing :differing SET #expires = :expires")
+            .expression_attribute_names("#read", "read")
+            .expression_attribute_names("#expires", keys::EXPIRES_AT)
+            .expression_attribute_values(":read", n(counts.read))
+            .expression_attribute_values(":differing", n(counts.differing))
+            .expression_attribute_values(":expires", n(expires))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+
+    async fn report(&self, tenant: &TenantId, day: &str) -> Result<DriftReport, StoreError> {
+        let item = self.tenant_item(tenant, &keys::drift_report(day)).await?;
+        let count = |name: &str| item.as_ref().and_then(|i| get_n(i, name)).unwrap_or(0);
+        Ok(DriftReport {
+            day: day.to_owned(),
+            read: count("read"),
+            differing: count("differing"),
+            repaired: count("repaired"),
+        })
+    }
+
+    async fn guard(&self, tenant: &TenantId) -> Result<Option<GuardTrip>, StoreError> {
+        let item = self.tenant_item(tenant, keys::DRIFT_GUARD).await?;
+        Ok(item.map(|item| GuardTrip {
+            tripped_at_ms: get_n(&item, "tripped_at_ms").unwrap_or(0),
+            sampled: get_n(&item, "sampled").unwrap_or(0),
+            differing: get_n(&item, "differing").unwrap_or(0),
+        }))
+    }
+
+    async fn trip_guard(&self, tenant: &TenantId, trip: &GuardTrip) -> Result<(), StoreError> {
+        let mut item = key(keys::tenant(tenant), keys::DRIFT_GUARD.to_owned());
+        item.insert("tripped_at_ms".into(), n(trip.tripped_at_ms));
+        item.insert("sampled".into(), n(trip.sampled));
+        item.insert("differing".into(), n(trip.differing));
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+
+    async fn resume(&self, tenant: &TenantId) -> Result<bool, StoreError> {
+        let output = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(
+                keys::tenant(tenant),
+                keys::DRIFT_GUARD.to_owned(),
+            )))
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(output.attributes.is_some())
+    }
+}

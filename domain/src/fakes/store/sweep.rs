@@ -1,0 +1,201 @@
+//! The sweep's records: the dirty set by due time, its lease and cursor, the tenants'
+//! registry, each tenant's sample cursor, drift reports and guard.
+
+use super::InMemoryStore;
+use crate::dirty::DirtyMark;
+use crate::membership::CodeId;
+use crate::sweep::{
+    DirtyIndex, DriftCounts, DriftLedger, DriftReport, GuardTrip, SweepRuns, TenantDirectory,
+};
+use crate::tenants::TenantId;
+use crate::StoreError;
+
+#[async_trait::async_trait]
+impl DirtyIndex for InMemoryStore {
+    async fn due_marks(&self, now_ms: u64, limit: usize) -> Result<Vec<DirtyMark>, StoreError> {
+        let tables = self.available()?;
+        let mut due: Vec<DirtyMark> = tables
+            .dirty
+            .iter()
+            .filter_map(|((tenant, code), (at, why))| {
+                let (resyncs, due_at_ms) = tables.dirty_due.get(&(tenant.clone(), code.clone()))?;
+                (*due_at_ms <= now_ms).then(|| DirtyMark {
+                    tenant: tenant.clone(),
+                    code: code.clone(),
+                    marked_at_ms: *at,
+                    why: Some(*why),
+                    resyncs: *resyncs,
+                    due_at_ms: *due_at_ms,
+                })
+            })
+            .collect();
+        due.sort_by(|a, b| {
+            (a.due_at_ms, &a.tenant, &a.code).cmp(&(b.due_at_ms, &b.tenant, &b.code))
+        });
+        due.truncate(limit);
+        Ok(due)
+    }
+
+    async fn resync_sent(
+        &self,
+        mark: &DirtyMark,
+        resyncs: u32,
+        next_due_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let key = (mark.tenant.clone(), mark.code.clone());
+        if tables.dirty.get(&key).map(|(at, _)| *at) == Some(mark.marked_at_ms) {
+            tables.dirty_due.insert(key, (resyncs, next_due_ms));
+        }
+        Ok(())
+    }
+
+    async fn drop_mark(&self, mark: &DirtyMark) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let key = (mark.tenant.clone(), mark.code.clone());
+        if tables.dirty.get(&key).map(|(at, _)| *at) == Some(mark.marked_at_ms) {
+            tables.dirty.remove(&key);
+            tables.dirty_due.remove(&key);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl SweepRuns for InMemoryStore {
+    async fn acquire(
+        &self,
+        owner: &str,
+        now_ms: u64,
+        lease_until_ms: u64,
+    ) -> Result<Option<Option<TenantId>>, StoreError> {
+        let mut tables = self.available()?;
+        let sweep = &mut tables.sweep;
+        if sweep.owner.as_deref().is_some_and(|o| o != owner) && sweep.lease_until_ms > now_ms {
+            return Ok(None);
+        }
+        sweep.owner = Some(owner.to_owned());
+        sweep.lease_until_ms = lease_until_ms;
+        Ok(Some(sweep.cursor.clone()))
+    }
+
+    async fn save_cursor(&self, owner: &str, after: Option<&TenantId>) -> Result<bool, StoreError> {
+        let mut tables = self.available()?;
+        if tables.sweep.owner.as_deref() != Some(owner) {
+            return Ok(false);
+        }
+        tables.sweep.cursor = after.cloned();
+        Ok(true)
+    }
+
+    async fn release(&self, owner: &str) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        if tables.sweep.owner.as_deref() == Some(owner) {
+            tables.sweep.owner = None;
+            tables.sweep.lease_until_ms = 0;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl TenantDirectory for InMemoryStore {
+    async fn tenants_after(
+        &self,
+        after: Option<&TenantId>,
+        limit: usize,
+    ) -> Result<Vec<TenantId>, StoreError> {
+        let tables = self.available()?;
+        let mut tenants: Vec<TenantId> = tables
+            .profiles
+            .keys()
+            .filter(|t| after.is_none_or(|after| *t > after))
+            .cloned()
+            .collect();
+        tenants.sort();
+        tenants.truncate(limit);
+        Ok(tenants)
+    }
+}
+
+#[async_trait::async_trait]
+impl DriftLedger for InMemoryStore {
+    async fn sample_cursor(&self, tenant: &TenantId) -> Result<Option<CodeId>, StoreError> {
+        Ok(self.available()?.sweep.sample_cursors.get(tenant).cloned())
+    }
+
+    async fn save_sample_cursor(
+        &self,
+        tenant: &TenantId,
+        after: &CodeId,
+    ) -> Result<(), StoreError> {
+        self.available()?
+            .sweep
+            .sample_cursors
+            .insert(tenant.clone(), after.clone());
+        Ok(())
+    }
+
+    async fn codes_after(
+        &self,
+        tenant: &TenantId,
+        after: Option<&CodeId>,
+        limit: usize,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        let tables = self.available()?;
+        let mut codes: Vec<CodeId> = tables
+            .codes
+            .keys()
+            .filter(|(t, c)| t == tenant && after.is_none_or(|after| c > after))
+            .map(|(_, c)| c.clone())
+            .collect();
+        codes.sort();
+        codes.truncate(limit);
+        Ok(codes)
+    }
+
+    async fn add_to_report(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        counts: &DriftCounts,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let report = tables
+            .sweep
+            .reports
+            .entry((tenant.clone(), day.to_owned()))
+            .or_default();
+        report.read += counts.read;
+        report.differing += counts.differing;
+        Ok(())
+    }
+
+    async fn report(&self, tenant: &TenantId, day: &str) -> Result<DriftReport, StoreError> {
+        let tables = self.available()?;
+        let key = (tenant.clone(), day.to_owned());
+        let counts = tables.sweep.reports.get(&key).copied().unwrap_or_default();
+        Ok(DriftReport {
+            day: day.to_owned(),
+            read: counts.read,
+            differing: counts.differing,
+            repaired: tables.repaired.get(&key).copied().unwrap_or(0),
+        })
+    }
+
+    async fn guard(&self, tenant: &TenantId) -> Result<Option<GuardTrip>, StoreError> {
+        Ok(self.available()?.sweep.guards.get(tenant).cloned())
+    }
+
+    async fn trip_guard(&self, tenant: &TenantId, trip: &GuardTrip) -> Result<(), StoreError> {
+        self.available()?
+            .sweep
+            .guards
+            .insert(tenant.clone(), trip.clone());
+        Ok(())
+    }
+
+    async fn resume(&self, tenant: &TenantId) -> Result<bool, StoreError> {
+        Ok(self.available()?.sweep.guards.remove(tenant).is_some())
+    }
+}

@@ -1,0 +1,91 @@
+//! The read-back's pure rules: how WeCom's copy, our record and the recompute are compared,
+//! how many codes a tenant's sample reads, and when the blast-radius guard trips.
+
+use crate::refresh::CodeSnapshot;
+use std::collections::BTreeSet;
+
+/// What a read-back found on one code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Difference {
+    /// WeCom routes to the list we recorded, and it is the recompute of the current facts.
+    None,
+    /// WeCom's list is not the one we recorded as pushed (changed behind our back, or a push
+    /// we recorded never landed).
+    WeComDiffers,
+    /// WeCom has what we recorded, but the current facts recompute to another list: a reason
+    /// was lost (or the recompute changed).
+    RecordStale,
+}
+
+/// Compares WeCom's `users` with `snapshot`'s record and with the recompute of its facts.
+/// Lists compare as sets: on a native code WeCom picks among the users at random.
+pub fn compare(snapshot: &CodeSnapshot, users: &[String]) -> Difference {
+    let wecom: BTreeSet<&str> = users.iter().map(String::as_str).collect();
+    let recorded: BTreeSet<&str> = snapshot.wecom_list().iter().map(|u| u.as_str()).collect();
+    if wecom != recorded {
+        return Difference::WeComDiffers;
+    }
+    let starved_recorded = snapshot.last_pushed.as_ref().is_some_and(|p| p.starved);
+    match snapshot.recompute().users() {
+        Some(users) => {
+            let recomputed: BTreeSet<&str> = users.iter().map(|u| u.as_str()).collect();
+            if recomputed == recorded && !starved_recorded {
+                Difference::None
+            } else {
+                Difference::RecordStale
+            }
+        }
+        // Nobody eligible: the list stays by design once the code is recorded starved.
+        None if starved_recorded => Difference::None,
+        None => Difference::RecordStale,
+    }
+}
+
+/// A tenant's read-back counts, added to its report for the day.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DriftCounts {
+    /// Codes whose contact way was read back.
+    pub read: u32,
+    /// Of those, codes that differed.
+    pub differing: u32,
+}
+
+/// A tenant's drift report for one tenant-day.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DriftReport {
+    pub day: String,
+    pub read: u32,
+    pub differing: u32,
+    /// Differences repaired: the code's mark was cleared by a completed refresh.
+    pub repaired: u32,
+}
+
+impl DriftReport {
+    /// Differences found that day and not repaired yet.
+    pub fn still_differing(&self) -> u32 {
+        self.differing.saturating_sub(self.repaired)
+    }
+}
+
+/// The blast-radius guard of a tenant, as tripped.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GuardTrip {
+    pub tripped_at_ms: u64,
+    /// The sample that tripped it.
+    pub sampled: u32,
+    pub differing: u32,
+}
+
+/// How many of a tenant's codes one run samples: the hour's read budget spread over the runs
+/// of an hour, at least one.
+pub fn sample_size(reads_per_hour: u32, period_ms: u64) -> usize {
+    let per_run = (u64::from(reads_per_hour) * period_ms).div_ceil(3_600_000);
+    usize::try_from(per_run.max(1)).unwrap_or(usize::MAX)
+}
+
+/// Whether a sample of `sampled` codes of which `differing` differed trips the guard: more
+/// than `share_percent` of them, once the sample is large enough to mean something.
+pub fn guard_trips(sampled: u32, differing: u32, share_percent: u32, min_sample: u32) -> bool {
+    sampled >= min_sample.max(1)
+        && u64::from(differing) * 100 > u64::from(share_percent) * u64::from(sampled)
+}

@@ -1,0 +1,509 @@
+//! The backstop (docs/rules.md rules 8 and 11): a scheduled sweep that finds and repairs what
+//! the single writer missed. One run at a time holds the sweep's lease; each run is bounded
+//! by its own deadline and leaves a cursor, so a crashed or cut-short run's work is picked
+//! up by the next.
+//!
+//! A run, in order:
+//! 1. **Dirty codes** (`crate::dirty`): every mark that is due, by a query. Each code's
+//!    contact way is read back (within the tenant's read budget) for the report, then the
+//!    code is sent a `resync` reason: the single writer pushes it even if its record says
+//!    WeCom has the list, and clears the mark once done. The next resync of a mark is due a
+//!    period later, doubling while the code keeps failing.
+//! 2. **Drift read-back**: for each tenant, from the cursor, a sample of its codes (the hour's
+//!    read budget spread over the runs, spent from `get_contact_way`'s own per-tenant budget)
+//!    is read back and compared with the record and the recompute (`drift::compare`). A
+//!    difference marks the code dirty and sends it a resync, through the single writer.
+//! 3. **The blast-radius guard**: when more than the set share of a tenant's sample differs,
+//!    the likely cause is a recompute bug, not noise. The tenant's repair stops (its marks
+//!    stay, no resync is sent), its report says so and an alert is raised, until an operator
+//!    resumes it.
+
+mod drift;
+mod ports;
+#[cfg(test)]
+mod tests;
+
+pub use drift::{
+    compare, guard_trips, sample_size, Difference, DriftCounts, DriftReport, GuardTrip,
+};
+pub use ports::{ContactWayReader, DirtyIndex, DriftLedger, SweepRuns, TenantDirectory};
+
+use crate::dirty::{next_resync_at, DirtyMark, DirtyMarks, DirtyWhy};
+use crate::membership::CodeId;
+use crate::reasons::{Cause, ReasonQueue, RefreshReason};
+use crate::refresh::{CodeFacts, CodeSnapshot, Spend, WeComBudget, GET_CONTACT_WAY};
+use crate::tenants::{tenant_day, TenantId};
+use crate::wecom::errors::FailureClass;
+use crate::{Clock, StoreError};
+use futures::StreamExt;
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+/// What a sweep needs from the outside world, named once.
+pub trait SweepPorts {
+    type Store: CodeFacts + DirtyMarks + DirtyIndex + DriftLedger + SweepRuns + TenantDirectory;
+    type WeCom: ContactWayReader;
+    type Budget: WeComBudget;
+    type Reasons: ReasonQueue;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SweepSettings {
+    /// The schedule's period: the first wait before a mark is resynced again.
+    pub period_ms: u64,
+    /// `get_contact_way` calls per tenant per hour (dirty codes first, then the sample).
+    pub reads_per_tenant_hour: u32,
+    /// The guard trips when more than this share (percent) of a tenant's sample differs...
+    pub guard_share_percent: u32,
+    /// ...in a sample of at least this many codes.
+    pub guard_min_sample: u32,
+    /// How long a run holds the lease: longer than the function's timeout, so a run is never
+    /// overtaken while it lives and a crashed run's lease frees itself.
+    pub lease_ms: u64,
+    /// Time kept back from the deadline to save the cursor and release the lease.
+    pub finish_reserve_ms: u64,
+}
+
+impl SweepSettings {
+    pub const DEFAULT: Self = Self {
+        period_ms: 5 * 60_000,
+        reads_per_tenant_hour: 60,
+        guard_share_percent: 20,
+        guard_min_sample: 5,
+        lease_ms: 15 * 60_000,
+        finish_reserve_ms: 3_000,
+    };
+}
+
+/// Marks read per query, and tenants per page of the registry.
+const MARKS_PER_PAGE: usize = 100;
+const TENANTS_PER_PAGE: usize = 50;
+/// Tenants sampled at once: each waits on WeCom most of its time.
+const TENANTS_IN_FLIGHT: usize = 8;
+
+/// What one run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SweepReport {
+    /// Another run held the lease: this one did nothing.
+    pub held_elsewhere: bool,
+    /// The run's deadline came before its work was done; the next run resumes.
+    pub out_of_time: bool,
+    pub dirty_due: u32,
+    pub resyncs_sent: u32,
+    /// Marks of codes that no longer exist (deleted, or gone on WeCom), removed.
+    pub marks_dropped: u32,
+    /// Marks of tenants whose guard has tripped: kept, no resync sent.
+    pub held_by_guard: u32,
+    pub tenants_sampled: u32,
+    /// Contact ways read back (dirty codes and samples) and how many differed.
+    pub read_back: u32,
+    pub differing: u32,
+    /// Differing sampled codes marked dirty and sent a resync.
+    pub repairs_started: u32,
+    pub guards_tripped: u32,
+    /// Reads refused by a tenant's read budget (the rest of its sample waits for the next run).
+    pub budget_refusals: u32,
+    /// Reads WeCom failed (the code is read again by a later sample).
+    pub read_failures: u32,
+}
+
+impl SweepReport {
+    /// Adds the counts of a part of the run (one tenant's sample).
+    fn absorb(&mut self, part: &SweepReport) {
+        self.out_of_time |= part.out_of_time;
+        self.dirty_due += part.dirty_due;
+        self.resyncs_sent += part.resyncs_sent;
+        self.marks_dropped += part.marks_dropped;
+        self.held_by_guard += part.held_by_guard;
+        self.tenants_sampled += part.tenants_sampled;
+        self.read_back += part.read_back;
+        self.differing += part.differing;
+        self.repairs_started += part.repairs_started;
+        self.guards_tripped += part.guards_tripped;
+        self.budget_refusals += part.budget_refusals;
+        self.read_failures += part.read_failures;
+    }
+}
+
+/// A read-back of one code.
+struct ReadBack {
+    difference: Difference,
+}
+
+pub struct Sweep<P: SweepPorts> {
+    pub store: P::Store,
+    pub wecom: P::WeCom,
+    pub budget: P::Budget,
+    pub reasons: P::Reasons,
+    pub clock: Clock,
+    pub settings: SweepSettings,
+}
+
+/// What one run carries between its steps.
+struct Run {
+    deadline_ms: u64,
+    report: SweepReport,
+    /// Each tenant's guard, read once per run.
+    guards: HashMap<TenantId, bool>,
+}
+
+impl<P: SweepPorts> Sweep<P> {
+    fn now_ms(&self) -> u64 {
+        (self.clock)()
+    }
+
+    /// One run with `budget` of time: takes the lease (or leaves the work to the run that
+    /// holds it), resyncs the due dirty codes, then samples the tenants from the cursor.
+    pub async fn run(&self, owner: &str, budget: Duration) -> Result<SweepReport, StoreError> {
+        let now_ms = self.now_ms();
+        let budget_ms = u64::try_from(budget.as_millis()).unwrap_or(u64::MAX);
+        let deadline_ms = now_ms
+            .saturating_add(budget_ms)
+            .saturating_sub(self.settings.finish_reserve_ms);
+        let Some(cursor) = self
+            .store
+            .acquire(owner, now_ms, now_ms + self.settings.lease_ms)
+            .await?
+        else {
+            return Ok(SweepReport {
+                held_elsewhere: true,
+                ..SweepReport::default()
+            });
+        };
+        let mut run = Run {
+            deadline_ms,
+            report: SweepReport::default(),
+            guards: HashMap::new(),
+        };
+        let walked = async {
+            self.resync_dirty(&mut run).await?;
+            self.sample_tenants(owner, cursor, &mut run).await
+        }
+        .await;
+        // A lease left behind only delays the next run until it expires.
+        if let Err(error) = self.store.release(owner).await {
+            tracing::warn!(error = %error, "sweep lease not released; it frees itself");
+        }
+        walked.map(|()| run.report)
+    }
+
+    fn out_of_time(&self, run: &mut Run) -> bool {
+        if self.now_ms() >= run.deadline_ms {
+            run.report.out_of_time = true;
+        }
+        run.report.out_of_time
+    }
+
+    async fn guarded(&self, run: &mut Run, tenant: &TenantId) -> Result<bool, StoreError> {
+        if let Some(tripped) = run.guards.get(tenant) {
+            return Ok(*tripped);
+        }
+        let tripped = self.store.guard(tenant).await?.is_some();
+        run.guards.insert(tenant.clone(), tripped);
+        Ok(tripped)
+    }
+
+    /// Step 1: every due mark, a page at a time, until none is due or the time is up.
+    async fn resync_dirty(&self, run: &mut Run) -> Result<(), StoreError> {
+        let mut seen: HashSet<(TenantId, CodeId)> = HashSet::new();
+        while !self.out_of_time(run) {
+            let marks = self.store.due_marks(self.now_ms(), MARKS_PER_PAGE).await?;
+            let fresh: Vec<DirtyMark> = marks
+                .iter()
+                .filter(|m| seen.insert((m.tenant.clone(), m.code.clone())))
+                .cloned()
+                .collect();
+            // A page of marks this run already handled (their reschedule failed): stop.
+            if fresh.is_empty() {
+                break;
+            }
+            for mark in fresh {
+                if self.out_of_time(run) {
+                    break;
+                }
+                run.report.dirty_due += 1;
+                if let Err(error) = self.resync_mark(run, &mark).await {
+                    tracing::warn!(tenant = %mark.tenant, code = %mark.code, error = %error, "dirty code not resynced; the next run tries again");
+                }
+            }
+            if marks.len() < MARKS_PER_PAGE {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    async fn resync_mark(&self, run: &mut Run, mark: &DirtyMark) -> Result<(), StoreError> {
+        let now_ms = self.now_ms();
+        let Some(snapshot) = self
+            .store
+            .snapshot(&mark.tenant, &mark.code, now_ms)
+            .await?
+        else {
+            self.store.drop_mark(mark).await?;
+            run.report.marks_dropped += 1;
+            return Ok(());
+        };
+        if self.guarded(run, &mark.tenant).await? {
+            // Kept for the operator's resume; looked at again a period later.
+            self.store
+                .resync_sent(mark, mark.resyncs, now_ms + self.settings.period_ms)
+                .await?;
+            run.report.held_by_guard += 1;
+            return Ok(());
+        }
+        if let Some(read) = self
+            .read_back(&mut run.report, &mark.tenant, &mark.code, &snapshot)
+            .await?
+        {
+            let counts = DriftCounts {
+                read: 1,
+                differing: u32::from(read.difference != Difference::None),
+            };
+            let day = tenant_day(now_ms, snapshot.profile.timezone);
+            self.store
+                .add_to_report(&mark.tenant, &day, &counts)
+                .await?;
+        }
+        self.send_resync(&mut run.report, mark).await
+    }
+
+    async fn send_resync(
+        &self,
+        report: &mut SweepReport,
+        mark: &DirtyMark,
+    ) -> Result<(), StoreError> {
+        let resyncs = mark.resyncs + 1;
+        self.reasons
+            .send(&RefreshReason {
+                tenant: mark.tenant.clone(),
+                code: mark.code.clone(),
+                cause: Cause::Resync,
+                fact_at_ms: mark.marked_at_ms,
+                fact_key: format!("resync:{}:{resyncs}", mark.marked_at_ms),
+            })
+            .await?;
+        let next = next_resync_at(self.now_ms(), self.settings.period_ms, resyncs);
+        self.store.resync_sent(mark, resyncs, next).await?;
+        report.resyncs_sent += 1;
+        tracing::info!(tenant = %mark.tenant, code = %mark.code, why = mark.why.map(DirtyWhy::label), resyncs, "dirty code sent a resync");
+        Ok(())
+    }
+
+    /// Reads the code's contact way back, if the tenant's read budget allows, and compares
+    /// it. `None` when it was not read (no budget, not created yet, WeCom failed).
+    async fn read_back(
+        &self,
+        report: &mut SweepReport,
+        tenant: &TenantId,
+        code: &CodeId,
+        snapshot: &CodeSnapshot,
+    ) -> Result<Option<ReadBack>, StoreError> {
+        let Some(config_id) = &snapshot.code.config_id else {
+            return Ok(None);
+        };
+        if let Spend::Exhausted { .. } = self
+            .budget
+            .spend(tenant, GET_CONTACT_WAY, self.now_ms())
+            .await?
+        {
+            report.budget_refusals += 1;
+            return Ok(None);
+        }
+        let users = match self.wecom.users(&snapshot.credentials(), config_id).await {
+            Ok(users) => users,
+            Err(error) => {
+                report.read_failures += 1;
+                let gone = error.class() == FailureClass::CodeGone;
+                tracing::warn!(tenant = %tenant, config_id, error = %error, gone, "contact way not read back");
+                return Ok(None);
+            }
+        };
+        report.read_back += 1;
+        let mut difference = compare(snapshot, &users);
+        if difference != Difference::None {
+            // A refresh may have pushed between our read of the record and WeCom's answer:
+            // a record that moved since is in flight, not drift.
+            let now_ms = self.now_ms();
+            let again = self.store.snapshot(tenant, code, now_ms).await?;
+            let pushed_at = |s: &CodeSnapshot| s.last_pushed.as_ref().map(|p| p.pushed_at_ms);
+            if again.is_none_or(|again| pushed_at(&again) != pushed_at(snapshot)) {
+                difference = Difference::None;
+            }
+        }
+        if difference != Difference::None {
+            report.differing += 1;
+            tracing::warn!(tenant = %tenant, code = %code, ?difference, wecom = ?users, recorded = ?snapshot.wecom_list(), "read-back found a difference");
+        }
+        Ok(Some(ReadBack { difference }))
+    }
+
+    /// Step 2: the tenants from the cursor, each sampled once, `TENANTS_IN_FLIGHT` at a
+    /// time, until the registry's end or the time is up (the cursor then says where the next
+    /// run starts).
+    async fn sample_tenants(
+        &self,
+        owner: &str,
+        mut after: Option<TenantId>,
+        run: &mut Run,
+    ) -> Result<(), StoreError> {
+        while !self.out_of_time(run) {
+            let tenants = self
+                .store
+                .tenants_after(after.as_ref(), TENANTS_PER_PAGE)
+                .await?;
+            let deadline_ms = run.deadline_ms;
+            let sampled: Vec<SweepReport> = futures::stream::iter(&tenants)
+                .map(|tenant| async move {
+                    let mut report = SweepReport::default();
+                    if let Err(error) = self.sample_tenant(&mut report, tenant, deadline_ms).await {
+                        tracing::warn!(tenant = %tenant, error = %error, "tenant not sampled; the next run tries again");
+                    }
+                    report
+                })
+                .buffered(TENANTS_IN_FLIGHT)
+                .collect()
+                .await;
+            for report in &sampled {
+                run.report.absorb(report);
+            }
+            // A tenant cut short by the deadline is sampled again from its own cursor.
+            after = tenants.last().cloned().or(after);
+            let done = tenants.len() < TENANTS_PER_PAGE && !self.out_of_time(run);
+            let cursor = if done { None } else { after.as_ref() };
+            if !self.store.save_cursor(owner, cursor).await? {
+                tracing::warn!("another run took the sweep's lease; stopping");
+                return Ok(());
+            }
+            if done {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    async fn sample_tenant(
+        &self,
+        report: &mut SweepReport,
+        tenant: &TenantId,
+        deadline_ms: u64,
+    ) -> Result<(), StoreError> {
+        if self.store.guard(tenant).await?.is_some() {
+            return Ok(());
+        }
+        report.tenants_sampled += 1;
+        let size = sample_size(self.settings.reads_per_tenant_hour, self.settings.period_ms);
+        let after = self.store.sample_cursor(tenant).await?;
+        let mut codes = self.store.codes_after(tenant, after.as_ref(), size).await?;
+        if codes.len() < size && after.is_some() {
+            // Past the last code: carry on from the first.
+            for code in self.store.codes_after(tenant, None, size).await? {
+                if codes.len() < size && !codes.contains(&code) {
+                    codes.push(code);
+                }
+            }
+        }
+        let mut counts = DriftCounts::default();
+        let mut differing: Vec<(CodeId, Difference)> = Vec::new();
+        let mut timezone = None;
+        let mut last_read = None;
+        for code in codes {
+            if self.now_ms() >= deadline_ms {
+                report.out_of_time = true;
+                break;
+            }
+            let Some(snapshot) = self.store.snapshot(tenant, &code, self.now_ms()).await? else {
+                last_read = Some(code);
+                continue;
+            };
+            timezone = Some(snapshot.profile.timezone);
+            let refusals = report.budget_refusals;
+            let read = self.read_back(report, tenant, &code, &snapshot).await?;
+            if report.budget_refusals > refusals {
+                break;
+            }
+            last_read = Some(code.clone());
+            let Some(read) = read else { continue };
+            counts.read += 1;
+            if read.difference != Difference::None {
+                counts.differing += 1;
+                differing.push((code, read.difference));
+            }
+        }
+        if let Some(code) = &last_read {
+            self.store.save_sample_cursor(tenant, code).await?;
+        }
+        let now_ms = self.now_ms();
+        let tripped = guard_trips(
+            counts.read,
+            counts.differing,
+            self.settings.guard_share_percent,
+            self.settings.guard_min_sample,
+        );
+        if tripped {
+            let trip = GuardTrip {
+                tripped_at_ms: now_ms,
+                sampled: counts.read,
+                differing: counts.differing,
+            };
+            self.store.trip_guard(tenant, &trip).await?;
+            report.guards_tripped += 1;
+            tracing::error!(alert = "drift_guard_tripped", tenant = %tenant, sampled = counts.read, differing = counts.differing, "too much of the tenant's sample differs (a recompute bug?): its repair stops until an operator resumes it");
+        }
+        for (code, difference) in differing {
+            let why = match difference {
+                Difference::WeComDiffers => DirtyWhy::Drift,
+                _ => DirtyWhy::Stale,
+            };
+            self.store.mark_dirty(tenant, &code, why, now_ms).await?;
+            if tripped {
+                continue;
+            }
+            let mark = DirtyMark {
+                tenant: tenant.clone(),
+                code,
+                marked_at_ms: now_ms,
+                why: Some(why),
+                resyncs: 0,
+                due_at_ms: now_ms,
+            };
+            self.send_resync(report, &mark).await?;
+            report.repairs_started += 1;
+        }
+        if let Some(timezone) = timezone.filter(|_| counts.read > 0) {
+            let day = tenant_day(now_ms, timezone);
+            self.store.add_to_report(tenant, &day, &counts).await?;
+        }
+        Ok(())
+    }
+}
+
+/// A tenant's drift as an operator reads it: the day's report and the guard.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DriftView {
+    pub day: String,
+    pub read: u32,
+    pub differing: u32,
+    pub repaired: u32,
+    pub still_differing: u32,
+    /// Set while the tenant's repair is stopped.
+    pub guard: Option<GuardTrip>,
+}
+
+/// The tenant's drift report for `day` and its guard.
+pub async fn drift_view(
+    ledger: &impl DriftLedger,
+    tenant: &TenantId,
+    day: &str,
+) -> Result<DriftView, StoreError> {
+    let report = ledger.report(tenant, day).await?;
+    let guard = ledger.guard(tenant).await?;
+    Ok(DriftView {
+        day: day.to_owned(),
+        read: report.read,
+        differing: report.differing,
+        repaired: report.repaired,
+        still_differing: report.still_differing(),
+        guard,
+    })
+}

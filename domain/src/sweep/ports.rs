@@ -1,0 +1,95 @@
+//! What the sweep needs from the outside world, beyond the single writer's `CodeFacts`, the
+//! dirty marks, the shared budget and the reason queue.
+
+use super::{DriftCounts, DriftReport, GuardTrip};
+use crate::dirty::DirtyMark;
+use crate::membership::CodeId;
+use crate::tenants::TenantId;
+use crate::wecom::contact_way::CorpCredentials;
+use crate::wecom::errors::WeComError;
+use crate::StoreError;
+
+/// The sweep's one lease and its cursor through the tenants.
+#[async_trait::async_trait]
+pub trait SweepRuns: Send + Sync {
+    /// Takes the sweep's lease for `owner` until `lease_until_ms` unless another run's lease
+    /// is still running at `now_ms`; answers the stored cursor (the last tenant sampled, or
+    /// `None` from the start), or `Err`-free `None` when another run holds the lease.
+    async fn acquire(
+        &self,
+        owner: &str,
+        now_ms: u64,
+        lease_until_ms: u64,
+    ) -> Result<Option<Option<TenantId>>, StoreError>;
+    /// Stores the cursor while `owner` holds the lease; `false` when it does not any more.
+    async fn save_cursor(&self, owner: &str, after: Option<&TenantId>) -> Result<bool, StoreError>;
+    /// Ends `owner`'s lease early (a lease that is not `owner`'s is left alone).
+    async fn release(&self, owner: &str) -> Result<(), StoreError>;
+}
+
+/// The dirty set as the sweep reads it: a query on when each mark is next due, never a scan.
+#[async_trait::async_trait]
+pub trait DirtyIndex: Send + Sync {
+    /// Marks due at `now_ms`, earliest first, at most `limit`.
+    async fn due_marks(&self, now_ms: u64, limit: usize) -> Result<Vec<DirtyMark>, StoreError>;
+    /// Records that a resync was sent for `mark`: `resyncs` sent in all, the next one due at
+    /// `next_due_ms`. Nothing when the mark was renewed since it was read (then it is due).
+    async fn resync_sent(
+        &self,
+        mark: &DirtyMark,
+        resyncs: u32,
+        next_due_ms: u64,
+    ) -> Result<(), StoreError>;
+    /// Removes `mark` (its code was deleted or is gone on WeCom), unless it was renewed.
+    async fn drop_mark(&self, mark: &DirtyMark) -> Result<(), StoreError>;
+}
+
+/// Every tenant, in id order, by a query on a registry the profile writes keep.
+#[async_trait::async_trait]
+pub trait TenantDirectory: Send + Sync {
+    async fn tenants_after(
+        &self,
+        after: Option<&TenantId>,
+        limit: usize,
+    ) -> Result<Vec<TenantId>, StoreError>;
+}
+
+/// The drift read-back's own records: each tenant's place in its codes, its reports, its guard.
+#[async_trait::async_trait]
+pub trait DriftLedger: Send + Sync {
+    /// The last code the tenant's sample read (`None`: start from the first).
+    async fn sample_cursor(&self, tenant: &TenantId) -> Result<Option<CodeId>, StoreError>;
+    async fn save_sample_cursor(&self, tenant: &TenantId, after: &CodeId)
+        -> Result<(), StoreError>;
+    /// Up to `limit` of the tenant's codes after `after`, in id order (a query).
+    async fn codes_after(
+        &self,
+        tenant: &TenantId,
+        after: Option<&CodeId>,
+        limit: usize,
+    ) -> Result<Vec<CodeId>, StoreError>;
+    /// Adds `counts` to the tenant's report for `day`.
+    async fn add_to_report(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        counts: &DriftCounts,
+    ) -> Result<(), StoreError>;
+    async fn report(&self, tenant: &TenantId, day: &str) -> Result<DriftReport, StoreError>;
+    /// The tenant's blast-radius guard, if it has tripped and not been resumed.
+    async fn guard(&self, tenant: &TenantId) -> Result<Option<GuardTrip>, StoreError>;
+    async fn trip_guard(&self, tenant: &TenantId, trip: &GuardTrip) -> Result<(), StoreError>;
+    /// An operator resumes the repair; `false` when the guard was not tripped.
+    async fn resume(&self, tenant: &TenantId) -> Result<bool, StoreError>;
+}
+
+/// Reads WeCom's copy of a contact way (`get_contact_way`).
+#[async_trait::async_trait]
+pub trait ContactWayReader: Send + Sync {
+    /// The user ids WeCom routes the contact way to.
+    async fn users(
+        &self,
+        corp: &CorpCredentials,
+        config_id: &str,
+    ) -> Result<Vec<String>, WeComError>;
+}

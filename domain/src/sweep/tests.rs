@@ -1,0 +1,344 @@
+use super::*;
+use crate::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
+use crate::membership::{CodeConfig, Family, StaffFacts, StaffId, Switches};
+use crate::refresh::{PushedList, StoredCode};
+use crate::tenants::{TenantProfile, Timezone};
+use std::collections::HashMap;
+
+struct Fakes;
+
+impl SweepPorts for Fakes {
+    type Store = InMemoryStore;
+    type WeCom = FakeWeCom;
+    type Budget = FakeBudget;
+    type Reasons = InMemoryQueues;
+}
+
+const NOW: u64 = 1_796_000_000_000;
+
+fn clock() -> u64 {
+    NOW
+}
+
+fn tenant() -> TenantId {
+    TenantId::parse("acme").expect("valid")
+}
+
+fn code(n: usize) -> CodeId {
+    CodeId::parse(&format!("c{n:02}")).expect("valid")
+}
+
+fn staff(raw: &str) -> StaffId {
+    StaffId::parse(raw).expect("valid")
+}
+
+/// A code listing `members` (all online), recorded as pushed with that list.
+fn snapshot(n: usize, members: &[&str]) -> CodeSnapshot {
+    CodeSnapshot {
+        profile: TenantProfile {
+            corp_id: "corp".into(),
+            callback_token: "t".into(),
+            encoding_aes_key: "k".into(),
+            corp_secret: "s".into(),
+            timezone: Timezone::default(),
+            company_daily_cap: None,
+        },
+        code: StoredCode {
+            config: CodeConfig {
+                family: Family::Native,
+                members: members.iter().map(|m| staff(m)).collect(),
+                departments: vec![],
+                fallback: vec![],
+                switches: Switches::default(),
+            },
+            config_id: Some(format!("cfg-{n}")),
+            created_with: vec![],
+        },
+        staff: members
+            .iter()
+            .map(|m| (staff(m), StaffFacts::ACTIVE_ONLINE))
+            .collect(),
+        adds: HashMap::new(),
+        departments: HashMap::new(),
+        now_ms: 0,
+        last_pushed: Some(PushedList {
+            users: members.iter().map(|m| staff(m)).collect(),
+            pushed_at_ms: 1,
+            starved: false,
+            rotation: None,
+        }),
+        dirty_since_ms: None,
+    }
+}
+
+struct World {
+    sweep: Sweep<Fakes>,
+}
+
+impl World {
+    /// A tenant of `codes` codes, each listing alice and bob, recorded and on WeCom alike.
+    async fn with_codes(codes: usize) -> Self {
+        let store = InMemoryStore::default();
+        let wecom = FakeWeCom::default();
+        for n in 0..codes {
+            store.load_snapshot(&tenant(), &code(n), &snapshot(n, &["alice", "bob"]));
+            let wire = vec!["alice".to_owned(), "bob".to_owned()];
+            wecom
+                .replace_users(&snapshot(n, &[]).credentials(), &format!("cfg-{n}"), &wire)
+                .await
+                .expect("pushed");
+        }
+        Self {
+            sweep: Sweep {
+                store,
+                wecom,
+                budget: FakeBudget::default(),
+                reasons: InMemoryQueues::default(),
+                clock,
+                settings: SweepSettings {
+                    // Twelve reads per run.
+                    reads_per_tenant_hour: 144,
+                    ..SweepSettings::DEFAULT
+                },
+            },
+        }
+    }
+
+    async fn run(&self) -> SweepReport {
+        self.sweep
+            .run("run-1", Duration::from_secs(60))
+            .await
+            .expect("ran")
+    }
+
+    fn resynced(&self) -> Vec<String> {
+        let reasons = self.sweep.reasons.reasons();
+        assert!(reasons.iter().all(|r| r.cause == Cause::Resync));
+        reasons.iter().map(|r| r.code.to_string()).collect()
+    }
+
+    fn store(&self) -> &InMemoryStore {
+        &self.sweep.store
+    }
+}
+
+use crate::refresh::ContactWayPusher;
+
+#[tokio::test]
+async fn a_dirty_code_is_read_back_sent_a_resync_and_not_again_until_a_period_later() {
+    let world = World::with_codes(1).await;
+    let why = DirtyWhy::RefreshFailed(FailureClass::Transient);
+    world
+        .store()
+        .mark_dirty(&tenant(), &code(0), why, NOW - 10)
+        .await
+        .expect("marked");
+
+    let report = world.run().await;
+
+    assert_eq!(report.dirty_due, 1);
+    assert_eq!(report.resyncs_sent, 1);
+    assert_eq!(world.resynced(), ["c00"]);
+    let due = world.store().due_marks(NOW, 10).await.expect("read");
+    assert!(due.is_empty(), "the next resync waits a period");
+    let later = world
+        .store()
+        .due_marks(NOW + SweepSettings::DEFAULT.period_ms, 10)
+        .await
+        .expect("read");
+    assert_eq!(later.len(), 1);
+    assert_eq!(later[0].resyncs, 1);
+    assert_eq!(
+        world.store().dirty_mark(&tenant(), &code(0)),
+        Some((NOW - 10, why)),
+        "only a refresh clears the mark"
+    );
+}
+
+#[tokio::test]
+async fn a_mark_whose_code_was_deleted_is_dropped_without_a_resync() {
+    let world = World::with_codes(1).await;
+    let gone = code(7);
+    world
+        .store()
+        .mark_dirty(&tenant(), &gone, DirtyWhy::LastReceive, NOW - 10)
+        .await
+        .expect("marked");
+
+    let report = world.run().await;
+
+    assert_eq!(report.marks_dropped, 1);
+    assert!(world.resynced().is_empty());
+    assert_eq!(world.store().dirty_mark(&tenant(), &gone), None);
+}
+
+#[tokio::test]
+async fn a_list_changed_behind_our_back_is_found_by_the_sample_marked_and_resynced() {
+    let world = World::with_codes(10).await;
+    world
+        .sweep
+        .wecom
+        .change_behind_our_back("cfg-3", &["mallory"]);
+
+    let report = world.run().await;
+
+    assert_eq!(report.read_back, 10, "every code fits the run's sample");
+    assert_eq!(report.differing, 1);
+    assert_eq!(report.repairs_started, 1);
+    assert_eq!(world.resynced(), ["c03"]);
+    let (_, why) = world
+        .store()
+        .dirty_mark(&tenant(), &code(3))
+        .expect("marked");
+    assert_eq!(why, DirtyWhy::Drift);
+    let day = tenant_day(NOW, Timezone::default());
+    let view = drift_view(world.store(), &tenant(), &day)
+        .await
+        .expect("read");
+    assert_eq!(
+        (view.read, view.differing, view.still_differing),
+        (10, 1, 1)
+    );
+    assert_eq!(view.guard, None);
+}
+
+#[tokio::test]
+async fn a_record_the_facts_no_longer_recompute_to_is_stale_and_resynced() {
+    let world = World::with_codes(2).await;
+    // bob went offline and the reason telling code 1 was lost.
+    let mut stale = snapshot(1, &["alice", "bob"]);
+    stale.code.config.switches.offline_check = true;
+    stale.staff.insert(
+        staff("bob"),
+        StaffFacts {
+            online: false,
+            ..StaffFacts::ACTIVE_ONLINE
+        },
+    );
+    world.store().load_snapshot(&tenant(), &code(1), &stale);
+
+    world.run().await;
+
+    assert_eq!(world.resynced(), ["c01"]);
+    let (_, why) = world
+        .store()
+        .dirty_mark(&tenant(), &code(1))
+        .expect("marked");
+    assert_eq!(why, DirtyWhy::Stale);
+}
+
+#[tokio::test]
+async fn clean_codes_cost_no_wecom_call_beyond_the_sample() {
+    let world = World::with_codes(30).await;
+
+    let report = world.run().await;
+
+    assert_eq!(report.read_back, 12, "the run's share of the hour's reads");
+    assert_eq!(world.sweep.wecom.reads(), 12);
+    assert_eq!(report.differing, 0);
+    assert!(world.resynced().is_empty());
+    // The next run reads on from where this one stopped, then wraps to the first codes.
+    world.run().await;
+    world.run().await;
+    assert_eq!(
+        world.store().sample_cursor(&tenant()).await.expect("read"),
+        Some(code(5)),
+        "36 reads over 30 codes"
+    );
+}
+
+#[tokio::test]
+async fn a_spent_read_budget_stops_the_sample_without_failing_the_run() {
+    let world = World::with_codes(10).await;
+    world.sweep.budget.set_left(Some(4));
+
+    let report = world.run().await;
+
+    assert_eq!(report.read_back, 4);
+    assert_eq!(report.budget_refusals, 1);
+    assert_eq!(
+        world.store().sample_cursor(&tenant()).await.expect("read"),
+        Some(code(3)),
+        "the next sample starts after the last code read"
+    );
+}
+
+#[tokio::test]
+async fn drift_on_more_than_the_guards_share_stops_the_repair_until_an_operator_resumes_it() {
+    let world = World::with_codes(10).await;
+    for n in 0..4 {
+        world
+            .sweep
+            .wecom
+            .change_behind_our_back(&format!("cfg-{n}"), &["mallory"]);
+    }
+
+    let report = world.run().await;
+
+    assert_eq!(report.guards_tripped, 1);
+    assert_eq!(report.differing, 4);
+    assert!(world.resynced().is_empty(), "no possibly wrong list pushed");
+    let guard = world
+        .store()
+        .guard(&tenant())
+        .await
+        .expect("read")
+        .expect("tripped");
+    assert_eq!((guard.sampled, guard.differing), (10, 4));
+    // The marks wait: a later run holds them while the guard is tripped...
+    let later = || async {
+        Sweep::<Fakes> {
+            clock: || NOW + SweepSettings::DEFAULT.period_ms,
+            store: world.store().clone(),
+            wecom: world.sweep.wecom.clone(),
+            budget: FakeBudget::default(),
+            reasons: world.sweep.reasons.clone(),
+            settings: world.sweep.settings,
+        }
+        .run("run-2", Duration::from_secs(60))
+        .await
+        .expect("ran")
+    };
+    let held = later().await;
+    assert_eq!(held.held_by_guard, 4);
+    assert!(world.resynced().is_empty());
+    // ...and resyncs them once the operator resumes.
+    assert!(world.store().resume(&tenant()).await.expect("resumed"));
+    let resumed = Sweep::<Fakes> {
+        clock: || NOW + 2 * SweepSettings::DEFAULT.period_ms,
+        store: world.store().clone(),
+        wecom: world.sweep.wecom.clone(),
+        budget: FakeBudget::default(),
+        reasons: world.sweep.reasons.clone(),
+        settings: world.sweep.settings,
+    }
+    .run("run-3", Duration::from_secs(60))
+    .await
+    .expect("ran");
+    assert_eq!(resumed.resyncs_sent, 4);
+    assert_eq!(world.resynced(), ["c00", "c01", "c02", "c03"]);
+}
+
+#[tokio::test]
+async fn when_another_run_holds_the_lease_the_sweep_leaves_the_work_to_it() {
+    let world = World::with_codes(3).await;
+    world
+        .store()
+        .acquire("run-0", NOW, NOW + 60_000)
+        .await
+        .expect("taken");
+
+    let report = world.run().await;
+
+    assert!(report.held_elsewhere);
+    assert_eq!(world.sweep.wecom.reads(), 0);
+}
+
+#[test]
+fn the_guard_trips_on_more_than_its_share_of_a_large_enough_sample() {
+    assert!(!guard_trips(10, 2, 20, 5), "exactly the share");
+    assert!(guard_trips(10, 3, 20, 5));
+    assert!(!guard_trips(4, 4, 20, 5), "too small a sample");
+    assert_eq!(sample_size(60, 5 * 60_000), 5);
+    assert_eq!(sample_size(1, 60_000), 1);
+}

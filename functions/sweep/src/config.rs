@@ -1,0 +1,49 @@
+//! The environment this function reads; names match `template.yaml`.
+
+use adapters::env::{parsed, required, EnvError};
+use domain::refresh::BudgetLimits;
+use domain::sweep::SweepSettings;
+use std::time::Duration;
+
+#[derive(Debug)]
+pub struct Config {
+    pub table_name: String,
+    /// Where resync reasons go: refresh.fifo, the single writer's input.
+    pub refresh_queue_url: String,
+    pub wecom_api_base_url: String,
+    pub wecom_timeout: Duration,
+    pub settings: SweepSettings,
+    /// `get_contact_way`'s own per-tenant budget: the read-back's reads per hour, any of them
+    /// in one minute (a run reads its share at once, dirty codes first).
+    pub read_budget: BudgetLimits,
+}
+
+impl Config {
+    pub fn from_env() -> Result<Self, EnvError> {
+        let period_ms = parsed::<u64>("SWEEP_PERIOD_MINUTES")? * 60_000;
+        let reads_per_tenant_hour: u32 = parsed("DRIFT_READS_PER_TENANT_HOUR")?;
+        let guard_share_percent: u32 = parsed("DRIFT_GUARD_SHARE_PERCENT")?;
+        if !(1..=100).contains(&guard_share_percent) {
+            return Err(EnvError::Malformed(
+                "DRIFT_GUARD_SHARE_PERCENT",
+                format!("{guard_share_percent} is not a share of 1 to 100 percent"),
+            ));
+        }
+        Ok(Self {
+            table_name: required("TABLE_NAME")?,
+            refresh_queue_url: required("REFRESH_QUEUE_URL")?,
+            wecom_api_base_url: required("WECOM_API_BASE_URL")?,
+            wecom_timeout: Duration::from_millis(parsed("WECOM_TIMEOUT_MS")?),
+            settings: SweepSettings {
+                period_ms,
+                reads_per_tenant_hour,
+                guard_share_percent,
+                ..SweepSettings::DEFAULT
+            },
+            read_budget: BudgetLimits {
+                per_minute: reads_per_tenant_hour,
+                per_hour: reads_per_tenant_hour,
+            },
+        })
+    }
+}

@@ -1,0 +1,117 @@
+//! One sweep run per invocation (EventBridge Scheduler, every `SweepPeriodMinutes`). The
+//! event's content is not read: a run works from the stored marks, cursor and clock, so a
+//! late, repeated or extra invocation is harmless (one that finds the lease held returns).
+//!
+//! Failure policy: a failure to take the lease or read the dirty index fails the invocation,
+//! so it shows as a Lambda error; the work stays where it was for the next run. A failure on
+//! one code or one tenant is logged and left to the next run.
+
+use domain::sweep::{Sweep, SweepPorts, SweepReport};
+use lambda_runtime::{Error, LambdaEvent};
+use serde_json::Value;
+use std::time::{Duration, SystemTime};
+
+/// A run's time when the invocation carries no deadline (a hand-run `sam local invoke`).
+const FALLBACK_BUDGET: Duration = Duration::from_secs(30);
+
+pub(crate) async fn handle<P: SweepPorts>(
+    sweep: &Sweep<P>,
+    event: LambdaEvent<Value>,
+) -> Result<SweepReport, Error> {
+    let budget = budget(event.context.deadline, SystemTime::now());
+    let report = sweep.run(&event.context.request_id, budget).await?;
+    if report.out_of_time {
+        tracing::warn!(?report, "sweep ran out of time; the next run carries on");
+    } else {
+        tracing::info!(?report, "sweep ran");
+    }
+    Ok(report)
+}
+
+/// The time left until the invocation's deadline (milliseconds since the epoch, real time).
+fn budget(deadline_ms: u64, now: SystemTime) -> Duration {
+    if deadline_ms == 0 {
+        return FALLBACK_BUDGET;
+    }
+    (SystemTime::UNIX_EPOCH + Duration::from_millis(deadline_ms))
+        .duration_since(now)
+        .unwrap_or(Duration::ZERO)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use domain::dirty::{DirtyMarks, DirtyWhy};
+    use domain::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
+    use domain::membership::CodeId;
+    use domain::sweep::SweepSettings;
+    use domain::tenants::{TenantId, Timezone};
+    use lambda_runtime::Context;
+
+    struct Fakes;
+
+    impl SweepPorts for Fakes {
+        type Store = InMemoryStore;
+        type WeCom = FakeWeCom;
+        type Budget = FakeBudget;
+        type Reasons = InMemoryQueues;
+    }
+
+    fn clock() -> u64 {
+        1_796_000_430_000
+    }
+
+    fn sample(request_id: &str) -> LambdaEvent<Value> {
+        let path = format!(
+            "{}/../../events/scheduler-sweep.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let event = serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
+            .expect("JSON");
+        let mut context = Context::default();
+        context.request_id = request_id.to_owned();
+        context.deadline = 0;
+        LambdaEvent::new(event, context)
+    }
+
+    #[tokio::test]
+    async fn the_sample_event_runs_a_sweep_over_the_due_marks() {
+        let store = InMemoryStore::default();
+        let tenant = TenantId::parse("demo").expect("valid");
+        let code = CodeId::parse("welcome").expect("valid");
+        store.insert_tenant(&tenant, Timezone::default());
+        store.seat(
+            &tenant,
+            &domain::membership::StaffId::parse("alice").expect("valid"),
+            &[&code],
+        );
+        store
+            .mark_dirty(&tenant, &code, DirtyWhy::LastReceive, clock() - 1)
+            .await
+            .expect("marked");
+        let queue = InMemoryQueues::default();
+        let sweep = Sweep::<Fakes> {
+            store: store.clone(),
+            wecom: FakeWeCom::default(),
+            budget: FakeBudget::default(),
+            reasons: queue.clone(),
+            clock,
+            settings: SweepSettings::DEFAULT,
+        };
+
+        let report = handle(&sweep, sample("req-1")).await.expect("ran");
+
+        assert!(!report.held_elsewhere);
+        assert_eq!(report.dirty_due, 1);
+        assert_eq!(report.marks_dropped, 1, "no such code is stored");
+        assert!(queue.reasons().is_empty());
+    }
+
+    #[test]
+    fn the_budget_is_the_time_to_the_deadline() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        assert_eq!(budget(1_055_000, now), Duration::from_secs(55));
+        assert_eq!(budget(999_000, now), Duration::ZERO);
+        assert_eq!(budget(0, now), FALLBACK_BUDGET);
+    }
+}

@@ -1,0 +1,39 @@
+//! Wiring only: configuration, clients and adapters are built once per container.
+
+mod config;
+mod handler;
+
+use adapters::dynamodb::{DynamoBudget, DynamoStore};
+use adapters::sqs::SqsReasonQueue;
+use adapters::wecom::WeComClient;
+use domain::sweep::{Sweep, SweepPorts};
+use lambda_runtime::{run, service_fn, Error};
+
+/// The sweep's ports on AWS and WeCom.
+struct Deployed;
+
+impl SweepPorts for Deployed {
+    type Store = DynamoStore;
+    type WeCom = WeComClient;
+    type Budget = DynamoBudget;
+    type Reasons = SqsReasonQueue;
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    adapters::logging::init();
+    let config = config::Config::from_env()?;
+    let aws = adapters::aws::load_config().await;
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
+    let wecom = WeComClient::new(config.wecom_api_base_url, config.wecom_timeout)
+        .with_token_store(std::sync::Arc::new(store.clone()));
+    let sweep = Sweep::<Deployed> {
+        budget: DynamoBudget::new(store.clone(), config.read_budget),
+        store,
+        wecom,
+        reasons: SqsReasonQueue::new(aws_sdk_sqs::Client::new(&aws), config.refresh_queue_url),
+        clock: adapters::clock::system_clock,
+        settings: config.settings,
+    };
+    run(service_fn(|event| handler::handle(&sweep, event))).await
+}
