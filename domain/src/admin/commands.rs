@@ -317,6 +317,20 @@ pub struct GetTenant {
     pub tenant: TenantId,
 }
 
+/// `GET /admin/tenants/{tenant}/drift?day=`: the drift report of a tenant-day (`None`: the
+/// tenant's current day) and the blast-radius guard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetDrift {
+    pub tenant: TenantId,
+    pub day: Option<String>,
+}
+
+/// `POST /admin/tenants/{tenant}/drift/resume`: the operator resumes a tripped guard's repair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumeRepair {
+    pub tenant: TenantId,
+}
+
 /// `GET /admin/tenants/{tenant}/staff/{staff}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GetStaff {
@@ -581,6 +595,33 @@ impl GetCode {
 }
 
 impl GetTenant {
+    pub fn parse(tenant: &str) -> Result<Self, AdminError> {
+        Ok(Self {
+            tenant: tenant_param(tenant)?,
+        })
+    }
+}
+
+impl GetDrift {
+    /// `day` is a calendar date, `YYYY-MM-DD`.
+    pub fn parse(tenant: &str, day: Option<&str>) -> Result<Self, AdminError> {
+        let day = day
+            .map(|day| {
+                chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d")
+                    .ok()
+                    .filter(|_| day.len() == 10)
+                    .map(|_| day.to_owned())
+                    .ok_or_else(|| AdminError::invalid("day", "must be a date, YYYY-MM-DD"))
+            })
+            .transpose()?;
+        Ok(Self {
+            tenant: tenant_param(tenant)?,
+            day,
+        })
+    }
+}
+
+impl ResumeRepair {
     pub fn parse(tenant: &str) -> Result<Self, AdminError> {
         Ok(Self {
             tenant: tenant_param(tenant)?,

@@ -15,14 +15,16 @@ mod reads;
 mod views;
 
 pub use commands::{
-    CodePatch, DeleteCode, GetCode, GetDepartment, GetStaff, GetTenant, ListCodes, PageRequest,
-    Patch, PutCode, PutDepartment, PutStaff, PutTenant, ScheduleEdit, SwitchesPatch, TenantPatch,
+    CodePatch, DeleteCode, GetCode, GetDepartment, GetDrift, GetStaff, GetTenant, ListCodes,
+    PageRequest, Patch, PutCode, PutDepartment, PutStaff, PutTenant, ResumeRepair, ScheduleEdit,
+    SwitchesPatch, TenantPatch,
 };
 pub use error::AdminError;
 pub use ports::{
     AdminStore, CodeAdds, CodeSummary, ContactWays, ProfileWrite, SecretsChanged, StaffChange,
     StaffRecord, StaffUpdate, StoredProfile, VersionedCode,
 };
+pub use reads::Resumed;
 pub use views::{
     AddsAgainst, CodePage, CodeSummaryView, DepartmentView, SecretState, SecretsView,
     StaffCodeView, StaffCodesPage, StaffView, TenantView,

@@ -5,9 +5,11 @@ use super::views::{
     StaffCodeView, StaffCodesPage, StaffView, TenantView,
 };
 use super::{
-    Admin, AdminError, AdminStore, ContactWays, GetDepartment, GetStaff, GetTenant, ListCodes,
+    Admin, AdminError, AdminStore, ContactWays, GetDepartment, GetDrift, GetStaff, GetTenant,
+    ListCodes, ResumeRepair,
 };
 use crate::reasons::ReasonQueue;
+use crate::sweep::{drift_view, DriftView};
 use crate::tenants::tenant_day;
 
 impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
@@ -36,6 +38,32 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             },
             tenant,
         })
+    }
+
+    /// The tenant's drift report for the day asked (its current day by default) and its
+    /// blast-radius guard.
+    #[tracing::instrument(skip_all, fields(tenant = %query.tenant))]
+    pub async fn drift(&self, query: GetDrift) -> Result<DriftView, AdminError> {
+        let GetDrift { tenant, day } = query;
+        let profile = self.existing_profile(&tenant).await?;
+        let day = day.unwrap_or_else(|| tenant_day((self.clock)(), profile.timezone));
+        Ok(drift_view(&self.store, &tenant, &day).await?)
+    }
+
+    /// Resumes the sweep's repair of a tenant whose guard tripped; `resumed` is false when it
+    /// had not tripped.
+    #[tracing::instrument(skip_all, fields(tenant = %command.tenant))]
+    pub async fn resume_repair(&self, command: ResumeRepair) -> Result<Resumed, AdminError> {
+        let ResumeRepair { tenant } = command;
+        self.existing_profile(&tenant).await?;
+        let resumed = self.store.resume(&tenant).await?;
+        if resumed {
+            tracing::warn!(
+                alert = "drift_repair_resumed",
+                "an operator resumed the tenant's repair"
+            );
+        }
+        Ok(Resumed { tenant, resumed })
     }
 
     #[tracing::instrument(skip_all, fields(tenant = %query.tenant, staff = %query.staff))]
@@ -157,4 +185,11 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             next_cursor,
         })
     }
+}
+
+/// The answer of `POST /admin/tenants/{tenant}/drift/resume`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Resumed {
+    pub tenant: crate::tenants::TenantId,
+    pub resumed: bool,
 }

@@ -9,6 +9,8 @@
 //! - `PUT|GET|DELETE /admin/tenants/{tenant}/codes/{code}` (PUT: 201 when it created the
 //!   contact way)
 //! - `PUT|GET /admin/tenants/{tenant}/departments/{department}`
+//! - `GET /admin/tenants/{tenant}/drift?day=` (the sweep's drift report and guard)
+//! - `POST /admin/tenants/{tenant}/drift/resume` (resumes a tripped guard's repair)
 //!
 //! Errors carry `{code, detail}`: 400 `invalid`, 404 `not_found`, 405 `method_not_allowed`,
 //! 409 (`no_eligible_member`, `staff_unusable`, `resigned`, `corp_id_taken`, `conflict`), 413 `too_large` (a body
@@ -18,8 +20,8 @@
 
 use domain::admin::commands::MAX_BODY_BYTES;
 use domain::admin::{
-    Admin, AdminError, AdminStore, ContactWays, DeleteCode, GetCode, GetDepartment, GetStaff,
-    GetTenant, ListCodes, PutCode, PutDepartment, PutStaff, PutTenant,
+    Admin, AdminError, AdminStore, ContactWays, DeleteCode, GetCode, GetDepartment, GetDrift,
+    GetStaff, GetTenant, ListCodes, PutCode, PutDepartment, PutStaff, PutTenant, ResumeRepair,
 };
 use domain::http::ErrorAnswer;
 use domain::reasons::ReasonQueue;
@@ -34,6 +36,8 @@ enum Route {
     Codes { tenant: String },
     Code { tenant: String, code: String },
     Department { tenant: String, department: String },
+    Drift { tenant: String },
+    DriftResume { tenant: String },
 }
 
 impl Route {
@@ -45,6 +49,8 @@ impl Route {
             Self::Codes { .. } => "codes",
             Self::Code { .. } => "code",
             Self::Department { .. } => "department",
+            Self::Drift { .. } => "drift",
+            Self::DriftResume { .. } => "drift_resume",
         }
     }
 
@@ -55,7 +61,9 @@ impl Route {
             | Self::StaffCodes { tenant, .. }
             | Self::Codes { tenant }
             | Self::Code { tenant, .. }
-            | Self::Department { tenant, .. } => tenant,
+            | Self::Department { tenant, .. }
+            | Self::Drift { tenant }
+            | Self::DriftResume { tenant } => tenant,
         }
     }
 
@@ -64,7 +72,8 @@ impl Route {
         match self {
             Self::Code { .. } => "DELETE, GET, PUT",
             Self::Tenant { .. } | Self::Staff { .. } | Self::Department { .. } => "GET, PUT",
-            Self::StaffCodes { .. } | Self::Codes { .. } => "GET",
+            Self::StaffCodes { .. } | Self::Codes { .. } | Self::Drift { .. } => "GET",
+            Self::DriftResume { .. } => "POST",
         }
     }
 
@@ -72,6 +81,7 @@ impl Route {
     fn query_parameters(&self) -> &'static [&'static str] {
         match self {
             Self::StaffCodes { .. } | Self::Codes { .. } => &["limit", "cursor"],
+            Self::Drift { .. } => &["day"],
             _ => &[],
         }
     }
@@ -115,6 +125,12 @@ fn route(request: &Request) -> Option<Route> {
         ["tenants", tenant, "departments", department] => Some(Route::Department {
             tenant: param("tenant", tenant),
             department: param("department", department),
+        }),
+        ["tenants", tenant, "drift"] => Some(Route::Drift {
+            tenant: param("tenant", tenant),
+        }),
+        ["tenants", tenant, "drift", "resume"] => Some(Route::DriftResume {
+            tenant: param("tenant", tenant),
         }),
         _ => None,
     }
@@ -267,6 +283,14 @@ async fn dispatch<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays>(
             let query = GetDepartment::parse(&tenant, &department)?;
             answer(200, &admin.department(query).await?)
         }
+        (Route::Drift { tenant }, "GET") => {
+            let query = GetDrift::parse(&tenant, query.get("day"))?;
+            answer(200, &admin.drift(query).await?)
+        }
+        (Route::DriftResume { tenant }, "POST") => answer(
+            200,
+            &admin.resume_repair(ResumeRepair::parse(&tenant)?).await?,
+        ),
         (route, _) => Ok(not_allowed(route.allowed())),
     }
 }
@@ -813,13 +837,15 @@ mod contract_tests {
     }
 
     /// Every route the handler knows, by a template as API Gateway names it.
-    const ROUTE_TEMPLATES: [&str; 6] = [
+    const ROUTE_TEMPLATES: [&str; 8] = [
         "/admin/tenants/{tenant}",
         "/admin/tenants/{tenant}/staff/{staff}",
         "/admin/tenants/{tenant}/staff/{staff}/codes",
         "/admin/tenants/{tenant}/codes",
         "/admin/tenants/{tenant}/codes/{code}",
         "/admin/tenants/{tenant}/departments/{department}",
+        "/admin/tenants/{tenant}/drift",
+        "/admin/tenants/{tenant}/drift/resume",
     ];
 
     fn handled_operations() -> BTreeSet<(String, String)> {

@@ -40,7 +40,10 @@ pub(crate) fn routes() -> Router<SharedApp> {
         .route("/_sandbox/calls", get(list_calls).delete(clear_calls))
         .route("/_sandbox/limits", get(limits))
         .route("/_sandbox/contact-ways", get(list_contact_ways))
-        .route("/_sandbox/contact-ways/{config_id}", get(get_contact_way))
+        .route(
+            "/_sandbox/contact-ways/{config_id}",
+            get(get_contact_way).put(change_contact_way),
+        )
         .route("/_sandbox/reset", post(reset))
         .route("/_sandbox/scan", post(scan))
         .route("/_sandbox/scans", get(list_scans))
@@ -394,6 +397,29 @@ async fn get_contact_way(
         .contact_ways
         .get(&config_id)
         .ok_or_else(|| ControlError::not_found(format!("unknown config_id {config_id}")))?;
+    reply(StatusCode::OK, to_json(way))
+}
+
+/// What an operator changes on a contact way in WeCom's own admin console, behind qrsync's
+/// back: the users it routes to (`{"user": [...]}`). Not logged as an API call.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ContactWayChange {
+    user: Vec<String>,
+}
+
+async fn change_contact_way(
+    AxumState(app): AxumState<SharedApp>,
+    Path(config_id): Path<String>,
+    body: Bytes,
+) -> Reply {
+    let change: ContactWayChange = parse(&body)?;
+    let mut state = app.lock();
+    let way = state
+        .contact_ways
+        .get_mut(&config_id)
+        .ok_or_else(|| ControlError::not_found(format!("unknown config_id {config_id}")))?;
+    way.user = change.user;
     reply(StatusCode::OK, to_json(way))
 }
 

@@ -1,0 +1,192 @@
+//! The backstop against the deployed stack: faults injected behind the single writer's back,
+//! then the scheduled sweep (every minute locally, `SweepPeriodMinutes=1`) seen repairing
+//! them within two of its periods. The guard's step changes the sweep function's
+//! configuration, so the steps run one after another and the original is put back.
+
+use anyhow::{ensure, Result};
+use integration_tests::{eventually, LiveTenant, World};
+use serde_json::json;
+use std::time::Duration;
+
+/// Two sweep periods, and the refresh that follows the second one's resync.
+const TWO_SWEEPS: Duration = Duration::from_secs(150);
+
+#[tokio::test]
+async fn the_sweep_repairs_what_the_single_writer_missed() -> Result<()> {
+    let world = World::connect().await?;
+    let sweep_env = world.function_environment("SweepFunctionName").await?;
+    let outcome = async {
+        a_list_changed_behind_qrsyncs_back_is_read_back_and_repaired(&world).await?;
+        a_refresh_dead_lettered_for_good_is_resynced(&world).await?;
+        drift_on_most_of_a_tenants_sample_stops_its_repair_until_resumed(&world, &sweep_env).await
+    }
+    .await;
+    world
+        .set_function_environment("SweepFunctionName", sweep_env)
+        .await?;
+    world
+        .sandbox()
+        .put("/_sandbox/config", json!({"faults": []}))
+        .await?;
+    outcome
+}
+
+async fn converged<'a>(live: &LiveTenant<'a>, config_id: &str, expected: &[&str]) -> Result<()> {
+    let mut expected: Vec<String> = expected.iter().map(|s| (*s).to_owned()).collect();
+    expected.sort();
+    eventually(
+        &format!("WeCom routes {config_id} to {expected:?} again"),
+        TWO_SWEEPS,
+        || async {
+            let mut list = live.wecom_list(config_id).await?;
+            list.sort();
+            Ok((list == expected).then_some(()))
+        },
+    )
+    .await
+}
+
+async fn a_list_changed_behind_qrsyncs_back_is_read_back_and_repaired(world: &World) -> Result<()> {
+    let live = LiveTenant::create(world, 2).await?;
+    let members: Vec<&str> = live.staff.iter().map(String::as_str).collect();
+    let config_id = live.put_code("drifted", &members, None).await?;
+    converged(&live, &config_id, &members).await?;
+
+    world
+        .sandbox()
+        .put(
+            &format!("/_sandbox/contact-ways/{config_id}"),
+            json!({"user": [members[0]]}),
+        )
+        .await?;
+    converged(&live, &config_id, &members).await?;
+
+    let drift_path = format!("/tenants/{}/drift", live.tenant.id);
+    let report = eventually("the drift report counts the repair", TWO_SWEEPS, || async {
+        let report = world.admin().get(&drift_path).await?;
+        Ok(
+            (report["differing"].as_u64() >= Some(1) && report["repaired"].as_u64() >= Some(1))
+                .then_some(report),
+        )
+    })
+    .await?;
+    ensure!(report["read"].as_u64() >= Some(1), "{report}");
+    ensure!(report["guard"].is_null(), "{report}");
+    Ok(())
+}
+
+async fn a_refresh_dead_lettered_for_good_is_resynced(world: &World) -> Result<()> {
+    let live = LiveTenant::create(world, 2).await?;
+    let members: Vec<&str> = live.staff.iter().map(String::as_str).collect();
+    let config_id = live.put_code("refused", &members, None).await?;
+    converged(&live, &config_id, &members).await?;
+
+    // WeCom refuses the next push of this corp with an errcode retrying cannot fix: the
+    // refresh dead-letters its reason at once and marks the code dirty.
+    world
+        .sandbox()
+        .put(
+            "/_sandbox/config",
+            json!({"faults": [{
+                "api": "update_contact_way",
+                "corp_id": live.tenant.corp_id,
+                "kind": "errcode",
+                "errcode": 40058,
+                "remaining": 1,
+                "name": "refused-for-good",
+            }]}),
+        )
+        .await?;
+    live.set_online(members[1], false).await?;
+    let refused = eventually("the push is refused", Duration::from_secs(60), || async {
+        let config = world.sandbox().get("/_sandbox/config").await?;
+        Ok((config["faults"][0]["fired"].as_u64() == Some(1)).then_some(()))
+    })
+    .await;
+    refused?;
+    ensure!(
+        live.wecom_list(&config_id).await?.len() == 2,
+        "the refused push changed nothing"
+    );
+    // No further event arrives: only the sweep's resync brings the list to the facts.
+    converged(&live, &config_id, &members[..1]).await
+}
+
+async fn drift_on_most_of_a_tenants_sample_stops_its_repair_until_resumed(
+    world: &World,
+    original: &std::collections::HashMap<String, String>,
+) -> Result<()> {
+    let live = LiveTenant::create(world, 2).await?;
+    let members: Vec<&str> = live.staff.iter().map(String::as_str).collect();
+    let mut config_ids = Vec::new();
+    for n in 0..6 {
+        config_ids.push(live.put_code(&format!("bulk-{n}"), &members, None).await?);
+    }
+    for config_id in &config_ids {
+        converged(&live, config_id, &members).await?;
+    }
+    // Ten reads per run and tenant: the whole tenant is sampled in one run.
+    let mut sampled = original.clone();
+    sampled.insert("DRIFT_READS_PER_TENANT_HOUR".into(), "600".into());
+    world
+        .set_function_environment("SweepFunctionName", sampled)
+        .await?;
+    for config_id in &config_ids[..4] {
+        world
+            .sandbox()
+            .put(
+                &format!("/_sandbox/contact-ways/{config_id}"),
+                json!({"user": [members[0]]}),
+            )
+            .await?;
+    }
+    let drift_path = format!("/tenants/{}/drift", live.tenant.id);
+    let report = eventually("the guard trips", TWO_SWEEPS, || async {
+        let report = world.admin().get(&drift_path).await?;
+        Ok((!report["guard"].is_null()).then_some(report))
+    })
+    .await?;
+    ensure!(
+        report["guard"]["differing"].as_u64() >= Some(4),
+        "the guard names the drift: {report}"
+    );
+    // A later run finds the tenant's marks and holds them: nothing is pushed to those codes.
+    let tripped_at = report["guard"]["tripped_at_ms"].as_u64().unwrap_or(0);
+    eventually("a later sweep holds the marks", TWO_SWEEPS, || async {
+        let lines = world.function_logs("SweepFunctionName", tripped_at).await?;
+        Ok(lines
+            .iter()
+            .any(|line| held_by_guard(line) >= 4)
+            .then_some(()))
+    })
+    .await?;
+    for config_id in &config_ids[..4] {
+        ensure!(
+            live.wecom_list(config_id).await? == [members[0]],
+            "no list pushed while the guard holds {config_id}"
+        );
+    }
+    let resumed = world
+        .admin()
+        .answer("POST", &format!("{drift_path}/resume"), None)
+        .await?;
+    ensure!(
+        resumed.status == 200 && resumed.body["resumed"] == true,
+        "resume answered {} {}",
+        resumed.status,
+        resumed.body
+    );
+    for config_id in &config_ids[..4] {
+        converged(&live, config_id, &members).await?;
+    }
+    Ok(())
+}
+
+/// The marks a sweep run's report (its "sweep ran" log line) says the guard held.
+fn held_by_guard(line: &str) -> u64 {
+    line.split("held_by_guard: ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
