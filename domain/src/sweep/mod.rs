@@ -416,6 +416,12 @@ impl<P: SweepPorts> Sweep<P> {
                 last_read = Some(code);
                 continue;
             };
+            // A dirty code is read back and resynced by step 1; a difference already known
+            // is not news, and counting it would trip a resumed guard again at once.
+            if snapshot.dirty_since_ms.is_some() {
+                last_read = Some(code);
+                continue;
+            }
             timezone = Some(snapshot.profile.timezone);
             let refusals = report.budget_refusals;
             let read = self.read_back(report, tenant, &code, &snapshot).await?;
