@@ -6,6 +6,13 @@
 use crate::StoreError;
 use std::collections::HashSet;
 
+/// Whether this is a message's last receive before SQS moves it to the dead-letter queue
+/// without running any code of ours (a timeout, a crash): its code is then marked dirty
+/// before the work it may not survive (docs/rules.md rule 11).
+pub fn is_last_receive(receive_count: u32, max_receives: u32) -> bool {
+    receive_count >= max_receives
+}
+
 /// A dead-letter queue a consumer moves messages to itself, with their failure class, when
 /// retrying cannot help (the queue's own redrive only counts receives).
 #[async_trait::async_trait]

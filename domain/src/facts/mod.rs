@@ -110,6 +110,27 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
         }
     }
 
+    /// An inbox message of `group_id` is given up on (parked as poison), or is on its last
+    /// receive before the inbox's own redrive: if its group names a code, the code is marked
+    /// dirty, since a fact it carried may never be written (docs/rules.md rule 11).
+    pub async fn gave_up_on(&self, group_id: &str, why: crate::dirty::DirtyWhy) {
+        let Some((tenant, code)) = crate::intake::MessageGroup::code_of(group_id) else {
+            return;
+        };
+        let marked = self
+            .ledger
+            .mark_dirty(&tenant, &code, why, (self.clock)())
+            .await;
+        match marked {
+            Ok(()) => {
+                tracing::warn!(tenant = %tenant, code = %code, why = why.label(), "an inbox message naming the code was given up on; code marked dirty")
+            }
+            Err(error) => {
+                tracing::error!(tenant = %tenant, code = %code, error = %error, "code not marked dirty")
+            }
+        }
+    }
+
     /// Verifies and decrypts a stored callback again (the inbox keeps the raw envelope),
     /// writes its fact, then emits the refresh reason.
     #[tracing::instrument(skip_all, fields(tenant = %message.tenant, event_key = %message.event_key))]

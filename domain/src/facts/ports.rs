@@ -2,6 +2,7 @@
 //! tenants' profiles, and where limit crossings are announced.
 
 use super::{AddFact, ClaimOutcome, CountOutcome, LimitClaim, StaffQuotaReached};
+use crate::dirty::DirtyMarks;
 use crate::membership::{AddCounts, CodeId, DepartmentId, Employment, StaffId, Switches};
 use crate::tenants::{TenantId, TenantProfile};
 use crate::StoreError;
@@ -23,10 +24,11 @@ pub trait TenantProfiles: Send + Sync {
     async fn profile(&self, tenant: &TenantId) -> Result<Option<TenantProfile>, StoreError>;
 }
 
-/// Everything the fact recorder writes: add claims and counters, staff facts, limit claims.
-pub trait FactLedger: AddLedger + StaffLedger + QuotaLedger {}
+/// Everything the fact recorder writes: add claims and counters, staff facts, limit claims,
+/// and the dirty marks of codes whose messages it gives up on.
+pub trait FactLedger: AddLedger + StaffLedger + QuotaLedger + DirtyMarks {}
 
-impl<L: AddLedger + StaffLedger + QuotaLedger> FactLedger for L {}
+impl<L: AddLedger + StaffLedger + QuotaLedger + DirtyMarks> FactLedger for L {}
 
 /// What the quota loop reads and writes.
 #[async_trait::async_trait]

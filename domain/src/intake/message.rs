@@ -47,6 +47,20 @@ impl MessageGroup {
         }
     }
 
+    /// The tenant and code a `MessageGroupId` of a code's group names; `None` for any other
+    /// group, and for a code id SQS would have refused (only its hash is in the id).
+    pub fn code_of(group_id: &str) -> Option<(TenantId, crate::membership::CodeId)> {
+        let mut parts = group_id.splitn(3, '#');
+        let (tenant, kind, code) = (parts.next()?, parts.next()?, parts.next()?);
+        if kind != "code" {
+            return None;
+        }
+        Some((
+            TenantId::parse(tenant).ok()?,
+            crate::membership::CodeId::parse(code).ok()?,
+        ))
+    }
+
     /// The SQS `MessageGroupId`. A code id or user id that SQS would refuse (non-ASCII
     /// `State` set outside qrsync, say) is replaced by its hash, which keeps it one group.
     pub fn id(&self) -> String {

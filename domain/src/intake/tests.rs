@@ -228,3 +228,35 @@ async fn a_stale_callback_is_refused_alike_for_known_and_unknown_tenants() {
         );
     }
 }
+
+#[test]
+fn a_codes_message_group_names_its_tenant_and_code_and_no_other_group_does() {
+    use crate::membership::CodeId;
+    let tenant = TenantId::parse("t1").expect("valid");
+    let group = MessageGroup::Code {
+        tenant: tenant.clone(),
+        code: "welcome".into(),
+    };
+    assert_eq!(
+        MessageGroup::code_of(&group.id()),
+        Some((tenant.clone(), CodeId::parse("welcome").expect("valid")))
+    );
+    let staff = MessageGroup::Staff {
+        tenant: tenant.clone(),
+        user_id: "alice".into(),
+    };
+    assert_eq!(MessageGroup::code_of(&staff.id()), None);
+    assert_eq!(
+        MessageGroup::code_of(&MessageGroup::Tenant(tenant).id()),
+        None
+    );
+    let hashed = MessageGroup::Code {
+        tenant: TenantId::parse("t1").expect("valid"),
+        code: "优惠".into(),
+    };
+    assert_eq!(
+        MessageGroup::code_of(&hashed.id()),
+        None,
+        "only its hash is there"
+    );
+}

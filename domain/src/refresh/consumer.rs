@@ -130,12 +130,7 @@ pub fn merge<'a>(
     }
 }
 
-/// Whether this is the code's last receive before SQS moves its messages to the dead-letter
-/// queue without running any code of ours (a timeout, a crash): the code is then marked
-/// dirty before the work it may not survive.
-pub fn is_last_receive(receive_count: u32, max_receives: u32) -> bool {
-    receive_count >= max_receives
-}
+pub use crate::batch::is_last_receive;
 
 /// Where a code's messages go once its refresh has ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! The environment this function reads; names match `template.yaml`.
 
-use adapters::env::{required, EnvError};
+use adapters::env::{parsed, required, EnvError};
 
 #[derive(Debug)]
 pub struct Config {
@@ -8,6 +8,8 @@ pub struct Config {
     pub refresh_queue_url: String,
     pub dead_letter_queue_url: String,
     pub quota_event_bus: String,
+    /// The inbox's `maxReceiveCount`: on that receive a message's code is marked dirty first.
+    pub max_receives: u32,
 }
 
 impl Config {
@@ -17,6 +19,7 @@ impl Config {
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,
             dead_letter_queue_url: required("DEAD_LETTER_QUEUE_URL")?,
             quota_event_bus: required("QUOTA_EVENT_BUS_NAME")?,
+            max_receives: parsed("INBOX_MAX_RECEIVES")?,
         })
     }
 }

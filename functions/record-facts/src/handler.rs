@@ -8,7 +8,8 @@
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use domain::batch::DeadLetters;
-use domain::batch::PartialBatch;
+use domain::batch::{is_last_receive, PartialBatch};
+use domain::dirty::DirtyWhy;
 use domain::facts::{
     FactLedger, FactOutcome, FactRecorder, FactsError, QuotaNotifier, TenantProfiles,
 };
@@ -24,10 +25,16 @@ fn attribute<'a>(message: &'a SqsMessage, name: &str) -> &'a str {
         .unwrap_or_default()
 }
 
+/// The inbox's `maxReceiveCount`, and where poison goes.
+pub(crate) struct InboxExits<D> {
+    pub dead_letters: D,
+    pub max_receives: u32,
+}
+
 #[tracing::instrument(skip_all, fields(records = event.payload.records.len()))]
 pub(crate) async fn handle<T, L, Q, N, D>(
     recorder: &FactRecorder<T, L, Q, N>,
-    dead_letters: &D,
+    exits: &InboxExits<D>,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error>
 where
@@ -46,6 +53,12 @@ where
             continue;
         }
         let body = message.body.as_deref().unwrap_or_default();
+        let receive_count = attribute(message, "ApproximateReceiveCount")
+            .parse()
+            .unwrap_or(1);
+        if is_last_receive(receive_count, exits.max_receives) {
+            recorder.gave_up_on(group, DirtyWhy::LastReceive).await;
+        }
         let outcome = match serde_json::from_str::<InboxMessage>(body) {
             Ok(inbox) => recorder.record(&inbox).await,
             Err(error) => Err(FactsError::Poison(format!("not an inbox message: {error}"))),
@@ -65,8 +78,9 @@ where
                 tracing::info!(message_id = id, kind, "event acknowledged")
             }
             Err(FactsError::Poison(reason)) => {
+                recorder.gave_up_on(group, DirtyWhy::InboxGaveUp).await;
                 batch
-                    .park_poison(dead_letters, group, id, body, &reason)
+                    .park_poison(&exits.dead_letters, group, id, body, &reason)
                     .await;
             }
             Err(FactsError::Store(error)) => {
@@ -109,6 +123,74 @@ mod tests {
         7
     }
 
+    fn exits(queues: &InMemoryQueues) -> InboxExits<InMemoryQueues> {
+        InboxExits {
+            dead_letters: queues.clone(),
+            max_receives: 5,
+        }
+    }
+
+    fn sample() -> LambdaEvent<SqsEvent> {
+        let path = format!(
+            "{}/../../events/sqs-inbox-add-and-poison.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let event = serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
+            .expect("an SQS event");
+        LambdaEvent::new(event, Context::default())
+    }
+
+    fn recorder(
+        store: &InMemoryStore,
+        queues: &InMemoryQueues,
+    ) -> FactRecorder<InMemoryStore, InMemoryStore, InMemoryQueues, InMemoryQueues> {
+        FactRecorder::new(
+            store.clone(),
+            store.clone(),
+            queues.clone(),
+            queues.clone(),
+            clock,
+        )
+    }
+
+    fn dirty(store: &InMemoryStore) -> Vec<(String, DirtyWhy)> {
+        let marks = store.marks().dirty;
+        marks
+            .into_iter()
+            .map(|(c, why)| (c.to_string(), why))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_parked_message_naming_a_code_marks_the_code_dirty() {
+        let (store, queues) = fakes();
+        handle(&recorder(&store, &queues), &exits(&queues), sample())
+            .await
+            .expect("handled");
+        assert_eq!(
+            dirty(&store),
+            [("code-1".to_owned(), DirtyWhy::InboxGaveUp)]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_message_on_its_last_receive_marks_its_code_dirty_before_its_work() {
+        let (store, queues) = fakes();
+        let mut event = sample();
+        event.payload.records.truncate(1);
+        event.payload.records[0]
+            .attributes
+            .insert("ApproximateReceiveCount".into(), "5".into());
+        handle(&recorder(&store, &queues), &exits(&queues), event)
+            .await
+            .expect("handled");
+        assert_eq!(
+            dirty(&store),
+            [("code-1".to_owned(), DirtyWhy::LastReceive)]
+        );
+        assert_eq!(store.counted().len(), 1, "the work still runs");
+    }
+
     #[tokio::test]
     async fn the_add_is_counted_and_the_poison_message_is_parked_not_retried() {
         let path = format!(
@@ -128,7 +210,7 @@ mod tests {
 
         let response = handle(
             &recorder,
-            &queues,
+            &exits(&queues),
             LambdaEvent::new(event, Context::default()),
         )
         .await

@@ -26,9 +26,12 @@ async fn main() -> Result<(), Error> {
         ),
         adapters::clock::system_clock,
     );
-    let dead_letters = SqsDeadLetters::new(sqs, config.dead_letter_queue_url);
+    let exits = handler::InboxExits {
+        dead_letters: SqsDeadLetters::new(sqs, config.dead_letter_queue_url),
+        max_receives: config.max_receives,
+    };
     run(service_fn(|event| {
-        handler::handle(&recorder, &dead_letters, event)
+        handler::handle(&recorder, &exits, event)
     }))
     .await
 }
