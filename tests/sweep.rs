@@ -3,9 +3,13 @@
 //! them within two of its periods. The guard's step changes the sweep function's
 //! configuration, so the steps run one after another and the original is put back.
 
+use adapters::dynamodb::DynamoStore;
 use anyhow::{ensure, Result};
+use aws_sdk_dynamodb::types::AttributeValue;
+use domain::tenants::TenantId;
 use integration_tests::{eventually, LiveTenant, World};
 use serde_json::json;
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// Two sweep periods, and the refresh that follows the second one's resync.
@@ -15,14 +19,24 @@ const TWO_SWEEPS: Duration = Duration::from_secs(150);
 async fn the_sweep_repairs_what_the_single_writer_missed() -> Result<()> {
     let world = World::connect().await?;
     let sweep_env = world.function_environment("SweepFunctionName").await?;
+    let record_env = world
+        .function_environment("RecordFactsFunctionName")
+        .await?;
     let outcome = async {
         a_list_changed_behind_qrsyncs_back_is_read_back_and_repaired(&world).await?;
         a_refresh_dead_lettered_for_good_is_resynced(&world).await?;
+        a_limit_claim_whose_notification_failed_is_finished(&world, &record_env).await?;
         drift_on_most_of_a_tenants_sample_stops_its_repair_until_resumed(&world, &sweep_env).await
     }
     .await;
     world
         .set_function_environment("SweepFunctionName", sweep_env)
+        .await?;
+    world
+        .set_function_environment("RecordFactsFunctionName", record_env)
+        .await?;
+    world
+        .set_consumer_enabled("RecordFactsFunctionName", true)
         .await?;
     world
         .sandbox()
@@ -110,6 +124,120 @@ async fn a_refresh_dead_lettered_for_good_is_resynced(world: &World) -> Result<(
     );
     // No further event arrives: only the sweep's resync brings the list to the facts.
     converged(&live, &config_id, &members[..1]).await
+}
+
+/// The tenant's limit claims as stored (`REMOVED#...`).
+async fn claims(world: &World, tenant: &str) -> Result<Vec<HashMap<String, AttributeValue>>> {
+    let store = DynamoStore::new(world.dynamodb.clone(), world.output("TableName").to_owned());
+    Ok(store
+        .query_prefix(&TenantId::parse(tenant)?, "REMOVED#")
+        .await?)
+}
+
+async fn a_limit_claim_whose_notification_failed_is_finished(
+    world: &World,
+    original: &std::collections::HashMap<String, String>,
+) -> Result<()> {
+    let live = LiveTenant::create(world, 2).await?;
+    let (capped, other) = (live.staff[0].as_str(), live.staff[1].as_str());
+    live.set_company_daily_cap(Some(1)).await?;
+    let config_id = live.put_code("capped", &[capped, other], None).await?;
+    converged(&live, &config_id, &[capped, other]).await?;
+
+    // record-facts can no longer reach EventBridge: the add's claim is made and its codes
+    // told, but its StaffQuotaReached is never published.
+    let mut broken = original.clone();
+    broken.insert(
+        "AWS_ENDPOINT_URL_EVENTBRIDGE".into(),
+        "http://127.0.0.1:9".into(),
+    );
+    world
+        .set_function_environment("RecordFactsFunctionName", broken)
+        .await?;
+    live.deliver_add(capped, "capped", "wm-claim-1").await?;
+    let tenant = live.tenant.id.clone();
+    eventually("the claim is made, unfinished", TWO_SWEEPS, || async {
+        let claims = claims(world, &tenant).await?;
+        Ok((claims.len() == 1 && notified(&claims[0]) == Some(false)).then_some(()))
+    })
+    .await?;
+    // Its owner dies: the message is gone before a redelivery could finish the claim.
+    world
+        .set_consumer_enabled("RecordFactsFunctionName", false)
+        .await?;
+    world.purge("InboxQueueUrl").await?;
+    world
+        .set_function_environment("RecordFactsFunctionName", original.clone())
+        .await?;
+    world
+        .set_consumer_enabled("RecordFactsFunctionName", true)
+        .await?;
+
+    // The owner's lease (60 s locally) ends; a sweep takes the claim over and finishes it.
+    let finished = eventually("the sweep finishes the claim", TWO_SWEEPS, || async {
+        let claims = claims(world, &tenant).await?;
+        Ok(claims
+            .first()
+            .filter(|claim| notified(claim) == Some(true))
+            .cloned())
+    })
+    .await?;
+    let owner = finished
+        .get("owner")
+        .and_then(|owner| owner.as_s().ok())
+        .map(String::as_str)
+        .unwrap_or_default();
+    ensure!(owner.starts_with("sweep:"), "finished by {owner}");
+    let published = eventually("its notification is published", TWO_SWEEPS, || async {
+        let seen = notifications(world, &tenant).await?;
+        Ok((!seen.is_empty()).then_some(seen))
+    })
+    .await?;
+    ensure!(published.len() == 1, "one notification: {published:?}");
+    let detail = &published[0]["detail"];
+    ensure!(
+        detail["staff"] == json!(capped) && detail["limit"] == json!("company_daily"),
+        "{detail}"
+    );
+    ensure!(
+        detail["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("limit:")),
+        "the notification's id is the claim's: {detail}"
+    );
+    converged(&live, &config_id, &[other]).await
+}
+
+fn notified(claim: &HashMap<String, AttributeValue>) -> Option<bool> {
+    claim
+        .get("notified")
+        .and_then(|v| v.as_bool().ok())
+        .copied()
+}
+
+/// The `StaffQuotaReached` events of `tenant` on the stack's own notification queue.
+async fn notifications(world: &World, tenant: &str) -> Result<Vec<serde_json::Value>> {
+    let mut seen = Vec::new();
+    loop {
+        let received = world
+            .sqs
+            .receive_message()
+            .queue_url(world.output("QuotaNotificationsQueueUrl"))
+            .max_number_of_messages(10)
+            .visibility_timeout(300)
+            .send()
+            .await?;
+        if received.messages().is_empty() {
+            return Ok(seen);
+        }
+        for message in received.messages() {
+            let event: serde_json::Value =
+                serde_json::from_str(message.body().unwrap_or_default())?;
+            if event["detail"]["tenant"] == json!(tenant) {
+                seen.push(event);
+            }
+        }
+    }
 }
 
 async fn drift_on_most_of_a_tenants_sample_stops_its_repair_until_resumed(

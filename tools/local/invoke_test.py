@@ -344,7 +344,7 @@ def tick(answer, world, before):
 
 
 def sweep(answer, world, before):
-    for field in ("held_elsewhere", "dirty_due", "resyncs_sent", "read_back", "differing", "guards_tripped"):
+    for field in ("held_elsewhere", "dirty_due", "resyncs_sent", "read_back", "differing", "guards_tripped", "claims_finished", "dynamodb_requests"):
         expect(field in answer, f"no {field} in the sweep's report {answer}")
     expect(world.item("SWEEP", "LEASE") is not None, "no sweep lease in the table")
 

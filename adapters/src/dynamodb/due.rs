@@ -29,7 +29,7 @@ fn cursor_key() -> Item {
     )
 }
 
-fn limit_named(name: &str) -> Option<Limit> {
+pub(crate) fn limit_named(name: &str) -> Option<Limit> {
     [Limit::CodeTotal, Limit::CodeDaily, Limit::CompanyDaily]
         .into_iter()
         .find(|limit| limit.name() == name)

@@ -152,6 +152,15 @@ pub fn dirty_index_sort(due_at_ms: u64, tenant_id: &TenantId, code: &CodeId) -> 
     format!("{due_at_ms:013}#{}#{}", tenant(tenant_id), dirty(code))
 }
 
+/// Limit claims not yet recorded as notified are in `gsi1` under this partition, sorted by
+/// when their owner's lease ends (`{lease_until:013}#TENANT#t#REMOVED#...`): the sweep's stale
+/// claims are one key range. Notifying removes a claim from it.
+pub const OPEN_CLAIMS: &str = "CLAIMS#OPEN";
+
+pub fn open_claim_sort(lease_until_ms: u64, tenant_id: &TenantId, sk: &str) -> String {
+    format!("{lease_until_ms:013}#{}#{sk}", tenant(tenant_id))
+}
+
 /// The registry of tenants the sweep walks: every profile item carries `gsi1pk = TENANTS`
 /// and its tenant id as `gsi1sk`.
 pub const TENANTS_INDEX: &str = "TENANTS";

@@ -176,7 +176,19 @@ impl QuotaLedger for DynamoStore {
         item.insert("day".into(), s(&claim.day));
         item.insert("owner".into(), s(&claim.owner));
         item.insert("claimed_at_ms".into(), n(claim.claimed_at_ms));
+        item.insert("lease_until_ms".into(), n(claim.lease_until_ms));
         item.insert("notified".into(), AttributeValue::Bool(false));
+        // Open until notified: the sweep finds it there once its owner's lease has ended.
+        let sk = keys::limit_reached(&claim.day, claim.limit, &claim.staff, claim.code.as_ref());
+        item.insert(keys::GSI1_PK.into(), s(keys::OPEN_CLAIMS));
+        item.insert(
+            keys::GSI1_SK.into(),
+            s(keys::open_claim_sort(
+                claim.lease_until_ms,
+                &claim.tenant,
+                &sk,
+            )),
+        );
         item.insert(
             keys::EXPIRES_AT.into(),
             n(claim.claimed_at_ms / 1000 + LIMIT_CLAIM_TTL_SECS),
@@ -205,20 +217,124 @@ impl QuotaLedger for DynamoStore {
         }
     }
 
+    /// Closes the claim (out of the open claims' index), if `claim.owner` still owns it.
     async fn mark_notified(&self, claim: &LimitClaim, codes: usize) -> Result<(), StoreError> {
-        self.client
+        let result = self
+            .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(
-                keys::tenant(&claim.tenant),
-                keys::limit_reached(&claim.day, claim.limit, &claim.staff, claim.code.as_ref()),
-            )))
-            .update_expression("SET notified = :yes, codes = :codes")
+            .set_key(Some(claim_key(claim)))
+            .update_expression("SET notified = :yes, codes = :codes REMOVE #gpk, #gsk")
+            .condition_expression("#owner = :owner")
+            .expression_attribute_names("#gpk", keys::GSI1_PK)
+            .expression_attribute_names("#gsk", keys::GSI1_SK)
+            .expression_attribute_names("#owner", "owner")
             .expression_attribute_values(":yes", AttributeValue::Bool(true))
             .expression_attribute_values(":codes", n(codes))
+            .expression_attribute_values(":owner", s(&claim.owner))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Taken over: its new owner records it.
+            Err(error) => error.refused_or_unavailable().map(|_| ()),
+        }
+    }
+
+    /// One index query for the keys of claims whose lease has ended, one batch read of them.
+    async fn stale_claims(&self, now_ms: u64, limit: usize) -> Result<Vec<LimitClaim>, StoreError> {
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(keys::GSI1)
+            .key_condition_expression("#gpk = :gpk AND #gsk < :now")
+            .expression_attribute_names("#gpk", keys::GSI1_PK)
+            .expression_attribute_names("#gsk", keys::GSI1_SK)
+            .expression_attribute_values(":gpk", s(keys::OPEN_CLAIMS))
+            .expression_attribute_values(":now", s(format!("{now_ms:013}")))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
             .send()
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;
-        Ok(())
+        let wanted = output
+            .items
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|item| {
+                Some(key(
+                    get_s(item, keys::PK)?.to_owned(),
+                    get_s(item, keys::SK)?.to_owned(),
+                ))
+            })
+            .collect();
+        Ok(self
+            .batch_get(wanted)
+            .await?
+            .iter()
+            .filter(|item| get_bool(item, "notified") == Some(false))
+            .filter_map(claim_from)
+            .filter(|claim| claim.lease_until_ms < now_ms)
+            .collect())
     }
+
+    async fn take_over(
+        &self,
+        claim: &LimitClaim,
+        owner: &str,
+        lease_until_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let sk = keys::limit_reached(&claim.day, claim.limit, &claim.staff, claim.code.as_ref());
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(claim_key(claim)))
+            .update_expression("SET #owner = :owner, lease_until_ms = :until, #gsk = :gsk")
+            .condition_expression(
+                "#owner = :held AND lease_until_ms = :held_until AND notified = :no",
+            )
+            .expression_attribute_names("#owner", "owner")
+            .expression_attribute_names("#gsk", keys::GSI1_SK)
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":until", n(lease_until_ms))
+            .expression_attribute_values(
+                ":gsk",
+                s(keys::open_claim_sort(lease_until_ms, &claim.tenant, &sk)),
+            )
+            .expression_attribute_values(":held", s(&claim.owner))
+            .expression_attribute_values(":held_until", n(claim.lease_until_ms))
+            .expression_attribute_values(":no", AttributeValue::Bool(false))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(error) => error.refused_or_unavailable().map(|_| false),
+        }
+    }
+}
+
+fn claim_key(claim: &LimitClaim) -> super::Item {
+    key(
+        keys::tenant(&claim.tenant),
+        keys::limit_reached(&claim.day, claim.limit, &claim.staff, claim.code.as_ref()),
+    )
+}
+
+/// A claim item as stored; `None` for one this version cannot read.
+fn claim_from(item: &super::Item) -> Option<LimitClaim> {
+    let tenant = get_s(item, keys::PK)?.strip_prefix("TENANT#")?;
+    Some(LimitClaim {
+        tenant: TenantId::parse(tenant).ok()?,
+        staff: StaffId::parse(get_s(item, "staff")?).ok()?,
+        limit: super::due::limit_named(get_s(item, "limit")?)?,
+        day: get_s(item, "day")?.to_owned(),
+        code: match get_s(item, "code") {
+            Some(code) => Some(CodeId::parse(code).ok()?),
+            None => None,
+        },
+        owner: get_s(item, "owner")?.to_owned(),
+        claimed_at_ms: get_n(item, "claimed_at_ms")?,
+        lease_until_ms: get_n(item, "lease_until_ms")?,
+    })
 }

@@ -58,6 +58,14 @@ impl DynamoStore {
             requests,
         }
     }
+
+    /// Requests this store's client has transmitted since it was built (each retry counted):
+    /// a function's report reads the difference over one invocation.
+    pub fn requests_sent(&self) -> u64 {
+        self.requests
+            .sent
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// Counts the requests a client transmits, for the refresh tally's `store_requests` (the

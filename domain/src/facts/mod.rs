@@ -8,7 +8,9 @@ mod staff;
 
 pub use ports::{AddLedger, FactLedger, QuotaLedger, QuotaNotifier, StaffLedger, TenantProfiles};
 
-pub use quota::{ClaimOutcome, Crossing, LimitClaim, StaffQuotaReached};
+pub use quota::{
+    finish_claim, ClaimOutcome, Crossing, LimitClaim, StaffQuotaReached, OWNER_LEASE_MS,
+};
 pub use staff::{MalformedContactEvent, StaffEvent};
 
 use crate::intake::InboxMessage;
@@ -97,6 +99,7 @@ pub struct FactRecorder<T, L, Q, N> {
     reasons: Q,
     notifier: N,
     clock: Clock,
+    owner_lease_ms: u64,
 }
 
 impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRecorder<T, L, Q, N> {
@@ -107,7 +110,15 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
             reasons,
             notifier,
             clock,
+            owner_lease_ms: OWNER_LEASE_MS,
         }
+    }
+
+    /// How long the add that makes a limit claim owns it before the sweep may take it over.
+    #[must_use]
+    pub fn with_owner_lease(mut self, owner_lease_ms: u64) -> Self {
+        self.owner_lease_ms = owner_lease_ms;
+        self
     }
 
     /// An inbox message of `group_id` is given up on (parked as poison), or is on its last
@@ -218,6 +229,7 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
             .await?;
         let mut crossings = Vec::new();
         for limit in quota::crossed(&switches, profile.company_daily_cap, counts) {
+            let claimed_at_ms = (self.clock)();
             let claim = LimitClaim {
                 tenant: fact.tenant.clone(),
                 staff: fact.staff.clone(),
@@ -225,51 +237,29 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
                 day: fact.day.clone(),
                 code: (!limit.company_wide()).then(|| fact.code.clone()),
                 owner: fact.business_key(),
-                claimed_at_ms: (self.clock)(),
+                claimed_at_ms,
+                lease_until_ms: claimed_at_ms + self.owner_lease_ms,
             };
             let ClaimOutcome::Owned { notified } = self.ledger.claim_limit(&claim).await? else {
                 continue;
             };
-            let codes = match &claim.code {
-                Some(code) => vec![code.clone()],
-                None => {
-                    self.ledger
-                        .codes_of_staff(&fact.tenant, &fact.staff)
-                        .await?
-                }
-            };
-            let limit_reached = Fact {
-                tenant: fact.tenant.clone(),
-                cause: Cause::LimitReached,
-                at_ms: claim.claimed_at_ms,
-                key: claim.id(),
-            };
-            let reasons: Vec<RefreshReason> = limit_reached.reasons(&codes).collect();
-            self.reasons.send_all(&reasons).await?;
-            if !notified {
-                self.notifier
-                    .publish(&StaffQuotaReached {
-                        id: claim.id(),
-                        tenant: claim.tenant.clone(),
-                        staff: claim.staff.clone(),
-                        limit,
-                        day: claim.day.clone(),
-                        code: claim.code.clone(),
-                        codes: codes.len(),
-                        reached_at_ms: claim.claimed_at_ms,
-                    })
-                    .await?;
-                self.ledger.mark_notified(&claim, codes.len()).await?;
-            }
+            let codes = finish_claim(
+                &self.ledger,
+                &self.reasons,
+                &self.notifier,
+                &claim,
+                notified,
+            )
+            .await?;
             tracing::info!(
                 limit = limit.name(),
-                reasons = codes.len(),
+                reasons = codes,
                 notified = !notified,
                 "limit reached"
             );
             crossings.push(Crossing {
                 limit,
-                reasons: codes.len(),
+                reasons: codes,
                 notified: !notified,
             });
         }

@@ -50,8 +50,21 @@ pub trait QuotaLedger: Send + Sync {
     ) -> Result<AddCounts, StoreError>;
     /// Creates the claim unless it exists (one conditional write); answers who owns it.
     async fn claim_limit(&self, claim: &LimitClaim) -> Result<ClaimOutcome, StoreError>;
-    /// Records that the claim's notification was published, and how many codes it reached.
+    /// Records that the claim's notification was published, and how many codes it reached,
+    /// if `claim.owner` still owns it (a claim taken over is recorded by its new owner).
     async fn mark_notified(&self, claim: &LimitClaim, codes: usize) -> Result<(), StoreError>;
+    /// Claims not recorded as notified whose owner's lease ended before `now_ms`, at most
+    /// `limit` (a query on the open claims, never a scan).
+    async fn stale_claims(&self, now_ms: u64, limit: usize) -> Result<Vec<LimitClaim>, StoreError>;
+    /// Makes `owner` the owner of `claim` until `lease_until_ms`, in one conditional write:
+    /// only if it is still as read (the same owner and lease) and not notified. `false` when
+    /// it was not (its owner finished it, or another took it over first).
+    async fn take_over(
+        &self,
+        claim: &LimitClaim,
+        owner: &str,
+        lease_until_ms: u64,
+    ) -> Result<bool, StoreError>;
 }
 
 /// Publishes `StaffQuotaReached` (an EventBridge bus in production).

@@ -3,8 +3,11 @@
 //! tenant-day), publishes one `StaffQuotaReached` and emits a refresh reason for every code
 //! the limit removes the staff member from.
 
+use super::{QuotaLedger, QuotaNotifier, StaffLedger};
 use crate::membership::{AddCounts, CodeId, Limit, StaffId, Switches};
+use crate::reasons::{Cause, Fact, ReasonQueue, RefreshReason};
 use crate::tenants::TenantId;
+use crate::StoreError;
 
 /// "Staff member `staff` reached `limit` on tenant-day `day`" (on `code` for code limits).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -15,10 +18,13 @@ pub struct LimitClaim {
     pub day: String,
     /// The code for a code-level limit; `None` for the company-wide cap.
     pub code: Option<CodeId>,
-    /// The add whose counting reached the limit: the owner of the claim. A redelivery of
-    /// that add finishes what its first attempt started; nobody else does.
+    /// Who finishes the claim: the add whose counting reached the limit (a redelivery of it
+    /// finishes what its first attempt started), or the sweep once it took the claim over.
     pub owner: String,
     pub claimed_at_ms: u64,
+    /// Until when the owner holds the claim. A claim still unfinished after that is stale:
+    /// the sweep takes it over (fenced on owner and lease) and finishes it.
+    pub lease_until_ms: u64,
 }
 
 impl LimitClaim {
@@ -35,6 +41,58 @@ impl LimitClaim {
             code
         )
     }
+}
+
+/// How long the add that made a claim owns it by default (`ClaimOwnerLeaseSeconds`): longer
+/// than the inbox redelivers one message (5 receives, 60 s apart, each at most the
+/// consumer's 10 s), so a live owner is never overtaken; a dead one (its message
+/// dead-lettered or lost) is, by the sweep.
+pub const OWNER_LEASE_MS: u64 = 10 * 60_000;
+
+/// Finishes a claim `claim.owner` holds: one refresh reason to each code the limit removes the
+/// staff member from (the fact's key is the claim's id, so repeats are one reason), then,
+/// unless an earlier attempt did, the notification (its id is the claim's id: at least once,
+/// consumers drop repeats), then the record that it was sent. Answers the codes reached.
+pub async fn finish_claim<L, Q, N>(
+    ledger: &L,
+    reasons: &Q,
+    notifier: &N,
+    claim: &LimitClaim,
+    notified: bool,
+) -> Result<usize, StoreError>
+where
+    L: QuotaLedger + StaffLedger,
+    Q: ReasonQueue,
+    N: QuotaNotifier,
+{
+    let codes = match &claim.code {
+        Some(code) => vec![code.clone()],
+        None => ledger.codes_of_staff(&claim.tenant, &claim.staff).await?,
+    };
+    let limit_reached = Fact {
+        tenant: claim.tenant.clone(),
+        cause: Cause::LimitReached,
+        at_ms: claim.claimed_at_ms,
+        key: claim.id(),
+    };
+    let sent: Vec<RefreshReason> = limit_reached.reasons(&codes).collect();
+    reasons.send_all(&sent).await?;
+    if !notified {
+        notifier
+            .publish(&StaffQuotaReached {
+                id: claim.id(),
+                tenant: claim.tenant.clone(),
+                staff: claim.staff.clone(),
+                limit: claim.limit,
+                day: claim.day.clone(),
+                code: claim.code.clone(),
+                codes: codes.len(),
+                reached_at_ms: claim.claimed_at_ms,
+            })
+            .await?;
+        ledger.mark_notified(claim, codes.len()).await?;
+    }
+    Ok(codes.len())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,12 @@
 //!    read budget spread over the runs, spent from `get_contact_way`'s own per-tenant budget)
 //!    is read back and compared with the record and the recompute (`drift::compare`). A
 //!    difference marks the code dirty and sends it a resync, through the single writer.
-//! 3. **The blast-radius guard**: when more than the set share of a tenant's sample differs,
+//! 3. **Claims that finish** (rule 8): a limit claim of the quota loop whose notification was
+//!    never recorded and whose owner's lease has ended (the owning add crashed, or its message
+//!    was dead-lettered) is taken over in one conditional write on its owner and lease (a live
+//!    claim is never touched) and finished: its codes' reasons, its notification (id: the
+//!    claim's id, at least once), its record.
+//! 4. **The blast-radius guard**: when more than the set share of a tenant's sample differs,
 //!    the likely cause is a recompute bug, not noise. The tenant's repair stops (its marks
 //!    stay, no resync is sent), its report says so and an alert is raised, until an operator
 //!    resumes it.
@@ -29,6 +34,7 @@ pub use drift::{
 pub use ports::{ContactWayReader, DirtyIndex, DriftLedger, SweepRuns, TenantDirectory};
 
 use crate::dirty::{next_resync_at, DirtyMark, DirtyMarks, DirtyWhy};
+use crate::facts::{finish_claim, LimitClaim, QuotaLedger, QuotaNotifier, StaffLedger};
 use crate::membership::CodeId;
 use crate::reasons::{Cause, ReasonQueue, RefreshReason};
 use crate::refresh::{CodeFacts, CodeSnapshot, Spend, WeComBudget, GET_CONTACT_WAY};
@@ -41,10 +47,18 @@ use std::time::Duration;
 
 /// What a sweep needs from the outside world, named once.
 pub trait SweepPorts {
-    type Store: CodeFacts + DirtyMarks + DirtyIndex + DriftLedger + SweepRuns + TenantDirectory;
+    type Store: CodeFacts
+        + DirtyMarks
+        + DirtyIndex
+        + DriftLedger
+        + SweepRuns
+        + TenantDirectory
+        + QuotaLedger
+        + StaffLedger;
     type WeCom: ContactWayReader;
     type Budget: WeComBudget;
     type Reasons: ReasonQueue;
+    type Notifier: QuotaNotifier;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +119,8 @@ pub struct SweepReport {
     pub budget_refusals: u32,
     /// Reads WeCom failed (the code is read again by a later sample).
     pub read_failures: u32,
+    /// Stale limit claims taken over and finished.
+    pub claims_finished: u32,
 }
 
 impl SweepReport {
@@ -122,6 +138,7 @@ impl SweepReport {
         self.guards_tripped += part.guards_tripped;
         self.budget_refusals += part.budget_refusals;
         self.read_failures += part.read_failures;
+        self.claims_finished += part.claims_finished;
     }
 }
 
@@ -135,6 +152,7 @@ pub struct Sweep<P: SweepPorts> {
     pub wecom: P::WeCom,
     pub budget: P::Budget,
     pub reasons: P::Reasons,
+    pub notifier: P::Notifier,
     pub clock: Clock,
     pub settings: SweepSettings,
 }
@@ -177,6 +195,7 @@ impl<P: SweepPorts> Sweep<P> {
         };
         let walked = async {
             self.resync_dirty(&mut run).await?;
+            self.finish_claims(owner, &mut run).await?;
             self.sample_tenants(owner, cursor, &mut run).await
         }
         .await;
@@ -336,6 +355,40 @@ impl<P: SweepPorts> Sweep<P> {
             tracing::warn!(tenant = %tenant, code = %code, ?difference, wecom = ?users, recorded = ?snapshot.wecom_list(), "read-back found a difference");
         }
         Ok(Some(ReadBack { difference }))
+    }
+
+    /// Step 3: every stale claim, taken over and finished.
+    async fn finish_claims(&self, owner: &str, run: &mut Run) -> Result<(), StoreError> {
+        let stale = self
+            .store
+            .stale_claims(self.now_ms(), MARKS_PER_PAGE)
+            .await?;
+        let taker = format!("sweep:{owner}");
+        for claim in stale {
+            if self.out_of_time(run) {
+                break;
+            }
+            let lease_until_ms = self.now_ms() + self.settings.lease_ms;
+            if !self.store.take_over(&claim, &taker, lease_until_ms).await? {
+                continue;
+            }
+            let taken = LimitClaim {
+                owner: taker.clone(),
+                lease_until_ms,
+                ..claim
+            };
+            match finish_claim(&self.store, &self.reasons, &self.notifier, &taken, false).await {
+                Ok(codes) => {
+                    run.report.claims_finished += 1;
+                    tracing::warn!(alert = "limit_claim_finished_by_sweep", claim = %taken.id(), codes, "a stale limit claim was taken over and finished");
+                }
+                // Its lease ends with this run's; the next run after that takes it again.
+                Err(error) => {
+                    tracing::warn!(claim = %taken.id(), error = %error, "stale limit claim not finished")
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Step 2: the tenants from the cursor, each sampled once, `TENANTS_IN_FLIGHT` at a

@@ -12,6 +12,7 @@ impl SweepPorts for Fakes {
     type WeCom = FakeWeCom;
     type Budget = FakeBudget;
     type Reasons = InMemoryQueues;
+    type Notifier = InMemoryQueues;
 }
 
 const NOW: u64 = 1_796_000_000_000;
@@ -80,6 +81,7 @@ impl World {
     async fn with_codes(codes: usize) -> Self {
         let store = InMemoryStore::default();
         let wecom = FakeWeCom::default();
+        let queues = InMemoryQueues::default();
         for n in 0..codes {
             store.load_snapshot(&tenant(), &code(n), &snapshot(n, &["alice", "bob"]));
             let wire = vec!["alice".to_owned(), "bob".to_owned()];
@@ -93,7 +95,8 @@ impl World {
                 store,
                 wecom,
                 budget: FakeBudget::default(),
-                reasons: InMemoryQueues::default(),
+                reasons: queues.clone(),
+                notifier: queues,
                 clock,
                 settings: SweepSettings {
                     // Twelve reads per run.
@@ -122,6 +125,7 @@ impl World {
     }
 }
 
+use crate::facts::{LimitClaim, QuotaLedger};
 use crate::refresh::ContactWayPusher;
 
 #[tokio::test]
@@ -293,6 +297,7 @@ async fn drift_on_more_than_the_guards_share_stops_the_repair_until_an_operator_
             wecom: world.sweep.wecom.clone(),
             budget: FakeBudget::default(),
             reasons: world.sweep.reasons.clone(),
+            notifier: world.sweep.notifier.clone(),
             settings: world.sweep.settings,
         }
         .run("run-2", Duration::from_secs(60))
@@ -310,6 +315,7 @@ async fn drift_on_more_than_the_guards_share_stops_the_repair_until_an_operator_
         wecom: world.sweep.wecom.clone(),
         budget: FakeBudget::default(),
         reasons: world.sweep.reasons.clone(),
+        notifier: world.sweep.notifier.clone(),
         settings: world.sweep.settings,
     }
     .run("run-3", Duration::from_secs(60))
@@ -345,4 +351,56 @@ fn the_guard_trips_on_more_than_its_share_of_a_large_enough_sample() {
     assert!(!guard_trips(4, 4, 20, 5), "too small a sample");
     assert_eq!(sample_size(60, 5 * 60_000), 5);
     assert_eq!(sample_size(1, 60_000), 1);
+}
+
+fn claim(owner: &str, lease_until_ms: u64) -> LimitClaim {
+    LimitClaim {
+        tenant: tenant(),
+        staff: staff("alice"),
+        limit: crate::membership::Limit::CodeDaily,
+        day: "2026-11-30".into(),
+        code: Some(code(0)),
+        owner: owner.into(),
+        claimed_at_ms: lease_until_ms - crate::facts::OWNER_LEASE_MS,
+        lease_until_ms,
+    }
+}
+
+#[tokio::test]
+async fn a_stale_unfinished_claim_is_taken_over_and_finished_once_and_a_live_one_is_left_alone() {
+    let world = World::with_codes(1).await;
+    let stale = claim("add-1", NOW - 1);
+    let live = LimitClaim {
+        staff: staff("bob"),
+        ..claim("add-2", NOW + 60_000)
+    };
+    for c in [&stale, &live] {
+        world.store().claim_limit(c).await.expect("claimed");
+    }
+
+    let report = world.run().await;
+
+    assert_eq!(report.claims_finished, 1);
+    let published = world.sweep.notifier.published();
+    assert_eq!(published.len(), 1);
+    assert_eq!(
+        published[0].id,
+        stale.id(),
+        "the notification's id is the claim's"
+    );
+    let reasons = world.sweep.reasons.reasons();
+    assert!(reasons
+        .iter()
+        .any(|r| r.cause == Cause::LimitReached && r.fact_key == stale.id()));
+    let claims = world.store().limit_claims();
+    assert!(claims
+        .iter()
+        .any(|c| c.id() == live.id() && c.owner == "add-2"));
+    // The dead owner's late redelivery no longer owns it, and a second run finds nothing stale.
+    let again = world.run().await;
+    assert_eq!(again.claims_finished, 0);
+    assert_eq!(
+        world.store().claim_limit(&stale).await.expect("read"),
+        crate::facts::ClaimOutcome::TakenByAnother
+    );
 }

@@ -10,6 +10,8 @@ pub struct Config {
     pub quota_event_bus: String,
     /// The inbox's `maxReceiveCount`: on that receive a message's code is marked dirty first.
     pub max_receives: u32,
+    /// How long the add that makes a limit claim owns it (then the sweep may finish it).
+    pub claim_owner_lease_ms: u64,
 }
 
 impl Config {
@@ -20,6 +22,7 @@ impl Config {
             dead_letter_queue_url: required("DEAD_LETTER_QUEUE_URL")?,
             quota_event_bus: required("QUOTA_EVENT_BUS_NAME")?,
             max_receives: parsed("INBOX_MAX_RECEIVES")?,
+            claim_owner_lease_ms: parsed::<u64>("CLAIM_OWNER_LEASE_SECONDS")? * 1000,
         })
     }
 }

@@ -25,7 +25,8 @@ async fn main() -> Result<(), Error> {
             config.quota_event_bus,
         ),
         adapters::clock::system_clock,
-    );
+    )
+    .with_owner_lease(config.claim_owner_lease_ms);
     let exits = handler::InboxExits {
         dead_letters: SqsDeadLetters::new(sqs, config.dead_letter_queue_url),
         max_receives: config.max_receives,

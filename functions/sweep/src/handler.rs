@@ -14,18 +14,34 @@ use std::time::{Duration, SystemTime};
 /// A run's time when the invocation carries no deadline (a hand-run `sam local invoke`).
 const FALLBACK_BUDGET: Duration = Duration::from_secs(30);
 
+/// The run's report, and what it cost: DynamoDB requests sent (the WeCom calls are its
+/// `read_back` and `read_failures`).
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct RunCost {
+    #[serde(flatten)]
+    pub report: SweepReport,
+    pub dynamodb_requests: u64,
+}
+
+/// Runs one sweep; `requests_sent` reads the store's request counter.
 pub(crate) async fn handle<P: SweepPorts>(
     sweep: &Sweep<P>,
+    requests_sent: impl Fn() -> u64,
     event: LambdaEvent<Value>,
-) -> Result<SweepReport, Error> {
+) -> Result<RunCost, Error> {
     let budget = budget(event.context.deadline, SystemTime::now());
+    let before = requests_sent();
     let report = sweep.run(&event.context.request_id, budget).await?;
-    if report.out_of_time {
-        tracing::warn!(?report, "sweep ran out of time; the next run carries on");
+    let cost = RunCost {
+        report,
+        dynamodb_requests: requests_sent().saturating_sub(before),
+    };
+    if cost.report.out_of_time {
+        tracing::warn!(report = ?cost.report, dynamodb_requests = cost.dynamodb_requests, "sweep ran out of time; the next run carries on");
     } else {
-        tracing::info!(?report, "sweep ran");
+        tracing::info!(report = ?cost.report, dynamodb_requests = cost.dynamodb_requests, "sweep ran");
     }
-    Ok(report)
+    Ok(cost)
 }
 
 /// The time left until the invocation's deadline (milliseconds since the epoch, real time).
@@ -55,6 +71,7 @@ mod tests {
         type WeCom = FakeWeCom;
         type Budget = FakeBudget;
         type Reasons = InMemoryQueues;
+        type Notifier = InMemoryQueues;
     }
 
     fn clock() -> u64 {
@@ -95,11 +112,15 @@ mod tests {
             wecom: FakeWeCom::default(),
             budget: FakeBudget::default(),
             reasons: queue.clone(),
+            notifier: queue.clone(),
             clock,
             settings: SweepSettings::DEFAULT,
         };
 
-        let report = handle(&sweep, sample("req-1")).await.expect("ran");
+        let report = handle(&sweep, || 0, sample("req-1"))
+            .await
+            .expect("ran")
+            .report;
 
         assert!(!report.held_elsewhere);
         assert_eq!(report.dirty_due, 1);

@@ -4,6 +4,7 @@ mod config;
 mod handler;
 
 use adapters::dynamodb::{DynamoBudget, DynamoStore};
+use adapters::eventbridge::EventBridgeNotifier;
 use adapters::sqs::SqsReasonQueue;
 use adapters::wecom::WeComClient;
 use domain::sweep::{Sweep, SweepPorts};
@@ -17,6 +18,7 @@ impl SweepPorts for Deployed {
     type WeCom = WeComClient;
     type Budget = DynamoBudget;
     type Reasons = SqsReasonQueue;
+    type Notifier = EventBridgeNotifier;
 }
 
 #[tokio::main]
@@ -27,13 +29,21 @@ async fn main() -> Result<(), Error> {
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
     let wecom = WeComClient::new(config.wecom_api_base_url, config.wecom_timeout)
         .with_token_store(std::sync::Arc::new(store.clone()));
+    let counted = store.clone();
     let sweep = Sweep::<Deployed> {
         budget: DynamoBudget::new(store.clone(), config.read_budget),
         store,
         wecom,
         reasons: SqsReasonQueue::new(aws_sdk_sqs::Client::new(&aws), config.refresh_queue_url),
+        notifier: EventBridgeNotifier::new(
+            aws_sdk_eventbridge::Client::new(&aws),
+            config.quota_event_bus,
+        ),
         clock: adapters::clock::system_clock,
         settings: config.settings,
     };
-    run(service_fn(|event| handler::handle(&sweep, event))).await
+    run(service_fn(|event| {
+        handler::handle(&sweep, || counted.requests_sent(), event)
+    }))
+    .await
 }

@@ -79,10 +79,43 @@ impl QuotaLedger for InMemoryStore {
     async fn mark_notified(&self, claim: &LimitClaim, _: usize) -> Result<(), StoreError> {
         let id = claim.id();
         let mut tables = self.available()?;
-        if let Some((_, notified)) = tables.limit_claims.iter_mut().find(|(c, _)| c.id() == id) {
-            *notified = true;
+        if let Some((held, notified)) = tables.limit_claims.iter_mut().find(|(c, _)| c.id() == id) {
+            if held.owner == claim.owner {
+                *notified = true;
+            }
         }
         Ok(())
+    }
+
+    async fn stale_claims(&self, now_ms: u64, limit: usize) -> Result<Vec<LimitClaim>, StoreError> {
+        let tables = self.available()?;
+        Ok(tables
+            .limit_claims
+            .iter()
+            .filter(|(claim, notified)| !notified && claim.lease_until_ms < now_ms)
+            .map(|(claim, _)| claim.clone())
+            .take(limit)
+            .collect())
+    }
+
+    async fn take_over(
+        &self,
+        claim: &LimitClaim,
+        owner: &str,
+        lease_until_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let id = claim.id();
+        let mut tables = self.available()?;
+        match tables.limit_claims.iter_mut().find(|(c, _)| c.id() == id) {
+            Some((held, false))
+                if held.owner == claim.owner && held.lease_until_ms == claim.lease_until_ms =>
+            {
+                held.owner = owner.to_owned();
+                held.lease_until_ms = lease_until_ms;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 }
 

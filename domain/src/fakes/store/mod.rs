@@ -619,6 +619,7 @@ impl InMemoryStore {
             code: claim.code,
             owner: String::new(),
             claimed_at_ms: 0,
+            lease_until_ms: 0,
         };
         self.tables().limit_claims.push((claim, true));
     }
