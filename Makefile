@@ -16,7 +16,7 @@ export QRSYNC_SANDBOX_PORT ?= 4580
 LOCAL_AWS := AWS_ENDPOINT_URL=http://127.0.0.1:$(QRSYNC_AWS_PORT) AWS_ACCESS_KEY_ID=test \
 	AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 
-.PHONY: tools build local up deploy down lint check unit integration fuzz test demo bench clean \
+.PHONY: tools build local up deploy down lint check unit integration fuzz test demo bench bench-drift clean \
 	lambda-image invoke invoke-test
 
 $(VENV)/tools/.installed: tools/requirements/sam.txt
@@ -157,6 +157,19 @@ bench: tools
 		$(MAKE) deploy || { $(MAKE) down; exit 1; }
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
 		$(BIN)/qrsync-bench $(BENCH_ARGS); status=$$?; $(MAKE) down; exit $$status
+
+## bench-drift: the sweep measured (tools/bench/src/drift.rs): a tenant of 2,000 codes (--codes)
+## seeded, DRIFT_CODES of their contact ways changed behind qrsync's back, then watched until the
+## sweep has read them back and repaired them; deploys with a read budget that covers the whole
+## tenant in every run (DriftReadsPerTenantHour=DRIFT_READS_PER_HOUR).
+DRIFT_CODES ?= 20
+DRIFT_READS_PER_HOUR ?= 150000
+bench-drift: tools
+	cargo build -q --locked --workspace --bin qrsync-bench
+	QRSYNC_PARAMETER_OVERRIDES="DriftReadsPerTenantHour=$(DRIFT_READS_PER_HOUR) $$QRSYNC_PARAMETER_OVERRIDES" \
+		$(MAKE) deploy || { $(MAKE) down; exit 1; }
+	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
+		$(BIN)/qrsync-bench --drift-codes $(DRIFT_CODES) $(BENCH_ARGS); status=$$?; $(MAKE) down; exit $$status
 
 clean: down
 	rm -rf .aws-sam .local

@@ -16,7 +16,8 @@ pub struct Config {
     pub wecom_timeout: Duration,
     pub settings: SweepSettings,
     /// `get_contact_way`'s own per-tenant budget: the read-back's reads per hour, any of them
-    /// in one minute (a run reads its share at once, dirty codes first).
+    /// in one minute (a run reads its share at once, dirty codes first), but never more in a
+    /// minute than the 9,000 of every API's default budget (below WeCom's 10,000).
     pub read_budget: BudgetLimits,
 }
 
@@ -44,7 +45,7 @@ impl Config {
                 ..SweepSettings::DEFAULT
             },
             read_budget: BudgetLimits {
-                per_minute: reads_per_tenant_hour,
+                per_minute: reads_per_tenant_hour.min(BudgetLimits::default().per_minute),
                 per_hour: reads_per_tenant_hour,
             },
         })

@@ -16,6 +16,7 @@
 //! Settings: `QRSYNC_STACK`, `QRSYNC_SANDBOX_URL`, optionally `QRSYNC_API_URL`, and the
 //! standard AWS ones (`AWS_ENDPOINT_URL`, credentials, `AWS_REGION`).
 
+mod drift;
 mod report;
 mod sandbox;
 mod world;
@@ -101,6 +102,14 @@ struct Args {
     min_reasons: u64,
     #[arg(long, default_value_t = 2_000)]
     min_codes: usize,
+    /// Instead of the two phases: change this many contact ways behind qrsync's back after
+    /// seeding and measure the sweep finding and repairing them (deploy with a read budget
+    /// that covers the tenant: `make bench-drift`).
+    #[arg(long, default_value_t = 0)]
+    drift_codes: usize,
+    /// How long the drift phase may take.
+    #[arg(long, default_value_t = 900)]
+    drift_timeout_secs: u64,
 }
 
 fn say(message: impl AsRef<str>) {
@@ -266,6 +275,27 @@ async fn run(args: Args) -> Result<bool> {
         online: plan.staff.iter().map(|s| (s.clone(), true)).collect(),
     };
     let seeding = bench.seed().await?;
+    if args.drift_codes > 0 {
+        let logs = aws_sdk_cloudwatchlogs::Client::new(&world.aws);
+        let measured = drift::run(
+            &bench.sandbox.0,
+            &logs,
+            &world.sweep_function,
+            &id.corp_id,
+            args.drift_codes,
+            &mut bench.rng,
+            Duration::from_secs(args.drift_timeout_secs),
+        )
+        .await?;
+        drift::print(&measured);
+        println!(
+            "\nseeding: {} codes in {:.0} s; run {:.0} s",
+            seeding.codes,
+            seeding.codes_secs,
+            started.elapsed().as_secs_f64()
+        );
+        return Ok(measured.repair_ms.len() == measured.drifted && measured.drifted > 0);
+    }
     let phase1 = bench
         .phase("phase 1", args.limit1, args.rounds1, args.round_staff1)
         .await?;

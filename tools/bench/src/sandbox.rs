@@ -7,7 +7,7 @@ pub use stack_client::sandbox::Call;
 use stack_client::sandbox::SandboxControl;
 use std::time::Duration;
 
-pub struct Sandbox(SandboxControl);
+pub struct Sandbox(pub SandboxControl);
 
 impl std::ops::Deref for Sandbox {
     type Target = SandboxControl;

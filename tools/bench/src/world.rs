@@ -26,6 +26,8 @@ pub struct World {
     /// `...DeadLetterQueueUrl` outputs.
     pub dead_letters: BTreeMap<String, String>,
     refresh_function: String,
+    /// The sweep function (its logs hold each run's report).
+    pub sweep_function: String,
     sqs: aws_sdk_sqs::Client,
     lambda: aws_sdk_lambda::Client,
     pub store: DynamoStore,
@@ -58,6 +60,7 @@ impl World {
             stack: stack.to_owned(),
             api_url: found.api_url.clone(),
             refresh_function: found.output("RefreshCodesFunctionName")?.to_owned(),
+            sweep_function: found.output("SweepFunctionName")?.to_owned(),
             work_queues,
             dead_letters,
             sqs: aws_sdk_sqs::Client::new(&aws),
