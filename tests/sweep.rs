@@ -1,9 +1,10 @@
 //! The backstop against the deployed stack: faults injected behind the single writer's back,
 //! then the scheduled sweep (every minute locally, `SweepPeriodMinutes=1`) seen repairing
-//! them within two of its periods. The guard's step changes the sweep function's
-//! configuration, so the steps run one after another and the original is put back.
+//! them within two of its periods. Each step has its own tenant and they run at once; the
+//! guard's step raises the sweep's read budget (every tenant is sampled more meanwhile, which
+//! the other steps do not mind) and the original is put back.
 
-use adapters::dynamodb::DynamoStore;
+use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::{ensure, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::tenants::TenantId;
@@ -19,24 +20,16 @@ const TWO_SWEEPS: Duration = Duration::from_secs(150);
 async fn the_sweep_repairs_what_the_single_writer_missed() -> Result<()> {
     let world = World::connect().await?;
     let sweep_env = world.function_environment("SweepFunctionName").await?;
-    let record_env = world
-        .function_environment("RecordFactsFunctionName")
-        .await?;
-    let outcome = async {
-        a_list_changed_behind_qrsyncs_back_is_read_back_and_repaired(&world).await?;
-        a_refresh_dead_lettered_for_good_is_resynced(&world).await?;
-        a_limit_claim_whose_notification_failed_is_finished(&world, &record_env).await?;
-        drift_on_most_of_a_tenants_sample_stops_its_repair_until_resumed(&world, &sweep_env).await
-    }
-    .await;
+    // Each step has its own tenant: they run at once, as the sweep would meet them.
+    let outcome = tokio::try_join!(
+        a_list_changed_behind_qrsyncs_back_is_read_back_and_repaired(&world),
+        a_refresh_dead_lettered_for_good_is_resynced(&world),
+        a_limit_claim_whose_notification_failed_is_finished(&world),
+        drift_on_most_of_a_tenants_sample_stops_its_repair_until_resumed(&world, &sweep_env),
+    )
+    .map(|_| ());
     world
         .set_function_environment("SweepFunctionName", sweep_env)
-        .await?;
-    world
-        .set_function_environment("RecordFactsFunctionName", record_env)
-        .await?;
-    world
-        .set_consumer_enabled("RecordFactsFunctionName", true)
         .await?;
     world
         .sandbox()
@@ -134,46 +127,62 @@ async fn claims(world: &World, tenant: &str) -> Result<Vec<HashMap<String, Attri
         .await?)
 }
 
-async fn a_limit_claim_whose_notification_failed_is_finished(
-    world: &World,
-    original: &std::collections::HashMap<String, String>,
-) -> Result<()> {
+async fn a_limit_claim_whose_notification_failed_is_finished(world: &World) -> Result<()> {
     let live = LiveTenant::create(world, 2).await?;
     let (capped, other) = (live.staff[0].as_str(), live.staff[1].as_str());
     live.set_company_daily_cap(Some(1)).await?;
     let config_id = live.put_code("capped", &[capped, other], None).await?;
     converged(&live, &config_id, &[capped, other]).await?;
-
-    // record-facts can no longer reach EventBridge: the add's claim is made and its codes
-    // told, but its StaffQuotaReached is never published.
-    let mut broken = original.clone();
-    broken.insert(
-        "AWS_ENDPOINT_URL_EVENTBRIDGE".into(),
-        "http://127.0.0.1:9".into(),
-    );
-    world
-        .set_function_environment("RecordFactsFunctionName", broken)
-        .await?;
     live.deliver_add(capped, "capped", "wm-claim-1").await?;
     let tenant = live.tenant.id.clone();
-    eventually("the claim is made, unfinished", TWO_SWEEPS, || async {
+    let claim = eventually("the owner finishes its claim", TWO_SWEEPS, || async {
         let claims = claims(world, &tenant).await?;
-        Ok((claims.len() == 1 && notified(&claims[0]) == Some(false)).then_some(()))
+        Ok(claims
+            .first()
+            .filter(|claim| notified(claim) == Some(true))
+            .cloned())
     })
     .await?;
-    // Its owner dies: the message is gone before a redelivery could finish the claim.
+    converged(&live, &config_id, &[other]).await?;
+    ensure!(
+        notifications(world, &tenant).await?.len() == 1,
+        "the owner published once"
+    );
+
+    // The fault, injected where it leaves its trace: the claim as a publish that failed
+    // leaves it (not notified), its owner dead (the add's message dead-lettered) and its
+    // lease over.
+    let expired = integration_tests::now_ms() - 1;
+    let sk = claim
+        .get("sk")
+        .and_then(|sk| sk.as_s().ok())
+        .cloned()
+        .unwrap_or_default();
     world
-        .set_consumer_enabled("RecordFactsFunctionName", false)
-        .await?;
-    world.purge("InboxQueueUrl").await?;
-    world
-        .set_function_environment("RecordFactsFunctionName", original.clone())
-        .await?;
-    world
-        .set_consumer_enabled("RecordFactsFunctionName", true)
+        .dynamodb
+        .update_item()
+        .table_name(world.output("TableName"))
+        .key("pk", AttributeValue::S(keys::tenant(&TenantId::parse(&tenant)?)))
+        .key("sk", AttributeValue::S(sk.clone()))
+        .update_expression(
+            "SET notified = :no, #owner = :dead, lease_until_ms = :expired, gsi1pk = :open, gsi1sk = :sort",
+        )
+        .expression_attribute_names("#owner", "owner")
+        .expression_attribute_values(":no", AttributeValue::Bool(false))
+        .expression_attribute_values(":dead", AttributeValue::S("add-that-died".into()))
+        .expression_attribute_values(":expired", AttributeValue::N(expired.to_string()))
+        .expression_attribute_values(":open", AttributeValue::S(keys::OPEN_CLAIMS.into()))
+        .expression_attribute_values(
+            ":sort",
+            AttributeValue::S(keys::open_claim_sort(
+                expired,
+                &TenantId::parse(&tenant)?,
+                &sk,
+            )),
+        )
+        .send()
         .await?;
 
-    // The owner's lease (60 s locally) ends; a sweep takes the claim over and finishes it.
     let finished = eventually("the sweep finishes the claim", TWO_SWEEPS, || async {
         let claims = claims(world, &tenant).await?;
         Ok(claims
@@ -193,7 +202,7 @@ async fn a_limit_claim_whose_notification_failed_is_finished(
         Ok((!seen.is_empty()).then_some(seen))
     })
     .await?;
-    ensure!(published.len() == 1, "one notification: {published:?}");
+    ensure!(published.len() == 1, "one more notification: {published:?}");
     let detail = &published[0]["detail"];
     ensure!(
         detail["staff"] == json!(capped) && detail["limit"] == json!("company_daily"),
@@ -203,7 +212,7 @@ async fn a_limit_claim_whose_notification_failed_is_finished(
         detail["id"]
             .as_str()
             .is_some_and(|id| id.starts_with("limit:")),
-        "the notification's id is the claim's: {detail}"
+        "the same id as the owner's, for consumers to drop the repeat: {detail}"
     );
     converged(&live, &config_id, &[other]).await
 }

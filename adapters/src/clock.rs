@@ -1,6 +1,22 @@
-//! The time the admin API, record-facts, refresh and schedule-tick functions act on. The
+//! The time the admin API, record-facts, refresh, schedule-tick and sweep functions act on. The
 //! callback function checks a callback's signed timestamp against the host's clock, and the
 //! fan-out function only reads deadlines, so neither takes this clock.
+
+/// The time left until a Lambda invocation's deadline (milliseconds since the epoch, real
+/// time: the clock offset does not apply to Lambda's deadline); `fallback` when the invocation
+/// carries none (a hand-run `sam local invoke`).
+pub fn time_to_deadline(
+    deadline_ms: u64,
+    now: std::time::SystemTime,
+    fallback: std::time::Duration,
+) -> std::time::Duration {
+    if deadline_ms == 0 {
+        return fallback;
+    }
+    (std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(deadline_ms))
+        .duration_since(now)
+        .unwrap_or(std::time::Duration::ZERO)
+}
 
 /// The operator's clock offset (template parameter `ClockOffsetSeconds`), in seconds.
 pub const CLOCK_OFFSET_VAR: &str = "QRSYNC_CLOCK_OFFSET_SECONDS";
@@ -41,7 +57,20 @@ fn parse_clock_offset(raw: &str) -> Option<i64> {
 
 #[cfg(test)]
 mod clock_tests {
-    use super::parse_clock_offset;
+    use super::{parse_clock_offset, time_to_deadline};
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn the_time_to_a_deadline_is_what_is_left_of_it_or_the_fallback_without_one() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let fallback = Duration::from_secs(30);
+        assert_eq!(
+            time_to_deadline(1_055_000, now, fallback),
+            Duration::from_secs(55)
+        );
+        assert_eq!(time_to_deadline(999_000, now, fallback), Duration::ZERO);
+        assert_eq!(time_to_deadline(0, now, fallback), fallback);
+    }
 
     #[test]
     fn a_clock_offset_is_whole_seconds_either_way() {

@@ -9,7 +9,6 @@
 
 use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
-use aws_sdk_dynamodb::types::ReturnValue;
 use domain::facts::TenantProfiles;
 use domain::membership::{CodeId, Limit, StaffId, WeeklySchedule};
 use domain::schedules::{
@@ -19,7 +18,6 @@ use domain::tenants::{TenantId, Timezone};
 use domain::StoreError;
 
 const NEXT_MINUTE: &str = "next_minute";
-const LEASE_UNTIL: &str = "lease_until_ms";
 const DUE_AT: &str = "due_at_ms";
 
 fn cursor_key() -> Item {
@@ -123,36 +121,18 @@ impl DueIndex for DynamoStore {
         now_ms: u64,
         lease_until_ms: u64,
     ) -> Result<CursorLease, StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(cursor_key()))
-            .update_expression("SET #owner = :owner, #until = :until")
-            // A lease ending after the one we would take was taken under a clock ahead of ours
-            // (an operator set the clock back, which restarts every function): nobody holds it.
-            .condition_expression("attribute_not_exists(#pk) OR #until < :now OR #until > :until")
-            .expression_attribute_names("#pk", keys::PK)
-            .expression_attribute_names("#owner", "owner")
-            .expression_attribute_names("#until", LEASE_UNTIL)
-            .expression_attribute_values(":owner", s(owner))
-            .expression_attribute_values(":until", n(lease_until_ms))
-            .expression_attribute_values(":now", n(now_ms))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        match result {
-            Ok(output) => Ok(CursorLease::Acquired {
-                next: output
-                    .attributes
-                    .as_ref()
-                    .and_then(|item| get_n::<u64>(item, NEXT_MINUTE))
-                    .map(Minute::from_u64),
-            }),
-            Err(error) => error
-                .refused_or_unavailable()
-                .map(|_| CursorLease::HeldElsewhere),
-        }
+        let cursor = (keys::TICK_CURSOR_PK, keys::TICK_CURSOR_SK);
+        Ok(
+            match self
+                .take_run_lease(cursor, owner, now_ms, lease_until_ms)
+                .await?
+            {
+                Some(item) => CursorLease::Acquired {
+                    next: get_n::<u64>(&item, NEXT_MINUTE).map(Minute::from_u64),
+                },
+                None => CursorLease::HeldElsewhere,
+            },
+        )
     }
 
     async fn advance(
@@ -184,24 +164,8 @@ impl DueIndex for DynamoStore {
     }
 
     async fn release(&self, owner: &str) -> Result<(), StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(cursor_key()))
-            .update_expression("SET #until = :zero")
-            .condition_expression("#owner = :owner")
-            .expression_attribute_names("#owner", "owner")
-            .expression_attribute_names("#until", LEASE_UNTIL)
-            .expression_attribute_values(":owner", s(owner))
-            .expression_attribute_values(":zero", n(0))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            // Not ours any more: leave it to its holder.
-            Err(error) => error.refused_or_unavailable().map(|_| ()),
-        }
+        let cursor = (keys::TICK_CURSOR_PK, keys::TICK_CURSOR_SK);
+        self.give_back_run_lease(cursor, owner).await
     }
 
     async fn due_in(&self, minute: Minute) -> Result<Vec<Due>, StoreError> {

@@ -11,7 +11,6 @@ use domain::sweep::{DriftCounts, DriftLedger, DriftReport, GuardTrip, SweepRuns,
 use domain::tenants::TenantId;
 use domain::StoreError;
 
-const LEASE_UNTIL: &str = "lease_until_ms";
 const AFTER_TENANT: &str = "after_tenant";
 /// Drift reports outlive the day they describe by a quarter: garbage collection only.
 const REPORT_TTL_SECS: u64 = 90 * 24 * 60 * 60;
@@ -28,34 +27,11 @@ impl SweepRuns for DynamoStore {
         now_ms: u64,
         lease_until_ms: u64,
     ) -> Result<Option<Option<TenantId>>, StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(lease_key()))
-            .update_expression("SET #owner = :owner, #until = :until")
-            // A lease ending after the one we would take was taken under a clock ahead of
-            // ours (the clock was set back): nobody holds it.
-            .condition_expression("attribute_not_exists(#pk) OR #until < :now OR #until > :until")
-            .expression_attribute_names("#pk", keys::PK)
-            .expression_attribute_names("#owner", "owner")
-            .expression_attribute_names("#until", LEASE_UNTIL)
-            .expression_attribute_values(":owner", s(owner))
-            .expression_attribute_values(":until", n(lease_until_ms))
-            .expression_attribute_values(":now", n(now_ms))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        match result {
-            Ok(output) => Ok(Some(
-                output
-                    .attributes
-                    .as_ref()
-                    .and_then(|item| get_s(item, AFTER_TENANT))
-                    .and_then(|t| TenantId::parse(t).ok()),
-            )),
-            Err(error) => error.refused_or_unavailable().map(|_| None),
-        }
+        let lease = (keys::SWEEP_PK, keys::SWEEP_SK);
+        Ok(self
+            .take_run_lease(lease, owner, now_ms, lease_until_ms)
+            .await?
+            .map(|item| get_s(&item, AFTER_TENANT).and_then(|tenant| TenantId::parse(tenant).ok())))
     }
 
     async fn save_cursor(&self, owner: &str, after: Option<&TenantId>) -> Result<bool, StoreError> {
@@ -81,23 +57,8 @@ impl SweepRuns for DynamoStore {
     }
 
     async fn release(&self, owner: &str) -> Result<(), StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(lease_key()))
-            .update_expression("SET #until = :zero")
-            .condition_expression("#owner = :owner")
-            .expression_attribute_names("#owner", "owner")
-            .expression_attribute_names("#until", LEASE_UNTIL)
-            .expression_attribute_values(":owner", s(owner))
-            .expression_attribute_values(":zero", n(0))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(error) => error.refused_or_unavailable().map(|_| ()),
-        }
+        self.give_back_run_lease((keys::SWEEP_PK, keys::SWEEP_SK), owner)
+            .await
     }
 }
 

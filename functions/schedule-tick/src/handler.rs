@@ -6,6 +6,7 @@
 //! shows as a Lambda error; the cursor stays on the minute in hand and the next run walks it
 //! again. A failure while handling one item only moves that item to a later minute.
 
+use adapters::clock::time_to_deadline;
 use domain::reasons::ReasonQueue;
 use domain::schedules::{DueIndex, ScheduleFacts, Tick, TickReport};
 use lambda_runtime::{Error, LambdaEvent};
@@ -19,7 +20,7 @@ pub(crate) async fn handle<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue>(
     tick: &Tick<I, F, Q>,
     event: LambdaEvent<Value>,
 ) -> Result<TickReport, Error> {
-    let budget = budget(event.context.deadline, SystemTime::now());
+    let budget = time_to_deadline(event.context.deadline, SystemTime::now(), FALLBACK_BUDGET);
     let report = tick.run(&event.context.request_id, budget).await?;
     if report.minutes_behind > 0 {
         tracing::warn!(?report, "schedule tick is behind; the next runs catch up");
@@ -27,17 +28,6 @@ pub(crate) async fn handle<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue>(
         tracing::info!(?report, "schedule tick ran");
     }
     Ok(report)
-}
-
-/// The time left until the invocation's deadline (milliseconds since the epoch, real time:
-/// the clock offset does not apply to Lambda's deadline).
-fn budget(deadline_ms: u64, now: SystemTime) -> Duration {
-    if deadline_ms == 0 {
-        return FALLBACK_BUDGET;
-    }
-    (SystemTime::UNIX_EPOCH + Duration::from_millis(deadline_ms))
-        .duration_since(now)
-        .unwrap_or(Duration::ZERO)
 }
 
 #[cfg(test)]
@@ -122,13 +112,5 @@ mod tests {
 
         assert!(report.held_elsewhere);
         assert!(queue.reasons().is_empty());
-    }
-
-    #[test]
-    fn the_budget_is_the_time_to_the_deadline() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
-        assert_eq!(budget(1_055_000, now), Duration::from_secs(55));
-        assert_eq!(budget(999_000, now), Duration::ZERO);
-        assert_eq!(budget(0, now), FALLBACK_BUDGET);
     }
 }

@@ -6,6 +6,7 @@
 //! so it shows as a Lambda error; the work stays where it was for the next run. A failure on
 //! one code or one tenant is logged and left to the next run.
 
+use adapters::clock::time_to_deadline;
 use domain::sweep::{Sweep, SweepPorts, SweepReport};
 use lambda_runtime::{Error, LambdaEvent};
 use serde_json::Value;
@@ -29,7 +30,7 @@ pub(crate) async fn handle<P: SweepPorts>(
     requests_sent: impl Fn() -> u64,
     event: LambdaEvent<Value>,
 ) -> Result<RunCost, Error> {
-    let budget = budget(event.context.deadline, SystemTime::now());
+    let budget = time_to_deadline(event.context.deadline, SystemTime::now(), FALLBACK_BUDGET);
     let before = requests_sent();
     let report = sweep.run(&event.context.request_id, budget).await?;
     let cost = RunCost {
@@ -42,16 +43,6 @@ pub(crate) async fn handle<P: SweepPorts>(
         tracing::info!(report = ?cost.report, dynamodb_requests = cost.dynamodb_requests, "sweep ran");
     }
     Ok(cost)
-}
-
-/// The time left until the invocation's deadline (milliseconds since the epoch, real time).
-fn budget(deadline_ms: u64, now: SystemTime) -> Duration {
-    if deadline_ms == 0 {
-        return FALLBACK_BUDGET;
-    }
-    (SystemTime::UNIX_EPOCH + Duration::from_millis(deadline_ms))
-        .duration_since(now)
-        .unwrap_or(Duration::ZERO)
 }
 
 #[cfg(test)]
@@ -126,13 +117,5 @@ mod tests {
         assert_eq!(report.dirty_due, 1);
         assert_eq!(report.marks_dropped, 1, "no such code is stored");
         assert!(queue.reasons().is_empty());
-    }
-
-    #[test]
-    fn the_budget_is_the_time_to_the_deadline() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
-        assert_eq!(budget(1_055_000, now), Duration::from_secs(55));
-        assert_eq!(budget(999_000, now), Duration::ZERO);
-        assert_eq!(budget(0, now), FALLBACK_BUDGET);
     }
 }
