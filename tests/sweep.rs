@@ -7,6 +7,8 @@
 use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::{ensure, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
+use domain::membership::CodeId;
+use domain::sweep::{CreationIntent, CreationIntents};
 use domain::tenants::TenantId;
 use integration_tests::{eventually, LiveTenant, World};
 use serde_json::json;
@@ -25,6 +27,7 @@ async fn the_sweep_repairs_what_the_single_writer_missed() -> Result<()> {
         a_list_changed_behind_qrsyncs_back_is_read_back_and_repaired(&world),
         a_refresh_dead_lettered_for_good_is_resynced(&world),
         a_limit_claim_whose_notification_failed_is_finished(&world),
+        a_contact_way_created_but_never_recorded_is_deleted(&world),
         drift_on_most_of_a_tenants_sample_stops_its_repair_until_resumed(&world, &sweep_env),
     )
     .map(|_| ());
@@ -222,6 +225,65 @@ fn notified(claim: &HashMap<String, AttributeValue>) -> Option<bool> {
         .get("notified")
         .and_then(|v| v.as_bool().ok())
         .copied()
+}
+
+async fn a_contact_way_created_but_never_recorded_is_deleted(world: &World) -> Result<()> {
+    let live = LiveTenant::create(world, 1).await?;
+    let member = live.staff[0].as_str();
+    let recorded = live.put_code("orphaned", &[member], None).await?;
+
+    // The crash between WeCom's answer and our record, injected where it leaves its trace:
+    // the intent recorded before the call, and a contact way WeCom made for the code whose
+    // config id never reached the table.
+    let store = DynamoStore::new(world.dynamodb.clone(), world.output("TableName").to_owned());
+    store
+        .record_intent(&CreationIntent {
+            tenant: TenantId::parse(&live.tenant.id)?,
+            code: CodeId::parse("orphaned")?,
+            started_at_ms: integration_tests::now_ms(),
+        })
+        .await?;
+    let token = world.sandbox().token(&live.tenant).await?;
+    let made = world
+        .sandbox()
+        .call(
+            "add_contact_way",
+            &token,
+            json!({"type": 2, "scene": 2, "state": "orphaned", "user": [member]}),
+        )
+        .await?;
+    let orphan = made["config_id"].as_str().unwrap_or_default().to_owned();
+    ensure!(
+        !orphan.is_empty(),
+        "the sandbox made no contact way: {made}"
+    );
+
+    // Past the intent's grace (2 minutes), the next sweep deletes it.
+    let corp = live.tenant.corp_id.clone();
+    eventually(
+        "the orphan contact way is deleted",
+        Duration::from_secs(120) + TWO_SWEEPS,
+        || async {
+            let ways = world
+                .sandbox()
+                .get(&format!("/_sandbox/contact-ways?corp_id={corp}"))
+                .await?;
+            let ids: Vec<&str> = ways["contact_ways"]
+                .as_array()
+                .map(|ways| {
+                    ways.iter()
+                        .filter_map(|w| w["config_id"].as_str())
+                        .collect()
+                })
+                .unwrap_or_default();
+            Ok((!ids.contains(&orphan.as_str())).then_some(ids.contains(&recorded.as_str())))
+        },
+    )
+    .await
+    .and_then(|kept| {
+        ensure!(kept, "the recorded contact way is kept");
+        Ok(())
+    })
 }
 
 /// The `StaffQuotaReached` events of `tenant` on the stack's own notification queue.

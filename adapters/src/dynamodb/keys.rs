@@ -161,6 +161,18 @@ pub fn open_claim_sort(lease_until_ms: u64, tenant_id: &TenantId, sk: &str) -> S
     format!("{lease_until_ms:013}#{}#{sk}", tenant(tenant_id))
 }
 
+/// A creation intent of a code's contact way (`domain::sweep::CreationIntent`), under its
+/// tenant: `INTENT#<code>#<started ms>`; in `gsi1` under `INTENTS`, by time.
+pub fn creation_intent(code: &CodeId, started_at_ms: u64) -> String {
+    format!("INTENT#{code}#{started_at_ms:013}")
+}
+
+pub const INTENTS: &str = "INTENTS";
+
+pub fn intent_index_sort(started_at_ms: u64, tenant_id: &TenantId, sk: &str) -> String {
+    format!("{started_at_ms:013}#{}#{sk}", tenant(tenant_id))
+}
+
 /// The registry of tenants the sweep walks: every profile item carries `gsi1pk = TENANTS`
 /// and its tenant id as `gsi1sk`.
 pub const TENANTS_INDEX: &str = "TENANTS";

@@ -1,13 +1,16 @@
 //! The sweep's own items: its lease and cursor (`SWEEP / LEASE`, outside every tenant), the
 //! tenants' registry (every profile item is in `gsi1` under `TENANTS`), and per tenant its
-//! sample cursor (`DRIFT#SAMPLE`), its drift reports (`DRIFT#DAY#<day>`) and its guard
-//! (`DRIFT#GUARD`).
+//! sample cursor (`DRIFT#SAMPLE`), its drift reports (`DRIFT#DAY#<day>`), its guard
+//! (`DRIFT#GUARD`) and its creation intents (`INTENT#<code>#<ms>`, in `gsi1` under `INTENTS`).
 
 use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::ReturnValue;
 use domain::membership::CodeId;
-use domain::sweep::{DriftCounts, DriftLedger, DriftReport, GuardTrip, SweepRuns, TenantDirectory};
+use domain::sweep::{
+    CreationIntent, CreationIntents, DriftCounts, DriftLedger, DriftReport, GuardTrip, SweepRuns,
+    TenantDirectory,
+};
 use domain::tenants::TenantId;
 use domain::StoreError;
 
@@ -257,5 +260,81 @@ impl DriftLedger for DynamoStore {
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;
         Ok(output.attributes.is_some())
+    }
+}
+
+#[async_trait::async_trait]
+impl CreationIntents for DynamoStore {
+    async fn record_intent(&self, intent: &CreationIntent) -> Result<(), StoreError> {
+        let sk = keys::creation_intent(&intent.code, intent.started_at_ms);
+        let mut item = key(keys::tenant(&intent.tenant), sk.clone());
+        item.insert(keys::GSI1_PK.into(), s(keys::INTENTS));
+        item.insert(
+            keys::GSI1_SK.into(),
+            s(keys::intent_index_sort(
+                intent.started_at_ms,
+                &intent.tenant,
+                &sk,
+            )),
+        );
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+
+    async fn clear_intent(&self, intent: &CreationIntent) -> Result<(), StoreError> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(
+                keys::tenant(&intent.tenant),
+                keys::creation_intent(&intent.code, intent.started_at_ms),
+            )))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+
+    /// One index query: the intent's tenant, code and time are all in its keys.
+    async fn stale_intents(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<CreationIntent>, StoreError> {
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(keys::GSI1)
+            .key_condition_expression("#gpk = :gpk AND #gsk < :before")
+            .expression_attribute_names("#gpk", keys::GSI1_PK)
+            .expression_attribute_names("#gsk", keys::GSI1_SK)
+            .expression_attribute_values(":gpk", s(keys::INTENTS))
+            .expression_attribute_values(":before", s(format!("{before_ms:013}")))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(output
+            .items
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|item| {
+                let tenant = get_s(item, keys::PK)?.strip_prefix("TENANT#")?;
+                let rest = get_s(item, keys::SK)?.strip_prefix("INTENT#")?;
+                let (code, at) = rest.rsplit_once('#')?;
+                Some(CreationIntent {
+                    tenant: TenantId::parse(tenant).ok()?,
+                    code: CodeId::parse(code).ok()?,
+                    started_at_ms: at.parse().ok()?,
+                })
+            })
+            .collect())
     }
 }

@@ -157,6 +157,47 @@ impl WeComClient {
             .ok_or_else(|| WeComError::transient("get_contact_way answered an unexpected shape"))
     }
 
+    /// `list_contact_way`: the config ids of the corp's contact ways created in
+    /// `[from_secs, to_secs]`, every page (at most `LIST_PAGES` of 1,000; WeCom lists only
+    /// contact ways made after 2021-07-10, temporary sessions never).
+    pub async fn list_contact_ways(
+        &self,
+        creds: &CorpCredentials,
+        from_secs: u64,
+        to_secs: u64,
+    ) -> Result<Vec<String>, WeComError> {
+        const LIST_PAGES: usize = 50;
+        let mut ids = Vec::new();
+        let mut cursor = String::new();
+        for _ in 0..LIST_PAGES {
+            let mut body = json!({ "start_time": from_secs, "end_time": to_secs, "limit": 1000 });
+            if !cursor.is_empty() {
+                body["cursor"] = json!(cursor);
+            }
+            let answer = self.call(creds, "list_contact_way", &body).await?;
+            let page = answer
+                .get("contact_way")
+                .and_then(Value::as_array)
+                .ok_or_else(|| WeComError::transient("list_contact_way answered no list"))?;
+            ids.extend(
+                page.iter()
+                    .filter_map(|way| way.get("config_id").and_then(Value::as_str))
+                    .map(str::to_owned),
+            );
+            cursor = answer
+                .get("next_cursor")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            if cursor.is_empty() {
+                return Ok(ids);
+            }
+        }
+        Err(WeComError::transient(
+            "list_contact_way had more pages than one window should",
+        ))
+    }
+
     /// `del_contact_way`. Deleting a code that is already gone is
     /// [`WeComError::CodeGone`], which callers cleaning up may treat as done.
     pub async fn del_contact_way(

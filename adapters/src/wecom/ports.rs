@@ -4,7 +4,7 @@
 use super::WeComClient;
 use domain::admin::ContactWays;
 use domain::refresh::ContactWayPusher;
-use domain::sweep::ContactWayReader;
+use domain::sweep::{ContactWayReader, OrphanFinder};
 use domain::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
 use domain::wecom::errors::WeComError;
 
@@ -43,5 +43,29 @@ impl ContactWayReader for WeComClient {
         config_id: &str,
     ) -> Result<Vec<String>, WeComError> {
         Ok(self.get_contact_way(corp, config_id).await?.users)
+    }
+}
+
+#[async_trait::async_trait]
+impl OrphanFinder for WeComClient {
+    async fn created_between(
+        &self,
+        corp: &CorpCredentials,
+        from_secs: u64,
+        to_secs: u64,
+    ) -> Result<Vec<String>, WeComError> {
+        self.list_contact_ways(corp, from_secs, to_secs).await
+    }
+
+    async fn state_of(
+        &self,
+        corp: &CorpCredentials,
+        config_id: &str,
+    ) -> Result<String, WeComError> {
+        Ok(self.get_contact_way(corp, config_id).await?.state)
+    }
+
+    async fn delete(&self, corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError> {
+        self.del_contact_way(corp, config_id).await
     }
 }

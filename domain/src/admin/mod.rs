@@ -37,6 +37,7 @@ use crate::membership::{
 use crate::reasons::{Cause, Fact, FanOut, FanOutQueue, ReasonQueue, Source};
 use crate::refresh::{Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY};
 use crate::schedules::{plan, Subject};
+use crate::sweep::CreationIntent;
 use crate::tenants::{TenantId, TenantProfile, Timezone};
 use crate::wecom::contact_way::{ContactWayKind, ContactWayScene, CorpCredentials, NewContactWay};
 use crate::wecom::errors::WeComError;
@@ -699,6 +700,14 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
         };
         let creds = snapshot.credentials();
         self.spend(tenant, ADD_CONTACT_WAY).await?;
+        // Recorded before the call: a crash between WeCom's answer and our record leaves a
+        // contact way nobody knows of, which the sweep finds through this intent.
+        let intent = CreationIntent {
+            tenant: tenant.clone(),
+            code: code.clone(),
+            started_at_ms: now_ms,
+        };
+        self.store.record_intent(&intent).await?;
         let created = self.contact_ways.create(&creds, &way).await.map_err(|e| {
             // A transient failure may hide a contact way WeCom did create; the log is where
             // an operator finds it.
@@ -710,11 +719,16 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             .set_config_id(tenant, code, &created.config_id, &way.users)
             .await
         {
-            Ok(true) => Ok((created.config_id, created.qr_code, true)),
+            Ok(true) => {
+                self.clear_intent(&intent).await;
+                Ok((created.config_id, created.qr_code, true))
+            }
             Ok(false) => {
                 // Another request stored its contact way first: keep that one, drop ours.
                 tracing::info!(ours = %created.config_id, "a concurrent request created the code's contact way first");
-                self.discard(&creds, &created.config_id).await;
+                if self.discard(&creds, &created.config_id).await {
+                    self.clear_intent(&intent).await;
+                }
                 let stored = self
                     .store
                     .code(tenant, code)
@@ -727,17 +741,30 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             }
             Err(e) => {
                 // Unrecorded, the contact way could never be edited; the next PUT makes another.
-                self.discard(&creds, &created.config_id).await;
+                if self.discard(&creds, &created.config_id).await {
+                    self.clear_intent(&intent).await;
+                }
                 Err(e.into())
             }
         }
     }
 
-    /// Deletes a contact way this request created but could not keep.
-    async fn discard(&self, creds: &CorpCredentials, config_id: &str) {
-        if let Err(e) = self.contact_ways.delete(creds, config_id).await {
-            tracing::error!(alert = "orphan_contact_way", config_id, class = %e.class(), error = %e, "could not delete an unrecorded contact way; delete it by hand");
+    /// The creation is settled: its contact way is recorded or deleted. An intent left
+    /// behind only costs the sweep a look.
+    async fn clear_intent(&self, intent: &CreationIntent) {
+        if let Err(error) = self.store.clear_intent(intent).await {
+            tracing::warn!(error = %error, "creation intent not cleared; the sweep looks once");
         }
+    }
+
+    /// Deletes a contact way this request created but could not keep; `false` when WeCom
+    /// did not (the creation's intent then stays, for the sweep).
+    async fn discard(&self, creds: &CorpCredentials, config_id: &str) -> bool {
+        if let Err(e) = self.contact_ways.delete(creds, config_id).await {
+            tracing::error!(alert = "orphan_contact_way", config_id, class = %e.class(), error = %e, "could not delete an unrecorded contact way; the sweep tries again");
+            return false;
+        }
+        true
     }
 }
 

@@ -11,7 +11,7 @@ use crate::membership::{
 };
 use crate::refresh::{CodeFacts, StoredCode};
 use crate::schedules::DueWriter;
-use crate::sweep::DriftLedger;
+use crate::sweep::{CreationIntents, DriftLedger};
 use crate::tenants::{TenantId, TenantProfile};
 use crate::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
 use crate::wecom::errors::WeComError;
@@ -99,7 +99,9 @@ pub struct CodeAdds {
 }
 
 #[async_trait::async_trait]
-pub trait AdminStore: TenantProfiles + CodeFacts + DueWriter + StaffLedger + DriftLedger {
+pub trait AdminStore:
+    TenantProfiles + CodeFacts + DueWriter + StaffLedger + DriftLedger + CreationIntents
+{
     /// The tenant's profile with its version and secret times.
     async fn stored_profile(&self, tenant: &TenantId) -> Result<Option<StoredProfile>, StoreError>;
 

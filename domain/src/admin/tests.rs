@@ -700,6 +700,10 @@ async fn a_new_code_whose_members_are_all_out_is_created_with_its_fallback() {
         .expect("created");
 
     assert_eq!(w.wecom.created()[0].1.users, ["b"]);
+    assert!(
+        w.store.creation_intents().is_empty(),
+        "a recorded creation leaves no intent"
+    );
 }
 
 #[tokio::test]
@@ -727,6 +731,8 @@ async fn when_wecom_refuses_the_creation_the_config_stays_without_contact_way() 
         .expect("config kept");
     assert_eq!(stored.code.config_id, None);
     assert!(w.queue.reasons().is_empty());
+    // A failed call may hide a contact way WeCom made: the intent stays for the sweep.
+    assert_eq!(w.store.creation_intents().len(), 1);
 }
 
 #[tokio::test]
@@ -749,6 +755,10 @@ async fn losing_the_creation_race_deletes_our_contact_way_and_answers_the_winner
     let stored = w.store.stored_code(&tenant(), &code("c1")).expect("stored");
     assert_eq!(stored.code.config_id.as_deref(), Some("cw-winner"));
     assert_eq!(w.queue.reasons().len(), 1);
+    assert!(
+        w.store.creation_intents().is_empty(),
+        "ours is deleted: nothing left to look for"
+    );
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 
 use crate::admin::ContactWays;
 use crate::refresh::ContactWayPusher;
-use crate::sweep::ContactWayReader;
+use crate::sweep::{ContactWayReader, OrphanFinder};
 use crate::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
 use crate::wecom::errors::WeComError;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -209,5 +209,36 @@ impl ContactWayReader for FakeWeCom {
         Ok(created
             .map(|(_, way)| way.users.clone())
             .unwrap_or_default())
+    }
+}
+
+/// The fake keeps no creation times: every contact way it made is in every window.
+#[async_trait::async_trait]
+impl OrphanFinder for FakeWeCom {
+    async fn created_between(
+        &self,
+        _: &CorpCredentials,
+        _: u64,
+        _: u64,
+    ) -> Result<Vec<String>, WeComError> {
+        let state = self.state();
+        Ok((1..=state.created.len())
+            .map(|n| format!("cw-{n}"))
+            .filter(|id| !state.deleted.contains(id))
+            .collect())
+    }
+
+    async fn state_of(&self, _: &CorpCredentials, config_id: &str) -> Result<String, WeComError> {
+        let state = self.state();
+        config_id
+            .strip_prefix("cw-")
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| state.created.get(n.checked_sub(1)?))
+            .map(|(_, way)| way.state.clone())
+            .ok_or(WeComError::CodeGone { errcode: 41044 })
+    }
+
+    async fn delete(&self, corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError> {
+        ContactWays::delete(self, corp, config_id).await
     }
 }

@@ -18,7 +18,12 @@
 //!    was dead-lettered) is taken over in one conditional write on its owner and lease (a live
 //!    claim is never touched) and finished: its codes' reasons, its notification (id: the
 //!    claim's id, at least once), its record.
-//! 4. **The blast-radius guard**: when more than the set share of a tenant's sample differs,
+//! 4. **Contact ways never recorded**: a creation intent (recorded before `add_contact_way`,
+//!    cleared once the `config_id` is stored) still there after its request ended may hide a
+//!    contact way WeCom made when the admin function crashed before recording it. The sweep
+//!    lists the corp's contact ways created around the intent's time and deletes those whose
+//!    `state` is the code's id but which are not the code's recorded one.
+//! 5. **The blast-radius guard**: when more than the set share of a tenant's sample differs,
 //!    the likely cause is a recompute bug, not noise. The tenant's repair stops (its marks
 //!    stay, no resync is sent), its report says so and an alert is raised, until an operator
 //!    resumes it.
@@ -31,13 +36,20 @@ mod tests;
 pub use drift::{
     compare, guard_trips, sample_size, Difference, DriftCounts, DriftReport, GuardTrip,
 };
-pub use ports::{ContactWayReader, DirtyIndex, DriftLedger, SweepRuns, TenantDirectory};
+pub use ports::{
+    ContactWayReader, CreationIntent, CreationIntents, DirtyIndex, DriftLedger, OrphanFinder,
+    SweepRuns, TenantDirectory,
+};
 
 use crate::dirty::{next_resync_at, DirtyMark, DirtyMarks, DirtyWhy};
-use crate::facts::{finish_claim, LimitClaim, QuotaLedger, QuotaNotifier, StaffLedger};
+use crate::facts::{
+    finish_claim, LimitClaim, QuotaLedger, QuotaNotifier, StaffLedger, TenantProfiles,
+};
 use crate::membership::CodeId;
 use crate::reasons::{Cause, ReasonQueue, RefreshReason};
-use crate::refresh::{CodeFacts, CodeSnapshot, Spend, WeComBudget, GET_CONTACT_WAY};
+use crate::refresh::{
+    CodeFacts, CodeSnapshot, Spend, WeComBudget, DEL_CONTACT_WAY, GET_CONTACT_WAY,
+};
 use crate::tenants::{tenant_day, TenantId};
 use crate::wecom::errors::FailureClass;
 use crate::{Clock, StoreError};
@@ -54,8 +66,10 @@ pub trait SweepPorts {
         + SweepRuns
         + TenantDirectory
         + QuotaLedger
-        + StaffLedger;
-    type WeCom: ContactWayReader;
+        + StaffLedger
+        + TenantProfiles
+        + CreationIntents;
+    type WeCom: ContactWayReader + OrphanFinder;
     type Budget: WeComBudget;
     type Reasons: ReasonQueue;
     type Notifier: QuotaNotifier;
@@ -89,6 +103,12 @@ impl SweepSettings {
     };
 }
 
+/// A creation intent older than this belongs to a request that has ended: API Gateway gives up
+/// on a request after 29 s, and the admin function's timeout is shorter.
+pub const INTENT_GRACE_MS: u64 = 2 * 60_000;
+/// The search around an intent's time: WeCom stamps a creation with its own clock.
+const INTENT_WINDOW_SECS: u64 = 120;
+
 /// Marks read per query, and tenants per page of the registry.
 const MARKS_PER_PAGE: usize = 100;
 const TENANTS_PER_PAGE: usize = 50;
@@ -121,6 +141,8 @@ pub struct SweepReport {
     pub read_failures: u32,
     /// Stale limit claims taken over and finished.
     pub claims_finished: u32,
+    /// Contact ways created for a code but never recorded, found and deleted.
+    pub orphans_deleted: u32,
 }
 
 impl SweepReport {
@@ -139,6 +161,7 @@ impl SweepReport {
         self.budget_refusals += part.budget_refusals;
         self.read_failures += part.read_failures;
         self.claims_finished += part.claims_finished;
+        self.orphans_deleted += part.orphans_deleted;
     }
 }
 
@@ -196,6 +219,7 @@ impl<P: SweepPorts> Sweep<P> {
         let walked = async {
             self.resync_dirty(&mut run).await?;
             self.finish_claims(owner, &mut run).await?;
+            self.delete_orphans(&mut run).await?;
             self.sample_tenants(owner, cursor, &mut run).await
         }
         .await;
@@ -389,6 +413,93 @@ impl<P: SweepPorts> Sweep<P> {
             }
         }
         Ok(())
+    }
+
+    /// Step 4: the contact ways of creations whose request ended without recording them.
+    async fn delete_orphans(&self, run: &mut Run) -> Result<(), StoreError> {
+        let before_ms = self.now_ms().saturating_sub(INTENT_GRACE_MS);
+        for intent in self.store.stale_intents(before_ms, MARKS_PER_PAGE).await? {
+            if self.out_of_time(run) {
+                break;
+            }
+            if self.orphans_of(run, &intent).await? {
+                self.store.clear_intent(&intent).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every contact way WeCom made for `intent`'s code around its time that is not
+    /// the code's recorded one. `false` when it could not look (WeCom failed, no budget):
+    /// the intent stays for the next run.
+    async fn orphans_of(&self, run: &mut Run, intent: &CreationIntent) -> Result<bool, StoreError> {
+        let (tenant, code) = (&intent.tenant, &intent.code);
+        let Some(profile) = self.store.profile(tenant).await? else {
+            return Ok(true);
+        };
+        let recorded = self
+            .store
+            .snapshot(tenant, code, self.now_ms())
+            .await?
+            .and_then(|snapshot| snapshot.code.config_id);
+        let corp = crate::wecom::contact_way::CorpCredentials {
+            corp_id: profile.corp_id.clone(),
+            corp_secret: profile.corp_secret.clone(),
+        };
+        let at_secs = intent.started_at_ms / 1000;
+        let window = (
+            at_secs.saturating_sub(INTENT_WINDOW_SECS),
+            at_secs + INTENT_WINDOW_SECS,
+        );
+        if !self.spent(tenant, GET_CONTACT_WAY).await? {
+            return Ok(false);
+        }
+        let created = match self.wecom.created_between(&corp, window.0, window.1).await {
+            Ok(created) => created,
+            Err(error) => {
+                tracing::warn!(tenant = %tenant, code = %code, error = %error, "contact ways not listed; the intent stays");
+                return Ok(false);
+            }
+        };
+        for config_id in created {
+            if Some(&config_id) == recorded.as_ref() {
+                continue;
+            }
+            if !self.spent(tenant, GET_CONTACT_WAY).await? {
+                return Ok(false);
+            }
+            match self.wecom.state_of(&corp, &config_id).await {
+                Ok(state) if state == code.as_str() => {}
+                Ok(_) => continue,
+                Err(error) => {
+                    tracing::warn!(tenant = %tenant, config_id, error = %error, "contact way not read; the intent stays");
+                    return Ok(false);
+                }
+            }
+            if !self.spent(tenant, DEL_CONTACT_WAY).await? {
+                return Ok(false);
+            }
+            match self.wecom.delete(&corp, &config_id).await {
+                Ok(()) => {
+                    run.report.orphans_deleted += 1;
+                    tracing::warn!(alert = "orphan_contact_way_deleted", tenant = %tenant, code = %code, config_id, "a contact way created for the code but never recorded was deleted");
+                }
+                Err(error) if error.class() == FailureClass::CodeGone => {}
+                Err(error) => {
+                    tracing::warn!(tenant = %tenant, config_id, error = %error, "orphan contact way not deleted; the intent stays");
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// One call's worth of the tenant's budget for `api`; `false` when it is spent.
+    async fn spent(&self, tenant: &TenantId, api: &str) -> Result<bool, StoreError> {
+        Ok(matches!(
+            self.budget.spend(tenant, api, self.now_ms()).await?,
+            Spend::Granted
+        ))
     }
 
     /// Step 2: the tenants from the cursor, each sampled once, `TENANTS_IN_FLIGHT` at a

@@ -83,6 +83,46 @@ pub trait DriftLedger: Send + Sync {
     async fn resume(&self, tenant: &TenantId) -> Result<bool, StoreError>;
 }
 
+/// A contact way about to be created for a code: recorded before `add_contact_way`, cleared
+/// once its `config_id` is stored (or the contact way deleted again). One still there after
+/// its request ended may mean a contact way WeCom made and nobody recorded (a crash between
+/// the call and the record): the sweep looks for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreationIntent {
+    pub tenant: TenantId,
+    pub code: CodeId,
+    pub started_at_ms: u64,
+}
+
+#[async_trait::async_trait]
+pub trait CreationIntents: Send + Sync {
+    async fn record_intent(&self, intent: &CreationIntent) -> Result<(), StoreError>;
+    async fn clear_intent(&self, intent: &CreationIntent) -> Result<(), StoreError>;
+    /// Intents recorded before `before_ms`, oldest first, at most `limit` (a query).
+    async fn stale_intents(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<CreationIntent>, StoreError>;
+}
+
+/// What the sweep needs of WeCom to find and delete contact ways created but never recorded.
+#[async_trait::async_trait]
+pub trait OrphanFinder: Send + Sync {
+    /// The config ids of the corp's contact ways created between `from_secs` and `to_secs`
+    /// (`list_contact_way`, every page).
+    async fn created_between(
+        &self,
+        corp: &CorpCredentials,
+        from_secs: u64,
+        to_secs: u64,
+    ) -> Result<Vec<String>, WeComError>;
+    /// The `state` a contact way was created with: the id of the code qrsync made it for.
+    async fn state_of(&self, corp: &CorpCredentials, config_id: &str)
+        -> Result<String, WeComError>;
+    async fn delete(&self, corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError>;
+}
+
 /// Reads WeCom's copy of a contact way (`get_contact_way`).
 #[async_trait::async_trait]
 pub trait ContactWayReader: Send + Sync {

@@ -404,3 +404,76 @@ async fn a_stale_unfinished_claim_is_taken_over_and_finished_once_and_a_live_one
         crate::facts::ClaimOutcome::TakenByAnother
     );
 }
+
+async fn created_for(world: &World, code_id: &str) -> String {
+    use crate::admin::ContactWays;
+    use crate::wecom::contact_way::{ContactWayKind, ContactWayScene, NewContactWay};
+    let way = NewContactWay {
+        kind: ContactWayKind::Multi,
+        scene: ContactWayScene::QrCode,
+        state: code_id.into(),
+        users: vec!["alice".into()],
+        remark: None,
+        skip_verify: true,
+    };
+    world
+        .sweep
+        .wecom
+        .create(&snapshot(0, &[]).credentials(), &way)
+        .await
+        .expect("created")
+        .config_id
+}
+
+#[tokio::test]
+async fn a_contact_way_made_for_a_code_but_never_recorded_is_deleted_and_the_recorded_one_kept() {
+    let world = World::with_codes(2).await;
+    // A creation whose record never landed (cw-1), then the retry that was recorded (cw-2),
+    // and another code's contact way (cw-3).
+    let orphan = created_for(&world, "c00").await;
+    let kept = created_for(&world, "c00").await;
+    let other = created_for(&world, "c01").await;
+    let mut recorded = snapshot(0, &["alice", "bob"]);
+    recorded.code.config_id = Some(kept.clone());
+    world.store().load_snapshot(&tenant(), &code(0), &recorded);
+    let intent = CreationIntent {
+        tenant: tenant(),
+        code: code(0),
+        started_at_ms: NOW - INTENT_GRACE_MS - 1,
+    };
+    world
+        .store()
+        .record_intent(&intent)
+        .await
+        .expect("recorded");
+
+    let report = world.run().await;
+
+    assert_eq!(report.orphans_deleted, 1);
+    assert_eq!(world.sweep.wecom.deleted(), [orphan]);
+    assert!(!world.sweep.wecom.deleted().contains(&kept));
+    assert!(!world.sweep.wecom.deleted().contains(&other));
+    assert!(world.store().creation_intents().is_empty());
+}
+
+#[tokio::test]
+async fn a_creation_still_within_its_grace_is_left_to_its_request() {
+    let world = World::with_codes(1).await;
+    created_for(&world, "c00").await;
+    let intent = CreationIntent {
+        tenant: tenant(),
+        code: code(0),
+        started_at_ms: NOW - 1_000,
+    };
+    world
+        .store()
+        .record_intent(&intent)
+        .await
+        .expect("recorded");
+
+    let report = world.run().await;
+
+    assert_eq!(report.orphans_deleted, 0);
+    assert!(world.sweep.wecom.deleted().is_empty());
+    assert_eq!(world.store().creation_intents(), [intent]);
+}

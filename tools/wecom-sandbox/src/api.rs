@@ -123,6 +123,7 @@ fn dispatch(
     match api {
         Api::AddContactWay => contact_ways::add(state, &corp_id, body),
         Api::GetContactWay => contact_ways::get(state, &corp_id, body),
+        Api::ListContactWay => contact_ways::list(state, &corp_id, body),
         Api::UpdateContactWay => contact_ways::update(state, &corp_id, body),
         Api::DelContactWay => contact_ways::del(state, &corp_id, body),
         Api::GetToken => tokens::get_token(state, query),

@@ -257,6 +257,67 @@ pub(crate) fn get(
     Ok(fields)
 }
 
+/// The most `list_contact_way` answers in one page, and its default (§4.3).
+const LIST_LIMIT_MAX: i64 = 1000;
+const LIST_LIMIT_DEFAULT: i64 = 100;
+/// The window `list_contact_way` covers when `start_time` is left out: 90 days (§4.3).
+const LIST_DEFAULT_WINDOW_SECS: i64 = 90 * 24 * 60 * 60;
+
+/// `list_contact_way`: the config ids of the corp's contact ways created in
+/// `[start_time, end_time]` (seconds; 90 days ago and now by default), oldest first, a page of
+/// `limit` at a time; `next_cursor` is empty on the last page.
+pub(crate) fn list(
+    state: &State,
+    corp_id: &str,
+    body: &Value,
+) -> Result<Map<String, Value>, WecomError> {
+    let obj = object(body)?;
+    let now_secs = i64::try_from(state.now_ms() / 1000).unwrap_or(i64::MAX);
+    let end = integer(obj, "end_time")?.unwrap_or(now_secs);
+    let start = integer(obj, "start_time")?.unwrap_or(end - LIST_DEFAULT_WINDOW_SECS);
+    let limit = integer(obj, "limit")?.unwrap_or(LIST_LIMIT_DEFAULT);
+    if !(1..=LIST_LIMIT_MAX).contains(&limit) || start > end {
+        return Err(invalid(
+            "limit must be 1 to 1000, start_time at most end_time",
+        ));
+    }
+    let skip: usize = match text(obj, "cursor")? {
+        None => 0,
+        Some(cursor) if cursor.is_empty() => 0,
+        Some(cursor) => cursor
+            .parse()
+            .map_err(|_| invalid("cursor is not one we gave"))?,
+    };
+    let mut ways: Vec<&ContactWay> = state
+        .contact_ways
+        .values()
+        .filter(|w| w.corp_id == corp_id)
+        .filter(|w| {
+            let created = i64::try_from(w.created_at_ms / 1000).unwrap_or(i64::MAX);
+            (start..=end).contains(&created)
+        })
+        .collect();
+    ways.sort_by(|a, b| (a.created_at_ms, &a.config_id).cmp(&(b.created_at_ms, &b.config_id)));
+    let page: Vec<Value> = ways
+        .iter()
+        .skip(skip)
+        .take(usize::try_from(limit).unwrap_or(0))
+        .map(|w| json!({ "config_id": w.config_id }))
+        .collect();
+    let next = skip + page.len();
+    let mut fields = Map::new();
+    fields.insert("contact_way".into(), Value::Array(page));
+    fields.insert(
+        "next_cursor".into(),
+        Value::String(if next < ways.len() {
+            next.to_string()
+        } else {
+            String::new()
+        }),
+    );
+    Ok(fields)
+}
+
 /// `type` and `scene` cannot change and are ignored if sent. Everything is validated before
 /// anything is written, so a refused update leaves the code as it was.
 pub(crate) fn update(

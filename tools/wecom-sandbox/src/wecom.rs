@@ -112,15 +112,17 @@ pub(crate) enum Api {
     GetToken,
     AddContactWay,
     GetContactWay,
+    ListContactWay,
     UpdateContactWay,
     DelContactWay,
 }
 
 impl Api {
-    pub const ALL: [Api; 5] = [
+    pub const ALL: [Api; 6] = [
         Api::GetToken,
         Api::AddContactWay,
         Api::GetContactWay,
+        Api::ListContactWay,
         Api::UpdateContactWay,
         Api::DelContactWay,
     ];
@@ -130,6 +132,7 @@ impl Api {
             Api::GetToken => "gettoken",
             Api::AddContactWay => "add_contact_way",
             Api::GetContactWay => "get_contact_way",
+            Api::ListContactWay => "list_contact_way",
             Api::UpdateContactWay => "update_contact_way",
             Api::DelContactWay => "del_contact_way",
         }

@@ -432,3 +432,58 @@ async fn reset_forgets_corps_tokens_codes_and_settings() {
     );
     assert_eq!(h.ok("GET", "/_sandbox/health", None).await["status"], "ok");
 }
+
+#[tokio::test]
+async fn list_contact_way_pages_through_the_corps_contact_ways_created_in_the_window() {
+    let h = Harness::start(1).await;
+    h.put_corp(&["alice"], None).await;
+    let token = h.token().await;
+    let mut made = Vec::new();
+    for state in ["a", "b", "c"] {
+        let added = h
+            .wecom(
+                "add_contact_way",
+                &token,
+                json!({"type": 2, "scene": 2, "state": state, "user": ["alice"]}),
+            )
+            .await;
+        made.push(added["config_id"].as_str().unwrap().to_owned());
+    }
+
+    let mut listed = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let page = h
+            .wecom(
+                "list_contact_way",
+                &token,
+                json!({"limit": 2, "cursor": cursor}),
+            )
+            .await;
+        assert_eq!(page["errcode"], 0, "{page}");
+        let ways = page["contact_way"].as_array().unwrap();
+        assert!(ways.len() <= 2);
+        listed.extend(ways.iter().map(|w| w["config_id"].as_str().unwrap().to_owned()));
+        cursor = page["next_cursor"].as_str().unwrap().to_owned();
+        if cursor.is_empty() {
+            break;
+        }
+    }
+    listed.sort();
+    made.sort();
+    assert_eq!(listed, made);
+
+    let long_ago = h
+        .wecom(
+            "list_contact_way",
+            &token,
+            json!({"start_time": 1, "end_time": 2}),
+        )
+        .await;
+    assert_eq!(long_ago["contact_way"], json!([]));
+    assert_eq!(long_ago["next_cursor"], "");
+    let refused = h
+        .wecom("list_contact_way", &token, json!({"limit": 1001}))
+        .await;
+    assert_eq!(refused["errcode"], 40058);
+}

@@ -150,6 +150,7 @@ struct SweepTables {
     sample_cursors: HashMap<TenantId, CodeId>,
     reports: HashMap<(TenantId, String), crate::sweep::DriftCounts>,
     guards: HashMap<TenantId, crate::sweep::GuardTrip>,
+    intents: Vec<crate::sweep::CreationIntent>,
 }
 
 impl Tables {
@@ -437,6 +438,11 @@ impl InMemoryStore {
         self.tables()
             .today
             .insert((tenant.clone(), code.clone(), staff.clone()), counts);
+    }
+
+    /// The creation intents not cleared, oldest first.
+    pub fn creation_intents(&self) -> Vec<crate::sweep::CreationIntent> {
+        self.tables().sweep.intents.clone()
     }
 
     /// The code's current dirty mark: when it was made and why.

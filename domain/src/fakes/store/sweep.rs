@@ -5,7 +5,8 @@ use super::InMemoryStore;
 use crate::dirty::DirtyMark;
 use crate::membership::CodeId;
 use crate::sweep::{
-    DirtyIndex, DriftCounts, DriftLedger, DriftReport, GuardTrip, SweepRuns, TenantDirectory,
+    CreationIntent, CreationIntents, DirtyIndex, DriftCounts, DriftLedger, DriftReport, GuardTrip,
+    SweepRuns, TenantDirectory,
 };
 use crate::tenants::TenantId;
 use crate::StoreError;
@@ -197,5 +198,36 @@ impl DriftLedger for InMemoryStore {
 
     async fn resume(&self, tenant: &TenantId) -> Result<bool, StoreError> {
         Ok(self.available()?.sweep.guards.remove(tenant).is_some())
+    }
+}
+
+#[async_trait::async_trait]
+impl CreationIntents for InMemoryStore {
+    async fn record_intent(&self, intent: &CreationIntent) -> Result<(), StoreError> {
+        self.available()?.sweep.intents.push(intent.clone());
+        Ok(())
+    }
+
+    async fn clear_intent(&self, intent: &CreationIntent) -> Result<(), StoreError> {
+        self.available()?.sweep.intents.retain(|i| i != intent);
+        Ok(())
+    }
+
+    async fn stale_intents(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<CreationIntent>, StoreError> {
+        let tables = self.available()?;
+        let mut stale: Vec<CreationIntent> = tables
+            .sweep
+            .intents
+            .iter()
+            .filter(|i| i.started_at_ms < before_ms)
+            .cloned()
+            .collect();
+        stale.sort_by_key(|i| i.started_at_ms);
+        stale.truncate(limit);
+        Ok(stale)
     }
 }
