@@ -31,15 +31,36 @@ pub struct Drift {
 /// A count in one "sweep ran" log line, as text (`read_back: 3`, `dynamodb_requests=12`) or
 /// as JSON (`"dynamodb_requests":12`).
 fn field(line: &str, name: &str) -> Option<u64> {
+    let plain = without_colours(line);
     [
         format!("{name}: "),
         format!("{name}="),
         format!("\"{name}\":"),
     ]
     .iter()
-    .find_map(|marker| line.split(marker.as_str()).nth(1))
+    .find_map(|marker| plain.split(marker.as_str()).nth(1))
     .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
     .and_then(|n| n.parse().ok())
+}
+
+/// `line` without the terminal colour codes a text log puts around field names (MiniStack
+/// keeps a function's output as it was written).
+fn without_colours(line: &str) -> String {
+    let mut plain = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // An escape sequence runs to its final letter (`\x1b[3m`).
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
 }
 
 pub async fn run(
@@ -193,5 +214,7 @@ mod tests {
         let json = r#"{"fields":{"message":"sweep ran","dynamodb_requests":7}}"#;
         assert_eq!(field(json, "dynamodb_requests"), Some(7));
         assert_eq!(field(text, "repairs_started"), None);
+        let coloured = "sweep ran \u{1b}[3mdynamodb_requests\u{1b}[0m\u{1b}[2m=\u{1b}[0m6195";
+        assert_eq!(field(coloured, "dynamodb_requests"), Some(6195));
     }
 }

@@ -463,7 +463,10 @@ async fn list_contact_way_pages_through_the_corps_contact_ways_created_in_the_wi
         assert_eq!(page["errcode"], 0, "{page}");
         let ways = page["contact_way"].as_array().unwrap();
         assert!(ways.len() <= 2);
-        listed.extend(ways.iter().map(|w| w["config_id"].as_str().unwrap().to_owned()));
+        listed.extend(
+            ways.iter()
+                .map(|w| w["config_id"].as_str().unwrap().to_owned()),
+        );
         cursor = page["next_cursor"].as_str().unwrap().to_owned();
         if cursor.is_empty() {
             break;
