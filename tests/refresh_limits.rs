@@ -382,7 +382,7 @@ async fn a_code_wecom_deleted_is_marked_gone_and_dirty_and_left_alone(
     })
     .await?;
     ensure!(
-        dirty.get("failure_class") == Some(&AttributeValue::S("code_gone".into())),
+        dirty.get("why") == Some(&AttributeValue::S("refresh_failed:code_gone".into())),
         "dirty mark {dirty:?}"
     );
     let code_item = item(world, &tenant, &keys::code(&code))
