@@ -75,11 +75,12 @@ lint: $(VENV)/tools/.installed
 unit:
 	cargo test --workspace --locked
 
-## integration: the tests/ crate against the deployed local stack and the sandbox
+## integration: the tests/ crate against the deployed local stack and the sandbox (every binary
+## runs even after one fails, so one run reports every failure)
 INTEGRATION_TESTS := $(shell sed -n 's/^name = "\([a-z_]*\)"$$/\1/p' tests/Cargo.toml | grep -v '^integration_tests$$')
 integration:
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
-		cargo test --locked --workspace $(addprefix --test ,$(INTEGRATION_TESTS))
+		cargo test --locked --workspace --no-fail-fast $(addprefix --test ,$(INTEGRATION_TESTS))
 
 ## fuzz: schemathesis against the deployed admin API, from docs/admin-api.openapi.json (a
 ## bounded number of cases per operation: FUZZ_EXAMPLES, seed FUZZ_SEED); see tools/fuzz/run.py

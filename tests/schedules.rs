@@ -286,11 +286,18 @@ async fn the_tenants_midnight_brings_back_a_member_removed_for_the_daily_limit()
         || async { Ok((live.wecom_list(&config_id).await? == members).then_some(())) },
     )
     .await;
-    let moved_on = due_at_ms(&world, &live.tenant.id, "DUE#MIDNIGHT").await;
+    // The list may be back before the tick has run: the sweep's read-back finds the record
+    // behind the new day's facts and resyncs the code itself.
+    let moved_on = eventually("the midnight item moves on", TICK_LATENCY, || async {
+        Ok(due_at_ms(&world, &live.tenant.id, "DUE#MIDNIGHT")
+            .await?
+            .filter(|next| *next != midnight_ms))
+    })
+    .await;
     // Back to the real clock whatever happened, for the tests after this one.
     set_stack_clock(&world, &functions, before).await?;
     rolled?;
-    let next = moved_on?.context("the midnight item is gone")?;
+    let next = moved_on?;
     assert_eq!(next, zone.next_midnight_ms(midnight_ms + 1));
     println!("{zone}: clock moved {offset_secs} s; rolled over");
     Ok(())

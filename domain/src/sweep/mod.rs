@@ -23,10 +23,10 @@
 //!    contact way WeCom made when the admin function crashed before recording it. The sweep
 //!    lists the corp's contact ways created around the intent's time and deletes those whose
 //!    `state` is the code's id but which are not the code's recorded one.
-//! 5. **The blast-radius guard**: when more than the set share of a tenant's sample differs,
-//!    the likely cause is a recompute bug, not noise. The tenant's repair stops (its marks
-//!    stay, no resync is sent), its report says so and an alert is raised, until an operator
-//!    resumes it.
+//! 5. **The blast-radius guard**: when more than the set share of a tenant's sample differs
+//!    from what WeCom holds, the likely cause is a bug (in the recompute or the push), not
+//!    noise. The tenant's repair stops (its marks stay, no resync is sent), its report says so
+//!    and an alert is raised, until an operator resumes it.
 
 mod drift;
 mod ports;
@@ -604,9 +604,20 @@ impl<P: SweepPorts> Sweep<P> {
             self.store.save_sample_cursor(tenant, code).await?;
         }
         let now_ms = self.now_ms();
+        // Only WeCom differing from our record counts for the guard. A record behind the facts
+        // is also what every code with a reason still queued looks like (a wave of shift ends,
+        // a midnight before the tick, a backlog waiting for budget), so counting it would stop
+        // a busy tenant's repair for nothing; it is resynced, which merges with that reason.
+        let drifted = u32::try_from(
+            differing
+                .iter()
+                .filter(|(_, d)| *d == Difference::WeComDiffers)
+                .count(),
+        )
+        .unwrap_or(u32::MAX);
         let tripped = guard_trips(
             counts.read,
-            counts.differing,
+            drifted,
             self.settings.guard_share_percent,
             self.settings.guard_min_sample,
         );
@@ -614,7 +625,7 @@ impl<P: SweepPorts> Sweep<P> {
             let trip = GuardTrip {
                 tripped_at_ms: now_ms,
                 sampled: counts.read,
-                differing: counts.differing,
+                differing: drifted,
             };
             self.store.trip_guard(tenant, &trip).await?;
             report.guards_tripped += 1;
