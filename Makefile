@@ -69,6 +69,8 @@ down:
 lint: $(VENV)/tools/.installed
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
+	# `--all-targets` leaves out test targets marked `test = false`: the integration tests.
+	cargo clippy --workspace --locked $(addprefix --test ,$(INTEGRATION_TESTS)) -- -D warnings
 	$(TOOLS)/cfn-lint template.yaml
 	sam validate --template-file template.yaml --lint
 

@@ -6,7 +6,7 @@
 //! (`QRSYNC_CLOCK_OFFSET_SECONDS` on every function, and the sandbox's clock with it), which
 //! restarts the functions and would shift the other test's edges.
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::tenants::{zone_with_the_next_midnight, Timezone};
 use integration_tests::{eventually, LiveTenant, World};
