@@ -65,11 +65,11 @@ deploy: up
 down:
 	-$(TOOLS)/python tools/local/stack.py down
 
-## lint: formatting, clippy, cfn-lint and sam validate
+## lint: formatting, clippy, cfn-lint and sam validate (clippy twice: `--all-targets` leaves out
+## the test targets marked `test = false`, the integration tests, which are named instead)
 lint: $(VENV)/tools/.installed
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
-	# `--all-targets` leaves out test targets marked `test = false`: the integration tests.
 	cargo clippy --workspace --locked $(addprefix --test ,$(INTEGRATION_TESTS)) -- -D warnings
 	$(TOOLS)/cfn-lint template.yaml
 	sam validate --template-file template.yaml --lint
