@@ -60,6 +60,18 @@ impl DynamoStore {
         }
     }
 
+    /// Writes `item` whole, unconditionally (one `PutItem`).
+    async fn put(&self, item: Item) -> Result<(), StoreError> {
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+
     /// Requests this store's client has transmitted since it was built (each retry counted):
     /// a function's report reads the difference over one invocation.
     pub fn requests_sent(&self) -> u64 {

@@ -133,14 +133,7 @@ impl DriftLedger for DynamoStore {
     ) -> Result<(), StoreError> {
         let mut item = key(keys::tenant(tenant), keys::DRIFT_SAMPLE.to_owned());
         item.insert("after_code".into(), s(after.as_str()));
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        Ok(())
+        self.put(item).await
     }
 
     /// One query of the tenant's code items after `after` (their sort keys only).
@@ -236,14 +229,7 @@ impl DriftLedger for DynamoStore {
         item.insert("tripped_at_ms".into(), n(trip.tripped_at_ms));
         item.insert("sampled".into(), n(trip.sampled));
         item.insert("differing".into(), n(trip.differing));
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        Ok(())
+        self.put(item).await
     }
 
     async fn resume(&self, tenant: &TenantId) -> Result<bool, StoreError> {
@@ -277,14 +263,7 @@ impl CreationIntents for DynamoStore {
                 &sk,
             )),
         );
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        Ok(())
+        self.put(item).await
     }
 
     async fn clear_intent(&self, intent: &CreationIntent) -> Result<(), StoreError> {

@@ -76,13 +76,6 @@ impl TokenStore for DynamoStore {
             keys::EXPIRES_AT.into(),
             n(token.expires_at_ms / 1000 + 3600),
         );
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        Ok(())
+        self.put(item).await
     }
 }
