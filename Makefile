@@ -46,7 +46,7 @@ tools: $(VENV)/tools/.installed $(VENV)/ministack/.installed $(VENV)/fuzz/.insta
 # functions do not have.
 LAMBDA_PROFILE ?= release
 ifeq ($(LAMBDA_PROFILE),dev)
-SAM_BUILD_ENV := SAM_BUILD_MODE=debug CARGO_LAMBDA_COMPILER=cargo CARGO_PROFILE_DEV_DEBUG=false \
+SAM_BUILD_ENV := env SAM_BUILD_MODE=debug CARGO_LAMBDA_COMPILER=cargo CARGO_PROFILE_DEV_DEBUG=false \
 	CARGO_PROFILE_DEV_STRIP=symbols CARGO_TARGET_DIR=$(CURDIR)/target/lambda-dev
 else ifneq ($(LAMBDA_PROFILE),release)
 $(error LAMBDA_PROFILE is release or dev, not $(LAMBDA_PROFILE))
