@@ -39,8 +39,9 @@ tools: $(VENV)/tools/.installed $(VENV)/ministack/.installed $(VENV)/fuzz/.insta
 # The bootstraps' profile. `release` (the default, what a deploy to AWS ships): cargo-lambda's
 # release build, linked with its zig for Lambda's glibc. `dev`, for `make test`'s local world
 # only: the dev profile without debug info, stripped, linked by the host's cc, in its own target
-# dir. It compiles in about half the time of a release build, and beside the unit tests' build
-# rather than after it (each holds cargo's lock on its own target dir). The tests' and the
+# dir, so it can run beside the unit tests' build (each holds cargo's lock on its own target
+# dir). Alone it took 2m08s for the 7 functions; whether the two lanes beat one after the other
+# on 2 cores is not shown yet (README, "The two commands"). The tests' and the
 # functions' builds cannot share artifacts: cargo resolves features per selection, and the
 # workspace's tools and tests turn on features (hyper's server, the SDK's event streams) the
 # functions do not have.
