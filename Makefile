@@ -16,7 +16,7 @@ export QRSYNC_SANDBOX_PORT ?= 4580
 LOCAL_AWS := AWS_ENDPOINT_URL=http://127.0.0.1:$(QRSYNC_AWS_PORT) AWS_ACCESS_KEY_ID=test \
 	AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 
-.PHONY: tools build local up deploy deploy-built down lint check unit integration fuzz test demo bench bench-drift clean \
+.PHONY: tools build local up deploy deploy-built down down-shards lint check unit integration fuzz test demo bench bench-drift clean \
 	lambda-image invoke invoke-test
 
 $(VENV)/tools/.installed: tools/requirements/sam.txt
@@ -36,30 +36,36 @@ $(VENV)/fuzz/.installed: tools/requirements/fuzz.txt
 
 tools: $(VENV)/tools/.installed $(VENV)/ministack/.installed $(VENV)/fuzz/.installed
 
-# The bootstraps' profile. `release` (the default, what a deploy to AWS ships): cargo-lambda's
-# release build, linked with its zig for Lambda's glibc. `dev`, for `make test`'s local world
-# only: the dev profile without debug info, stripped, linked by the host's cc, in its own target
-# dir, so it can run beside the unit tests' build (each holds cargo's lock on its own target
-# dir). Alone it took 2m08s for the 7 functions; whether the two lanes beat one after the other
-# on 2 cores is not shown yet (README, "The two commands"). The tests' and the
-# functions' builds cannot share artifacts: cargo resolves features per selection, and the
-# workspace's tools and tests turn on features (hyper's server, the SDK's event streams) the
-# functions do not have.
+# The bootstraps' profile. `release` (the default, what a deploy to AWS ships): `sam build`
+# through cargo-lambda's release build, linked with its zig for Lambda's glibc. `dev`, for
+# `make test`'s local worlds: the workspace's own debug build (`cargo build --all-targets`, the
+# one `make test` makes for the tests anyway), its function binaries stripped and laid out in
+# .aws-sam/build as `sam build` would (tools/local/stage.py). One cargo invocation, one feature
+# set: every dependency compiles once for the tests and the functions, where `sam build`
+# compiles them again per function with the functions' own features.
 LAMBDA_PROFILE ?= release
+BIN := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/debug
 ifeq ($(LAMBDA_PROFILE),dev)
-SAM_BUILD_ENV := env SAM_BUILD_MODE=debug CARGO_LAMBDA_COMPILER=cargo CARGO_PROFILE_DEV_DEBUG=false \
-	CARGO_PROFILE_DEV_STRIP=symbols CARGO_TARGET_DIR=$(CURDIR)/target/lambda-dev
-else ifneq ($(LAMBDA_PROFILE),release)
+# The sandbox too comes from that one build: cargo would rebuild the crates it shares with the
+# tests for a selection of its own (the tests' dev-dependencies turn on features).
+SANDBOX_BUILD := cargo build -q --workspace --all-targets --locked
+BUILD_BOOTSTRAPS := $(SANDBOX_BUILD) && $(TOOLS)/python tools/local/stage.py $(BIN)
+else ifeq ($(LAMBDA_PROFILE),release)
+SANDBOX_BUILD := cargo build -q --locked --workspace --bin wecom-sandbox
+BUILD_BOOTSTRAPS := sam build --template-file template.yaml --build-dir .aws-sam/build --beta-features
+else
 $(error LAMBDA_PROFILE is release or dev, not $(LAMBDA_PROFILE))
 endif
-SAM_BUILD := $(SAM_BUILD_ENV) sam build --template-file template.yaml --build-dir .aws-sam/build --beta-features
-# Two local worlds of one checkout (on other ports) share .aws-sam/build: a lock keeps one
-# from rebuilding it between another's build and deploy.
+# Local worlds of one checkout (on other ports, as `make test`'s shards) share .aws-sam/build:
+# a lock keeps one from rebuilding it between another's build and deploy; deploys of what is
+# built share it.
 LOCKED := mkdir -p .aws-sam && flock .aws-sam/build.lock
+LOCKED_SHARED := mkdir -p .aws-sam && flock --shared .aws-sam/build.lock
 
-## build: sam build through cargo-lambda, one bootstrap per function (no Docker)
+## build: one bootstrap per function in .aws-sam/build (no Docker): `sam build` through
+## cargo-lambda, or with LAMBDA_PROFILE=dev the workspace's debug build staged there
 build: $(VENV)/tools/.installed
-	$(LOCKED) $(SAM_BUILD)
+	$(LOCKED) sh -c '$(BUILD_BOOTSTRAPS)'
 	@ls -l .aws-sam/build/*/bootstrap
 
 ## local: MiniStack + sandbox on 127.0.0.1, deploy template.yaml, print outputs, stay in the foreground
@@ -69,17 +75,16 @@ local: deploy
 # Every cargo step selects the whole workspace (targets are filtered, packages are not), so each
 # resolves the same features and reuses what the others compiled; the demo and the bench are
 # built that way and run from $(BIN), since `cargo run -p` would resolve features of their own.
-BIN := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/debug
 up: tools
-	cargo build -q --locked --workspace --bin wecom-sandbox
+	$(SANDBOX_BUILD)
 	$(TOOLS)/python tools/local/stack.py up
 
 deploy: up
-	$(LOCKED) sh -c '$(SAM_BUILD) && $(TOOLS)/python tools/local/stack.py deploy'
+	$(LOCKED) sh -c '$(BUILD_BOOTSTRAPS) && $(TOOLS)/python tools/local/stack.py deploy'
 
 ## deploy-built: deploy what the last `make build` left in .aws-sam/build
 deploy-built: up
-	$(LOCKED) $(TOOLS)/python tools/local/stack.py deploy
+	$(LOCKED_SHARED) $(TOOLS)/python tools/local/stack.py deploy
 
 
 down:
@@ -90,7 +95,7 @@ down:
 lint: $(VENV)/tools/.installed
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
-	cargo clippy --workspace --locked $(addprefix --test ,$(INTEGRATION_TESTS)) -- -D warnings
+	cargo clippy --workspace --locked $(addprefix --test ,$(ALL_INTEGRATION_TESTS)) -- -D warnings
 	$(TOOLS)/cfn-lint template.yaml
 	sam validate --template-file template.yaml --lint
 
@@ -98,8 +103,10 @@ unit:
 	cargo test --workspace --locked
 
 ## integration: the tests/ crate against the deployed local stack and the sandbox (every binary
-## runs even after one fails, so one run reports every failure)
-INTEGRATION_TESTS := $(shell sed -n 's/^name = "\([a-z_]*\)"$$/\1/p' tests/Cargo.toml | grep -v '^integration_tests$$')
+## runs even after one fails, so one run reports every failure); INTEGRATION_TESTS="a b" runs
+## only those binaries
+ALL_INTEGRATION_TESTS := $(shell sed -n 's/^name = "\([a-z_]*\)"$$/\1/p' tests/Cargo.toml | grep -v '^integration_tests$$')
+INTEGRATION_TESTS ?= $(ALL_INTEGRATION_TESTS)
 integration:
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
 		cargo test --locked --workspace --no-fail-fast $(addprefix --test ,$(INTEGRATION_TESTS))
@@ -131,38 +138,71 @@ invoke: tools
 invoke-test: $(VENV)/tools/.installed
 	$(TOOLS)/python tools/local/invoke.py test
 
-## test: every check, against a fresh local world (any earlier one of this checkout is stopped
-## first), which is stopped again afterwards. Two lanes build at once: the Python tools install
-## (mostly downloads) and then `sam build` compiles the bootstraps in the dev profile
-## (LAMBDA_PROFILE=dev, in target/lambda-dev), while cargo builds the unit tests, the
-## integration tests and the sandbox in target/. The integration tests spend most of their time
-## waiting on queues and the minute tick, so clippy, cfn-lint and sam validate run beside them at
-## the lowest CPU priority, in their own target dir (cargo's lock on target/ would otherwise hold
-## the integration build back); their output follows the tests'.
+## test: every check. One cargo build makes everything (the unit tests, the integration tests,
+## the sandbox and the functions, `--all-targets` plus the integration tests by name) while the
+## Python tools install beside it (mostly downloads); the functions are then staged for the
+## local worlds (LAMBDA_PROFILE=dev, above). Then the unit tests, and the integration tests in
+## shards at once (below), each against a fresh local world of its own, stopped again
+## afterwards. Clippy, cfn-lint and sam validate run beside the shards at the lowest CPU
+## priority, in their own target dir (cargo's lock on target/ would otherwise hold the shards'
+## cargo steps back); their output follows.
 LINT_LOG := .local/lint-$(QRSYNC_AWS_PORT)
-LAMBDA_LOG := .local/lambda-build-$(QRSYNC_AWS_PORT)
+TOOLS_LOG := .local/tools-$(QRSYNC_AWS_PORT)
 test:
 	cargo fmt --all -- --check
-	$(MAKE) down
+	$(MAKE) --no-print-directory down-shards
 	@mkdir -p .local
-	( { $(MAKE) --no-print-directory tools && $(MAKE) --no-print-directory LAMBDA_PROFILE=dev build; } \
-		> $(LAMBDA_LOG).log 2>&1; echo $$? > $(LAMBDA_LOG).status ) & lambdas=$$!; \
-	cargo test --workspace --locked --no-run && \
-	cargo test --workspace --locked --no-run $(addprefix --test ,$(INTEGRATION_TESTS)) && \
-	cargo build -q --workspace --locked --bin wecom-sandbox; built=$$?; wait $$lambdas; \
-	echo "--- tools and sam build (LAMBDA_PROFILE=dev), run beside the tests' build:"; \
-	cat $(LAMBDA_LOG).log; [ $$built -eq 0 ] && exit $$(cat $(LAMBDA_LOG).status); exit $$built
+	( $(MAKE) --no-print-directory tools > $(TOOLS_LOG).log 2>&1; echo $$? > $(TOOLS_LOG).status ) & tools=$$!; \
+	cargo build --workspace --locked --all-targets $(addprefix --test ,$(ALL_INTEGRATION_TESTS)); \
+	built=$$?; wait $$tools; \
+	echo "--- the Python tools, installed beside the build:"; cat $(TOOLS_LOG).log; \
+	[ $$built -eq 0 ] && exit $$(cat $(TOOLS_LOG).status); exit $$built
+	$(MAKE) --no-print-directory LAMBDA_PROFILE=dev build
 	$(MAKE) unit
-	$(MAKE) deploy-built || { $(MAKE) down; exit 1; }
 	( CARGO_TARGET_DIR=$(CURDIR)/target/lint nice -n 19 $(MAKE) --no-print-directory lint \
 		> $(LINT_LOG).log 2>&1; echo $$? > $(LINT_LOG).status ) & linting=$$!; \
-	$(MAKE) invoke-test; invoked=$$?; $(MAKE) integration; status=$$?; \
-	$(MAKE) fuzz; fuzzed=$$?; \
-	wait $$linting; $(MAKE) down; \
+	echo "--- $(words $(SHARDS)) shards at once; each one's output follows when it ends"; \
+	$(MAKE) --no-print-directory -k -j$(words $(SHARDS)) --output-sync=target \
+		$(addprefix shard-,$(SHARDS)); sharded=$$?; \
+	wait $$linting; \
 	echo "--- lint (fmt, clippy, cfn-lint, sam validate), run beside the tests:"; cat $(LINT_LOG).log; \
 	linted=$$(cat $(LINT_LOG).status); \
-	[ $$invoked -ne 0 ] && exit $$invoked; [ $$status -ne 0 ] && exit $$status; \
-	[ $$fuzzed -ne 0 ] && exit $$fuzzed; exit $$linted
+	[ $$sharded -ne 0 ] && exit $$sharded; exit $$linted
+
+# The integration tests' shards. Each runs against a local world of its own (MiniStack and the
+# sandbox, shard N on both ports plus 100 * (N - 1)), so what a test does to its world (moving
+# the stack's clock, pausing a consumer, pointing a function at a dead endpoint, the sandbox's
+# fault rules and rate limits) reaches no test of another shard; inside a shard the binaries run
+# one after another. Shard 1 also runs the `sam local` samples and the fuzz. The shards are
+# balanced by the binaries' times (README, "The two commands"); every binary is in exactly one.
+SHARDS := 1 2 3
+SHARD_1 := sweep admin_contract admin_lifecycle callback_reconfigured callback_route edits \
+	least_privilege logs_hold_no_secrets path sandbox staff_lifecycle
+SHARD_2 := schedules fan_out
+SHARD_3 := refresh_limits path_faults quota_loop refresh_deadline refresh_lanes
+SHARDED_TESTS := $(foreach shard,$(SHARDS),$(SHARD_$(shard)))
+ifneq ($(sort $(SHARDED_TESTS)) $(words $(SHARDED_TESTS)),$(sort $(ALL_INTEGRATION_TESTS)) $(words $(ALL_INTEGRATION_TESTS)))
+$(error every integration test binary belongs in exactly one SHARD_N: shards hold "$(sort $(SHARDED_TESTS))", tests/Cargo.toml names "$(sort $(ALL_INTEGRATION_TESTS))")
+endif
+# The ports of shard $(1), as arguments to a sub-make (they win over the caller's).
+shard_ports = QRSYNC_AWS_PORT=$$(( $(QRSYNC_AWS_PORT) + 100 * ($(1) - 1) )) \
+	QRSYNC_SANDBOX_PORT=$$(( $(QRSYNC_SANDBOX_PORT) + 100 * ($(1) - 1) ))
+
+## shard-N: one shard of `make test` on its own world: deploy what was built, its integration
+## tests (shard 1: the `sam local` samples first and the fuzz after), stop the world
+shard-%:
+	@echo "=== shard $*: $(SHARD_$*) ($(call shard_ports,$*))"; \
+	world="LAMBDA_PROFILE=dev $(call shard_ports,$*)"; \
+	$(MAKE) --no-print-directory $$world deploy-built || { $(MAKE) --no-print-directory $$world down; exit 1; }; \
+	status=0; \
+	if [ $* = 1 ]; then $(MAKE) --no-print-directory $$world invoke-test || status=1; fi; \
+	$(MAKE) --no-print-directory $$world integration INTEGRATION_TESTS="$(SHARD_$*)" || status=1; \
+	if [ $* = 1 ]; then $(MAKE) --no-print-directory $$world fuzz || status=1; fi; \
+	$(MAKE) --no-print-directory $$world down; exit $$status
+
+## down-shards: stops the worlds of every shard of `make test`
+down-shards:
+	@for shard in $(SHARDS); do $(MAKE) --no-print-directory $(call shard_ports,$$shard) down; done
 
 ## demo: the local world through a small campaign (tools/demo): deploys, seeds a tenant through
 ## the admin API, drives scans through the sandbox, prints the report, stops the world again and

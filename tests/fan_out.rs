@@ -7,7 +7,8 @@ use integration_tests::{eventually, LiveTenant, World};
 use std::time::{Duration, Instant};
 
 const CODES: usize = 1_000;
-/// Answers timed; an even count, so the samples leave the member online.
+/// Answers timed (printed, not asserted); an even count, so the samples leave the member
+/// online.
 const SAMPLES: usize = 20;
 
 #[tokio::test]
@@ -31,10 +32,17 @@ async fn a_staff_member_on_a_thousand_codes_is_answered_at_once_and_every_code_r
         answers_ms.push(asked.elapsed().as_secs_f64() * 1000.0);
         ensure!(answer["fan_out"].is_string(), "{answer}");
     }
+    // Every answer came back with its fan-out still queued, none of it expanded: the answer
+    // does not wait on the codes, however many (the timings below are a figure, not a test).
+    let queued = world.queue_depth("FanOutQueueUrl").await?;
     world.purge("FanOutQueueUrl").await?;
     world
         .set_consumer_enabled("FanOutFunctionName", true)
         .await?;
+    ensure!(
+        queued == SAMPLES as u64,
+        "{queued} fan-outs queued after {SAMPLES} answers"
+    );
     answers_ms.sort_by(f64::total_cmp);
     let p95 = answers_ms[(SAMPLES * 95).div_ceil(100) - 1];
     println!(
@@ -42,7 +50,6 @@ async fn a_staff_member_on_a_thousand_codes_is_answered_at_once_and_every_code_r
         answers_ms[SAMPLES / 2],
         answers_ms[SAMPLES - 1]
     );
-    ensure!(p95 < 300.0, "p95 {p95:.0} ms is not under 300 ms");
 
     let asked = Instant::now();
     let answer = live.set_online(leaving, false).await?;
