@@ -138,8 +138,8 @@ invoke: tools
 invoke-test: $(VENV)/tools/.installed
 	$(TOOLS)/python tools/local/invoke.py test
 
-## test: every check. One cargo build makes everything (the unit tests, the integration tests,
-## the sandbox and the functions, `--all-targets` plus the integration tests by name) while the
+## test: every check. One cargo build makes everything (`--all-targets`: the unit tests, the
+## sandbox and the functions; then the integration tests, `test = false`, by name) while the
 ## Python tools install beside it (mostly downloads); the functions are then staged for the
 ## local worlds (LAMBDA_PROFILE=dev, above). Then the unit tests, and the integration tests in
 ## shards at once (below), each against a fresh local world of its own, stopped again
@@ -153,7 +153,8 @@ test:
 	$(MAKE) --no-print-directory down-shards
 	@mkdir -p .local
 	( $(MAKE) --no-print-directory tools > $(TOOLS_LOG).log 2>&1; echo $$? > $(TOOLS_LOG).status ) & tools=$$!; \
-	cargo build --workspace --locked --all-targets $(addprefix --test ,$(ALL_INTEGRATION_TESTS)); \
+	cargo build --workspace --locked --all-targets && \
+	cargo test --workspace --locked --no-run $(addprefix --test ,$(ALL_INTEGRATION_TESTS)); \
 	built=$$?; wait $$tools; \
 	echo "--- the Python tools, installed beside the build:"; cat $(TOOLS_LOG).log; \
 	[ $$built -eq 0 ] && exit $$(cat $(TOOLS_LOG).status); exit $$built
@@ -173,9 +174,12 @@ test:
 # sandbox, shard N on both ports plus 100 * (N - 1)), so what a test does to its world (moving
 # the stack's clock, pausing a consumer, pointing a function at a dead endpoint, the sandbox's
 # fault rules and rate limits) reaches no test of another shard; inside a shard the binaries run
-# one after another. Shard 1 also runs the `sam local` samples and the fuzz. The shards are
-# balanced by the binaries' times (README, "The two commands"); every binary is in exactly one.
+# one after another. One shard also runs the `sam local` samples first (INVOKE_SHARD), one the
+# admin API's fuzz last (FUZZ_SHARD). The shards are balanced by the binaries' times (README,
+# "The two commands"); every binary is in exactly one.
 SHARDS := 1 2 3
+INVOKE_SHARD := 1
+FUZZ_SHARD := 2
 SHARD_1 := sweep admin_contract admin_lifecycle callback_reconfigured callback_route edits \
 	least_privilege logs_hold_no_secrets path sandbox staff_lifecycle
 SHARD_2 := schedules fan_out
@@ -189,16 +193,17 @@ shard_ports = QRSYNC_AWS_PORT=$$(( $(QRSYNC_AWS_PORT) + 100 * ($(1) - 1) )) \
 	QRSYNC_SANDBOX_PORT=$$(( $(QRSYNC_SANDBOX_PORT) + 100 * ($(1) - 1) ))
 
 ## shard-N: one shard of `make test` on its own world: deploy what was built, its integration
-## tests (shard 1: the `sam local` samples first and the fuzz after), stop the world
+## tests (with the `sam local` samples first or the fuzz after, in their shards), stop the world
 shard-%:
 	@echo "=== shard $*: $(SHARD_$*) ($(call shard_ports,$*))"; \
 	world="LAMBDA_PROFILE=dev $(call shard_ports,$*)"; \
 	$(MAKE) --no-print-directory $$world deploy-built || { $(MAKE) --no-print-directory $$world down; exit 1; }; \
 	status=0; \
-	if [ $* = 1 ]; then $(MAKE) --no-print-directory $$world invoke-test || status=1; fi; \
+	if [ $* = $(INVOKE_SHARD) ]; then $(MAKE) --no-print-directory $$world invoke-test || status=1; fi; \
 	$(MAKE) --no-print-directory $$world integration INTEGRATION_TESTS="$(SHARD_$*)" || status=1; \
-	if [ $* = 1 ]; then $(MAKE) --no-print-directory $$world fuzz || status=1; fi; \
-	$(MAKE) --no-print-directory $$world down; exit $$status
+	if [ $* = $(FUZZ_SHARD) ]; then $(MAKE) --no-print-directory $$world fuzz || status=1; fi; \
+	$(MAKE) --no-print-directory $$world down; \
+	echo "=== shard $*: $$( [ $$status -eq 0 ] && echo passed || echo FAILED )"; exit $$status
 
 ## down-shards: stops the worlds of every shard of `make test`
 down-shards:
