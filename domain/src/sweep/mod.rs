@@ -9,6 +9,12 @@
 //!    code is sent a `resync` reason: the single writer pushes it even if its record says
 //!    WeCom has the list, and clears the mark once done. The next resync of a mark is due a
 //!    period later, doubling while the code keeps failing.
+//!
+//!    Then every fan-out mark that is due (a fan-out that gave up on its last receive, by a
+//!    query too): the fan-out is sent to the fan-out queue again, from its first code, so
+//!    every code it reaches gets a reason and the single writer recomputes each; it is sent
+//!    again with the same doubling wait until an expansion that began after the mark
+//!    completes and clears it.
 //! 2. **Drift read-back**: for each tenant, from the cursor, a sample of its codes (the hour's
 //!    read budget spread over the runs, spent from `get_contact_way`'s own per-tenant budget)
 //!    is read back and compared with the record and the recompute (`drift::compare`). A
@@ -37,16 +43,16 @@ pub use drift::{
     compare, guard_trips, sample_size, Difference, DriftCounts, DriftReport, GuardTrip,
 };
 pub use ports::{
-    ContactWayReader, CreationIntent, CreationIntents, DirtyIndex, DriftLedger, OrphanFinder,
-    SweepRuns, TenantDirectory,
+    ContactWayReader, CreationIntent, CreationIntents, DirtyIndex, DriftLedger, FanOutIndex,
+    OrphanFinder, SweepRuns, TenantDirectory,
 };
 
-use crate::dirty::{next_resync_at, DirtyMark, DirtyMarks, DirtyWhy};
+use crate::dirty::{next_resync_at, DirtyMark, DirtyMarks, DirtyWhy, FanOutMark};
 use crate::facts::{
     finish_claim, LimitClaim, QuotaLedger, QuotaNotifier, StaffLedger, TenantProfiles,
 };
 use crate::membership::CodeId;
-use crate::reasons::{Cause, ReasonQueue, RefreshReason};
+use crate::reasons::{Cause, FanOut, FanOutQueue, ReasonQueue, RefreshReason};
 use crate::refresh::{
     CodeFacts, CodeSnapshot, Spend, WeComBudget, DEL_CONTACT_WAY, GET_CONTACT_WAY,
 };
@@ -62,6 +68,7 @@ pub trait SweepPorts {
     type Store: CodeFacts
         + DirtyMarks
         + DirtyIndex
+        + FanOutIndex
         + DriftLedger
         + SweepRuns
         + TenantDirectory
@@ -72,6 +79,8 @@ pub trait SweepPorts {
     type WeCom: ContactWayReader + OrphanFinder;
     type Budget: WeComBudget;
     type Reasons: ReasonQueue;
+    /// Where a fan-out given up is sent again: the fan-out function's own queue.
+    type FanOuts: FanOutQueue;
     type Notifier: QuotaNotifier;
 }
 
@@ -128,6 +137,9 @@ pub struct SweepReport {
     pub marks_dropped: u32,
     /// Marks of tenants whose guard has tripped: kept, no resync sent.
     pub held_by_guard: u32,
+    /// Fan-out marks due, and the fan-outs sent to the fan-out queue again.
+    pub fan_outs_due: u32,
+    pub fan_outs_resent: u32,
     pub tenants_sampled: u32,
     /// Contact ways read back (dirty codes and samples) and how many differed.
     pub read_back: u32,
@@ -153,6 +165,8 @@ impl SweepReport {
         self.resyncs_sent += part.resyncs_sent;
         self.marks_dropped += part.marks_dropped;
         self.held_by_guard += part.held_by_guard;
+        self.fan_outs_due += part.fan_outs_due;
+        self.fan_outs_resent += part.fan_outs_resent;
         self.tenants_sampled += part.tenants_sampled;
         self.read_back += part.read_back;
         self.differing += part.differing;
@@ -175,6 +189,7 @@ pub struct Sweep<P: SweepPorts> {
     pub wecom: P::WeCom,
     pub budget: P::Budget,
     pub reasons: P::Reasons,
+    pub fan_outs: P::FanOuts,
     pub notifier: P::Notifier,
     pub clock: Clock,
     pub settings: SweepSettings,
@@ -218,6 +233,7 @@ impl<P: SweepPorts> Sweep<P> {
         };
         let walked = async {
             self.resync_dirty(&mut run).await?;
+            self.resend_fan_outs(&mut run).await?;
             self.finish_claims(owner, &mut run).await?;
             self.delete_orphans(&mut run).await?;
             self.sample_tenants(owner, cursor, &mut run).await
@@ -330,6 +346,62 @@ impl<P: SweepPorts> Sweep<P> {
         self.store.resync_sent(mark, resyncs, next).await?;
         report.resyncs_sent += 1;
         tracing::info!(tenant = %mark.tenant, code = %mark.code, why = mark.why.map(DirtyWhy::label), resyncs, "dirty code sent a resync");
+        Ok(())
+    }
+
+    /// Step 1, fan-outs: every due fan-out mark, a page at a time, sent to the fan-out queue
+    /// again. Not held by a tripped guard: a fan-out only tells codes of a fact, as any new
+    /// fact would, and the single writer's lists follow the facts; the guard holds the
+    /// sweep's own pushes past the record (`resync`), which a fan-out's reasons are not.
+    async fn resend_fan_outs(&self, run: &mut Run) -> Result<(), StoreError> {
+        let mut seen: HashSet<(TenantId, String)> = HashSet::new();
+        while !self.out_of_time(run) {
+            let marks = self
+                .store
+                .due_fan_outs(self.now_ms(), MARKS_PER_PAGE)
+                .await?;
+            let fresh: Vec<FanOutMark> = marks
+                .iter()
+                .filter(|m| seen.insert((m.fan_out.tenant.clone(), m.fan_out.fact_key.clone())))
+                .cloned()
+                .collect();
+            // A page of marks this run already sent (their reschedule failed): stop.
+            if fresh.is_empty() {
+                break;
+            }
+            for mark in fresh {
+                if self.out_of_time(run) {
+                    break;
+                }
+                run.report.fan_outs_due += 1;
+                if let Err(error) = self.resend_fan_out(&mut run.report, &mark).await {
+                    tracing::warn!(tenant = %mark.fan_out.tenant, fact_key = %mark.fan_out.fact_key, error = %error, "fan-out not sent again; the next run tries again");
+                }
+            }
+            if marks.len() < MARKS_PER_PAGE {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    async fn resend_fan_out(
+        &self,
+        report: &mut SweepReport,
+        mark: &FanOutMark,
+    ) -> Result<(), StoreError> {
+        let resends = mark.resends + 1;
+        // From its first code, not from where the part that gave up had got: the codes the
+        // fact reaches may have changed since, and a code told twice costs one recompute.
+        let fan_out = FanOut {
+            sent_through: None,
+            ..mark.fan_out.clone()
+        };
+        self.fan_outs.send(&fan_out).await?;
+        let next = next_resync_at(self.now_ms(), self.settings.period_ms, resends);
+        self.store.fan_out_resent(mark, resends, next).await?;
+        report.fan_outs_resent += 1;
+        tracing::info!(tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, why = mark.why.map(DirtyWhy::label), resends, "fan-out given up sent again");
         Ok(())
     }
 

@@ -12,6 +12,7 @@ impl SweepPorts for Fakes {
     type WeCom = FakeWeCom;
     type Budget = FakeBudget;
     type Reasons = InMemoryQueues;
+    type FanOuts = InMemoryQueues;
     type Notifier = InMemoryQueues;
 }
 
@@ -96,6 +97,7 @@ impl World {
                 wecom,
                 budget: FakeBudget::default(),
                 reasons: queues.clone(),
+                fan_outs: queues.clone(),
                 notifier: queues,
                 clock,
                 settings: SweepSettings {
@@ -157,6 +159,55 @@ async fn a_dirty_code_is_read_back_sent_a_resync_and_not_again_until_a_period_la
         Some((NOW - 10, why)),
         "only a refresh clears the mark"
     );
+}
+
+#[tokio::test]
+async fn a_fan_out_given_up_is_sent_again_from_its_first_code_and_not_again_until_a_period_later() {
+    use crate::dirty::FanOutMarks;
+    use crate::reasons::Source;
+    let world = World::with_codes(1).await;
+    let given_up = FanOut::new(
+        tenant(),
+        vec![Source::Staff {
+            staff: staff("bob"),
+        }],
+        Cause::StaffChanged,
+        NOW - 60_000,
+        "staff:bob:offline".into(),
+    )
+    .resumed_after(&code(40));
+    world
+        .store()
+        .mark_fan_out(&given_up, DirtyWhy::LastReceive, NOW - 10)
+        .await
+        .expect("marked");
+
+    let report = world.run().await;
+
+    assert_eq!((report.fan_outs_due, report.fan_outs_resent), (1, 1));
+    let again = FanOut {
+        sent_through: None,
+        ..given_up.clone()
+    };
+    assert_eq!(
+        world.sweep.fan_outs.fan_outs(),
+        [again],
+        "from its first code"
+    );
+    assert!(
+        world.resynced().is_empty(),
+        "its codes hear of it through the fan-out"
+    );
+    let mark = world
+        .store()
+        .fan_out_mark(&tenant(), "staff:bob:offline")
+        .expect("only a completed expansion clears the mark");
+    assert_eq!(mark.resends, 1);
+    assert_eq!(mark.due_at_ms, NOW + SweepSettings::DEFAULT.period_ms);
+    // The next run, before the wait is over, leaves it.
+    let report = world.run().await;
+    assert_eq!(report.fan_outs_resent, 0);
+    assert_eq!(world.sweep.fan_outs.fan_outs().len(), 1);
 }
 
 #[tokio::test]
@@ -297,6 +348,7 @@ async fn drift_on_more_than_the_guards_share_stops_the_repair_until_an_operator_
             wecom: world.sweep.wecom.clone(),
             budget: FakeBudget::default(),
             reasons: world.sweep.reasons.clone(),
+            fan_outs: world.sweep.fan_outs.clone(),
             notifier: world.sweep.notifier.clone(),
             settings: world.sweep.settings,
         }
@@ -315,6 +367,7 @@ async fn drift_on_more_than_the_guards_share_stops_the_repair_until_an_operator_
         wecom: world.sweep.wecom.clone(),
         budget: FakeBudget::default(),
         reasons: world.sweep.reasons.clone(),
+        fan_outs: world.sweep.fan_outs.clone(),
         notifier: world.sweep.notifier.clone(),
         settings: world.sweep.settings,
     }

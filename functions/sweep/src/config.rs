@@ -10,6 +10,8 @@ pub struct Config {
     pub table_name: String,
     /// Where resync reasons go: refresh.fifo, the single writer's input.
     pub refresh_queue_url: String,
+    /// Where a fan-out given up is sent again: the fan-out function's queue.
+    pub fan_out_queue_url: String,
     /// Where a finished claim's `StaffQuotaReached` goes.
     pub quota_event_bus: String,
     pub wecom_api_base_url: String,
@@ -35,6 +37,7 @@ impl Config {
         Ok(Self {
             table_name: required("TABLE_NAME")?,
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,
+            fan_out_queue_url: required("FAN_OUT_QUEUE_URL")?,
             quota_event_bus: required("QUOTA_EVENT_BUS_NAME")?,
             wecom_api_base_url: required("WECOM_API_BASE_URL")?,
             wecom_timeout: Duration::from_millis(parsed("WECOM_TIMEOUT_MS")?),

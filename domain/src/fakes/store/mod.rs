@@ -6,7 +6,8 @@
 //! - `facts.rs`: `AddLedger`, `QuotaLedger`, `StaffLedger`;
 //! - `refresh.rs`: `CodeRecords`, `CodeLeases`, `FailureMarks`;
 //! - `schedules.rs`: `DueIndex`, `ScheduleFacts`;
-//! - `sweep.rs`: `DirtyIndex`, `SweepRuns`, `TenantDirectory`, `DriftLedger`.
+//! - `sweep.rs`: `DirtyIndex`, `FanOutMarks`, `FanOutIndex`, `SweepRuns`, `TenantDirectory`,
+//!   `DriftLedger`.
 
 mod admin;
 mod facts;
@@ -138,6 +139,8 @@ struct Tables {
     dirty: HashMap<CodeKey, (u64, DirtyWhy)>,
     dirty_due: HashMap<CodeKey, (u32, u64)>,
     repaired: HashMap<(TenantId, String), u32>,
+    /// Fan-outs given up, by tenant and fact key.
+    fan_out_marks: HashMap<(TenantId, String), crate::dirty::FanOutMark>,
     sweep: SweepTables,
 }
 
@@ -451,6 +454,18 @@ impl InMemoryStore {
             .dirty
             .get(&(tenant.clone(), code.clone()))
             .copied()
+    }
+
+    /// The fan-out mark of the fact `fact_key`, if one is stored.
+    pub fn fan_out_mark(
+        &self,
+        tenant: &TenantId,
+        fact_key: &str,
+    ) -> Option<crate::dirty::FanOutMark> {
+        self.tables()
+            .fan_out_marks
+            .get(&(tenant.clone(), fact_key.to_owned()))
+            .cloned()
     }
 
     /// Drift repairs counted for the tenant-day.
