@@ -3,11 +3,17 @@
 //! them within two of its periods. Each step has its own tenant and they run at once; the
 //! guard's step raises the sweep's read budget (every tenant is sampled more meanwhile, which
 //! the other steps do not mind) and the original is put back.
+//!
+//! A fan-out given up and a stale record are injected as the state they leave, written
+//! through the real table: a staff fact changed with no reason sent, and (for the fan-out)
+//! the mark the fan-out function writes on its last receive.
 
 use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::{ensure, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
-use domain::membership::CodeId;
+use domain::dirty::{DirtyWhy, FanOutMarks};
+use domain::membership::{CodeId, StaffId};
+use domain::reasons::{Cause, FanOut, Source};
 use domain::sweep::{CreationIntent, CreationIntents};
 use domain::tenants::TenantId;
 use integration_tests::{eventually, LiveTenant, World};
@@ -29,6 +35,7 @@ async fn the_sweep_repairs_what_the_single_writer_missed() -> Result<()> {
         a_limit_claim_whose_notification_failed_is_finished(&world),
         a_contact_way_created_but_never_recorded_is_deleted(&world),
         drift_on_most_of_a_tenants_sample_stops_its_repair_until_resumed(&world, &sweep_env),
+        a_fan_out_given_up_is_sent_again_and_its_codes_converge(&world),
     )
     .map(|_| ());
     world
@@ -120,6 +127,77 @@ async fn a_refresh_dead_lettered_for_good_is_resynced(world: &World) -> Result<(
     );
     // No further event arrives: only the sweep's resync brings the list to the facts.
     converged(&live, &config_id, &members[..1]).await
+}
+
+/// Takes `staff` offline in the table itself, as a fact written whose reasons never left.
+async fn offline_behind_the_writers_back(live: &LiveTenant<'_>, staff: &str) -> Result<()> {
+    let world = live.world;
+    let tenant = TenantId::parse(&live.tenant.id)?;
+    world
+        .dynamodb
+        .update_item()
+        .table_name(world.output("TableName"))
+        .key("pk", AttributeValue::S(keys::tenant(&tenant)))
+        .key(
+            "sk",
+            AttributeValue::S(keys::staff(&StaffId::parse(staff)?)),
+        )
+        .update_expression("SET online = :off")
+        .expression_attribute_values(":off", AttributeValue::Bool(false))
+        .send()
+        .await?;
+    Ok(())
+}
+
+async fn a_fan_out_given_up_is_sent_again_and_its_codes_converge(world: &World) -> Result<()> {
+    let live = LiveTenant::create(world, 2).await?;
+    let members: Vec<&str> = live.staff.iter().map(String::as_str).collect();
+    let config_id = live.put_code("fanned", &members, None).await?;
+    converged(&live, &config_id, &members).await?;
+
+    // The fault, injected as the state it leaves: the staff fact written, and its fan-out
+    // marked on its last receive by the fan-out function, which then died before sending
+    // a single reason (the message went to the dead-letter queue).
+    offline_behind_the_writers_back(&live, members[1]).await?;
+    let now = integration_tests::now_ms();
+    let given_up = FanOut::new(
+        TenantId::parse(&live.tenant.id)?,
+        vec![Source::Staff {
+            staff: StaffId::parse(members[1])?,
+        }],
+        Cause::StaffChanged,
+        now,
+        format!("staff:{}:{now}", members[1]),
+    );
+    let store = DynamoStore::new(world.dynamodb.clone(), world.output("TableName").to_owned());
+    store
+        .mark_fan_out(&given_up, DirtyWhy::LastReceive, now - 1)
+        .await?;
+    ensure!(
+        live.wecom_list(&config_id).await?.len() == 2,
+        "nothing told the code yet"
+    );
+
+    // Only the sweep sends the fan-out again; its expansion reaches the code.
+    converged(&live, &config_id, &members[..1]).await?;
+    let mark_key = keys::fan_out_mark(&given_up.fact_key);
+    eventually(
+        "the completed expansion clears the mark",
+        TWO_SWEEPS,
+        || async {
+            let item = world
+                .dynamodb
+                .get_item()
+                .table_name(world.output("TableName"))
+                .key("pk", AttributeValue::S(keys::tenant(&given_up.tenant)))
+                .key("sk", AttributeValue::S(mark_key.clone()))
+                .consistent_read(true)
+                .send()
+                .await?;
+            Ok(item.item.is_none().then_some(()))
+        },
+    )
+    .await
 }
 
 /// The tenant's limit claims as stored (`REMOVED#...`).
