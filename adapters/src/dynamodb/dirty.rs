@@ -11,7 +11,7 @@
 use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::ReturnValue;
-use domain::dirty::{DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, FanOutMarks};
+use domain::dirty::{DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
 use domain::membership::CodeId;
 use domain::reasons::FanOut;
 use domain::sweep::{DirtyIndex, FanOutIndex};
@@ -23,6 +23,9 @@ const WHY: &str = "why";
 const RESYNCS: &str = "resyncs";
 const DUE_AT: &str = "due_at_ms";
 const FAN_OUT: &str = "fan_out";
+/// A suspect's sample figures (`StaleSuspect`); absent on any other mark.
+const SUSPECT_READ: &str = "suspect_sample_read";
+const SUSPECT_DRIFTED: &str = "suspect_sample_drifted";
 const RESENDS: &str = "resends";
 
 fn mark_from(item: &Item) -> Option<DirtyMark> {
@@ -35,6 +38,10 @@ fn mark_from(item: &Item) -> Option<DirtyMark> {
         why: get_s(item, WHY).and_then(DirtyWhy::parse),
         resyncs: get_n(item, RESYNCS).unwrap_or(0),
         due_at_ms: get_n(item, DUE_AT).unwrap_or(0),
+        suspect: get_n(item, SUSPECT_READ).map(|sample_read| StaleSuspect {
+            sample_read,
+            sample_drifted: get_n(item, SUSPECT_DRIFTED).unwrap_or(0),
+        }),
     })
 }
 
@@ -42,7 +49,8 @@ fn mark_from(item: &Item) -> Option<DirtyMark> {
 impl DirtyMarks for DynamoStore {
     /// One conditional `UpdateItem`. A new mark is due at once; a renewed one keeps its due
     /// time and resync count, so a code that keeps failing keeps its growing wait. A mark
-    /// older than the stored one changes nothing.
+    /// older than the stored one changes nothing. A renewed suspect stops being one: a path
+    /// gave up on the code, which is no longer a sighting to confirm.
     async fn mark_dirty(
         &self,
         tenant: &TenantId,
@@ -58,7 +66,8 @@ impl DirtyMarks for DynamoStore {
             .update_expression(
                 "SET #at = :at, #why = :why, #due = if_not_exists(#due, :at), \
                  #resyncs = if_not_exists(#resyncs, :zero), #gpk = :gpk, \
-                 #gsk = if_not_exists(#gsk, :gsk) ADD failures :one",
+                 #gsk = if_not_exists(#gsk, :gsk) ADD failures :one \
+                 REMOVE #suspect_read, #suspect_drifted",
             )
             .condition_expression("attribute_not_exists(#at) OR #at <= :at")
             .expression_attribute_names("#at", MARKED_AT)
@@ -67,6 +76,8 @@ impl DirtyMarks for DynamoStore {
             .expression_attribute_names("#resyncs", RESYNCS)
             .expression_attribute_names("#gpk", keys::GSI1_PK)
             .expression_attribute_names("#gsk", keys::GSI1_SK)
+            .expression_attribute_names("#suspect_read", SUSPECT_READ)
+            .expression_attribute_names("#suspect_drifted", SUSPECT_DRIFTED)
             .expression_attribute_values(":at", n(at_ms))
             .expression_attribute_values(":why", s(why.label()))
             .expression_attribute_values(":zero", n(0))
@@ -169,6 +180,52 @@ impl DirtyIndex for DynamoStore {
         Ok(marks)
     }
 
+    /// One conditional `UpdateItem` that makes the mark only where none is.
+    async fn mark_suspect(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        suspect: StaleSuspect,
+        at_ms: u64,
+        due_ms: u64,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::dirty(code))))
+            .update_expression(
+                "SET #at = :at, #why = :why, #due = :due, #resyncs = :zero, #gpk = :gpk, \
+                 #gsk = :gsk, #suspect_read = :read, #suspect_drifted = :drifted \
+                 ADD failures :one",
+            )
+            .condition_expression("attribute_not_exists(#at)")
+            .expression_attribute_names("#at", MARKED_AT)
+            .expression_attribute_names("#why", WHY)
+            .expression_attribute_names("#due", DUE_AT)
+            .expression_attribute_names("#resyncs", RESYNCS)
+            .expression_attribute_names("#gpk", keys::GSI1_PK)
+            .expression_attribute_names("#gsk", keys::GSI1_SK)
+            .expression_attribute_names("#suspect_read", SUSPECT_READ)
+            .expression_attribute_names("#suspect_drifted", SUSPECT_DRIFTED)
+            .expression_attribute_values(":at", n(at_ms))
+            .expression_attribute_values(":why", s(DirtyWhy::Stale.label()))
+            .expression_attribute_values(":due", n(due_ms))
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":gpk", s(keys::dirty_bucket(tenant, code)))
+            .expression_attribute_values(":gsk", s(keys::dirty_index_sort(due_ms, tenant, code)))
+            .expression_attribute_values(":read", n(suspect.sample_read))
+            .expression_attribute_values(":drifted", n(suspect.sample_drifted))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Marked already: that mark stands as it is.
+            Err(error) => error.refused_or_unavailable().map(|_| ()),
+        }
+    }
+
     async fn resync_sent(
         &self,
         mark: &DirtyMark,
@@ -183,8 +240,13 @@ impl DirtyIndex for DynamoStore {
                 keys::tenant(&mark.tenant),
                 keys::dirty(&mark.code),
             )))
-            .update_expression("SET #resyncs = :resyncs, #due = :due, #gsk = :gsk")
+            .update_expression(
+                "SET #resyncs = :resyncs, #due = :due, #gsk = :gsk \
+                 REMOVE #suspect_read, #suspect_drifted",
+            )
             .condition_expression("#at = :seen")
+            .expression_attribute_names("#suspect_read", SUSPECT_READ)
+            .expression_attribute_names("#suspect_drifted", SUSPECT_DRIFTED)
             .expression_attribute_names("#at", MARKED_AT)
             .expression_attribute_names("#resyncs", RESYNCS)
             .expression_attribute_names("#due", DUE_AT)

@@ -88,6 +88,21 @@ pub struct DirtyMark {
     pub resyncs: u32,
     /// When the sweep sends the next one.
     pub due_at_ms: u64,
+    /// Set while the mark is a stale record the sweep's sample saw and has not confirmed.
+    pub suspect: Option<StaleSuspect>,
+}
+
+/// A record the drift sample found behind the facts, at first sight. That is also what every
+/// code with a reason still queued looks like, so it is not resynced nor counted for the
+/// guard yet: its mark is due only after the settle period, and any refresh that begins
+/// after it (the queued reason arriving) clears it. One still stale then is confirmed, and
+/// counted with the sample it was found in, whose figures it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaleSuspect {
+    /// Codes the sample read back...
+    pub sample_read: u32,
+    /// ...and of those, codes whose WeCom list differed from our record.
+    pub sample_drifted: u32,
 }
 
 /// A fan-out the fan-out function gave up on, as the sweep reads it.

@@ -17,8 +17,15 @@
 //!    completes and clears it.
 //! 2. **Drift read-back**: for each tenant, from the cursor, a sample of its codes (the hour's
 //!    read budget spread over the runs, spent from `get_contact_way`'s own per-tenant budget)
-//!    is read back and compared with the record and the recompute (`drift::compare`). A
-//!    difference marks the code dirty and sends it a resync, through the single writer.
+//!    is read back and compared with the record and the recompute (`drift::compare`). WeCom
+//!    differing from the record marks the code dirty and sends it a resync, through the
+//!    single writer. A record behind the facts (`stale`) is what every code with a reason
+//!    still queued looks like, so at first sight it is only marked a suspect: due after
+//!    `stale_settle_ms`, no resync, carrying its sample's figures; any refresh that begins
+//!    after it (the queued reason arriving) clears it. When it comes due (step 1), it is
+//!    checked again without WeCom (`drift::record_stale`): caught up, its mark is dropped;
+//!    still stale, it is confirmed, and the confirmed of one sample count with that sample's
+//!    drifted codes for the guard before any of them is resynced.
 //! 3. **Claims that finish** (rule 8): a limit claim of the quota loop whose notification was
 //!    never recorded and whose owner's lease has ended (the owning add crashed, or its message
 //!    was dead-lettered) is taken over in one conditional write on its owner and lease (a live
@@ -30,8 +37,8 @@
 //!    lists the corp's contact ways created around the intent's time and deletes those whose
 //!    `state` is the code's id but which are not the code's recorded one.
 //! 5. **The blast-radius guard**: when more than the set share of a tenant's sample differs
-//!    from what WeCom holds, the likely cause is a bug (in the recompute or the push), not
-//!    noise. The tenant's repair stops (its marks stay, no resync is sent), its report says so
+//!    from what WeCom holds, or does once its stale records are confirmed, the likely cause is
+//!    a bug (in the recompute or the push), not noise. The tenant's repair stops (its marks stay, no resync is sent), its report says so
 //!    and an alert is raised, until an operator resumes it.
 
 mod drift;
@@ -40,14 +47,15 @@ mod ports;
 mod tests;
 
 pub use drift::{
-    compare, guard_trips, sample_size, Difference, DriftCounts, DriftReport, GuardTrip,
+    compare, guard_trips, record_stale, sample_size, Difference, DriftCounts, DriftReport,
+    GuardTrip,
 };
 pub use ports::{
     ContactWayReader, CreationIntent, CreationIntents, DirtyIndex, DriftLedger, FanOutIndex,
     OrphanFinder, SweepRuns, TenantDirectory,
 };
 
-use crate::dirty::{next_resync_at, DirtyMark, DirtyMarks, DirtyWhy, FanOutMark};
+use crate::dirty::{next_resync_at, DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, StaleSuspect};
 use crate::facts::{
     finish_claim, LimitClaim, QuotaLedger, QuotaNotifier, StaffLedger, TenantProfiles,
 };
@@ -99,6 +107,10 @@ pub struct SweepSettings {
     pub lease_ms: u64,
     /// Time kept back from the deadline to save the cursor and release the lease.
     pub finish_reserve_ms: u64,
+    /// How long a stale record seen by the sample waits before it is checked again and, if
+    /// still stale, counted for the guard and resynced: longer than a queued reason takes to
+    /// reach its code (a backlog waiting for budget, a slow lane's interval).
+    pub stale_settle_ms: u64,
 }
 
 impl SweepSettings {
@@ -109,6 +121,7 @@ impl SweepSettings {
         guard_min_sample: 5,
         lease_ms: 15 * 60_000,
         finish_reserve_ms: 3_000,
+        stale_settle_ms: 20 * 60_000,
     };
 }
 
@@ -146,6 +159,12 @@ pub struct SweepReport {
     pub differing: u32,
     /// Differing sampled codes marked dirty and sent a resync.
     pub repairs_started: u32,
+    /// Stale records seen by the sample, marked as suspects (no resync yet).
+    pub stale_suspects: u32,
+    /// Suspects still stale after the settle period (counted for the guard, then resynced
+    /// unless it tripped), and suspects no longer stale (their mark dropped).
+    pub stale_confirmed: u32,
+    pub stale_settled: u32,
     pub guards_tripped: u32,
     /// Reads refused by a tenant's read budget (the rest of its sample waits for the next run).
     pub budget_refusals: u32,
@@ -171,6 +190,9 @@ impl SweepReport {
         self.read_back += part.read_back;
         self.differing += part.differing;
         self.repairs_started += part.repairs_started;
+        self.stale_suspects += part.stale_suspects;
+        self.stale_confirmed += part.stale_confirmed;
+        self.stale_settled += part.stale_settled;
         self.guards_tripped += part.guards_tripped;
         self.budget_refusals += part.budget_refusals;
         self.read_failures += part.read_failures;
@@ -262,9 +284,13 @@ impl<P: SweepPorts> Sweep<P> {
         Ok(tripped)
     }
 
-    /// Step 1: every due mark, a page at a time, until none is due or the time is up.
+    /// Step 1: every due mark, a page at a time, until none is due or the time is up. Due
+    /// suspects are gathered over the pages and settled once the pages are done, so the
+    /// suspects of one sample (alike in due time, so adjacent in the index) are counted
+    /// together even when a page ends among them.
     async fn resync_dirty(&self, run: &mut Run) -> Result<(), StoreError> {
         let mut seen: HashSet<(TenantId, CodeId)> = HashSet::new();
+        let mut suspects: Vec<DirtyMark> = Vec::new();
         while !self.out_of_time(run) {
             let marks = self.store.due_marks(self.now_ms(), MARKS_PER_PAGE).await?;
             let fresh: Vec<DirtyMark> = marks
@@ -281,6 +307,10 @@ impl<P: SweepPorts> Sweep<P> {
                     break;
                 }
                 run.report.dirty_due += 1;
+                if mark.suspect.is_some() {
+                    suspects.push(mark);
+                    continue;
+                }
                 if let Err(error) = self.resync_mark(run, &mark).await {
                     tracing::warn!(tenant = %mark.tenant, code = %mark.code, error = %error, "dirty code not resynced; the next run tries again");
                 }
@@ -288,6 +318,118 @@ impl<P: SweepPorts> Sweep<P> {
             if marks.len() < MARKS_PER_PAGE {
                 break;
             }
+        }
+        // One tenant's sample: its suspects were all made at that sample's time.
+        let mut samples: Vec<((TenantId, u64), Vec<DirtyMark>)> = Vec::new();
+        for mark in suspects {
+            let sample = (mark.tenant.clone(), mark.marked_at_ms);
+            match samples.iter_mut().find(|(key, _)| *key == sample) {
+                Some((_, marks)) => marks.push(mark),
+                None => samples.push((sample, vec![mark])),
+            }
+        }
+        for ((tenant, _), marks) in samples {
+            if self.out_of_time(run) {
+                break;
+            }
+            if let Err(error) = self.settle_suspects(run, &tenant, &marks).await {
+                tracing::warn!(tenant = %tenant, error = %error, "stale suspects not settled; the next run tries again");
+            }
+        }
+        Ok(())
+    }
+
+    /// The suspects of one tenant's sample, once their settle period is over. Each is checked
+    /// again without WeCom (its snapshot recomputed): no longer stale, its mark is dropped;
+    /// still stale, it is confirmed. The confirmed count with the sample's drifted codes for
+    /// the guard, as they would have had they been known at once; if the guard trips, none
+    /// is resynced (they stay as marks the guard holds), else each is resynced as a mark.
+    async fn settle_suspects(
+        &self,
+        run: &mut Run,
+        tenant: &TenantId,
+        marks: &[DirtyMark],
+    ) -> Result<(), StoreError> {
+        let now_ms = self.now_ms();
+        if self.guarded(run, tenant).await? {
+            for mark in marks {
+                self.store
+                    .resync_sent(mark, mark.resyncs, now_ms + self.settings.period_ms)
+                    .await?;
+                run.report.held_by_guard += 1;
+            }
+            return Ok(());
+        }
+        let mut confirmed: Vec<&DirtyMark> = Vec::new();
+        let mut timezone = None;
+        for mark in marks {
+            let Some(snapshot) = self.store.snapshot(tenant, &mark.code, now_ms).await? else {
+                self.store.drop_mark(mark).await?;
+                run.report.marks_dropped += 1;
+                continue;
+            };
+            let day = tenant_day(now_ms, snapshot.profile.timezone);
+            timezone = Some(snapshot.profile.timezone);
+            if record_stale(&snapshot) {
+                confirmed.push(mark);
+                continue;
+            }
+            // Caught up without us (a reason that raced the mark, a fact changed back): the
+            // difference the sample counted is gone, so the report counts it repaired.
+            self.store.drop_mark(mark).await?;
+            self.store.count_repaired(tenant, &day).await?;
+            run.report.stale_settled += 1;
+            tracing::info!(tenant = %tenant, code = %mark.code, "stale suspect caught up with its facts; mark dropped");
+        }
+        if confirmed.is_empty() {
+            return Ok(());
+        }
+        let sample = marks
+            .iter()
+            .find_map(|mark| mark.suspect)
+            .unwrap_or(StaleSuspect {
+                sample_read: 0,
+                sample_drifted: 0,
+            });
+        let count = u32::try_from(confirmed.len()).unwrap_or(u32::MAX);
+        run.report.stale_confirmed += count;
+        if let Some(timezone) = timezone {
+            let counts = DriftCounts {
+                stale_confirmed: count,
+                ..DriftCounts::default()
+            };
+            let day = tenant_day(now_ms, timezone);
+            self.store.add_to_report(tenant, &day, &counts).await?;
+        }
+        let differing = sample.sample_drifted.saturating_add(count);
+        tracing::warn!(tenant = %tenant, confirmed = count, sampled = sample.sample_read, drifted = sample.sample_drifted, "stale records confirmed after their settle period");
+        if guard_trips(
+            sample.sample_read,
+            differing,
+            self.settings.guard_share_percent,
+            self.settings.guard_min_sample,
+        ) {
+            let trip = GuardTrip {
+                tripped_at_ms: now_ms,
+                sampled: sample.sample_read,
+                differing,
+            };
+            self.store.trip_guard(tenant, &trip).await?;
+            run.guards.insert(tenant.clone(), true);
+            run.report.guards_tripped += 1;
+            tracing::error!(alert = "drift_guard_tripped", tenant = %tenant, sampled = sample.sample_read, differing, stale_confirmed = count, "most of the tenant's sample is stale after its settle period (a recompute bug?): its repair stops until an operator resumes it");
+            for mark in confirmed {
+                // Held as a plain mark: once resumed, it is resynced, not counted again.
+                self.store
+                    .resync_sent(mark, mark.resyncs, now_ms + self.settings.period_ms)
+                    .await?;
+                run.report.held_by_guard += 1;
+            }
+            return Ok(());
+        }
+        for mark in confirmed {
+            self.send_resync(&mut run.report, mark).await?;
+            run.report.repairs_started += 1;
         }
         Ok(())
     }
@@ -318,6 +460,7 @@ impl<P: SweepPorts> Sweep<P> {
             let counts = DriftCounts {
                 read: 1,
                 differing: u32::from(read.difference != Difference::None),
+                ..DriftCounts::default()
             };
             let day = tenant_day(now_ms, snapshot.profile.timezone);
             self.store
@@ -676,10 +819,13 @@ impl<P: SweepPorts> Sweep<P> {
             self.store.save_sample_cursor(tenant, code).await?;
         }
         let now_ms = self.now_ms();
-        // Only WeCom differing from our record counts for the guard. A record behind the facts
-        // is also what every code with a reason still queued looks like (a wave of shift ends,
-        // a midnight before the tick, a backlog waiting for budget), so counting it would stop
-        // a busy tenant's repair for nothing; it is resynced, which merges with that reason.
+        // At first sight only WeCom differing from our record counts for the guard. A record
+        // behind the facts is also what every code with a reason still queued looks like (a
+        // wave of shift ends, a midnight before the tick, a backlog waiting for budget), so
+        // counting it now would stop a busy tenant's repair for nothing. But a recompute bug
+        // looks exactly like many stale records, and resyncing them at once would spread it:
+        // a stale code is marked a suspect, due after the settle period, and counted for the
+        // guard with this sample's figures once it is still stale then (`settle_suspects`).
         let drifted = u32::try_from(
             differing
                 .iter()
@@ -703,11 +849,25 @@ impl<P: SweepPorts> Sweep<P> {
             report.guards_tripped += 1;
             tracing::error!(alert = "drift_guard_tripped", tenant = %tenant, sampled = counts.read, differing = counts.differing, "too much of the tenant's sample differs (a recompute bug?): its repair stops until an operator resumes it");
         }
+        let suspect = StaleSuspect {
+            sample_read: counts.read,
+            sample_drifted: drifted,
+        };
         for (code, difference) in differing {
             let why = match difference {
                 Difference::WeComDiffers => DirtyWhy::Drift,
                 _ => DirtyWhy::Stale,
             };
+            if why == DirtyWhy::Stale && !tripped {
+                // Any refresh that begins after it (the queued reason arriving) clears it.
+                let due_ms = now_ms.saturating_add(self.settings.stale_settle_ms);
+                self.store
+                    .mark_suspect(tenant, &code, suspect, now_ms, due_ms)
+                    .await?;
+                report.stale_suspects += 1;
+                tracing::info!(tenant = %tenant, code = %code, due_ms, "stale record marked a suspect; checked again after the settle period");
+                continue;
+            }
             self.store.mark_dirty(tenant, &code, why, now_ms).await?;
             if tripped {
                 continue;
@@ -719,6 +879,7 @@ impl<P: SweepPorts> Sweep<P> {
                 why: Some(why),
                 resyncs: 0,
                 due_at_ms: now_ms,
+                suspect: None,
             };
             self.send_resync(report, &mark).await?;
             report.repairs_started += 1;
@@ -739,6 +900,8 @@ pub struct DriftView {
     pub differing: u32,
     pub repaired: u32,
     pub still_differing: u32,
+    /// Stale records confirmed: still behind the facts after their settle period.
+    pub stale_confirmed: u32,
     /// Set while the tenant's repair is stopped.
     pub guard: Option<GuardTrip>,
 }
@@ -757,6 +920,7 @@ pub async fn drift_view(
         differing: report.differing,
         repaired: report.repaired,
         still_differing: report.still_differing(),
+        stale_confirmed: report.stale_confirmed,
         guard,
     })
 }

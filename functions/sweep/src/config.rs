@@ -28,6 +28,7 @@ impl Config {
         let period_ms = parsed::<u64>("SWEEP_PERIOD_MINUTES")? * 60_000;
         let reads_per_tenant_hour: u32 = parsed("DRIFT_READS_PER_TENANT_HOUR")?;
         let guard_share_percent: u32 = parsed("DRIFT_GUARD_SHARE_PERCENT")?;
+        let stale_settle_ms = parsed::<u64>("DRIFT_STALE_SETTLE_MINUTES")?.saturating_mul(60_000);
         if !(1..=100).contains(&guard_share_percent) {
             return Err(EnvError::Malformed(
                 "DRIFT_GUARD_SHARE_PERCENT",
@@ -45,6 +46,7 @@ impl Config {
                 period_ms,
                 reads_per_tenant_hour,
                 guard_share_percent,
+                stale_settle_ms,
                 ..SweepSettings::DEFAULT
             },
             read_budget: BudgetLimits {

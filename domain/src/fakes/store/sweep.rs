@@ -2,7 +2,7 @@
 //! registry, each tenant's sample cursor, drift reports and guard; the fan-outs given up.
 
 use super::InMemoryStore;
-use crate::dirty::{DirtyMark, DirtyWhy, FanOutMark, FanOutMarks};
+use crate::dirty::{DirtyMark, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
 use crate::membership::CodeId;
 use crate::reasons::FanOut;
 use crate::sweep::{
@@ -28,6 +28,10 @@ impl DirtyIndex for InMemoryStore {
                     why: Some(*why),
                     resyncs: *resyncs,
                     due_at_ms: *due_at_ms,
+                    suspect: tables
+                        .dirty_suspects
+                        .get(&(tenant.clone(), code.clone()))
+                        .copied(),
                 })
             })
             .collect();
@@ -47,8 +51,29 @@ impl DirtyIndex for InMemoryStore {
         let mut tables = self.available()?;
         let key = (mark.tenant.clone(), mark.code.clone());
         if tables.dirty.get(&key).map(|(at, _)| *at) == Some(mark.marked_at_ms) {
+            tables.dirty_suspects.remove(&key);
             tables.dirty_due.insert(key, (resyncs, next_due_ms));
         }
+        Ok(())
+    }
+
+    async fn mark_suspect(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        suspect: StaleSuspect,
+        at_ms: u64,
+        due_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), code.clone());
+        if tables.dirty.contains_key(&key) {
+            return Ok(());
+        }
+        tables.marks.dirty.push((code.clone(), DirtyWhy::Stale));
+        tables.dirty.insert(key.clone(), (at_ms, DirtyWhy::Stale));
+        tables.dirty_due.insert(key.clone(), (0, due_ms));
+        tables.dirty_suspects.insert(key, suspect);
         Ok(())
     }
 
@@ -58,6 +83,7 @@ impl DirtyIndex for InMemoryStore {
         if tables.dirty.get(&key).map(|(at, _)| *at) == Some(mark.marked_at_ms) {
             tables.dirty.remove(&key);
             tables.dirty_due.remove(&key);
+            tables.dirty_suspects.remove(&key);
         }
         Ok(())
     }
@@ -255,6 +281,7 @@ impl DriftLedger for InMemoryStore {
             .or_default();
         report.read += counts.read;
         report.differing += counts.differing;
+        report.stale_confirmed += counts.stale_confirmed;
         Ok(())
     }
 
@@ -267,6 +294,7 @@ impl DriftLedger for InMemoryStore {
             read: counts.read,
             differing: counts.differing,
             repaired: tables.repaired.get(&key).copied().unwrap_or(0),
+            stale_confirmed: counts.stale_confirmed,
         })
     }
 
