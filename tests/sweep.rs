@@ -36,6 +36,7 @@ async fn the_sweep_repairs_what_the_single_writer_missed() -> Result<()> {
         a_contact_way_created_but_never_recorded_is_deleted(&world),
         drift_on_most_of_a_tenants_sample_stops_its_repair_until_resumed(&world, &sweep_env),
         a_fan_out_given_up_is_sent_again_and_its_codes_converge(&world),
+        a_stale_record_is_confirmed_after_its_settle_period_and_repaired(&world),
     )
     .map(|_| ());
     world
@@ -49,11 +50,20 @@ async fn the_sweep_repairs_what_the_single_writer_missed() -> Result<()> {
 }
 
 async fn converged<'a>(live: &LiveTenant<'a>, config_id: &str, expected: &[&str]) -> Result<()> {
+    converged_within(live, config_id, expected, TWO_SWEEPS).await
+}
+
+async fn converged_within<'a>(
+    live: &LiveTenant<'a>,
+    config_id: &str,
+    expected: &[&str],
+    patience: Duration,
+) -> Result<()> {
     let mut expected: Vec<String> = expected.iter().map(|s| (*s).to_owned()).collect();
     expected.sort();
     eventually(
         &format!("WeCom routes {config_id} to {expected:?} again"),
-        TWO_SWEEPS,
+        patience,
         || async {
             let mut list = live.wecom_list(config_id).await?;
             list.sort();
@@ -198,6 +208,40 @@ async fn a_fan_out_given_up_is_sent_again_and_its_codes_converge(world: &World) 
         },
     )
     .await
+}
+
+async fn a_stale_record_is_confirmed_after_its_settle_period_and_repaired(
+    world: &World,
+) -> Result<()> {
+    let live = LiveTenant::create(world, 2).await?;
+    let members: Vec<&str> = live.staff.iter().map(String::as_str).collect();
+    let config_id = live.put_code("stale", &members, None).await?;
+    converged(&live, &config_id, &members).await?;
+
+    // The fault, injected as the state it leaves: a staff fact written whose reason never
+    // reached the code. Record and WeCom agree; the facts recompute to another list.
+    offline_behind_the_writers_back(&live, members[1]).await?;
+
+    // The sample finds it, marks it a suspect (`DriftStaleSettleMinutes=1` locally), and a
+    // run after the settle period confirms it and resyncs it: up to three sweeps and the settle.
+    converged_within(
+        &live,
+        &config_id,
+        &members[..1],
+        TWO_SWEEPS + Duration::from_secs(120),
+    )
+    .await?;
+    let drift_path = format!("/tenants/{}/drift", live.tenant.id);
+    let report = eventually("the report counts the confirmation", TWO_SWEEPS, || async {
+        let report = world.admin().get(&drift_path).await?;
+        Ok((report["stale_confirmed"].as_u64() >= Some(1)).then_some(report))
+    })
+    .await?;
+    ensure!(
+        report["guard"].is_null(),
+        "one stale code of one is below the guard's sample: {report}"
+    );
+    Ok(())
 }
 
 /// The tenant's limit claims as stored (`REMOVED#...`).
