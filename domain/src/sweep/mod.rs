@@ -38,8 +38,9 @@
 //!    `state` is the code's id but which are not the code's recorded one.
 //! 5. **The blast-radius guard**: when more than the set share of a tenant's sample differs
 //!    from what WeCom holds, or does once its stale records are confirmed, the likely cause is
-//!    a bug (in the recompute or the push), not noise. The tenant's repair stops (its marks stay, no resync is sent), its report says so
-//!    and an alert is raised, until an operator resumes it.
+//!    a bug (in the recompute or the push), not noise. The tenant's repair stops (its marks
+//!    stay, no resync is sent), its report says so and an alert is raised, until an operator
+//!    resumes it.
 
 mod drift;
 mod ports;
