@@ -139,6 +139,39 @@ async fn a_refresh_dead_lettered_for_good_is_resynced(world: &World) -> Result<(
     converged(&live, &config_id, &members[..1]).await
 }
 
+/// Waits until the tenant's own reasons have been worked off: its refresh tally has counted
+/// one and stayed still for a few seconds. The code's creation and its staff's fan-outs
+/// (which may expand after the code exists) each send one, and a refresh reads the facts as
+/// they are: a fact changed in the table before they ran would heal without the sweep.
+async fn reasons_worked_off(live: &LiveTenant<'_>) -> Result<()> {
+    let store = DynamoStore::new(
+        live.world.dynamodb.clone(),
+        live.world.output("TableName").to_owned(),
+    );
+    let tenant = TenantId::parse(&live.tenant.id)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let (mut seen, mut still_since) = (0, std::time::Instant::now());
+    loop {
+        let reasons: u64 = store
+            .query_prefix(&tenant, "STATS#REFRESH#")
+            .await?
+            .iter()
+            .filter_map(|tally| tally.get("reasons")?.as_n().ok()?.parse::<u64>().ok())
+            .sum();
+        if reasons != seen {
+            (seen, still_since) = (reasons, std::time::Instant::now());
+        }
+        if seen >= 1 && still_since.elapsed() >= Duration::from_secs(5) {
+            return Ok(());
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the tenant's reasons were not worked off within 90 s ({seen} counted)"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// Takes `staff` offline in the table itself, as a fact written whose reasons never left.
 async fn offline_behind_the_writers_back(live: &LiveTenant<'_>, staff: &str) -> Result<()> {
     let world = live.world;
@@ -152,7 +185,8 @@ async fn offline_behind_the_writers_back(live: &LiveTenant<'_>, staff: &str) -> 
             "sk",
             AttributeValue::S(keys::staff(&StaffId::parse(staff)?)),
         )
-        .update_expression("SET online = :off")
+        .update_expression("SET #online = :off")
+        .expression_attribute_names("#online", "online")
         .expression_attribute_values(":off", AttributeValue::Bool(false))
         .send()
         .await?;
@@ -164,6 +198,7 @@ async fn a_fan_out_given_up_is_sent_again_and_its_codes_converge(world: &World) 
     let members: Vec<&str> = live.staff.iter().map(String::as_str).collect();
     let config_id = live.put_code("fanned", &members, None).await?;
     converged(&live, &config_id, &members).await?;
+    reasons_worked_off(&live).await?;
 
     // The fault, injected as the state it leaves: the staff fact written, and its fan-out
     // marked on its last receive by the fan-out function, which then died before sending
@@ -217,6 +252,7 @@ async fn a_stale_record_is_confirmed_after_its_settle_period_and_repaired(
     let members: Vec<&str> = live.staff.iter().map(String::as_str).collect();
     let config_id = live.put_code("stale", &members, None).await?;
     converged(&live, &config_id, &members).await?;
+    reasons_worked_off(&live).await?;
 
     // The fault, injected as the state it leaves: a staff fact written whose reason never
     // reached the code. Record and WeCom agree; the facts recompute to another list.
