@@ -3,11 +3,17 @@
 //! them within two of its periods. Each step has its own tenant and they run at once; the
 //! guard's step raises the sweep's read budget (every tenant is sampled more meanwhile, which
 //! the other steps do not mind) and the original is put back.
+//!
+//! A fan-out given up and a stale record are injected as the state they leave, written
+//! through the real table: a staff fact changed with no reason sent, and (for the fan-out)
+//! the mark the fan-out function writes on its last receive.
 
 use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::{ensure, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
-use domain::membership::CodeId;
+use domain::dirty::{DirtyWhy, FanOutMarks};
+use domain::membership::{CodeId, StaffId};
+use domain::reasons::{Cause, FanOut, Source};
 use domain::sweep::{CreationIntent, CreationIntents};
 use domain::tenants::TenantId;
 use integration_tests::{eventually, LiveTenant, World};
@@ -29,6 +35,8 @@ async fn the_sweep_repairs_what_the_single_writer_missed() -> Result<()> {
         a_limit_claim_whose_notification_failed_is_finished(&world),
         a_contact_way_created_but_never_recorded_is_deleted(&world),
         drift_on_most_of_a_tenants_sample_stops_its_repair_until_resumed(&world, &sweep_env),
+        a_fan_out_given_up_is_sent_again_and_its_codes_converge(&world),
+        a_stale_record_is_confirmed_after_its_settle_period_and_repaired(&world),
     )
     .map(|_| ());
     world
@@ -42,11 +50,20 @@ async fn the_sweep_repairs_what_the_single_writer_missed() -> Result<()> {
 }
 
 async fn converged<'a>(live: &LiveTenant<'a>, config_id: &str, expected: &[&str]) -> Result<()> {
+    converged_within(live, config_id, expected, TWO_SWEEPS).await
+}
+
+async fn converged_within<'a>(
+    live: &LiveTenant<'a>,
+    config_id: &str,
+    expected: &[&str],
+    patience: Duration,
+) -> Result<()> {
     let mut expected: Vec<String> = expected.iter().map(|s| (*s).to_owned()).collect();
     expected.sort();
     eventually(
         &format!("WeCom routes {config_id} to {expected:?} again"),
-        TWO_SWEEPS,
+        patience,
         || async {
             let mut list = live.wecom_list(config_id).await?;
             list.sort();
@@ -120,6 +137,147 @@ async fn a_refresh_dead_lettered_for_good_is_resynced(world: &World) -> Result<(
     );
     // No further event arrives: only the sweep's resync brings the list to the facts.
     converged(&live, &config_id, &members[..1]).await
+}
+
+/// Waits until the tenant's own reasons have been worked off: its refresh tally has counted
+/// one and stayed still for a few seconds. The code's creation and its staff's fan-outs
+/// (which may expand after the code exists) each send one, and a refresh reads the facts as
+/// they are: a fact changed in the table before they ran would heal without the sweep.
+async fn reasons_worked_off(live: &LiveTenant<'_>) -> Result<()> {
+    let store = DynamoStore::new(
+        live.world.dynamodb.clone(),
+        live.world.output("TableName").to_owned(),
+    );
+    let tenant = TenantId::parse(&live.tenant.id)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let (mut seen, mut still_since) = (0, std::time::Instant::now());
+    loop {
+        let reasons: u64 = store
+            .query_prefix(&tenant, "STATS#REFRESH#")
+            .await?
+            .iter()
+            .filter_map(|tally| tally.get("reasons")?.as_n().ok()?.parse::<u64>().ok())
+            .sum();
+        if reasons != seen {
+            (seen, still_since) = (reasons, std::time::Instant::now());
+        }
+        if seen >= 1 && still_since.elapsed() >= Duration::from_secs(5) {
+            return Ok(());
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the tenant's reasons were not worked off within 90 s ({seen} counted)"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Takes `staff` offline in the table itself, as a fact written whose reasons never left.
+async fn offline_behind_the_writers_back(live: &LiveTenant<'_>, staff: &str) -> Result<()> {
+    let world = live.world;
+    let tenant = TenantId::parse(&live.tenant.id)?;
+    world
+        .dynamodb
+        .update_item()
+        .table_name(world.output("TableName"))
+        .key("pk", AttributeValue::S(keys::tenant(&tenant)))
+        .key(
+            "sk",
+            AttributeValue::S(keys::staff(&StaffId::parse(staff)?)),
+        )
+        .update_expression("SET #online = :off")
+        .expression_attribute_names("#online", "online")
+        .expression_attribute_values(":off", AttributeValue::Bool(false))
+        .send()
+        .await?;
+    Ok(())
+}
+
+async fn a_fan_out_given_up_is_sent_again_and_its_codes_converge(world: &World) -> Result<()> {
+    let live = LiveTenant::create(world, 2).await?;
+    let members: Vec<&str> = live.staff.iter().map(String::as_str).collect();
+    let config_id = live.put_code("fanned", &members, None).await?;
+    converged(&live, &config_id, &members).await?;
+    reasons_worked_off(&live).await?;
+
+    // The fault, injected as the state it leaves: the staff fact written, and its fan-out
+    // marked on its last receive by the fan-out function, which then died before sending
+    // a single reason (the message went to the dead-letter queue).
+    offline_behind_the_writers_back(&live, members[1]).await?;
+    let now = integration_tests::now_ms();
+    let given_up = FanOut::new(
+        TenantId::parse(&live.tenant.id)?,
+        vec![Source::Staff {
+            staff: StaffId::parse(members[1])?,
+        }],
+        Cause::StaffChanged,
+        now,
+        format!("staff:{}:{now}", members[1]),
+    );
+    let store = DynamoStore::new(world.dynamodb.clone(), world.output("TableName").to_owned());
+    store
+        .mark_fan_out(&given_up, DirtyWhy::LastReceive, now - 1)
+        .await?;
+    ensure!(
+        live.wecom_list(&config_id).await?.len() == 2,
+        "nothing told the code yet"
+    );
+
+    // Only the sweep sends the fan-out again; its expansion reaches the code.
+    converged(&live, &config_id, &members[..1]).await?;
+    let mark_key = keys::fan_out_mark(&given_up.fact_key);
+    eventually(
+        "the completed expansion clears the mark",
+        TWO_SWEEPS,
+        || async {
+            let item = world
+                .dynamodb
+                .get_item()
+                .table_name(world.output("TableName"))
+                .key("pk", AttributeValue::S(keys::tenant(&given_up.tenant)))
+                .key("sk", AttributeValue::S(mark_key.clone()))
+                .consistent_read(true)
+                .send()
+                .await?;
+            Ok(item.item.is_none().then_some(()))
+        },
+    )
+    .await
+}
+
+async fn a_stale_record_is_confirmed_after_its_settle_period_and_repaired(
+    world: &World,
+) -> Result<()> {
+    let live = LiveTenant::create(world, 2).await?;
+    let members: Vec<&str> = live.staff.iter().map(String::as_str).collect();
+    let config_id = live.put_code("stale", &members, None).await?;
+    converged(&live, &config_id, &members).await?;
+    reasons_worked_off(&live).await?;
+
+    // The fault, injected as the state it leaves: a staff fact written whose reason never
+    // reached the code. Record and WeCom agree; the facts recompute to another list.
+    offline_behind_the_writers_back(&live, members[1]).await?;
+
+    // The sample finds it, marks it a suspect (`DriftStaleSettleMinutes=1` locally), and a
+    // run after the settle period confirms it and resyncs it: up to three sweeps and the settle.
+    converged_within(
+        &live,
+        &config_id,
+        &members[..1],
+        TWO_SWEEPS + Duration::from_secs(120),
+    )
+    .await?;
+    let drift_path = format!("/tenants/{}/drift", live.tenant.id);
+    let report = eventually("the report counts the confirmation", TWO_SWEEPS, || async {
+        let report = world.admin().get(&drift_path).await?;
+        Ok((report["stale_confirmed"].as_u64() >= Some(1)).then_some(report))
+    })
+    .await?;
+    ensure!(
+        report["guard"].is_null(),
+        "one stale code of one is below the guard's sample: {report}"
+    );
+    Ok(())
 }
 
 /// The tenant's limit claims as stored (`REMOVED#...`).

@@ -204,12 +204,14 @@ def deploy() -> None:
         "--no-fail-on-empty-changeset",
         "--no-progressbar",
     ]
-    # Locally WeCom is the sandbox, the sweep runs every minute (EventBridge's shortest rate)
-    # and a limit claim's owner holds it a minute, so a repair shows within a test's patience;
-    # anything else comes from QRSYNC_PARAMETER_OVERRIDES.
+    # Locally WeCom is the sandbox, the sweep runs every minute (EventBridge's shortest rate),
+    # a stale record it samples settles for a minute and a limit claim's owner holds it a
+    # minute, so a repair shows within a test's patience; anything else comes from
+    # QRSYNC_PARAMETER_OVERRIDES.
     overrides = [
         f"WeComApiBaseUrl={SANDBOX_URL}",
         "SweepPeriodMinutes=1",
+        "DriftStaleSettleMinutes=1",
         "ClaimOwnerLeaseSeconds=60",
     ]
     overrides += os.environ.get("QRSYNC_PARAMETER_OVERRIDES", "").split()

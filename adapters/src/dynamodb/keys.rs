@@ -152,6 +152,27 @@ pub fn dirty_index_sort(due_at_ms: u64, tenant_id: &TenantId, code: &CodeId) -> 
     format!("{due_at_ms:013}#{}#{}", tenant(tenant_id), dirty(code))
 }
 
+/// A fan-out given up (`domain::dirty::FanOutMark`), under its tenant: `FANOUT_MARK#<hash>`,
+/// one per fact. The fact key is hashed: it is whatever its writer made it, and a sort key
+/// has a length limit and `#` as this table's separator.
+pub fn fan_out_mark(fact_key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(fact_key.as_bytes());
+    format!("{FAN_OUT_MARK_PREFIX}{}", hex::encode(&digest[..16]))
+}
+
+pub const FAN_OUT_MARK_PREFIX: &str = "FANOUT_MARK#";
+
+/// Fan-out marks are in `gsi1` under this one partition, sorted by when each is next due
+/// (`{due:013}#TENANT#t#FANOUT_MARK#<hash>`). Not in the code marks' `DIRTY#<shard>`
+/// partitions: a fan-out gives up only after every receive its queue allows, so they are
+/// few (one partition's throughput is plenty), and the code marks' pages stay code marks.
+pub const FAN_OUT_MARKS: &str = "FANOUT_MARKS";
+
+pub fn fan_out_mark_sort(due_at_ms: u64, tenant_id: &TenantId, sk: &str) -> String {
+    format!("{due_at_ms:013}#{}#{sk}", tenant(tenant_id))
+}
+
 /// Limit claims not yet recorded as notified are in `gsi1` under this partition, sorted by
 /// when their owner's lease ends (`{lease_until:013}#TENANT#t#REMOVED#...`): the sweep's stale
 /// claims are one key range. Notifying removes a claim from it.

@@ -192,11 +192,15 @@ impl DriftLedger for DynamoStore {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(key(keys::tenant(tenant), keys::drift_report(day))))
-            .update_expression("ADD #read :read, differing :differing SET #expires = :expires")
+            .update_expression(
+                "ADD #read :read, differing :differing, stale_confirmed :stale_confirmed \
+                 SET #expires = :expires",
+            )
             .expression_attribute_names("#read", "read")
             .expression_attribute_names("#expires", keys::EXPIRES_AT)
             .expression_attribute_values(":read", n(counts.read))
             .expression_attribute_values(":differing", n(counts.differing))
+            .expression_attribute_values(":stale_confirmed", n(counts.stale_confirmed))
             .expression_attribute_values(":expires", n(expires))
             .send()
             .await
@@ -212,6 +216,7 @@ impl DriftLedger for DynamoStore {
             read: count("read"),
             differing: count("differing"),
             repaired: count("repaired"),
+            stale_confirmed: count("stale_confirmed"),
         })
     }
 

@@ -10,12 +10,18 @@
 //! - Any refresh of a marked code pushes, even a list the record says WeCom has. The mark is
 //!   cleared only by a refresh that began after it was made and completed; the clear is
 //!   conditional on the mark's time, so a newer mark is never lost.
+//! - A fan-out that gives up (its last receive before the fan-out queue's own redrive) cannot
+//!   name its codes without the expansion it may not survive, so it marks itself instead
+//!   (`FanOutMarks::mark_fan_out`, a `FanOutMark` holding the fan-out). The sweep sends a due
+//!   one to the fan-out queue again; an expansion that began after the mark and completed
+//!   clears it, on the same conditional terms as a code's mark.
 
 mod ports;
 
-pub use ports::DirtyMarks;
+pub use ports::{DirtyMarks, FanOutMarks};
 
 use crate::membership::CodeId;
+use crate::reasons::FanOut;
 use crate::tenants::TenantId;
 use crate::wecom::errors::FailureClass;
 
@@ -81,6 +87,37 @@ pub struct DirtyMark {
     /// Resync reasons the sweep has sent for it.
     pub resyncs: u32,
     /// When the sweep sends the next one.
+    pub due_at_ms: u64,
+    /// Set while the mark is a stale record the sweep's sample saw and has not confirmed.
+    pub suspect: Option<StaleSuspect>,
+}
+
+/// A record the drift sample found behind the facts, at first sight. That is also what every
+/// code with a reason still queued looks like, so it is not resynced nor counted for the
+/// guard yet: its mark is due only after the settle period, and any refresh that begins
+/// after it (the queued reason arriving) clears it. One still stale then is confirmed, and
+/// counted with the sample it was found in, whose figures it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaleSuspect {
+    /// Codes the sample read back...
+    pub sample_read: u32,
+    /// ...and of those, codes whose WeCom list differed from our record.
+    pub sample_drifted: u32,
+}
+
+/// A fan-out the fan-out function gave up on, as the sweep reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FanOutMark {
+    /// The fan-out as it was given up (a continuation carries how far it had got); the sweep
+    /// sends it again from its first code.
+    pub fan_out: FanOut,
+    /// When the latest mark was made: only an expansion that began after it clears it.
+    pub marked_at_ms: u64,
+    /// Why (`None` for a label this version does not know).
+    pub why: Option<DirtyWhy>,
+    /// Times the sweep has sent it to the fan-out queue again.
+    pub resends: u32,
+    /// When the sweep sends it again next.
     pub due_at_ms: u64,
 }
 

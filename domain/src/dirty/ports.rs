@@ -2,6 +2,7 @@
 
 use super::DirtyWhy;
 use crate::membership::CodeId;
+use crate::reasons::FanOut;
 use crate::tenants::TenantId;
 use crate::StoreError;
 
@@ -31,4 +32,23 @@ pub trait DirtyMarks: Send + Sync {
     /// Counts one repair of a difference the read-back found, in the tenant's drift report
     /// for `day`.
     async fn count_repaired(&self, tenant: &TenantId, day: &str) -> Result<(), StoreError>;
+}
+
+/// Marks fan-outs given up and clears them; the sweep's view is `sweep::FanOutIndex`. One
+/// mark per fact (`FanOut::fact_key`): every part of a fan-out shares it.
+#[async_trait::async_trait]
+pub trait FanOutMarks: Send + Sync {
+    /// Records `fan_out` as given up as of `at_ms` (a later mark replaces an earlier one's
+    /// time, why and fan-out, and keeps its due time and resends; an older one changes
+    /// nothing). A new mark is due at once.
+    async fn mark_fan_out(
+        &self,
+        fan_out: &FanOut,
+        why: DirtyWhy,
+        at_ms: u64,
+    ) -> Result<(), StoreError>;
+
+    /// Removes the fan-out's mark if it was made before `began_ms`, in one conditional
+    /// write; `true` when a mark was removed.
+    async fn clear_fan_out(&self, fan_out: &FanOut, began_ms: u64) -> Result<bool, StoreError>;
 }

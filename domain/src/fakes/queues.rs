@@ -136,8 +136,12 @@ impl FanOutQueue for InMemoryQueues {
         let Some(index) = &self.index else {
             return Ok(());
         };
-        let expander = Expander::new(index.clone(), self.clone(), self.clone());
-        expander.expand(fan_out, || false).await.map(|_| ())
+        let expander = Expander::new(index.clone(), self.clone(), self.clone(), index.clone());
+        // The expansion begins now, after every mark the test has made so far.
+        expander
+            .expand(fan_out, u64::MAX, || false)
+            .await
+            .map(|_| ())
     }
 }
 

@@ -5,11 +5,18 @@
 //! what it could not send before its deadline to a continuation of itself. So a request never
 //! waits on a thousand sends, and no partial failure loses the codes not yet told: an
 //! unfinished fan-out is redelivered and resumes after the last code it had sent.
+//!
+//! A fan-out on its last receive before its queue's own redrive marks itself first
+//! (`Expander::mark_given_up`, docs/rules.md rule 11): a timeout or a crash of that receive
+//! moves it to the dead-letter queue without any code of ours, and its codes would never hear
+//! of the fact. The sweep sends a marked fan-out again; the expansion that completes it
+//! (`Expanded::Done`, the last continuation's included) clears the mark if it began after it.
 
 mod ports;
 
 pub use ports::CodeIndex;
 
+use crate::dirty::{DirtyWhy, FanOutMarks};
 use crate::membership::CodeId;
 use crate::reasons::{FanOut, FanOutQueue, ReasonQueue};
 use crate::StoreError;
@@ -31,19 +38,32 @@ pub enum Expanded {
     },
 }
 
-pub struct Expander<I, R, Q> {
+pub struct Expander<I, R, Q, M> {
     index: I,
     reasons: R,
     continuations: Q,
+    marks: M,
 }
 
-impl<I: CodeIndex, R: ReasonQueue, Q: FanOutQueue> Expander<I, R, Q> {
-    pub fn new(index: I, reasons: R, continuations: Q) -> Self {
+impl<I: CodeIndex, R: ReasonQueue, Q: FanOutQueue, M: FanOutMarks> Expander<I, R, Q, M> {
+    pub fn new(index: I, reasons: R, continuations: Q, marks: M) -> Self {
         Self {
             index,
             reasons,
             continuations,
+            marks,
         }
+    }
+
+    /// Records `fan_out` as given up, before an expansion beginning at `began_ms` on its last
+    /// receive. The mark is made a millisecond earlier, so that very expansion, if it
+    /// completes, clears it: only a fan-out that did not complete stays marked.
+    pub async fn mark_given_up(&self, fan_out: &FanOut, began_ms: u64) -> Result<(), StoreError> {
+        self.marks
+            .mark_fan_out(fan_out, DirtyWhy::LastReceive, began_ms.saturating_sub(1))
+            .await?;
+        tracing::warn!(tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, "last receive before the fan-out queue's redrive; fan-out marked first");
+        Ok(())
     }
 
     /// Queues the fan-out again unexpanded, for a later invocation: no time was left to start
@@ -55,11 +75,13 @@ impl<I: CodeIndex, R: ReasonQueue, Q: FanOutQueue> Expander<I, R, Q> {
     /// Sends a reason to every code of the fan-out not sent yet, in code order, `PAGE` at a
     /// time. Before each page `out_of_time` is asked; once it says yes, the rest is queued
     /// as a continuation and the expansion ends. A failed send ends it with the error: the
-    /// fan-out is redelivered and resends at most the page that failed.
+    /// fan-out is redelivered and resends at most the page that failed. Once every code is
+    /// sent, the fan-out's mark, if one was made before `began_ms`, is cleared.
     #[tracing::instrument(skip_all, fields(tenant = %fan_out.tenant, fact_key = %fan_out.fact_key))]
     pub async fn expand(
         &self,
         fan_out: &FanOut,
+        began_ms: u64,
         out_of_time: impl Fn() -> bool,
     ) -> Result<Expanded, StoreError> {
         let mut codes = BTreeSet::new();
@@ -93,6 +115,16 @@ impl<I: CodeIndex, R: ReasonQueue, Q: FanOutQueue> Expander<I, R, Q> {
             sent += page.len();
         }
         tracing::info!(reasons = sent, "fan-out sent");
+        // A mark left behind costs one more expansion when the sweep sends the fan-out again
+        // (the single writer finds most lists unchanged); failing the message instead would
+        // resend this part's reasons and count a receive against it.
+        match self.marks.clear_fan_out(fan_out, began_ms).await {
+            Ok(true) => tracing::info!("fan-out's mark cleared"),
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(error = %error, "fan-out's mark not cleared; the sweep sends it again")
+            }
+        }
         Ok(Expanded::Done { reasons: sent })
     }
 }

@@ -1,9 +1,13 @@
 use super::*;
+use crate::dirty::{DirtyWhy, FanOutMarks};
 use crate::fakes::{InMemoryQueues, InMemoryStore};
 use crate::membership::{DepartmentId, StaffId};
 use crate::reasons::{Cause, Source};
 use crate::tenants::TenantId;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// When the expansions under test begin.
+const BEGAN: u64 = 1_796_000_000_000;
 
 fn code(n: usize) -> CodeId {
     CodeId::parse(&format!("c{n:04}")).expect("valid")
@@ -52,10 +56,10 @@ async fn every_code_of_every_source_gets_one_reason_alike_but_for_the_code() {
         (department.clone(), vec![code(2), code(3)]),
     ]);
     let sent = InMemoryQueues::default();
-    let expander = Expander::new(index, sent.clone(), sent.clone());
+    let expander = Expander::new(index.clone(), sent.clone(), sent.clone(), index);
 
     let expanded = expander
-        .expand(&fan_out(vec![staff("alice"), department]), || false)
+        .expand(&fan_out(vec![staff("alice"), department]), BEGAN, || false)
         .await
         .expect("sent");
 
@@ -73,7 +77,7 @@ async fn out_of_time_the_rest_continues_after_the_last_code_sent_and_nothing_is_
     let all: Vec<CodeId> = (0..1_000).map(code).collect();
     let index = index(vec![(staff("alice"), all.clone())]);
     let sent = InMemoryQueues::default();
-    let expander = Expander::new(index, sent.clone(), sent.clone());
+    let expander = Expander::new(index.clone(), sent.clone(), sent.clone(), index);
     let mut next = Some(fan_out(vec![staff("alice")]));
     let mut invocations = 0;
     while let Some(part) = next.take() {
@@ -81,7 +85,11 @@ async fn out_of_time_the_rest_continues_after_the_last_code_sent_and_nothing_is_
         // Time runs out after three pages in every invocation (asked before pages 2, 3, 4).
         let checks = AtomicUsize::new(0);
         let out_of_time = || checks.fetch_add(1, Ordering::SeqCst) + 1 >= 3;
-        match expander.expand(&part, out_of_time).await.expect("sent") {
+        match expander
+            .expand(&part, BEGAN, out_of_time)
+            .await
+            .expect("sent")
+        {
             Expanded::Done { .. } => {}
             Expanded::Continued { sent_through, .. } => {
                 let queued = sent.fan_outs().last().cloned();
@@ -108,14 +116,11 @@ async fn a_failed_send_is_an_error_and_the_redelivered_fan_out_resends_from_its_
     let all: Vec<CodeId> = (0..250).map(code).collect();
     let sent = InMemoryQueues::default();
     sent.fail_reasons_after(Some(130));
-    let expander = Expander::new(
-        index(vec![(staff("alice"), all.clone())]),
-        sent.clone(),
-        sent.clone(),
-    );
+    let index = index(vec![(staff("alice"), all.clone())]);
+    let expander = Expander::new(index.clone(), sent.clone(), sent.clone(), index);
 
     let failed = expander
-        .expand(&fan_out(vec![staff("alice")]), || false)
+        .expand(&fan_out(vec![staff("alice")]), BEGAN, || false)
         .await;
 
     assert!(failed.is_err());
@@ -126,10 +131,10 @@ async fn a_failed_send_is_an_error_and_the_redelivered_fan_out_resends_from_its_
 async fn a_fan_out_always_makes_progress_even_when_time_is_short_from_the_start() {
     let index = index(vec![(staff("alice"), (0..150).map(code).collect())]);
     let sent = InMemoryQueues::default();
-    let expander = Expander::new(index, sent.clone(), sent.clone());
+    let expander = Expander::new(index.clone(), sent.clone(), sent.clone(), index);
 
     let expanded = expander
-        .expand(&fan_out(vec![staff("alice")]), || true)
+        .expand(&fan_out(vec![staff("alice")]), BEGAN, || true)
         .await
         .expect("sent");
 
@@ -147,4 +152,90 @@ fn a_fan_out_survives_its_queue_as_json() {
     let original = fan_out(vec![staff("alice"), Source::Tenant]).resumed_after(&code(9));
     let back: FanOut = serde_json::from_str(&original.to_json()).expect("parses");
     assert_eq!(back, original);
+}
+
+#[tokio::test]
+async fn a_fan_out_on_its_last_receive_is_marked_given_up_before_it_expands() {
+    let index = index(vec![(staff("alice"), vec![code(1)])]);
+    let sent = InMemoryQueues::default();
+    sent.set_unavailable(true);
+    let expander = Expander::new(index.clone(), sent.clone(), sent.clone(), index.clone());
+    let given_up = fan_out(vec![staff("alice")]);
+
+    expander
+        .mark_given_up(&given_up, BEGAN)
+        .await
+        .expect("marked");
+    // The receive that may not survive: its sends fail (or it times out).
+    assert!(expander.expand(&given_up, BEGAN, || false).await.is_err());
+
+    let mark = index
+        .fan_out_mark(&given_up.tenant, &given_up.fact_key)
+        .expect("the fan-out is marked");
+    assert_eq!(mark.fan_out, given_up, "the mark holds the fan-out itself");
+    assert_eq!(
+        mark.marked_at_ms,
+        BEGAN - 1,
+        "made before the expansion began"
+    );
+    assert_eq!(mark.why, Some(DirtyWhy::LastReceive));
+    assert_eq!(mark.due_at_ms, BEGAN - 1, "due for the sweep at once");
+}
+
+#[tokio::test]
+async fn the_expansion_that_follows_its_mark_and_completes_clears_it() {
+    let all: Vec<CodeId> = (0..150).map(code).collect();
+    let index = index(vec![(staff("alice"), all)]);
+    let sent = InMemoryQueues::default();
+    let expander = Expander::new(index.clone(), sent.clone(), sent.clone(), index.clone());
+    let given_up = fan_out(vec![staff("alice")]);
+    expander
+        .mark_given_up(&given_up, BEGAN)
+        .await
+        .expect("marked");
+
+    // Cut short after a page: the mark stays until the last part completes.
+    let first = expander
+        .expand(&given_up, BEGAN, || true)
+        .await
+        .expect("sent");
+    assert!(matches!(first, Expanded::Continued { .. }));
+    assert!(index
+        .fan_out_mark(&given_up.tenant, &given_up.fact_key)
+        .is_some());
+    let rest = sent.fan_outs().last().cloned().expect("a continuation");
+    let last = expander
+        .expand(&rest, BEGAN + 5, || false)
+        .await
+        .expect("sent");
+
+    assert_eq!(last, Expanded::Done { reasons: 50 });
+    assert_eq!(
+        index.fan_out_mark(&given_up.tenant, &given_up.fact_key),
+        None
+    );
+}
+
+#[tokio::test]
+async fn a_completed_expansion_that_began_before_a_newer_mark_leaves_it() {
+    let index = index(vec![(staff("alice"), vec![code(1)])]);
+    let sent = InMemoryQueues::default();
+    let expander = Expander::new(index.clone(), sent.clone(), sent.clone(), index.clone());
+    let given_up = fan_out(vec![staff("alice")]);
+    // Another receive of the fan-out gave up while this expansion was running.
+    index
+        .mark_fan_out(&given_up, DirtyWhy::LastReceive, BEGAN + 10)
+        .await
+        .expect("marked");
+
+    let done = expander
+        .expand(&given_up, BEGAN, || false)
+        .await
+        .expect("sent");
+
+    assert_eq!(done, Expanded::Done { reasons: 1 });
+    let mark = index
+        .fan_out_mark(&given_up.tenant, &given_up.fact_key)
+        .expect("the newer mark stands");
+    assert_eq!(mark.marked_at_ms, BEGAN + 10);
 }

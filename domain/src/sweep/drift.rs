@@ -25,19 +25,25 @@ pub fn compare(snapshot: &CodeSnapshot, users: &[String]) -> Difference {
     if wecom != recorded {
         return Difference::WeComDiffers;
     }
+    if record_stale(snapshot) {
+        Difference::RecordStale
+    } else {
+        Difference::None
+    }
+}
+
+/// `compare`'s second half, which needs no call to WeCom: whether the current facts
+/// recompute to another list than the one recorded as pushed.
+pub fn record_stale(snapshot: &CodeSnapshot) -> bool {
+    let recorded: BTreeSet<&str> = snapshot.wecom_list().iter().map(|u| u.as_str()).collect();
     let starved_recorded = snapshot.last_pushed.as_ref().is_some_and(|p| p.starved);
     match snapshot.recompute().users() {
         Some(users) => {
             let recomputed: BTreeSet<&str> = users.iter().map(|u| u.as_str()).collect();
-            if recomputed == recorded && !starved_recorded {
-                Difference::None
-            } else {
-                Difference::RecordStale
-            }
+            recomputed != recorded || starved_recorded
         }
         // Nobody eligible: the list stays by design once the code is recorded starved.
-        None if starved_recorded => Difference::None,
-        None => Difference::RecordStale,
+        None => !starved_recorded,
     }
 }
 
@@ -48,6 +54,8 @@ pub struct DriftCounts {
     pub read: u32,
     /// Of those, codes that differed.
     pub differing: u32,
+    /// Stale records confirmed: still behind the facts once their settle period was over.
+    pub stale_confirmed: u32,
 }
 
 /// A tenant's drift report for one tenant-day.
@@ -58,6 +66,8 @@ pub struct DriftReport {
     pub differing: u32,
     /// Differences repaired: the code's mark was cleared by a completed refresh.
     pub repaired: u32,
+    /// Stale records still behind the facts after the settle period (counted for the guard).
+    pub stale_confirmed: u32,
 }
 
 impl DriftReport {

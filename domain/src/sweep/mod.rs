@@ -9,10 +9,23 @@
 //!    code is sent a `resync` reason: the single writer pushes it even if its record says
 //!    WeCom has the list, and clears the mark once done. The next resync of a mark is due a
 //!    period later, doubling while the code keeps failing.
+//!
+//!    Then every fan-out mark that is due (a fan-out that gave up on its last receive, by a
+//!    query too): the fan-out is sent to the fan-out queue again, from its first code, so
+//!    every code it reaches gets a reason and the single writer recomputes each; it is sent
+//!    again with the same doubling wait until an expansion that began after the mark
+//!    completes and clears it.
 //! 2. **Drift read-back**: for each tenant, from the cursor, a sample of its codes (the hour's
 //!    read budget spread over the runs, spent from `get_contact_way`'s own per-tenant budget)
-//!    is read back and compared with the record and the recompute (`drift::compare`). A
-//!    difference marks the code dirty and sends it a resync, through the single writer.
+//!    is read back and compared with the record and the recompute (`drift::compare`). WeCom
+//!    differing from the record marks the code dirty and sends it a resync, through the
+//!    single writer. A record behind the facts (`stale`) is what every code with a reason
+//!    still queued looks like, so at first sight it is only marked a suspect: due after
+//!    `stale_settle_ms`, no resync, carrying its sample's figures; any refresh that begins
+//!    after it (the queued reason arriving) clears it. When it comes due (step 1), it is
+//!    checked again without WeCom (`drift::record_stale`): caught up, its mark is dropped;
+//!    still stale, it is confirmed, and the confirmed of one sample count with that sample's
+//!    drifted codes for the guard before any of them is resynced.
 //! 3. **Claims that finish** (rule 8): a limit claim of the quota loop whose notification was
 //!    never recorded and whose owner's lease has ended (the owning add crashed, or its message
 //!    was dead-lettered) is taken over in one conditional write on its owner and lease (a live
@@ -24,9 +37,10 @@
 //!    lists the corp's contact ways created around the intent's time and deletes those whose
 //!    `state` is the code's id but which are not the code's recorded one.
 //! 5. **The blast-radius guard**: when more than the set share of a tenant's sample differs
-//!    from what WeCom holds, the likely cause is a bug (in the recompute or the push), not
-//!    noise. The tenant's repair stops (its marks stay, no resync is sent), its report says so
-//!    and an alert is raised, until an operator resumes it.
+//!    from what WeCom holds, or does once its stale records are confirmed, the likely cause is
+//!    a bug (in the recompute or the push), not noise. The tenant's repair stops (its marks
+//!    stay, no resync is sent), its report says so and an alert is raised, until an operator
+//!    resumes it.
 
 mod drift;
 mod ports;
@@ -34,19 +48,20 @@ mod ports;
 mod tests;
 
 pub use drift::{
-    compare, guard_trips, sample_size, Difference, DriftCounts, DriftReport, GuardTrip,
+    compare, guard_trips, record_stale, sample_size, Difference, DriftCounts, DriftReport,
+    GuardTrip,
 };
 pub use ports::{
-    ContactWayReader, CreationIntent, CreationIntents, DirtyIndex, DriftLedger, OrphanFinder,
-    SweepRuns, TenantDirectory,
+    ContactWayReader, CreationIntent, CreationIntents, DirtyIndex, DriftLedger, FanOutIndex,
+    OrphanFinder, SweepRuns, TenantDirectory,
 };
 
-use crate::dirty::{next_resync_at, DirtyMark, DirtyMarks, DirtyWhy};
+use crate::dirty::{next_resync_at, DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, StaleSuspect};
 use crate::facts::{
     finish_claim, LimitClaim, QuotaLedger, QuotaNotifier, StaffLedger, TenantProfiles,
 };
 use crate::membership::CodeId;
-use crate::reasons::{Cause, ReasonQueue, RefreshReason};
+use crate::reasons::{Cause, FanOut, FanOutQueue, ReasonQueue, RefreshReason};
 use crate::refresh::{
     CodeFacts, CodeSnapshot, Spend, WeComBudget, DEL_CONTACT_WAY, GET_CONTACT_WAY,
 };
@@ -62,6 +77,7 @@ pub trait SweepPorts {
     type Store: CodeFacts
         + DirtyMarks
         + DirtyIndex
+        + FanOutIndex
         + DriftLedger
         + SweepRuns
         + TenantDirectory
@@ -72,6 +88,8 @@ pub trait SweepPorts {
     type WeCom: ContactWayReader + OrphanFinder;
     type Budget: WeComBudget;
     type Reasons: ReasonQueue;
+    /// Where a fan-out given up is sent again: the fan-out function's own queue.
+    type FanOuts: FanOutQueue;
     type Notifier: QuotaNotifier;
 }
 
@@ -90,6 +108,10 @@ pub struct SweepSettings {
     pub lease_ms: u64,
     /// Time kept back from the deadline to save the cursor and release the lease.
     pub finish_reserve_ms: u64,
+    /// How long a stale record seen by the sample waits before it is checked again and, if
+    /// still stale, counted for the guard and resynced: longer than a queued reason takes to
+    /// reach its code (a backlog waiting for budget, a slow lane's interval).
+    pub stale_settle_ms: u64,
 }
 
 impl SweepSettings {
@@ -100,6 +122,7 @@ impl SweepSettings {
         guard_min_sample: 5,
         lease_ms: 15 * 60_000,
         finish_reserve_ms: 3_000,
+        stale_settle_ms: 20 * 60_000,
     };
 }
 
@@ -128,12 +151,21 @@ pub struct SweepReport {
     pub marks_dropped: u32,
     /// Marks of tenants whose guard has tripped: kept, no resync sent.
     pub held_by_guard: u32,
+    /// Fan-out marks due, and the fan-outs sent to the fan-out queue again.
+    pub fan_outs_due: u32,
+    pub fan_outs_resent: u32,
     pub tenants_sampled: u32,
     /// Contact ways read back (dirty codes and samples) and how many differed.
     pub read_back: u32,
     pub differing: u32,
     /// Differing sampled codes marked dirty and sent a resync.
     pub repairs_started: u32,
+    /// Stale records seen by the sample, marked as suspects (no resync yet).
+    pub stale_suspects: u32,
+    /// Suspects still stale after the settle period (counted for the guard, then resynced
+    /// unless it tripped), and suspects no longer stale (their mark dropped).
+    pub stale_confirmed: u32,
+    pub stale_settled: u32,
     pub guards_tripped: u32,
     /// Reads refused by a tenant's read budget (the rest of its sample waits for the next run).
     pub budget_refusals: u32,
@@ -153,10 +185,15 @@ impl SweepReport {
         self.resyncs_sent += part.resyncs_sent;
         self.marks_dropped += part.marks_dropped;
         self.held_by_guard += part.held_by_guard;
+        self.fan_outs_due += part.fan_outs_due;
+        self.fan_outs_resent += part.fan_outs_resent;
         self.tenants_sampled += part.tenants_sampled;
         self.read_back += part.read_back;
         self.differing += part.differing;
         self.repairs_started += part.repairs_started;
+        self.stale_suspects += part.stale_suspects;
+        self.stale_confirmed += part.stale_confirmed;
+        self.stale_settled += part.stale_settled;
         self.guards_tripped += part.guards_tripped;
         self.budget_refusals += part.budget_refusals;
         self.read_failures += part.read_failures;
@@ -175,6 +212,7 @@ pub struct Sweep<P: SweepPorts> {
     pub wecom: P::WeCom,
     pub budget: P::Budget,
     pub reasons: P::Reasons,
+    pub fan_outs: P::FanOuts,
     pub notifier: P::Notifier,
     pub clock: Clock,
     pub settings: SweepSettings,
@@ -218,6 +256,7 @@ impl<P: SweepPorts> Sweep<P> {
         };
         let walked = async {
             self.resync_dirty(&mut run).await?;
+            self.resend_fan_outs(&mut run).await?;
             self.finish_claims(owner, &mut run).await?;
             self.delete_orphans(&mut run).await?;
             self.sample_tenants(owner, cursor, &mut run).await
@@ -246,9 +285,13 @@ impl<P: SweepPorts> Sweep<P> {
         Ok(tripped)
     }
 
-    /// Step 1: every due mark, a page at a time, until none is due or the time is up.
+    /// Step 1: every due mark, a page at a time, until none is due or the time is up. Due
+    /// suspects are gathered over the pages and settled once the pages are done, so the
+    /// suspects of one sample (alike in due time, so adjacent in the index) are counted
+    /// together even when a page ends among them.
     async fn resync_dirty(&self, run: &mut Run) -> Result<(), StoreError> {
         let mut seen: HashSet<(TenantId, CodeId)> = HashSet::new();
+        let mut suspects: Vec<DirtyMark> = Vec::new();
         while !self.out_of_time(run) {
             let marks = self.store.due_marks(self.now_ms(), MARKS_PER_PAGE).await?;
             let fresh: Vec<DirtyMark> = marks
@@ -265,6 +308,10 @@ impl<P: SweepPorts> Sweep<P> {
                     break;
                 }
                 run.report.dirty_due += 1;
+                if mark.suspect.is_some() {
+                    suspects.push(mark);
+                    continue;
+                }
                 if let Err(error) = self.resync_mark(run, &mark).await {
                     tracing::warn!(tenant = %mark.tenant, code = %mark.code, error = %error, "dirty code not resynced; the next run tries again");
                 }
@@ -272,6 +319,118 @@ impl<P: SweepPorts> Sweep<P> {
             if marks.len() < MARKS_PER_PAGE {
                 break;
             }
+        }
+        // One tenant's sample: its suspects were all made at that sample's time.
+        let mut samples: Vec<((TenantId, u64), Vec<DirtyMark>)> = Vec::new();
+        for mark in suspects {
+            let sample = (mark.tenant.clone(), mark.marked_at_ms);
+            match samples.iter_mut().find(|(key, _)| *key == sample) {
+                Some((_, marks)) => marks.push(mark),
+                None => samples.push((sample, vec![mark])),
+            }
+        }
+        for ((tenant, _), marks) in samples {
+            if self.out_of_time(run) {
+                break;
+            }
+            if let Err(error) = self.settle_suspects(run, &tenant, &marks).await {
+                tracing::warn!(tenant = %tenant, error = %error, "stale suspects not settled; the next run tries again");
+            }
+        }
+        Ok(())
+    }
+
+    /// The suspects of one tenant's sample, once their settle period is over. Each is checked
+    /// again without WeCom (its snapshot recomputed): no longer stale, its mark is dropped;
+    /// still stale, it is confirmed. The confirmed count with the sample's drifted codes for
+    /// the guard, as they would have had they been known at once; if the guard trips, none
+    /// is resynced (they stay as marks the guard holds), else each is resynced as a mark.
+    async fn settle_suspects(
+        &self,
+        run: &mut Run,
+        tenant: &TenantId,
+        marks: &[DirtyMark],
+    ) -> Result<(), StoreError> {
+        let now_ms = self.now_ms();
+        if self.guarded(run, tenant).await? {
+            for mark in marks {
+                self.store
+                    .resync_sent(mark, mark.resyncs, now_ms + self.settings.period_ms)
+                    .await?;
+                run.report.held_by_guard += 1;
+            }
+            return Ok(());
+        }
+        let mut confirmed: Vec<&DirtyMark> = Vec::new();
+        let mut timezone = None;
+        for mark in marks {
+            let Some(snapshot) = self.store.snapshot(tenant, &mark.code, now_ms).await? else {
+                self.store.drop_mark(mark).await?;
+                run.report.marks_dropped += 1;
+                continue;
+            };
+            let day = tenant_day(now_ms, snapshot.profile.timezone);
+            timezone = Some(snapshot.profile.timezone);
+            if record_stale(&snapshot) {
+                confirmed.push(mark);
+                continue;
+            }
+            // Caught up without us (a reason that raced the mark, a fact changed back): the
+            // difference the sample counted is gone, so the report counts it repaired.
+            self.store.drop_mark(mark).await?;
+            self.store.count_repaired(tenant, &day).await?;
+            run.report.stale_settled += 1;
+            tracing::info!(tenant = %tenant, code = %mark.code, "stale suspect caught up with its facts; mark dropped");
+        }
+        if confirmed.is_empty() {
+            return Ok(());
+        }
+        let sample = marks
+            .iter()
+            .find_map(|mark| mark.suspect)
+            .unwrap_or(StaleSuspect {
+                sample_read: 0,
+                sample_drifted: 0,
+            });
+        let count = u32::try_from(confirmed.len()).unwrap_or(u32::MAX);
+        run.report.stale_confirmed += count;
+        if let Some(timezone) = timezone {
+            let counts = DriftCounts {
+                stale_confirmed: count,
+                ..DriftCounts::default()
+            };
+            let day = tenant_day(now_ms, timezone);
+            self.store.add_to_report(tenant, &day, &counts).await?;
+        }
+        let differing = sample.sample_drifted.saturating_add(count);
+        tracing::warn!(tenant = %tenant, confirmed = count, sampled = sample.sample_read, drifted = sample.sample_drifted, "stale records confirmed after their settle period");
+        if guard_trips(
+            sample.sample_read,
+            differing,
+            self.settings.guard_share_percent,
+            self.settings.guard_min_sample,
+        ) {
+            let trip = GuardTrip {
+                tripped_at_ms: now_ms,
+                sampled: sample.sample_read,
+                differing,
+            };
+            self.store.trip_guard(tenant, &trip).await?;
+            run.guards.insert(tenant.clone(), true);
+            run.report.guards_tripped += 1;
+            tracing::error!(alert = "drift_guard_tripped", tenant = %tenant, sampled = sample.sample_read, differing, stale_confirmed = count, "most of the tenant's sample is stale after its settle period (a recompute bug?): its repair stops until an operator resumes it");
+            for mark in confirmed {
+                // Held as a plain mark: once resumed, it is resynced, not counted again.
+                self.store
+                    .resync_sent(mark, mark.resyncs, now_ms + self.settings.period_ms)
+                    .await?;
+                run.report.held_by_guard += 1;
+            }
+            return Ok(());
+        }
+        for mark in confirmed {
+            self.send_resync(&mut run.report, mark).await?;
+            run.report.repairs_started += 1;
         }
         Ok(())
     }
@@ -302,6 +461,7 @@ impl<P: SweepPorts> Sweep<P> {
             let counts = DriftCounts {
                 read: 1,
                 differing: u32::from(read.difference != Difference::None),
+                ..DriftCounts::default()
             };
             let day = tenant_day(now_ms, snapshot.profile.timezone);
             self.store
@@ -330,6 +490,62 @@ impl<P: SweepPorts> Sweep<P> {
         self.store.resync_sent(mark, resyncs, next).await?;
         report.resyncs_sent += 1;
         tracing::info!(tenant = %mark.tenant, code = %mark.code, why = mark.why.map(DirtyWhy::label), resyncs, "dirty code sent a resync");
+        Ok(())
+    }
+
+    /// Step 1, fan-outs: every due fan-out mark, a page at a time, sent to the fan-out queue
+    /// again. Not held by a tripped guard: a fan-out only tells codes of a fact, as any new
+    /// fact would, and the single writer's lists follow the facts; the guard holds the
+    /// sweep's own pushes past the record (`resync`), which a fan-out's reasons are not.
+    async fn resend_fan_outs(&self, run: &mut Run) -> Result<(), StoreError> {
+        let mut seen: HashSet<(TenantId, String)> = HashSet::new();
+        while !self.out_of_time(run) {
+            let marks = self
+                .store
+                .due_fan_outs(self.now_ms(), MARKS_PER_PAGE)
+                .await?;
+            let fresh: Vec<FanOutMark> = marks
+                .iter()
+                .filter(|m| seen.insert((m.fan_out.tenant.clone(), m.fan_out.fact_key.clone())))
+                .cloned()
+                .collect();
+            // A page of marks this run already sent (their reschedule failed): stop.
+            if fresh.is_empty() {
+                break;
+            }
+            for mark in fresh {
+                if self.out_of_time(run) {
+                    break;
+                }
+                run.report.fan_outs_due += 1;
+                if let Err(error) = self.resend_fan_out(&mut run.report, &mark).await {
+                    tracing::warn!(tenant = %mark.fan_out.tenant, fact_key = %mark.fan_out.fact_key, error = %error, "fan-out not sent again; the next run tries again");
+                }
+            }
+            if marks.len() < MARKS_PER_PAGE {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    async fn resend_fan_out(
+        &self,
+        report: &mut SweepReport,
+        mark: &FanOutMark,
+    ) -> Result<(), StoreError> {
+        let resends = mark.resends + 1;
+        // From its first code, not from where the part that gave up had got: the codes the
+        // fact reaches may have changed since, and a code told twice costs one recompute.
+        let fan_out = FanOut {
+            sent_through: None,
+            ..mark.fan_out.clone()
+        };
+        self.fan_outs.send(&fan_out).await?;
+        let next = next_resync_at(self.now_ms(), self.settings.period_ms, resends);
+        self.store.fan_out_resent(mark, resends, next).await?;
+        report.fan_outs_resent += 1;
+        tracing::info!(tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, why = mark.why.map(DirtyWhy::label), resends, "fan-out given up sent again");
         Ok(())
     }
 
@@ -604,10 +820,13 @@ impl<P: SweepPorts> Sweep<P> {
             self.store.save_sample_cursor(tenant, code).await?;
         }
         let now_ms = self.now_ms();
-        // Only WeCom differing from our record counts for the guard. A record behind the facts
-        // is also what every code with a reason still queued looks like (a wave of shift ends,
-        // a midnight before the tick, a backlog waiting for budget), so counting it would stop
-        // a busy tenant's repair for nothing; it is resynced, which merges with that reason.
+        // At first sight only WeCom differing from our record counts for the guard. A record
+        // behind the facts is also what every code with a reason still queued looks like (a
+        // wave of shift ends, a midnight before the tick, a backlog waiting for budget), so
+        // counting it now would stop a busy tenant's repair for nothing. But a recompute bug
+        // looks exactly like many stale records, and resyncing them at once would spread it:
+        // a stale code is marked a suspect, due after the settle period, and counted for the
+        // guard with this sample's figures once it is still stale then (`settle_suspects`).
         let drifted = u32::try_from(
             differing
                 .iter()
@@ -631,11 +850,25 @@ impl<P: SweepPorts> Sweep<P> {
             report.guards_tripped += 1;
             tracing::error!(alert = "drift_guard_tripped", tenant = %tenant, sampled = counts.read, differing = counts.differing, "too much of the tenant's sample differs (a recompute bug?): its repair stops until an operator resumes it");
         }
+        let suspect = StaleSuspect {
+            sample_read: counts.read,
+            sample_drifted: drifted,
+        };
         for (code, difference) in differing {
             let why = match difference {
                 Difference::WeComDiffers => DirtyWhy::Drift,
                 _ => DirtyWhy::Stale,
             };
+            if why == DirtyWhy::Stale && !tripped {
+                // Any refresh that begins after it (the queued reason arriving) clears it.
+                let due_ms = now_ms.saturating_add(self.settings.stale_settle_ms);
+                self.store
+                    .mark_suspect(tenant, &code, suspect, now_ms, due_ms)
+                    .await?;
+                report.stale_suspects += 1;
+                tracing::info!(tenant = %tenant, code = %code, due_ms, "stale record marked a suspect; checked again after the settle period");
+                continue;
+            }
             self.store.mark_dirty(tenant, &code, why, now_ms).await?;
             if tripped {
                 continue;
@@ -647,6 +880,7 @@ impl<P: SweepPorts> Sweep<P> {
                 why: Some(why),
                 resyncs: 0,
                 due_at_ms: now_ms,
+                suspect: None,
             };
             self.send_resync(report, &mark).await?;
             report.repairs_started += 1;
@@ -667,6 +901,8 @@ pub struct DriftView {
     pub differing: u32,
     pub repaired: u32,
     pub still_differing: u32,
+    /// Stale records confirmed: still behind the facts after their settle period.
+    pub stale_confirmed: u32,
     /// Set while the tenant's repair is stopped.
     pub guard: Option<GuardTrip>,
 }
@@ -685,6 +921,7 @@ pub async fn drift_view(
         differing: report.differing,
         repaired: report.repaired,
         still_differing: report.still_differing(),
+        stale_confirmed: report.stale_confirmed,
         guard,
     })
 }

@@ -2,7 +2,7 @@
 //! dirty marks, the shared budget and the reason queue.
 
 use super::{DriftCounts, DriftReport, GuardTrip};
-use crate::dirty::DirtyMark;
+use crate::dirty::{DirtyMark, FanOutMark, StaleSuspect};
 use crate::membership::CodeId;
 use crate::tenants::TenantId;
 use crate::wecom::contact_way::CorpCredentials;
@@ -32,8 +32,19 @@ pub trait SweepRuns: Send + Sync {
 pub trait DirtyIndex: Send + Sync {
     /// Marks due at `now_ms`, earliest first, at most `limit`.
     async fn due_marks(&self, now_ms: u64, limit: usize) -> Result<Vec<DirtyMark>, StoreError>;
-    /// Records that a resync was sent for `mark`: `resyncs` sent in all, the next one due at
-    /// `next_due_ms`. Nothing when the mark was renewed since it was read (then it is due).
+    /// Marks the code dirty with why `stale` as a `suspect`, made at `at_ms` and due at
+    /// `due_ms`, unless the code is marked already (a mark it has is not made a suspect).
+    async fn mark_suspect(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        suspect: StaleSuspect,
+        at_ms: u64,
+        due_ms: u64,
+    ) -> Result<(), StoreError>;
+    /// Records that a resync was sent for `mark` (or that it was held): `resyncs` sent in all,
+    /// the next one due at `next_due_ms`; a suspect stops being one. Nothing when the mark
+    /// was renewed since it was read (then it is due).
     async fn resync_sent(
         &self,
         mark: &DirtyMark,
@@ -42,6 +53,21 @@ pub trait DirtyIndex: Send + Sync {
     ) -> Result<(), StoreError>;
     /// Removes `mark` (its code was deleted or is gone on WeCom), unless it was renewed.
     async fn drop_mark(&self, mark: &DirtyMark) -> Result<(), StoreError>;
+}
+
+/// The fan-outs given up, as the sweep reads them: a query on when each is next due.
+#[async_trait::async_trait]
+pub trait FanOutIndex: Send + Sync {
+    /// Fan-out marks due at `now_ms`, earliest first, at most `limit`.
+    async fn due_fan_outs(&self, now_ms: u64, limit: usize) -> Result<Vec<FanOutMark>, StoreError>;
+    /// Records that `mark`'s fan-out was sent again: `resends` in all, the next one due at
+    /// `next_due_ms`. Nothing when the mark was renewed or cleared since it was read.
+    async fn fan_out_resent(
+        &self,
+        mark: &FanOutMark,
+        resends: u32,
+        next_due_ms: u64,
+    ) -> Result<(), StoreError>;
 }
 
 /// Every tenant, in id order, by a query on a registry the profile writes keep.

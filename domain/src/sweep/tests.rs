@@ -1,4 +1,5 @@
 use super::*;
+use crate::dirty::StaleSuspect;
 use crate::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
 use crate::membership::{CodeConfig, Family, StaffFacts, StaffId, Switches};
 use crate::refresh::{PushedList, StoredCode};
@@ -12,6 +13,7 @@ impl SweepPorts for Fakes {
     type WeCom = FakeWeCom;
     type Budget = FakeBudget;
     type Reasons = InMemoryQueues;
+    type FanOuts = InMemoryQueues;
     type Notifier = InMemoryQueues;
 }
 
@@ -96,6 +98,7 @@ impl World {
                 wecom,
                 budget: FakeBudget::default(),
                 reasons: queues.clone(),
+                fan_outs: queues.clone(),
                 notifier: queues,
                 clock,
                 settings: SweepSettings {
@@ -160,6 +163,55 @@ async fn a_dirty_code_is_read_back_sent_a_resync_and_not_again_until_a_period_la
 }
 
 #[tokio::test]
+async fn a_fan_out_given_up_is_sent_again_from_its_first_code_and_not_again_until_a_period_later() {
+    use crate::dirty::FanOutMarks;
+    use crate::reasons::Source;
+    let world = World::with_codes(1).await;
+    let given_up = FanOut::new(
+        tenant(),
+        vec![Source::Staff {
+            staff: staff("bob"),
+        }],
+        Cause::StaffChanged,
+        NOW - 60_000,
+        "staff:bob:offline".into(),
+    )
+    .resumed_after(&code(40));
+    world
+        .store()
+        .mark_fan_out(&given_up, DirtyWhy::LastReceive, NOW - 10)
+        .await
+        .expect("marked");
+
+    let report = world.run().await;
+
+    assert_eq!((report.fan_outs_due, report.fan_outs_resent), (1, 1));
+    let again = FanOut {
+        sent_through: None,
+        ..given_up.clone()
+    };
+    assert_eq!(
+        world.sweep.fan_outs.fan_outs(),
+        [again],
+        "from its first code"
+    );
+    assert!(
+        world.resynced().is_empty(),
+        "its codes hear of it through the fan-out"
+    );
+    let mark = world
+        .store()
+        .fan_out_mark(&tenant(), "staff:bob:offline")
+        .expect("only a completed expansion clears the mark");
+    assert_eq!(mark.resends, 1);
+    assert_eq!(mark.due_at_ms, NOW + SweepSettings::DEFAULT.period_ms);
+    // The next run, before the wait is over, leaves it.
+    let report = world.run().await;
+    assert_eq!(report.fan_outs_resent, 0);
+    assert_eq!(world.sweep.fan_outs.fan_outs().len(), 1);
+}
+
+#[tokio::test]
 async fn a_mark_whose_code_was_deleted_is_dropped_without_a_resync() {
     let world = World::with_codes(1).await;
     let gone = code(7);
@@ -206,11 +258,30 @@ async fn a_list_changed_behind_our_back_is_found_by_the_sample_marked_and_resync
     assert_eq!(view.guard, None);
 }
 
-#[tokio::test]
-async fn a_record_the_facts_no_longer_recompute_to_is_stale_and_resynced() {
-    let world = World::with_codes(2).await;
-    // bob went offline and the reason telling code 1 was lost.
-    let mut stale = snapshot(1, &["alice", "bob"]);
+/// The settle period a stale sighting waits before it is checked again.
+const SETTLE_MS: u64 = SweepSettings::DEFAULT.stale_settle_ms;
+
+/// A run of the world's sweep with another clock.
+async fn run_at(world: &World, clock: Clock, owner: &str) -> SweepReport {
+    Sweep::<Fakes> {
+        clock,
+        store: world.store().clone(),
+        wecom: world.sweep.wecom.clone(),
+        budget: FakeBudget::default(),
+        reasons: world.sweep.reasons.clone(),
+        fan_outs: world.sweep.fan_outs.clone(),
+        notifier: world.sweep.notifier.clone(),
+        settings: world.sweep.settings,
+    }
+    .run(owner, Duration::from_secs(60))
+    .await
+    .expect("ran")
+}
+
+/// Takes bob offline on code `n` in the facts, with the reason telling the code lost (or
+/// still queued): the record and WeCom still list him.
+fn bob_offline_unannounced(world: &World, n: usize) {
+    let mut stale = snapshot(n, &["alice", "bob"]);
     stale.code.config.switches.offline_check = true;
     stale.staff.insert(
         staff("bob"),
@@ -219,16 +290,180 @@ async fn a_record_the_facts_no_longer_recompute_to_is_stale_and_resynced() {
             ..StaffFacts::ACTIVE_ONLINE
         },
     );
-    world.store().load_snapshot(&tenant(), &code(1), &stale);
+    world.store().load_snapshot(&tenant(), &code(n), &stale);
+}
 
+#[tokio::test]
+async fn a_record_the_facts_no_longer_recompute_to_is_a_stale_suspect_not_resynced_at_first_sight()
+{
+    let world = World::with_codes(2).await;
+    bob_offline_unannounced(&world, 1);
+
+    let report = world.run().await;
+
+    assert!(world.resynced().is_empty(), "nothing pushed at first sight");
+    assert_eq!((report.differing, report.stale_suspects), (1, 1));
+    assert_eq!(report.guards_tripped, 0);
+    let mark = world
+        .store()
+        .dirty_entry(&tenant(), &code(1))
+        .expect("marked");
+    assert_eq!(mark.why, Some(DirtyWhy::Stale));
+    assert_eq!(
+        mark.due_at_ms,
+        NOW + SETTLE_MS,
+        "due after the settle period"
+    );
+    assert_eq!(
+        mark.suspect,
+        Some(StaleSuspect {
+            sample_read: 2,
+            sample_drifted: 0
+        }),
+        "it carries its sample's figures"
+    );
+    // Within the settle period a run leaves it alone.
+    let report = run_at(&world, || NOW + SETTLE_MS - 1, "run-2").await;
+    assert_eq!(report.dirty_due, 0);
+    assert!(world.resynced().is_empty());
+}
+
+#[tokio::test]
+async fn a_queued_reason_that_refreshes_the_code_clears_the_suspect_and_the_sweep_pushes_nothing() {
+    let world = World::with_codes(2).await;
+    bob_offline_unannounced(&world, 1);
     world.run().await;
 
-    assert_eq!(world.resynced(), ["c01"]);
-    let (_, why) = world
+    // The queued reason arrives: its refresh began after the mark, pushed alice alone and
+    // cleared the mark as every completed refresh does (`Refresher::clear_dirty`).
+    let mut caught_up = snapshot(1, &["alice", "bob"]);
+    caught_up.code.config.switches.offline_check = true;
+    caught_up.staff.insert(
+        staff("bob"),
+        StaffFacts {
+            online: false,
+            ..StaffFacts::ACTIVE_ONLINE
+        },
+    );
+    caught_up.last_pushed = Some(PushedList {
+        users: vec![staff("alice")],
+        pushed_at_ms: NOW + 1_000,
+        starved: false,
+        rotation: None,
+    });
+    world.store().load_snapshot(&tenant(), &code(1), &caught_up);
+    world
+        .sweep
+        .wecom
+        .replace_users(&caught_up.credentials(), "cfg-1", &["alice".to_owned()])
+        .await
+        .expect("pushed");
+    let cleared = world
         .store()
-        .dirty_mark(&tenant(), &code(1))
-        .expect("marked");
-    assert_eq!(why, DirtyWhy::Stale);
+        .clear_dirty(&tenant(), &code(1), NOW + 1_000)
+        .await
+        .expect("cleared");
+    assert_eq!(cleared, Some(Some(DirtyWhy::Stale)));
+
+    let report = run_at(&world, || NOW + SETTLE_MS, "run-2").await;
+
+    assert_eq!((report.dirty_due, report.stale_confirmed), (0, 0));
+    assert!(world.resynced().is_empty(), "the sweep pushes nothing");
+}
+
+#[tokio::test]
+async fn a_suspect_that_caught_up_by_its_due_time_is_dropped_without_a_resync() {
+    let world = World::with_codes(2).await;
+    bob_offline_unannounced(&world, 1);
+    world.run().await;
+    // bob came back online before anything was pushed: the record matches the facts again.
+    world
+        .store()
+        .load_snapshot(&tenant(), &code(1), &snapshot(1, &["alice", "bob"]));
+
+    let report = run_at(&world, || NOW + SETTLE_MS, "run-2").await;
+
+    assert_eq!((report.stale_settled, report.stale_confirmed), (1, 0));
+    assert!(world.resynced().is_empty());
+    assert_eq!(world.store().dirty_mark(&tenant(), &code(1)), None);
+    let day = tenant_day(NOW, Timezone::default());
+    let view = drift_view(world.store(), &tenant(), &day)
+        .await
+        .expect("read");
+    assert_eq!(view.still_differing, 0, "what the sample counted is gone");
+}
+
+#[tokio::test]
+async fn a_suspect_still_stale_after_the_settle_period_is_confirmed_and_resynced() {
+    let world = World::with_codes(2).await;
+    bob_offline_unannounced(&world, 1);
+    world.run().await;
+
+    let report = run_at(&world, || NOW + SETTLE_MS, "run-2").await;
+
+    assert_eq!(report.stale_confirmed, 1);
+    assert_eq!(
+        report.guards_tripped, 0,
+        "one of two is not a guard's share"
+    );
+    assert_eq!(world.resynced(), ["c01"]);
+    let mark = world
+        .store()
+        .dirty_entry(&tenant(), &code(1))
+        .expect("only its refresh clears the mark");
+    assert_eq!(mark.suspect, None, "a plain mark now, resynced as one");
+    assert_eq!(mark.resyncs, 1);
+    let day = tenant_day(NOW + SETTLE_MS, Timezone::default());
+    let view = drift_view(world.store(), &tenant(), &day)
+        .await
+        .expect("read");
+    assert_eq!(view.stale_confirmed, 1);
+}
+
+#[tokio::test]
+async fn most_of_a_tenants_sample_confirmed_stale_trips_the_guard_and_nothing_is_resynced_until_resume(
+) {
+    let world = World::with_codes(10).await;
+    for n in 0..4 {
+        bob_offline_unannounced(&world, n);
+    }
+
+    let first = world.run().await;
+    assert_eq!((first.stale_suspects, first.guards_tripped), (4, 0));
+    assert!(world.resynced().is_empty());
+
+    let settled = run_at(&world, || NOW + SETTLE_MS, "run-2").await;
+
+    assert_eq!(settled.stale_confirmed, 4);
+    assert_eq!(settled.guards_tripped, 1);
+    assert_eq!(settled.held_by_guard, 4);
+    assert!(world.resynced().is_empty(), "no possibly wrong list pushed");
+    let guard = world
+        .store()
+        .guard(&tenant())
+        .await
+        .expect("read")
+        .expect("tripped");
+    assert_eq!((guard.sampled, guard.differing), (10, 4));
+    // Held while the guard stands...
+    let held = run_at(
+        &world,
+        || NOW + SETTLE_MS + SweepSettings::DEFAULT.period_ms,
+        "run-3",
+    )
+    .await;
+    assert_eq!(held.held_by_guard, 4);
+    assert!(world.resynced().is_empty());
+    // ...and resynced, not counted again, once an operator resumes.
+    assert!(world.store().resume(&tenant()).await.expect("resumed"));
+    let resumed = run_at(
+        &world,
+        || NOW + SETTLE_MS + 2 * SweepSettings::DEFAULT.period_ms,
+        "run-4",
+    )
+    .await;
+    assert_eq!((resumed.resyncs_sent, resumed.guards_tripped), (4, 0));
+    assert_eq!(world.resynced(), ["c00", "c01", "c02", "c03"]);
 }
 
 #[tokio::test]
@@ -297,6 +532,7 @@ async fn drift_on_more_than_the_guards_share_stops_the_repair_until_an_operator_
             wecom: world.sweep.wecom.clone(),
             budget: FakeBudget::default(),
             reasons: world.sweep.reasons.clone(),
+            fan_outs: world.sweep.fan_outs.clone(),
             notifier: world.sweep.notifier.clone(),
             settings: world.sweep.settings,
         }
@@ -315,6 +551,7 @@ async fn drift_on_more_than_the_guards_share_stops_the_repair_until_an_operator_
         wecom: world.sweep.wecom.clone(),
         budget: FakeBudget::default(),
         reasons: world.sweep.reasons.clone(),
+        fan_outs: world.sweep.fan_outs.clone(),
         notifier: world.sweep.notifier.clone(),
         settings: world.sweep.settings,
     }

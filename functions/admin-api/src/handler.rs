@@ -925,4 +925,45 @@ mod contract_tests {
             .collect();
         assert_eq!(answered, documented);
     }
+
+    #[test]
+    fn the_drift_answer_has_exactly_the_fields_the_document_names() {
+        let view = domain::sweep::DriftView {
+            day: "2026-12-03".into(),
+            read: 10,
+            differing: 4,
+            repaired: 1,
+            still_differing: 3,
+            stale_confirmed: 2,
+            guard: Some(domain::sweep::GuardTrip {
+                tripped_at_ms: 1,
+                sampled: 10,
+                differing: 4,
+            }),
+        };
+        let answered = serde_json::to_value(&view).expect("JSON");
+        let fields = |value: &Value| -> BTreeSet<String> {
+            value
+                .as_object()
+                .expect("an object")
+                .keys()
+                .cloned()
+                .collect()
+        };
+        let schemas = &document()["components"]["schemas"];
+        let required = |schema: &Value| -> BTreeSet<String> {
+            schema["required"]
+                .as_array()
+                .expect("required")
+                .iter()
+                .map(|v| v.as_str().expect("a string").to_owned())
+                .collect()
+        };
+        let drift = &schemas["DriftView"];
+        assert_eq!(fields(&answered), fields(&drift["properties"]));
+        assert_eq!(fields(&answered), required(drift));
+        let guard = &schemas["GuardTrip"];
+        assert_eq!(fields(&answered["guard"]), fields(&guard["properties"]));
+        assert_eq!(fields(&answered["guard"]), required(guard));
+    }
 }

@@ -6,8 +6,16 @@
 //! - the table or a queue failed -> reported for redelivery: it resumes where it was sent
 //!   from, so at most one page of reasons is sent twice (refresh.fifo deduplicates them);
 //! - not a fan-out -> reported, until the queue's redrive moves it to its dead-letter queue.
+//!
+//! On a fan-out's last receive before that redrive (`ApproximateReceiveCount` at the queue's
+//! `maxReceiveCount`, `FAN_OUT_MAX_RECEIVES`), the fan-out is marked given up before anything
+//! else: a timeout or a crash of this receive would move it to the dead-letter queue without
+//! any code of ours, and the sweep sends a marked fan-out again. Its completed expansion
+//! clears the mark. A mark that cannot be written fails the message like any table failure.
 
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use domain::batch::is_last_receive;
+use domain::dirty::FanOutMarks;
 use domain::fanout::{CodeIndex, Expanded, Expander};
 use domain::reasons::ReasonQueue;
 use domain::reasons::{FanOut, FanOutQueue};
@@ -26,15 +34,26 @@ fn wall_ms() -> u64 {
         .unwrap_or_default()
 }
 
+/// SQS's `ApproximateReceiveCount` of the message (1 when absent).
+fn receive_count(message: &SqsMessage) -> u32 {
+    message
+        .attributes
+        .get("ApproximateReceiveCount")
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(1)
+}
+
 #[tracing::instrument(skip_all, fields(records = event.payload.records.len()))]
-pub(crate) async fn handle<I, R, Q>(
-    expander: &Expander<I, R, Q>,
+pub(crate) async fn handle<I, R, Q, M>(
+    expander: &Expander<I, R, Q, M>,
+    max_receives: u32,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error>
 where
     I: CodeIndex,
     R: ReasonQueue,
     Q: FanOutQueue,
+    M: FanOutMarks,
 {
     let deadline_ms = event.context.deadline;
     let out_of_time = || wall_ms().saturating_add(RESERVE_MS) >= deadline_ms;
@@ -50,11 +69,22 @@ where
                 continue;
             }
         };
-        let outcome = if out_of_time() {
-            expander.postpone(&fan_out).await.map(|()| None)
-        } else {
-            expander.expand(&fan_out, out_of_time).await.map(Some)
-        };
+        let began_ms = wall_ms();
+        let last_receive = is_last_receive(receive_count(message), max_receives);
+        let outcome = async {
+            if last_receive {
+                expander.mark_given_up(&fan_out, began_ms).await?;
+            }
+            if out_of_time() {
+                expander.postpone(&fan_out).await.map(|()| None)
+            } else {
+                expander
+                    .expand(&fan_out, began_ms, out_of_time)
+                    .await
+                    .map(Some)
+            }
+        }
+        .await;
         match outcome {
             Ok(Some(Expanded::Done { reasons })) => {
                 tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, reasons, "fan-out done");
@@ -94,7 +124,15 @@ mod tests {
         1_788_264_000_000
     }
 
+    /// The fan-out queue's `maxReceiveCount` in these tests.
+    const MAX_RECEIVES: u32 = 5;
+
     fn event(bodies: &[String], deadline: u64) -> LambdaEvent<SqsEvent> {
+        received(bodies, 1, deadline)
+    }
+
+    /// `bodies`, each on its `receive_count`th receive.
+    fn received(bodies: &[String], receive_count: u32, deadline: u64) -> LambdaEvent<SqsEvent> {
         let records = bodies
             .iter()
             .enumerate()
@@ -102,6 +140,7 @@ mod tests {
                 serde_json::from_value(serde_json::json!({
                     "messageId": format!("m{n}"),
                     "body": body,
+                    "attributes": {"ApproximateReceiveCount": receive_count.to_string()},
                 }))
                 .expect("an SQS message")
             })
@@ -143,11 +182,15 @@ mod tests {
         let (store, fan_out) = world().await;
         let reasons = InMemoryQueues::default();
         let continuations = InMemoryQueues::default().expanding_through(store.clone());
-        let expander = Expander::new(store, reasons.clone(), continuations);
+        let expander = Expander::new(store.clone(), reasons.clone(), continuations, store);
 
-        let answer = handle(&expander, event(&[fan_out.to_json()], wall_ms() + 60_000))
-            .await
-            .expect("handled");
+        let answer = handle(
+            &expander,
+            MAX_RECEIVES,
+            event(&[fan_out.to_json()], wall_ms() + 60_000),
+        )
+        .await
+        .expect("handled");
 
         assert!(answer.batch_item_failures.is_empty());
         assert_eq!(reasons.reasons().len(), 250);
@@ -159,11 +202,15 @@ mod tests {
         let reasons = InMemoryQueues::default();
         let later = InMemoryQueues::default();
         let continuations = later.expanding_through(store.clone());
-        let expander = Expander::new(store, reasons.clone(), continuations.clone());
+        let expander = Expander::new(store.clone(), reasons.clone(), continuations.clone(), store);
 
-        let answer = handle(&expander, event(&[fan_out.to_json()], wall_ms() + 1_000))
-            .await
-            .expect("handled");
+        let answer = handle(
+            &expander,
+            MAX_RECEIVES,
+            event(&[fan_out.to_json()], wall_ms() + 1_000),
+        )
+        .await
+        .expect("handled");
 
         assert!(answer.batch_item_failures.is_empty());
         assert!(reasons.reasons().is_empty());
@@ -203,12 +250,13 @@ mod tests {
         let expander = Expander::new(
             store.clone(),
             reasons.clone(),
-            InMemoryQueues::default().expanding_through(store),
+            InMemoryQueues::default().expanding_through(store.clone()),
+            store,
         );
         let mut context = Context::default();
         context.deadline = wall_ms() + 60_000;
 
-        let answer = handle(&expander, LambdaEvent::new(sample, context))
+        let answer = handle(&expander, MAX_RECEIVES, LambdaEvent::new(sample, context))
             .await
             .expect("handled");
 
@@ -226,10 +274,11 @@ mod tests {
         let (store, fan_out) = world().await;
         let reasons = InMemoryQueues::default();
         let continuations = InMemoryQueues::default().expanding_through(store.clone());
-        let expander = Expander::new(store, reasons.clone(), continuations);
+        let expander = Expander::new(store.clone(), reasons.clone(), continuations, store);
 
         let answer = handle(
             &expander,
+            MAX_RECEIVES,
             event(
                 &["{\"not\": 1}".into(), fan_out.to_json()],
                 wall_ms() + 60_000,
@@ -245,5 +294,72 @@ mod tests {
             .collect();
         assert_eq!(failed, ["m0"]);
         assert_eq!(reasons.reasons().len(), 250);
+    }
+
+    #[tokio::test]
+    async fn a_fan_out_on_its_last_receive_that_fails_again_stays_marked_for_the_sweep() {
+        let (store, fan_out) = world().await;
+        let reasons = InMemoryQueues::default();
+        reasons.set_unavailable(true);
+        let continuations = InMemoryQueues::default();
+        let expander = Expander::new(store.clone(), reasons, continuations, store.clone());
+
+        let answer = handle(
+            &expander,
+            MAX_RECEIVES,
+            received(&[fan_out.to_json()], MAX_RECEIVES, wall_ms() + 60_000),
+        )
+        .await
+        .expect("handled");
+
+        assert_eq!(answer.batch_item_failures.len(), 1, "left to the redrive");
+        let mark = store
+            .fan_out_mark(&fan_out.tenant, &fan_out.fact_key)
+            .expect("marked before it expanded");
+        assert_eq!(mark.fan_out, fan_out);
+    }
+
+    #[tokio::test]
+    async fn a_fan_out_on_its_last_receive_that_completes_clears_its_own_mark() {
+        let (store, fan_out) = world().await;
+        let reasons = InMemoryQueues::default();
+        let continuations = InMemoryQueues::default().expanding_through(store.clone());
+        let expander = Expander::new(store.clone(), reasons.clone(), continuations, store.clone());
+
+        let answer = handle(
+            &expander,
+            MAX_RECEIVES,
+            received(&[fan_out.to_json()], MAX_RECEIVES, wall_ms() + 60_000),
+        )
+        .await
+        .expect("handled");
+
+        assert!(answer.batch_item_failures.is_empty());
+        assert_eq!(reasons.reasons().len(), 250);
+        assert_eq!(store.fan_out_mark(&fan_out.tenant, &fan_out.fact_key), None);
+    }
+
+    #[tokio::test]
+    async fn a_fan_out_before_its_last_receive_is_not_marked() {
+        let (store, fan_out) = world().await;
+        let reasons = InMemoryQueues::default();
+        reasons.set_unavailable(true);
+        let expander = Expander::new(
+            store.clone(),
+            reasons,
+            InMemoryQueues::default(),
+            store.clone(),
+        );
+
+        let answer = handle(
+            &expander,
+            MAX_RECEIVES,
+            received(&[fan_out.to_json()], MAX_RECEIVES - 1, wall_ms() + 60_000),
+        )
+        .await
+        .expect("handled");
+
+        assert_eq!(answer.batch_item_failures.len(), 1);
+        assert_eq!(store.fan_out_mark(&fan_out.tenant, &fan_out.fact_key), None);
     }
 }

@@ -17,9 +17,14 @@ async fn main() -> Result<(), Error> {
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let continuations = SqsFanOutQueue::new(sqs.clone(), config.fan_out_queue_url);
     let expander = Expander::new(
-        store,
+        store.clone(),
         SqsReasonQueue::new(sqs, config.refresh_queue_url),
         continuations,
+        store,
     );
-    run(service_fn(|event| handler::handle(&expander, event))).await
+    let max_receives = config.max_receives;
+    run(service_fn(|event| {
+        handler::handle(&expander, max_receives, event)
+    }))
+    .await
 }

@@ -10,6 +10,8 @@ pub struct Config {
     pub table_name: String,
     /// Where resync reasons go: refresh.fifo, the single writer's input.
     pub refresh_queue_url: String,
+    /// Where a fan-out given up is sent again: the fan-out function's queue.
+    pub fan_out_queue_url: String,
     /// Where a finished claim's `StaffQuotaReached` goes.
     pub quota_event_bus: String,
     pub wecom_api_base_url: String,
@@ -26,6 +28,7 @@ impl Config {
         let period_ms = parsed::<u64>("SWEEP_PERIOD_MINUTES")? * 60_000;
         let reads_per_tenant_hour: u32 = parsed("DRIFT_READS_PER_TENANT_HOUR")?;
         let guard_share_percent: u32 = parsed("DRIFT_GUARD_SHARE_PERCENT")?;
+        let stale_settle_ms = parsed::<u64>("DRIFT_STALE_SETTLE_MINUTES")?.saturating_mul(60_000);
         if !(1..=100).contains(&guard_share_percent) {
             return Err(EnvError::Malformed(
                 "DRIFT_GUARD_SHARE_PERCENT",
@@ -35,6 +38,7 @@ impl Config {
         Ok(Self {
             table_name: required("TABLE_NAME")?,
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,
+            fan_out_queue_url: required("FAN_OUT_QUEUE_URL")?,
             quota_event_bus: required("QUOTA_EVENT_BUS_NAME")?,
             wecom_api_base_url: required("WECOM_API_BASE_URL")?,
             wecom_timeout: Duration::from_millis(parsed("WECOM_TIMEOUT_MS")?),
@@ -42,6 +46,7 @@ impl Config {
                 period_ms,
                 reads_per_tenant_hour,
                 guard_share_percent,
+                stale_settle_ms,
                 ..SweepSettings::DEFAULT
             },
             read_budget: BudgetLimits {

@@ -62,6 +62,7 @@ mod tests {
         type WeCom = FakeWeCom;
         type Budget = FakeBudget;
         type Reasons = InMemoryQueues;
+        type FanOuts = InMemoryQueues;
         type Notifier = InMemoryQueues;
     }
 
@@ -103,6 +104,7 @@ mod tests {
             wecom: FakeWeCom::default(),
             budget: FakeBudget::default(),
             reasons: queue.clone(),
+            fan_outs: queue.clone(),
             notifier: queue.clone(),
             clock,
             settings: SweepSettings::DEFAULT,

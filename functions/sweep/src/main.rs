@@ -5,7 +5,7 @@ mod handler;
 
 use adapters::dynamodb::{DynamoBudget, DynamoStore};
 use adapters::eventbridge::EventBridgeNotifier;
-use adapters::sqs::SqsReasonQueue;
+use adapters::sqs::{SqsFanOutQueue, SqsReasonQueue};
 use adapters::wecom::WeComClient;
 use domain::sweep::{Sweep, SweepPorts};
 use lambda_runtime::{run, service_fn, Error};
@@ -18,6 +18,7 @@ impl SweepPorts for Deployed {
     type WeCom = WeComClient;
     type Budget = DynamoBudget;
     type Reasons = SqsReasonQueue;
+    type FanOuts = SqsFanOutQueue;
     type Notifier = EventBridgeNotifier;
 }
 
@@ -30,11 +31,13 @@ async fn main() -> Result<(), Error> {
     let wecom = WeComClient::new(config.wecom_api_base_url, config.wecom_timeout)
         .with_token_store(std::sync::Arc::new(store.clone()));
     let counted = store.clone();
+    let sqs = aws_sdk_sqs::Client::new(&aws);
     let sweep = Sweep::<Deployed> {
         budget: DynamoBudget::new(store.clone(), config.read_budget),
         store,
         wecom,
-        reasons: SqsReasonQueue::new(aws_sdk_sqs::Client::new(&aws), config.refresh_queue_url),
+        reasons: SqsReasonQueue::new(sqs.clone(), config.refresh_queue_url),
+        fan_outs: SqsFanOutQueue::new(sqs, config.fan_out_queue_url),
         notifier: EventBridgeNotifier::new(
             aws_sdk_eventbridge::Client::new(&aws),
             config.quota_event_bus,

@@ -6,7 +6,8 @@
 //! - `facts.rs`: `AddLedger`, `QuotaLedger`, `StaffLedger`;
 //! - `refresh.rs`: `CodeRecords`, `CodeLeases`, `FailureMarks`;
 //! - `schedules.rs`: `DueIndex`, `ScheduleFacts`;
-//! - `sweep.rs`: `DirtyIndex`, `SweepRuns`, `TenantDirectory`, `DriftLedger`.
+//! - `sweep.rs`: `DirtyIndex`, `FanOutMarks`, `FanOutIndex`, `SweepRuns`, `TenantDirectory`,
+//!   `DriftLedger`.
 
 mod admin;
 mod facts;
@@ -137,7 +138,11 @@ struct Tables {
     /// resyncs sent, next due), and the drift repairs counted per tenant-day.
     dirty: HashMap<CodeKey, (u64, DirtyWhy)>,
     dirty_due: HashMap<CodeKey, (u32, u64)>,
+    /// The marks that are stale suspects, with their sample's figures.
+    dirty_suspects: HashMap<CodeKey, crate::dirty::StaleSuspect>,
     repaired: HashMap<(TenantId, String), u32>,
+    /// Fan-outs given up, by tenant and fact key.
+    fan_out_marks: HashMap<(TenantId, String), crate::dirty::FanOutMark>,
     sweep: SweepTables,
 }
 
@@ -451,6 +456,35 @@ impl InMemoryStore {
             .dirty
             .get(&(tenant.clone(), code.clone()))
             .copied()
+    }
+
+    /// The code's mark as the sweep reads it (due or not).
+    pub fn dirty_entry(&self, tenant: &TenantId, code: &CodeId) -> Option<crate::dirty::DirtyMark> {
+        let tables = self.tables();
+        let key = (tenant.clone(), code.clone());
+        let (at, why) = tables.dirty.get(&key)?;
+        let (resyncs, due_at_ms) = tables.dirty_due.get(&key).copied().unwrap_or((0, *at));
+        Some(crate::dirty::DirtyMark {
+            tenant: tenant.clone(),
+            code: code.clone(),
+            marked_at_ms: *at,
+            why: Some(*why),
+            resyncs,
+            due_at_ms,
+            suspect: tables.dirty_suspects.get(&key).copied(),
+        })
+    }
+
+    /// The fan-out mark of the fact `fact_key`, if one is stored.
+    pub fn fan_out_mark(
+        &self,
+        tenant: &TenantId,
+        fact_key: &str,
+    ) -> Option<crate::dirty::FanOutMark> {
+        self.tables()
+            .fan_out_marks
+            .get(&(tenant.clone(), fact_key.to_owned()))
+            .cloned()
     }
 
     /// Drift repairs counted for the tenant-day.

@@ -189,6 +189,7 @@ impl DirtyMarks for InMemoryStore {
         let key = (tenant.clone(), code.clone());
         let resyncs = tables.dirty_due.get(&key).map_or(0, |(n, _)| *n);
         tables.dirty.insert(key.clone(), (at_ms, why));
+        tables.dirty_suspects.remove(&key);
         tables.dirty_due.insert(key, (resyncs, at_ms));
         Ok(())
     }
@@ -206,6 +207,7 @@ impl DirtyMarks for InMemoryStore {
                 let why = *why;
                 tables.dirty.remove(&key);
                 tables.dirty_due.remove(&key);
+                tables.dirty_suspects.remove(&key);
                 Ok(Some(Some(why)))
             }
             _ => Ok(None),

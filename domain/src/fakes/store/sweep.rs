@@ -1,12 +1,13 @@
 //! The sweep's records: the dirty set by due time, its lease and cursor, the tenants'
-//! registry, each tenant's sample cursor, drift reports and guard.
+//! registry, each tenant's sample cursor, drift reports and guard; the fan-outs given up.
 
 use super::InMemoryStore;
-use crate::dirty::DirtyMark;
+use crate::dirty::{DirtyMark, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
 use crate::membership::CodeId;
+use crate::reasons::FanOut;
 use crate::sweep::{
-    CreationIntent, CreationIntents, DirtyIndex, DriftCounts, DriftLedger, DriftReport, GuardTrip,
-    SweepRuns, TenantDirectory,
+    CreationIntent, CreationIntents, DirtyIndex, DriftCounts, DriftLedger, DriftReport,
+    FanOutIndex, GuardTrip, SweepRuns, TenantDirectory,
 };
 use crate::tenants::TenantId;
 use crate::StoreError;
@@ -27,6 +28,10 @@ impl DirtyIndex for InMemoryStore {
                     why: Some(*why),
                     resyncs: *resyncs,
                     due_at_ms: *due_at_ms,
+                    suspect: tables
+                        .dirty_suspects
+                        .get(&(tenant.clone(), code.clone()))
+                        .copied(),
                 })
             })
             .collect();
@@ -46,8 +51,29 @@ impl DirtyIndex for InMemoryStore {
         let mut tables = self.available()?;
         let key = (mark.tenant.clone(), mark.code.clone());
         if tables.dirty.get(&key).map(|(at, _)| *at) == Some(mark.marked_at_ms) {
+            tables.dirty_suspects.remove(&key);
             tables.dirty_due.insert(key, (resyncs, next_due_ms));
         }
+        Ok(())
+    }
+
+    async fn mark_suspect(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        suspect: StaleSuspect,
+        at_ms: u64,
+        due_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), code.clone());
+        if tables.dirty.contains_key(&key) {
+            return Ok(());
+        }
+        tables.marks.dirty.push((code.clone(), DirtyWhy::Stale));
+        tables.dirty.insert(key.clone(), (at_ms, DirtyWhy::Stale));
+        tables.dirty_due.insert(key.clone(), (0, due_ms));
+        tables.dirty_suspects.insert(key, suspect);
         Ok(())
     }
 
@@ -57,6 +83,92 @@ impl DirtyIndex for InMemoryStore {
         if tables.dirty.get(&key).map(|(at, _)| *at) == Some(mark.marked_at_ms) {
             tables.dirty.remove(&key);
             tables.dirty_due.remove(&key);
+            tables.dirty_suspects.remove(&key);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl FanOutMarks for InMemoryStore {
+    async fn mark_fan_out(
+        &self,
+        fan_out: &FanOut,
+        why: DirtyWhy,
+        at_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let key = (fan_out.tenant.clone(), fan_out.fact_key.clone());
+        match tables.fan_out_marks.get_mut(&key) {
+            Some(mark) if mark.marked_at_ms > at_ms => {}
+            Some(mark) => {
+                mark.fan_out = fan_out.clone();
+                mark.marked_at_ms = at_ms;
+                mark.why = Some(why);
+            }
+            None => {
+                let mark = FanOutMark {
+                    fan_out: fan_out.clone(),
+                    marked_at_ms: at_ms,
+                    why: Some(why),
+                    resends: 0,
+                    due_at_ms: at_ms,
+                };
+                tables.fan_out_marks.insert(key, mark);
+            }
+        }
+        Ok(())
+    }
+
+    async fn clear_fan_out(&self, fan_out: &FanOut, began_ms: u64) -> Result<bool, StoreError> {
+        let mut tables = self.available()?;
+        let key = (fan_out.tenant.clone(), fan_out.fact_key.clone());
+        if tables
+            .fan_out_marks
+            .get(&key)
+            .is_some_and(|mark| mark.marked_at_ms < began_ms)
+        {
+            tables.fan_out_marks.remove(&key);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+#[async_trait::async_trait]
+impl FanOutIndex for InMemoryStore {
+    async fn due_fan_outs(&self, now_ms: u64, limit: usize) -> Result<Vec<FanOutMark>, StoreError> {
+        let tables = self.available()?;
+        let mut due: Vec<FanOutMark> = tables
+            .fan_out_marks
+            .values()
+            .filter(|mark| mark.due_at_ms <= now_ms)
+            .cloned()
+            .collect();
+        due.sort_by(|a, b| {
+            (a.due_at_ms, &a.fan_out.tenant, &a.fan_out.fact_key).cmp(&(
+                b.due_at_ms,
+                &b.fan_out.tenant,
+                &b.fan_out.fact_key,
+            ))
+        });
+        due.truncate(limit);
+        Ok(due)
+    }
+
+    async fn fan_out_resent(
+        &self,
+        mark: &FanOutMark,
+        resends: u32,
+        next_due_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let key = (mark.fan_out.tenant.clone(), mark.fan_out.fact_key.clone());
+        if let Some(stored) = tables.fan_out_marks.get_mut(&key) {
+            if stored.marked_at_ms == mark.marked_at_ms {
+                stored.resends = resends;
+                stored.due_at_ms = next_due_ms;
+            }
         }
         Ok(())
     }
@@ -169,6 +281,7 @@ impl DriftLedger for InMemoryStore {
             .or_default();
         report.read += counts.read;
         report.differing += counts.differing;
+        report.stale_confirmed += counts.stale_confirmed;
         Ok(())
     }
 
@@ -181,6 +294,7 @@ impl DriftLedger for InMemoryStore {
             read: counts.read,
             differing: counts.differing,
             repaired: tables.repaired.get(&key).copied().unwrap_or(0),
+            stale_confirmed: counts.stale_confirmed,
         })
     }
 
