@@ -65,7 +65,7 @@ use crate::reasons::{Cause, FanOut, FanOutQueue, ReasonQueue, RefreshReason};
 use crate::refresh::{
     CodeFacts, CodeSnapshot, Spend, WeComBudget, DEL_CONTACT_WAY, GET_CONTACT_WAY,
 };
-use crate::tenants::{tenant_day, TenantId};
+use crate::tenants::{tenant_day, TenantId, Timezone};
 use crate::wecom::errors::FailureClass;
 use crate::{Clock, StoreError};
 use futures::StreamExt;
@@ -351,37 +351,10 @@ impl<P: SweepPorts> Sweep<P> {
         tenant: &TenantId,
         marks: &[DirtyMark],
     ) -> Result<(), StoreError> {
-        let now_ms = self.now_ms();
         if self.guarded(run, tenant).await? {
-            for mark in marks {
-                self.store
-                    .resync_sent(mark, mark.resyncs, now_ms + self.settings.period_ms)
-                    .await?;
-                run.report.held_by_guard += 1;
-            }
-            return Ok(());
+            return self.hold(run, marks.iter()).await;
         }
-        let mut confirmed: Vec<&DirtyMark> = Vec::new();
-        let mut timezone = None;
-        for mark in marks {
-            let Some(snapshot) = self.store.snapshot(tenant, &mark.code, now_ms).await? else {
-                self.store.drop_mark(mark).await?;
-                run.report.marks_dropped += 1;
-                continue;
-            };
-            let day = tenant_day(now_ms, snapshot.profile.timezone);
-            timezone = Some(snapshot.profile.timezone);
-            if record_stale(&snapshot) {
-                confirmed.push(mark);
-                continue;
-            }
-            // Caught up without us (a reason that raced the mark, a fact changed back): the
-            // difference the sample counted is gone, so the report counts it repaired.
-            self.store.drop_mark(mark).await?;
-            self.store.count_repaired(tenant, &day).await?;
-            run.report.stale_settled += 1;
-            tracing::info!(tenant = %tenant, code = %mark.code, "stale suspect caught up with its facts; mark dropped");
-        }
+        let (confirmed, timezone) = self.recheck_suspects(run, tenant, marks).await?;
         if confirmed.is_empty() {
             return Ok(());
         }
@@ -399,40 +372,101 @@ impl<P: SweepPorts> Sweep<P> {
                 stale_confirmed: count,
                 ..DriftCounts::default()
             };
-            let day = tenant_day(now_ms, timezone);
+            let day = tenant_day(self.now_ms(), timezone);
             self.store.add_to_report(tenant, &day, &counts).await?;
         }
         let differing = sample.sample_drifted.saturating_add(count);
         tracing::warn!(tenant = %tenant, confirmed = count, sampled = sample.sample_read, drifted = sample.sample_drifted, "stale records confirmed after their settle period");
-        if guard_trips(
-            sample.sample_read,
-            differing,
-            self.settings.guard_share_percent,
-            self.settings.guard_min_sample,
-        ) {
-            let trip = GuardTrip {
-                tripped_at_ms: now_ms,
-                sampled: sample.sample_read,
-                differing,
-            };
-            self.store.trip_guard(tenant, &trip).await?;
+        if self
+            .trip_guard_if_due(&mut run.report, tenant, sample.sample_read, differing)
+            .await?
+        {
             run.guards.insert(tenant.clone(), true);
-            run.report.guards_tripped += 1;
-            tracing::error!(alert = "drift_guard_tripped", tenant = %tenant, sampled = sample.sample_read, differing, stale_confirmed = count, "most of the tenant's sample is stale after its settle period (a recompute bug?): its repair stops until an operator resumes it");
-            for mark in confirmed {
-                // Held as a plain mark: once resumed, it is resynced, not counted again.
-                self.store
-                    .resync_sent(mark, mark.resyncs, now_ms + self.settings.period_ms)
-                    .await?;
-                run.report.held_by_guard += 1;
-            }
-            return Ok(());
+            // Held as plain marks: once resumed, they are resynced, not counted again.
+            return self.hold(run, confirmed.into_iter()).await;
         }
         for mark in confirmed {
             self.send_resync(&mut run.report, mark).await?;
             run.report.repairs_started += 1;
         }
         Ok(())
+    }
+
+    /// Checks each suspect again against its facts: the marks still stale, and the tenant's
+    /// timezone (for its report's day). A suspect whose code is gone is dropped; one that
+    /// caught up without us (a reason that raced the mark, a fact changed back) is dropped and
+    /// counted repaired, since the sample counted its difference.
+    async fn recheck_suspects<'m>(
+        &self,
+        run: &mut Run,
+        tenant: &TenantId,
+        marks: &'m [DirtyMark],
+    ) -> Result<(Vec<&'m DirtyMark>, Option<Timezone>), StoreError> {
+        let now_ms = self.now_ms();
+        let mut confirmed = Vec::new();
+        let mut timezone = None;
+        for mark in marks {
+            let Some(snapshot) = self.store.snapshot(tenant, &mark.code, now_ms).await? else {
+                self.store.drop_mark(mark).await?;
+                run.report.marks_dropped += 1;
+                continue;
+            };
+            timezone = Some(snapshot.profile.timezone);
+            if record_stale(&snapshot) {
+                confirmed.push(mark);
+                continue;
+            }
+            let day = tenant_day(now_ms, snapshot.profile.timezone);
+            self.store.drop_mark(mark).await?;
+            self.store.count_repaired(tenant, &day).await?;
+            run.report.stale_settled += 1;
+            tracing::info!(tenant = %tenant, code = %mark.code, "stale suspect caught up with its facts; mark dropped");
+        }
+        Ok((confirmed, timezone))
+    }
+
+    /// Keeps marks of a tenant whose guard has tripped for the operator's resume: each is
+    /// looked at again a period later, no resync sent.
+    async fn hold<'m>(
+        &self,
+        run: &mut Run,
+        marks: impl Iterator<Item = &'m DirtyMark>,
+    ) -> Result<(), StoreError> {
+        let next_ms = self.now_ms() + self.settings.period_ms;
+        for mark in marks {
+            self.store.resync_sent(mark, mark.resyncs, next_ms).await?;
+            run.report.held_by_guard += 1;
+        }
+        Ok(())
+    }
+
+    /// Trips the tenant's guard when `differing` of `sampled` codes is more than its share:
+    /// records the trip, counts it and raises the alert. `true` when it tripped.
+    async fn trip_guard_if_due(
+        &self,
+        report: &mut SweepReport,
+        tenant: &TenantId,
+        sampled: u32,
+        differing: u32,
+    ) -> Result<bool, StoreError> {
+        let settings = &self.settings;
+        if !guard_trips(
+            sampled,
+            differing,
+            settings.guard_share_percent,
+            settings.guard_min_sample,
+        ) {
+            return Ok(false);
+        }
+        let trip = GuardTrip {
+            tripped_at_ms: self.now_ms(),
+            sampled,
+            differing,
+        };
+        self.store.trip_guard(tenant, &trip).await?;
+        report.guards_tripped += 1;
+        tracing::error!(alert = "drift_guard_tripped", tenant = %tenant, sampled, differing, "too much of the tenant's sample differs (a recompute bug?): its repair stops until an operator resumes it");
+        Ok(true)
     }
 
     async fn resync_mark(&self, run: &mut Run, mark: &DirtyMark) -> Result<(), StoreError> {
@@ -772,51 +806,9 @@ impl<P: SweepPorts> Sweep<P> {
             return Ok(());
         }
         report.tenants_sampled += 1;
-        let size = sample_size(self.settings.reads_per_tenant_hour, self.settings.period_ms);
-        let after = self.store.sample_cursor(tenant).await?;
-        let mut codes = self.store.codes_after(tenant, after.as_ref(), size).await?;
-        if codes.len() < size && after.is_some() {
-            // Past the last code: carry on from the first.
-            for code in self.store.codes_after(tenant, None, size).await? {
-                if codes.len() < size && !codes.contains(&code) {
-                    codes.push(code);
-                }
-            }
-        }
-        let mut counts = DriftCounts::default();
-        let mut differing: Vec<(CodeId, Difference)> = Vec::new();
-        let mut timezone = None;
-        let mut last_read = None;
-        for code in codes {
-            if self.now_ms() >= deadline_ms {
-                report.out_of_time = true;
-                break;
-            }
-            let Some(snapshot) = self.store.snapshot(tenant, &code, self.now_ms()).await? else {
-                last_read = Some(code);
-                continue;
-            };
-            // A dirty code is read back and resynced by step 1; a difference already known
-            // is not news, and counting it would trip a resumed guard again at once.
-            if snapshot.dirty_since_ms.is_some() {
-                last_read = Some(code);
-                continue;
-            }
-            timezone = Some(snapshot.profile.timezone);
-            let refusals = report.budget_refusals;
-            let read = self.read_back(report, tenant, &code, &snapshot).await?;
-            if report.budget_refusals > refusals {
-                break;
-            }
-            last_read = Some(code.clone());
-            let Some(read) = read else { continue };
-            counts.read += 1;
-            if read.difference != Difference::None {
-                counts.differing += 1;
-                differing.push((code, read.difference));
-            }
-        }
-        if let Some(code) = &last_read {
+        let codes = self.sample_of(tenant).await?;
+        let sample = self.read_sample(report, tenant, codes, deadline_ms).await?;
+        if let Some(code) = &sample.last_read {
             self.store.save_sample_cursor(tenant, code).await?;
         }
         let now_ms = self.now_ms();
@@ -828,69 +820,144 @@ impl<P: SweepPorts> Sweep<P> {
         // a stale code is marked a suspect, due after the settle period, and counted for the
         // guard with this sample's figures once it is still stale then (`settle_suspects`).
         let drifted = u32::try_from(
-            differing
+            sample
+                .differing
                 .iter()
                 .filter(|(_, d)| *d == Difference::WeComDiffers)
                 .count(),
         )
         .unwrap_or(u32::MAX);
-        let tripped = guard_trips(
-            counts.read,
-            drifted,
-            self.settings.guard_share_percent,
-            self.settings.guard_min_sample,
-        );
-        if tripped {
-            let trip = GuardTrip {
-                tripped_at_ms: now_ms,
-                sampled: counts.read,
-                differing: drifted,
-            };
-            self.store.trip_guard(tenant, &trip).await?;
-            report.guards_tripped += 1;
-            tracing::error!(alert = "drift_guard_tripped", tenant = %tenant, sampled = counts.read, differing = counts.differing, "too much of the tenant's sample differs (a recompute bug?): its repair stops until an operator resumes it");
-        }
+        let tripped = self
+            .trip_guard_if_due(report, tenant, sample.counts.read, drifted)
+            .await?;
         let suspect = StaleSuspect {
-            sample_read: counts.read,
+            sample_read: sample.counts.read,
             sample_drifted: drifted,
         };
-        for (code, difference) in differing {
-            let why = match difference {
-                Difference::WeComDiffers => DirtyWhy::Drift,
-                _ => DirtyWhy::Stale,
-            };
-            if why == DirtyWhy::Stale && !tripped {
-                // Any refresh that begins after it (the queued reason arriving) clears it.
-                let due_ms = now_ms.saturating_add(self.settings.stale_settle_ms);
-                self.store
-                    .mark_suspect(tenant, &code, suspect, now_ms, due_ms)
-                    .await?;
-                report.stale_suspects += 1;
-                tracing::info!(tenant = %tenant, code = %code, due_ms, "stale record marked a suspect; checked again after the settle period");
-                continue;
-            }
-            self.store.mark_dirty(tenant, &code, why, now_ms).await?;
-            if tripped {
-                continue;
-            }
-            let mark = DirtyMark {
-                tenant: tenant.clone(),
-                code,
-                marked_at_ms: now_ms,
-                why: Some(why),
-                resyncs: 0,
-                due_at_ms: now_ms,
-                suspect: None,
-            };
-            self.send_resync(report, &mark).await?;
-            report.repairs_started += 1;
+        for (code, difference) in sample.differing {
+            self.act_on_difference(report, tenant, code, difference, tripped, suspect)
+                .await?;
         }
-        if let Some(timezone) = timezone.filter(|_| counts.read > 0) {
+        if let Some(timezone) = sample.timezone.filter(|_| sample.counts.read > 0) {
             let day = tenant_day(now_ms, timezone);
-            self.store.add_to_report(tenant, &day, &counts).await?;
+            self.store
+                .add_to_report(tenant, &day, &sample.counts)
+                .await?;
         }
         Ok(())
     }
+
+    /// The codes this run samples of the tenant: from its cursor on, and past the last code
+    /// on from the first, at most the sample's size.
+    async fn sample_of(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError> {
+        let size = sample_size(self.settings.reads_per_tenant_hour, self.settings.period_ms);
+        let after = self.store.sample_cursor(tenant).await?;
+        let mut codes = self.store.codes_after(tenant, after.as_ref(), size).await?;
+        if codes.len() < size && after.is_some() {
+            for code in self.store.codes_after(tenant, None, size).await? {
+                if codes.len() < size && !codes.contains(&code) {
+                    codes.push(code);
+                }
+            }
+        }
+        Ok(codes)
+    }
+
+    /// Reads the sample's codes back one after another until the deadline or the read budget
+    /// stops it, and compares each.
+    async fn read_sample(
+        &self,
+        report: &mut SweepReport,
+        tenant: &TenantId,
+        codes: Vec<CodeId>,
+        deadline_ms: u64,
+    ) -> Result<SampleRead, StoreError> {
+        let mut sample = SampleRead::default();
+        for code in codes {
+            if self.now_ms() >= deadline_ms {
+                report.out_of_time = true;
+                break;
+            }
+            let Some(snapshot) = self.store.snapshot(tenant, &code, self.now_ms()).await? else {
+                sample.last_read = Some(code);
+                continue;
+            };
+            // A dirty code is read back and resynced by step 1; a difference already known
+            // is not news, and counting it would trip a resumed guard again at once.
+            if snapshot.dirty_since_ms.is_some() {
+                sample.last_read = Some(code);
+                continue;
+            }
+            sample.timezone = Some(snapshot.profile.timezone);
+            let refusals = report.budget_refusals;
+            let read = self.read_back(report, tenant, &code, &snapshot).await?;
+            if report.budget_refusals > refusals {
+                break;
+            }
+            sample.last_read = Some(code.clone());
+            let Some(read) = read else { continue };
+            sample.counts.read += 1;
+            if read.difference != Difference::None {
+                sample.counts.differing += 1;
+                sample.differing.push((code, read.difference));
+            }
+        }
+        Ok(sample)
+    }
+
+    /// One sampled code that differed: a stale record becomes a suspect (unless the guard has
+    /// tripped); anything else is marked dirty and, unless the guard has tripped, resynced.
+    async fn act_on_difference(
+        &self,
+        report: &mut SweepReport,
+        tenant: &TenantId,
+        code: CodeId,
+        difference: Difference,
+        tripped: bool,
+        suspect: StaleSuspect,
+    ) -> Result<(), StoreError> {
+        let now_ms = self.now_ms();
+        let why = match difference {
+            Difference::WeComDiffers => DirtyWhy::Drift,
+            _ => DirtyWhy::Stale,
+        };
+        if why == DirtyWhy::Stale && !tripped {
+            // Any refresh that begins after it (the queued reason arriving) clears it.
+            let due_ms = now_ms.saturating_add(self.settings.stale_settle_ms);
+            self.store
+                .mark_suspect(tenant, &code, suspect, now_ms, due_ms)
+                .await?;
+            report.stale_suspects += 1;
+            tracing::info!(tenant = %tenant, code = %code, due_ms, "stale record marked a suspect; checked again after the settle period");
+            return Ok(());
+        }
+        self.store.mark_dirty(tenant, &code, why, now_ms).await?;
+        if tripped {
+            return Ok(());
+        }
+        let mark = DirtyMark {
+            tenant: tenant.clone(),
+            code,
+            marked_at_ms: now_ms,
+            why: Some(why),
+            resyncs: 0,
+            due_at_ms: now_ms,
+            suspect: None,
+        };
+        self.send_resync(report, &mark).await?;
+        report.repairs_started += 1;
+        Ok(())
+    }
+}
+
+/// What reading one tenant's sample found.
+#[derive(Default)]
+struct SampleRead {
+    counts: DriftCounts,
+    differing: Vec<(CodeId, Difference)>,
+    timezone: Option<Timezone>,
+    /// Where the tenant's next sample starts after.
+    last_read: Option<CodeId>,
 }
 
 /// A tenant's drift as an operator reads it: the day's report and the guard.
