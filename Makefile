@@ -179,7 +179,7 @@ test:
 # "The two commands"); every binary is in exactly one.
 SHARDS := 1 2 3
 INVOKE_SHARD := 1
-FUZZ_SHARD := 2
+FUZZ_SHARD := 3
 SHARD_1 := sweep admin_contract admin_lifecycle callback_reconfigured callback_route edits \
 	least_privilege logs_hold_no_secrets path sandbox staff_lifecycle
 SHARD_2 := schedules fan_out
