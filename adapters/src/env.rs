@@ -28,3 +28,34 @@ where
         .parse()
         .map_err(|e: T::Err| EnvError::Malformed(name, e.to_string()))
 }
+
+/// A queue's `maxReceiveCount` as the template passes it to its consumer, which marks its
+/// work given up on that receive. SQS takes 1 to 1000; anything else is a template mistake,
+/// and 0 would mark everything given up on its first receive.
+pub fn max_receive_count(name: &'static str) -> Result<u32, EnvError> {
+    bounded_receive_count(name, parsed(name)?)
+}
+
+fn bounded_receive_count(name: &'static str, count: u32) -> Result<u32, EnvError> {
+    if (1..=1000).contains(&count) {
+        Ok(count)
+    } else {
+        Err(EnvError::Malformed(
+            name,
+            format!("{count} is not an SQS maxReceiveCount (1 to 1000)"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bounded_receive_count;
+
+    #[test]
+    fn a_max_receive_count_is_one_sqs_accepts() {
+        assert_eq!(bounded_receive_count("N", 5).ok(), Some(5));
+        assert_eq!(bounded_receive_count("N", 1000).ok(), Some(1000));
+        assert!(bounded_receive_count("N", 0).is_err());
+        assert!(bounded_receive_count("N", 1001).is_err());
+    }
+}

@@ -48,27 +48,9 @@ impl DynamoStore {
         previous: Option<&StoredProfile>,
     ) -> Result<ProfileWrite, StoreError> {
         let profile = &next.profile;
-        let mut item = key(keys::tenant(tenant), keys::PROFILE.to_owned());
-        item.insert("corp_id".into(), s(&profile.corp_id));
-        item.insert("callback_token".into(), s(&profile.callback_token));
-        item.insert("encoding_aes_key".into(), s(&profile.encoding_aes_key));
-        item.insert("corp_secret".into(), s(&profile.corp_secret));
-        item.insert("timezone".into(), s(profile.timezone.name()));
-        if let Some(cap) = profile.company_daily_cap {
-            item.insert("company_daily_cap".into(), n(cap));
-        }
-        item.insert("version".into(), n(next.version));
-        // The registry the sweep walks (`keys::TENANTS_INDEX`).
-        item.insert(keys::GSI1_PK.into(), s(keys::TENANTS_INDEX));
-        item.insert(keys::GSI1_SK.into(), s(tenant.as_str()));
-        let at = next.secrets_changed_at_ms;
-        item.insert("corp_secret_changed_at_ms".into(), n(at.corp_secret));
-        item.insert("callback_token_changed_at_ms".into(), n(at.callback_token));
-        item.insert(
-            "encoding_aes_key_changed_at_ms".into(),
-            n(at.encoding_aes_key),
-        );
-        let profile_put = Put::builder().table_name(&self.table).set_item(Some(item));
+        let profile_put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(profile_item(tenant, next)));
         let profile_put = match previous {
             None => profile_put.condition_expression("attribute_not_exists(pk)"),
             // Stored before profiles had versions.
@@ -185,4 +167,30 @@ impl TenantDirectory for DynamoStore {
             encoding_aes_key: field("encoding_aes_key")?,
         }))
     }
+}
+
+/// The profile's item as stored: settings, version, when each secret changed, and its place
+/// in the registry the sweep walks (`keys::TENANTS_INDEX`).
+fn profile_item(tenant: &TenantId, next: &StoredProfile) -> super::Item {
+    let profile = &next.profile;
+    let mut item = key(keys::tenant(tenant), keys::PROFILE.to_owned());
+    item.insert("corp_id".into(), s(&profile.corp_id));
+    item.insert("callback_token".into(), s(&profile.callback_token));
+    item.insert("encoding_aes_key".into(), s(&profile.encoding_aes_key));
+    item.insert("corp_secret".into(), s(&profile.corp_secret));
+    item.insert("timezone".into(), s(profile.timezone.name()));
+    if let Some(cap) = profile.company_daily_cap {
+        item.insert("company_daily_cap".into(), n(cap));
+    }
+    item.insert("version".into(), n(next.version));
+    item.insert(keys::GSI1_PK.into(), s(keys::TENANTS_INDEX));
+    item.insert(keys::GSI1_SK.into(), s(tenant.as_str()));
+    let at = next.secrets_changed_at_ms;
+    item.insert("corp_secret_changed_at_ms".into(), n(at.corp_secret));
+    item.insert("callback_token_changed_at_ms".into(), n(at.callback_token));
+    item.insert(
+        "encoding_aes_key_changed_at_ms".into(),
+        n(at.encoding_aes_key),
+    );
+    item
 }

@@ -35,7 +35,7 @@ use crate::membership::{
     WeeklySchedule,
 };
 use crate::reasons::{Cause, Fact, FanOut, FanOutQueue, ReasonQueue, Source};
-use crate::refresh::{Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY};
+use crate::refresh::{CodeSnapshot, Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY};
 use crate::schedules::{plan, Subject};
 use crate::sweep::CreationIntent;
 use crate::tenants::{TenantId, TenantProfile, Timezone};
@@ -677,27 +677,7 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             .snapshot(tenant, code, now_ms)
             .await?
             .ok_or_else(|| AdminError::not_found(format!("code {code} of tenant {tenant}")))?;
-        // WeCom refuses a multi-user contact way without users, and an empty one would route
-        // nobody anyway.
-        let users = snapshot
-            .recompute()
-            .users()
-            .ok_or_else(|| AdminError::NoEligibleMember {
-                code: code.to_string(),
-            })?
-            .iter()
-            .map(|u| u.as_str().to_owned())
-            .collect();
-        let way = NewContactWay {
-            kind: ContactWayKind::Multi,
-            scene: ContactWayScene::QrCode,
-            // Add callbacks echo it, which is how the facts function knows the code.
-            state: code.as_str().to_owned(),
-            users,
-            remark: None,
-            // A live QR code exists to be added without friction; WeCom's default too.
-            skip_verify: true,
-        };
+        let way = new_contact_way(&snapshot, code)?;
         let creds = snapshot.credentials();
         self.spend(tenant, ADD_CONTACT_WAY).await?;
         // Recorded before the call: a crash between WeCom's answer and our record leaves a
@@ -805,7 +785,33 @@ fn secrets_changed(
     }
 }
 
+/// The contact way a code is created with: its current list, its id as the `state`.
+fn new_contact_way(snapshot: &CodeSnapshot, code: &CodeId) -> Result<NewContactWay, AdminError> {
+    // WeCom refuses a multi-user contact way without users, and an empty one would route
+    // nobody anyway.
+    let users = snapshot
+        .recompute()
+        .users()
+        .ok_or_else(|| AdminError::NoEligibleMember {
+            code: code.to_string(),
+        })?
+        .iter()
+        .map(|u| u.as_str().to_owned())
+        .collect();
+    Ok(NewContactWay {
+        kind: ContactWayKind::Multi,
+        scene: ContactWayScene::QrCode,
+        // Add callbacks echo it, which is how the facts function knows the code.
+        state: code.as_str().to_owned(),
+        users,
+        remark: None,
+        // A live QR code exists to be added without friction; WeCom's default too.
+        skip_verify: true,
+    })
+}
+
 #[cfg(test)]
 mod schedule_tests;
+
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,6 @@
 //! The environment this function reads; names match `template.yaml`.
 
-use adapters::env::{parsed, required, EnvError};
+use adapters::env::{max_receive_count, parsed, required, EnvError};
 
 #[derive(Debug)]
 pub struct Config {
@@ -21,7 +21,7 @@ impl Config {
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,
             dead_letter_queue_url: required("DEAD_LETTER_QUEUE_URL")?,
             quota_event_bus: required("QUOTA_EVENT_BUS_NAME")?,
-            max_receives: parsed("INBOX_MAX_RECEIVES")?,
+            max_receives: max_receive_count("INBOX_MAX_RECEIVES")?,
             claim_owner_lease_ms: parsed::<u64>("CLAIM_OWNER_LEASE_SECONDS")? * 1000,
         })
     }

@@ -1,6 +1,6 @@
 //! The environment this function reads; names match `template.yaml`.
 
-use adapters::env::{parsed, required, EnvError};
+use adapters::env::{max_receive_count, parsed, required, EnvError};
 use domain::lanes::{LanePolicy, LaneSwitch};
 use domain::refresh::retry::RetryDelay;
 use domain::refresh::{BudgetLimits, LeaseTimes};
@@ -65,7 +65,7 @@ impl Config {
                 slow_interval_ms: parsed::<u64>("SLOW_LANE_INTERVAL_SECONDS")? * 1000,
             },
             lease_times,
-            max_receives: max_receives(parsed("REFRESH_MAX_RECEIVES")?)?,
+            max_receives: max_receive_count("REFRESH_MAX_RECEIVES")?,
             table_name: required("TABLE_NAME")?,
             dead_letter_queue_url: required("DEAD_LETTER_QUEUE_URL")?,
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,
@@ -81,19 +81,6 @@ impl Config {
     }
 }
 
-/// SQS takes a `maxReceiveCount` of 1 to 1000; anything else is a template mistake, and 0
-/// would mark every code dirty on its first receive.
-fn max_receives(count: u32) -> Result<u32, EnvError> {
-    if (1..=1000).contains(&count) {
-        Ok(count)
-    } else {
-        Err(EnvError::Malformed(
-            "REFRESH_MAX_RECEIVES",
-            format!("{count} is not an SQS maxReceiveCount (1 to 1000)"),
-        ))
-    }
-}
-
 /// `FAST_LANE_TENANTS`: tenant ids separated by commas; empty for none.
 fn fast_tenants() -> Result<std::collections::BTreeSet<TenantId>, EnvError> {
     const NAME: &str = "FAST_LANE_TENANTS";
@@ -106,17 +93,4 @@ fn fast_tenants() -> Result<std::collections::BTreeSet<TenantId>, EnvError> {
             TenantId::parse(raw).map_err(|e| EnvError::Malformed(NAME, format!("`{raw}`: {e}")))
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::max_receives;
-
-    #[test]
-    fn the_max_receive_count_is_one_sqs_accepts() {
-        assert_eq!(max_receives(5).ok(), Some(5));
-        assert_eq!(max_receives(1000).ok(), Some(1000));
-        assert!(max_receives(0).is_err());
-        assert!(max_receives(1001).is_err());
-    }
 }
