@@ -186,7 +186,7 @@ SHARD_2 := schedules fan_out
 SHARD_3 := refresh_limits path_faults quota_loop refresh_deadline refresh_lanes
 SHARDED_TESTS := $(foreach shard,$(SHARDS),$(SHARD_$(shard)))
 ifneq ($(sort $(SHARDED_TESTS)) $(words $(SHARDED_TESTS)),$(sort $(ALL_INTEGRATION_TESTS)) $(words $(ALL_INTEGRATION_TESTS)))
-$(error every integration test binary belongs in exactly one SHARD_N: shards hold "$(sort $(SHARDED_TESTS))", tests/Cargo.toml names "$(sort $(ALL_INTEGRATION_TESTS))")
+$(error every integration test binary belongs in exactly one SHARD_N: the shards name $(words $(SHARDED_TESTS)) ("$(sort $(SHARDED_TESTS))"), tests/Cargo.toml $(words $(ALL_INTEGRATION_TESTS)) ("$(sort $(ALL_INTEGRATION_TESTS))"))
 endif
 # The ports of shard $(1), as arguments to a sub-make (they win over the caller's).
 shard_ports = QRSYNC_AWS_PORT=$$(( $(QRSYNC_AWS_PORT) + 100 * ($(1) - 1) )) \
