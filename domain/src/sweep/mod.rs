@@ -103,9 +103,11 @@ pub struct SweepSettings {
     pub guard_share_percent: u32,
     /// ...in a sample of at least this many codes.
     pub guard_min_sample: u32,
-    /// How long a run holds the lease: longer than the function's timeout, so a run is never
-    /// overtaken while it lives and a crashed run's lease frees itself.
-    pub lease_ms: u64,
+    /// How long a run's lease outlasts its invocation's deadline (the clocks of Lambda and of
+    /// the table's writers may differ by this much). Lambda ends an invocation at its deadline,
+    /// so a run is never overtaken while it lives, and a run killed there (a timeout, a crash)
+    /// frees the lease moments later, not after a fixed quarter hour.
+    pub lease_grace_ms: u64,
     /// Time kept back from the deadline to save the cursor and release the lease.
     pub finish_reserve_ms: u64,
     /// How long a stale record seen by the sample waits before it is checked again and, if
@@ -120,7 +122,7 @@ impl SweepSettings {
         reads_per_tenant_hour: 60,
         guard_share_percent: 20,
         guard_min_sample: 5,
-        lease_ms: 15 * 60_000,
+        lease_grace_ms: 30_000,
         finish_reserve_ms: 3_000,
         stale_settle_ms: 20 * 60_000,
     };
@@ -221,6 +223,8 @@ pub struct Sweep<P: SweepPorts> {
 /// What one run carries between its steps.
 struct Run {
     deadline_ms: u64,
+    /// The run's lease, and the lease of each claim it takes over.
+    lease_until_ms: u64,
     report: SweepReport,
     /// Each tenant's guard, read once per run.
     guards: HashMap<TenantId, bool>,
@@ -239,11 +243,10 @@ impl<P: SweepPorts> Sweep<P> {
         let deadline_ms = now_ms
             .saturating_add(budget_ms)
             .saturating_sub(self.settings.finish_reserve_ms);
-        let Some(cursor) = self
-            .store
-            .acquire(owner, now_ms, now_ms + self.settings.lease_ms)
-            .await?
-        else {
+        let lease_until_ms = now_ms
+            .saturating_add(budget_ms)
+            .saturating_add(self.settings.lease_grace_ms);
+        let Some(cursor) = self.store.acquire(owner, now_ms, lease_until_ms).await? else {
             return Ok(SweepReport {
                 held_elsewhere: true,
                 ..SweepReport::default()
@@ -251,6 +254,7 @@ impl<P: SweepPorts> Sweep<P> {
         };
         let mut run = Run {
             deadline_ms,
+            lease_until_ms,
             report: SweepReport::default(),
             guards: HashMap::new(),
         };
@@ -642,7 +646,7 @@ impl<P: SweepPorts> Sweep<P> {
             if self.out_of_time(run) {
                 break;
             }
-            let lease_until_ms = self.now_ms() + self.settings.lease_ms;
+            let lease_until_ms = run.lease_until_ms;
             if !self.store.take_over(&claim, &taker, lease_until_ms).await? {
                 continue;
             }

@@ -581,6 +581,29 @@ async fn when_another_run_holds_the_lease_the_sweep_leaves_the_work_to_it() {
     assert_eq!(world.sweep.wecom.reads(), 0);
 }
 
+#[tokio::test]
+async fn a_run_and_the_claims_it_takes_over_are_leased_until_its_deadline_and_the_grace_not_longer()
+{
+    let world = World::with_codes(1).await;
+    let stale = claim("add-1", NOW - 1);
+    world.store().claim_limit(&stale).await.expect("claimed");
+
+    world.run().await;
+
+    let taken = world
+        .store()
+        .limit_claims()
+        .into_iter()
+        .find(|c| c.id() == stale.id())
+        .expect("the claim is kept, finished");
+    assert_eq!(taken.owner, "sweep:run-1");
+    assert_eq!(
+        taken.lease_until_ms,
+        NOW + 60_000 + SweepSettings::DEFAULT.lease_grace_ms,
+        "the run's budget is 60 s"
+    );
+}
+
 #[test]
 fn the_guard_trips_on_more_than_its_share_of_a_large_enough_sample() {
     assert!(!guard_trips(10, 2, 20, 5), "exactly the share");
