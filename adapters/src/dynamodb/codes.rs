@@ -1,7 +1,7 @@
 //! Codes, staff, the staff -> codes index, and the refresh function's push records.
 
 use super::conditions::ConditionalWriteError;
-use super::owed::OwedEdit;
+use super::owed::{OwedEdit, OwedRead};
 use super::{
     corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, staff_from, strings,
     unavailable, DynamoStore, Item,
@@ -156,7 +156,13 @@ impl DynamoStore {
             added: after.difference(&before).cloned().collect(),
             removed: before.difference(&after).cloned().collect(),
         };
-        let owed = self.read_owed(tenant, &owner).await?;
+        // Owed chunks are written only in the transaction that writes the code's item, and
+        // deleted before it: a code with no item has none, so a new code skips the query.
+        // (On a tenant of many codes that query is the new code's costliest request.)
+        let owed = match previous {
+            Some(_) => self.read_owed(tenant, &owner).await?,
+            None => OwedRead::default(),
+        };
         let stored_entries = previous
             .as_ref()
             .map(|p| index_entries(code, &p.code.config))

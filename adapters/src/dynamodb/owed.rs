@@ -22,6 +22,7 @@ use std::collections::BTreeSet;
 const TRANSACTION_ITEMS: usize = 100;
 
 /// What is still owed under an owner, and the chunk items holding it.
+#[derive(Default)]
 pub(crate) struct OwedRead {
     pub owed: Owed<String>,
     chunk_keys: BTreeSet<String>,

@@ -274,7 +274,14 @@ async fn run(args: Args) -> Result<bool> {
         rng,
         online: plan.staff.iter().map(|s| (s.clone(), true)).collect(),
     };
-    let seeding = bench.seed().await?;
+    if args.drift_codes > 0 {
+        world.pause_sweep(true).await?;
+    }
+    let seeding = bench.seed().await;
+    if args.drift_codes > 0 {
+        world.pause_sweep(false).await?;
+    }
+    let seeding = seeding?;
     if args.drift_codes > 0 {
         let logs = aws_sdk_cloudwatchlogs::Client::new(&world.aws);
         let measured = drift::run(

@@ -97,6 +97,29 @@ impl World {
         })
     }
 
+    /// Pauses (reserved concurrency 0) or resumes the sweep. The bench seeds its tenant with
+    /// the sweep paused: a run reading a tenant that is still being seeded measures nothing
+    /// and competes with the seeding for the emulator's one process.
+    pub async fn pause_sweep(&self, paused: bool) -> Result<()> {
+        if paused {
+            self.lambda
+                .put_function_concurrency()
+                .function_name(&self.sweep_function)
+                .reserved_concurrent_executions(0)
+                .send()
+                .await
+                .with_context(|| format!("PutFunctionConcurrency {}", self.sweep_function))?;
+        } else {
+            self.lambda
+                .delete_function_concurrency()
+                .function_name(&self.sweep_function)
+                .send()
+                .await
+                .with_context(|| format!("DeleteFunctionConcurrency {}", self.sweep_function))?;
+        }
+        Ok(())
+    }
+
     /// Depth (visible + in flight + delayed) of each queue named.
     pub async fn depths(&self, queues: &BTreeMap<String, String>) -> Result<Vec<(String, u64)>> {
         let mut depths = Vec::new();
