@@ -337,3 +337,24 @@ pub fn replay_note_staff(staff: &StaffId) -> String {
 pub fn closed_dead_letter(queue: &str) -> String {
     format!("DLQ_CLOSED#{queue}")
 }
+
+/// Refreshes requeued for the WeCom budget or a throttle (45009/45033), per UTC minute
+/// (minutes since the epoch), in `REQUEUE_SHARDS` items by tenant so a throttle storm
+/// spreads its writes: what `qrsync-ops status` sums over the last hour.
+pub fn requeues(shard: u32) -> String {
+    format!("STATS#REQUEUES#{shard}")
+}
+
+pub fn requeues_minute(minute: u64) -> String {
+    format!("MINUTE#{minute}")
+}
+
+pub const REQUEUE_SHARDS: u32 = 4;
+
+pub fn requeue_shard(tenant_id: &TenantId) -> u32 {
+    let hash = tenant_id
+        .as_str()
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    hash % REQUEUE_SHARDS
+}
