@@ -32,7 +32,16 @@ const CLOSED_TTL_SECS: u64 = 400 * 24 * 3600;
 #[derive(clap::Subcommand)]
 pub enum Command {
     /// By queue and failure class: how many, the oldest, and a sample.
-    List(ReadArgs),
+    List {
+        #[command(flatten)]
+        read: ReadArgs,
+        /// Only dead letters about this code.
+        #[arg(long)]
+        code: Option<String>,
+        /// Only this failure class.
+        #[arg(long)]
+        class: Option<String>,
+    },
     /// One dead letter in full (attributes and body; the encrypted envelope and anything
     /// unparsed only by size and hash).
     Show {
@@ -195,7 +204,9 @@ fn without_secrets(body: &str) -> Value {
 
 pub async fn run(ops: &Ops, command: Command) -> Result<()> {
     match command {
-        Command::List(read) => list(ops, &read).await,
+        Command::List { read, code, class } => {
+            list(ops, &read, code.as_deref(), class.as_deref()).await
+        }
         Command::Show { id, read } => show(ops, &read, &id).await,
         Command::Redrive(selection) => {
             selection.check()?;
@@ -332,13 +343,17 @@ async fn approximate(ops: &Ops, url: &str) -> Result<u64> {
         .unwrap_or(0))
 }
 
-async fn list(ops: &Ops, args: &ReadArgs) -> Result<()> {
+async fn list(ops: &Ops, args: &ReadArgs, code: Option<&str>, class: Option<&str>) -> Result<()> {
     let now = now_ms();
     let mut report = Vec::new();
     for (_, source, url) in queues(ops, args.queue.as_deref())? {
         let letters = read(ops, source, &url, args.limit).await?;
         let mut classes: BTreeMap<String, Vec<&Letter>> = BTreeMap::new();
-        for letter in &letters {
+        let wanted = |letter: &&Letter| {
+            code.is_none_or(|c| letter.code.as_deref() == Some(c))
+                && class.is_none_or(|c| letter.class == c)
+        };
+        for letter in letters.iter().filter(wanted) {
             classes
                 .entry(letter.class.clone())
                 .or_default()
@@ -359,7 +374,7 @@ async fn list(ops: &Ops, args: &ReadArgs) -> Result<()> {
                 "sample": of_class.iter().take(3).map(|l| l.summary(now)).collect::<Vec<_>>(),
             }));
         }
-        if letters.is_empty() && approximate > 0 {
+        if letters.is_empty() && approximate > 0 && code.is_none() && class.is_none() {
             report.push(json!({"queue": source, "class": "unread", "count": approximate, "oldest": null, "sample": []}));
         }
         release(ops, &letters).await;
