@@ -330,16 +330,16 @@ where
         };
         for callback in &callbacks {
             let line = if page.apply {
-                self.apply_one(callback).await?
+                self.apply_one(&page.selection, callback).await?
             } else {
-                self.dry_one(&page.run, callback).await?
+                self.dry_one(&page.run, &page.selection, callback).await?
             };
             match line {
-                Some(line) if page.selection.matches(&line.kind) => {
+                Some(line) => {
                     progress.count(line.outcome);
                     self.runs.record_event(&page.run, &line).await?;
                 }
-                _ => progress.filtered += 1,
+                None => progress.filtered += 1,
             }
         }
         let (status, following) = match (next, page.apply) {
@@ -366,10 +366,12 @@ where
         Ok(following)
     }
 
-    /// Dry run: what the callback would change, with nothing written but the run's record.
+    /// Dry run: what the callback would change, with nothing written but the run's record;
+    /// `None` for an event of another type than the selection's.
     async fn dry_one(
         &self,
         run: &str,
+        selection: &Selection,
         callback: &ArchivedCallback,
     ) -> Result<Option<EventLine>, StoreError> {
         let message = &callback.message;
@@ -395,6 +397,9 @@ where
             Err(FactsError::Store(error)) => return Err(error),
         };
         line.kind = kind_of(&event);
+        if !selection.matches(&line.kind) {
+            return Ok(None);
+        }
         if let Some(add) = facts::add_fact(&message.tenant, &event, &profile) {
             line.code = Some(add.code.to_string());
             line.staff = Some(add.staff.to_string());
@@ -476,9 +481,11 @@ where
         Ok(Some(line))
     }
 
-    /// Apply: the callback through the fact recorder, exactly as the inbox consumer runs it.
+    /// Apply: the callback through the fact recorder, exactly as the inbox consumer runs it;
+    /// `None` for an event of another type than the selection's (not recorded).
     async fn apply_one(
         &self,
+        selection: &Selection,
         callback: &ArchivedCallback,
     ) -> Result<Option<EventLine>, StoreError> {
         let message = &callback.message;
@@ -496,6 +503,9 @@ where
             if let Ok(event) = facts::open(message, &profile) {
                 line.kind = kind_of(&event);
             }
+        }
+        if selection.event_type.is_some() && !selection.matches(&line.kind) {
+            return Ok(None);
         }
         match self.recorder.record(message).await {
             Ok(FactOutcome::Add { fact, outcome, .. }) => {

@@ -183,6 +183,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_event_type_filter_leaves_other_events_out_of_the_run() {
+        let (store, queues) = (InMemoryStore::default(), InMemoryQueues::default());
+        let replayer = fixture(&store, &queues).await;
+        let mut event = sample();
+        let body = event.payload.records[0].body.take().unwrap_or_default();
+        let mut page: Page = serde_json::from_str(&body).expect("a page");
+        page.selection.event_type = Some("change_contact".into());
+        event.payload.records[0].body = Some(serde_json::to_string(&page).expect("json"));
+        handle(&replayer, &queues, event).await.expect("handled");
+        let (_, events, _) = store.replay_run("sample-dry-run").expect("the run");
+        assert!(events.is_empty(), "the add is another type: {events:?}");
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_reports_the_add_it_would_count() {
+        let (store, queues) = (InMemoryStore::default(), InMemoryQueues::default());
+        let replayer = fixture(&store, &queues).await;
+        handle(&replayer, &queues, sample()).await.expect("handled");
+        let (status, events, _) = store.replay_run("sample-dry-run").expect("the run");
+        assert_eq!(status, Some(domain::replay::RunStatus::Codes));
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].outcome, domain::replay::EventOutcome::WouldCountAdd);
+        assert_eq!(events[0].code.as_deref(), Some("code-1"));
+    }
+
+    #[tokio::test]
     async fn a_page_that_cannot_be_done_is_left_for_redelivery() {
         let (store, queues) = (InMemoryStore::default(), InMemoryQueues::default());
         let replayer = fixture(&store, &queues).await;
