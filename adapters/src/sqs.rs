@@ -289,33 +289,6 @@ impl RetryQueues for SqsRetryQueues {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_message_s_inlet_is_told_by_its_queue_name_whatever_the_region_or_account() {
-        let inlets = QueueInlets::new(
-            "http://127.0.0.1:4566/000000000000/qrsync-local-refresh-slow.fifo",
-            ["http://127.0.0.1:4566/000000000000/qrsync-local-refresh-retry-15s.fifo"],
-        );
-        let arn = |name: &str| format!("arn:aws:sqs:us-east-1:000000000000:{name}");
-        assert_eq!(
-            inlets.inlet_of(&arn("qrsync-local-refresh-retry-15s.fifo")),
-            Inlet::RetryQueue
-        );
-        assert_eq!(
-            inlets.inlet_of(&arn("qrsync-local-refresh-slow.fifo")),
-            Inlet::SlowLane
-        );
-        assert_eq!(
-            inlets.inlet_of(&arn("qrsync-local-refresh.fifo")),
-            Inlet::FastLane
-        );
-        assert_eq!(inlets.inlet_of(""), Inlet::FastLane);
-    }
-}
-
 /// `ReplayPages` on the replay queue (standard: a run's pages go one after another, each
 /// sent by the page before it).
 pub struct SqsReplayPages {
@@ -341,5 +314,32 @@ impl domain::replay::ReplayPages for SqsReplayPages {
             .await
             .map_err(|e| StoreError::new("replay queue", e.into_service_error()))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_s_inlet_is_told_by_its_queue_name_whatever_the_region_or_account() {
+        let inlets = QueueInlets::new(
+            "http://127.0.0.1:4566/000000000000/qrsync-local-refresh-slow.fifo",
+            ["http://127.0.0.1:4566/000000000000/qrsync-local-refresh-retry-15s.fifo"],
+        );
+        let arn = |name: &str| format!("arn:aws:sqs:us-east-1:000000000000:{name}");
+        assert_eq!(
+            inlets.inlet_of(&arn("qrsync-local-refresh-retry-15s.fifo")),
+            Inlet::RetryQueue
+        );
+        assert_eq!(
+            inlets.inlet_of(&arn("qrsync-local-refresh-slow.fifo")),
+            Inlet::SlowLane
+        );
+        assert_eq!(
+            inlets.inlet_of(&arn("qrsync-local-refresh.fifo")),
+            Inlet::FastLane
+        );
+        assert_eq!(inlets.inlet_of(""), Inlet::FastLane);
     }
 }

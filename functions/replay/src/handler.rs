@@ -204,7 +204,10 @@ mod tests {
         let (status, events, _) = store.replay_run("sample-dry-run").expect("the run");
         assert_eq!(status, Some(domain::replay::RunStatus::Codes));
         assert_eq!(events.len(), 1);
-        assert_eq!(events[0].outcome, domain::replay::EventOutcome::WouldCountAdd);
+        assert_eq!(
+            events[0].outcome,
+            domain::replay::EventOutcome::WouldCountAdd
+        );
         assert_eq!(events[0].code.as_deref(), Some("code-1"));
     }
 

@@ -228,10 +228,7 @@ pub async fn run(ops: &Ops, command: Command) -> Result<()> {
     }
 }
 
-fn queues<'a>(
-    ops: &Ops,
-    only: Option<&'a str>,
-) -> Result<Vec<(&'static str, &'static str, String)>> {
+fn queues(ops: &Ops, only: Option<&str>) -> Result<Vec<(&'static str, &'static str, String)>> {
     if let Some(only) = only {
         if !DEAD_LETTER_QUEUES.iter().any(|(_, source)| *source == only) {
             bail!("--queue: one of Inbox, Refresh, FanOut, Replay");
