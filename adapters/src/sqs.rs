@@ -289,6 +289,34 @@ impl RetryQueues for SqsRetryQueues {
     }
 }
 
+/// `ReplayPages` on the replay queue (standard: a run's pages go one after another, each
+/// sent by the page before it).
+pub struct SqsReplayPages {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+impl SqsReplayPages {
+    pub fn new(client: aws_sdk_sqs::Client, queue_url: String) -> Self {
+        Self { client, queue_url }
+    }
+}
+
+#[async_trait::async_trait]
+impl domain::replay::ReplayPages for SqsReplayPages {
+    async fn send(&self, page: &domain::replay::Page) -> Result<(), StoreError> {
+        let body = serde_json::to_string(page).map_err(|e| StoreError::new("replay queue", e))?;
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(body)
+            .send()
+            .await
+            .map_err(|e| StoreError::new("replay queue", e.into_service_error()))?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

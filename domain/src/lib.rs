@@ -7,6 +7,7 @@
 //! - `facts`: docs/rules.md rules 2 and 8, facts written idempotently (claims by business key), then refresh reasons.
 //! - `refresh`: docs/rules.md rules 3 to 5, the single writer of each code's WeCom list.
 //! - `dirty`: docs/rules.md rule 11, the codes a path gave up on, until a later refresh completes.
+//! - `replay`: docs/rules.md rule 10, the archive of stored callbacks and replay (dry run by default).
 //! - `sweep`: the backstop on a schedule: dirty codes resynced, WeCom's lists read back.
 //! - `lanes`: docs/rules.md "Lanes", the pure policy choosing the fast or slow lane per event.
 //! - `tenants`: tenant ids and the settings that authenticate their callbacks.
@@ -33,6 +34,7 @@ pub mod membership;
 pub mod owed;
 pub mod reasons;
 pub mod refresh;
+pub mod replay;
 pub mod schedules;
 mod store_error;
 pub mod sweep;

@@ -6,11 +6,13 @@
 //! `QRSYNC_API_URL` to override the API base derived for MiniStack.
 
 mod admin;
+mod ops;
 pub mod proxy;
 mod sandbox;
 mod tenant_setup;
 
 pub use admin::Admin;
+pub use ops::{ops, ops_binary, ops_raw};
 pub use sandbox::Sandbox;
 pub use tenant_setup::LiveTenant;
 

@@ -349,6 +349,27 @@ def sweep(answer, world, before):
     expect(world.item("SWEEP", "LEASE") is not None, "no sweep lease in the table")
 
 
+def replay_dry_run_page(answer, world, before):
+    expect(batch(answer) == [], f"left for redelivery: {batch(answer)}")
+    run = world.item("REPLAY#sample-dry-run", "RUN")
+    expect(run is not None, "no replay run record in the table")
+    status = run.get("status", {}).get("S")
+    expect(status in ("codes", "done"), f"the run's status is {status}")
+    # A dry run wrote no fact: no add of the window counted by the sample's page.
+    page = poll(
+        "the run's next page (its codes) in the replay queue",
+        lambda: next(
+            (
+                m
+                for m in world._receive("ReplayQueueUrl")
+                if reason(m).get("run") == "sample-dry-run" and reason(m).get("phase") == "codes"
+            ),
+            None,
+        ),
+    )
+    world.sqs.delete_message(QueueUrl=world.values["ReplayQueueUrl"], ReceiptHandle=page["ReceiptHandle"])
+
+
 # (function, sample, check), in the order the samples build on each other.
 CASES: list[tuple[str, str, Check]] = [
     ("AdminApiFunction", "apigw-admin-put-tenant.json", put_tenant),
@@ -370,6 +391,7 @@ CASES: list[tuple[str, str, Check]] = [
     ("FanOutFunction", "sqs-fan-out-staff.json", fan_out_staff),
     ("ScheduleTickFunction", "scheduler-tick.json", tick),
     ("SweepFunction", "scheduler-sweep.json", sweep),
+    ("ReplayFunction", "sqs-replay-dry-run-page.json", replay_dry_run_page),
 ]
 
 

@@ -159,7 +159,8 @@ def up() -> None:
         timeout=60,
     )
     log("MiniStack enforces IAM (AUTH=true): each function runs as its own role")
-    sandbox = ROOT / "target" / "debug" / "wecom-sandbox"
+    # Where cargo put it: CARGO_TARGET_DIR when set (as the Makefile's BIN), else target/.
+    sandbox = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target") / "debug" / "wecom-sandbox"
     if not sandbox.exists():
         subprocess.run(["cargo", "build", "-q", "-p", "wecom-sandbox"], cwd=ROOT, check=True)
     start(

@@ -699,6 +699,34 @@ impl CodeRecords for DynamoStore {
             .send()
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;
+        if tally.requeued_budget + tally.requeued_throttled > 0 {
+            self.record_requeues(tenant, tally).await?;
+        }
+        Ok(())
+    }
+}
+
+impl DynamoStore {
+    /// The minute's platform-wide count of refreshes put off by the budget or a throttle
+    /// (only when there were any): the operator's "throttled requeues in the last hour".
+    async fn record_requeues(&self, tenant: &TenantId, tally: &Tally) -> Result<(), StoreError> {
+        let now_ms = crate::clock::system_clock();
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(
+                keys::requeues(keys::requeue_shard(tenant)),
+                keys::requeues_minute(now_ms / 60_000),
+            )))
+            .update_expression(
+                "ADD requeued_budget :rb, requeued_throttled :rt SET expires_at = :exp",
+            )
+            .expression_attribute_values(":rb", n(tally.requeued_budget))
+            .expression_attribute_values(":rt", n(tally.requeued_throttled))
+            .expression_attribute_values(":exp", n(now_ms / 1000 + 2 * 24 * 3600))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
         Ok(())
     }
 }

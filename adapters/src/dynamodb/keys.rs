@@ -289,3 +289,72 @@ pub fn owed(owner: &str, n: usize) -> String {
 pub fn owed_of(owner: &str) -> String {
     format!("OWED#{owner}#")
 }
+
+/// One UTC day of a tenant's archived callbacks (days since the epoch): a day's callbacks
+/// are one key range, read in order of arrival.
+pub fn archive(tenant: &TenantId, utc_day: u64) -> String {
+    format!("ARCHIVE#{tenant}#{utc_day}")
+}
+
+/// An archived callback: when it arrived (13 digits of ms, so the order is the time's), and
+/// its event key (a redelivery of one message is one item).
+pub fn archived(received_at_ms: u64, event_key: &str) -> String {
+    format!("{received_at_ms:013}#{event_key}")
+}
+
+/// One replay run's record: `RUN`, its report (`EVENT#`, `CODE#`) and its would-be facts.
+pub fn replay_run(run: &str) -> String {
+    format!("REPLAY#{run}")
+}
+
+pub const REPLAY_RUN_SK: &str = "RUN";
+
+pub fn replay_event(position: &str) -> String {
+    format!("EVENT#{position}")
+}
+
+pub fn replay_seen(business_key: &str) -> String {
+    format!("SEEN#{business_key}")
+}
+
+pub fn replay_code(code: &CodeId) -> String {
+    format!("CODE#{code}")
+}
+
+pub fn replay_note_add(code: &CodeId, staff: &StaffId, day: &str) -> String {
+    format!("NOTE#ADD#{code}#{staff}#{day}")
+}
+
+pub fn replay_note_day(day: &str, staff: &StaffId) -> String {
+    format!("NOTE#DAY#{day}#{staff}")
+}
+
+pub fn replay_note_staff(staff: &StaffId) -> String {
+    format!("NOTE#STAFF#{staff}")
+}
+
+/// Dead letters an operator closed: one item per message, under its queue.
+pub fn closed_dead_letter(queue: &str) -> String {
+    format!("DLQ_CLOSED#{queue}")
+}
+
+/// Refreshes requeued for the WeCom budget or a throttle (45009/45033), per UTC minute
+/// (minutes since the epoch), in `REQUEUE_SHARDS` items by tenant so a throttle storm
+/// spreads its writes: what `qrsync-ops status` sums over the last hour.
+pub fn requeues(shard: u32) -> String {
+    format!("STATS#REQUEUES#{shard}")
+}
+
+pub fn requeues_minute(minute: u64) -> String {
+    format!("MINUTE#{minute}")
+}
+
+pub const REQUEUE_SHARDS: u32 = 4;
+
+pub fn requeue_shard(tenant_id: &TenantId) -> u32 {
+    let hash = tenant_id
+        .as_str()
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    hash % REQUEUE_SHARDS
+}

@@ -11,6 +11,7 @@ mod leases;
 mod ledger;
 mod limits;
 mod owed;
+mod replay;
 mod run_lease;
 mod staff;
 mod sweep;

@@ -297,7 +297,10 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
     }
 }
 
-fn open(message: &InboxMessage, profile: &TenantProfile) -> Result<CallbackEvent, FactsError> {
+pub(crate) fn open(
+    message: &InboxMessage,
+    profile: &TenantProfile,
+) -> Result<CallbackEvent, FactsError> {
     let poison = |what: &str, e: &dyn std::fmt::Display| FactsError::Poison(format!("{what}: {e}"));
     let crypto = profile
         .callback_settings()
@@ -320,7 +323,11 @@ fn open(message: &InboxMessage, profile: &TenantProfile) -> Result<CallbackEvent
 
 /// An add that names a qrsync code; an add through another channel (no or foreign `State`)
 /// is not ours to count.
-fn add_fact(tenant: &TenantId, event: &CallbackEvent, profile: &TenantProfile) -> Option<AddFact> {
+pub(crate) fn add_fact(
+    tenant: &TenantId,
+    event: &CallbackEvent,
+    profile: &TenantProfile,
+) -> Option<AddFact> {
     let code = CodeId::parse(event.state()?).ok()?;
     let staff = StaffId::parse(event.user_id()?).ok()?;
     let external_user = event.field("ExternalUserID")?.to_owned();

@@ -26,6 +26,7 @@ struct Queued {
     slowed: Vec<RetriedReason>,
     parked: Vec<(String, String)>,
     published: Vec<StaffQuotaReached>,
+    replay_pages: Vec<crate::replay::Page>,
 }
 
 /// Every queue and the notification bus. Clones share what was sent. A fan-out is only
@@ -98,6 +99,11 @@ impl InMemoryQueues {
     }
 
     /// Messages moved to a dead-letter queue: their id and failure class.
+    /// Replay pages queued (`replay::ReplayPages`).
+    pub fn replay_pages(&self) -> Vec<crate::replay::Page> {
+        self.queued().replay_pages.clone()
+    }
+
     pub fn parked(&self) -> Vec<(String, String)> {
         self.queued().parked.clone()
     }
@@ -184,6 +190,14 @@ impl DeadLetters for InMemoryQueues {
 impl QuotaNotifier for InMemoryQueues {
     async fn publish(&self, event: &StaffQuotaReached) -> Result<(), StoreError> {
         self.queued().published.push(event.clone());
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::replay::ReplayPages for InMemoryQueues {
+    async fn send(&self, page: &crate::replay::Page) -> Result<(), StoreError> {
+        self.queued().replay_pages.push(page.clone());
         Ok(())
     }
 }

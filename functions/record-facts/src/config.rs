@@ -12,6 +12,8 @@ pub struct Config {
     pub max_receives: u32,
     /// How long the add that makes a limit claim owns it (then the sweep may finish it).
     pub claim_owner_lease_ms: u64,
+    /// How long each stored callback is archived for replay (`CallbackArchiveDays`).
+    pub archive_days: u64,
 }
 
 impl Config {
@@ -23,6 +25,7 @@ impl Config {
             quota_event_bus: required("QUOTA_EVENT_BUS_NAME")?,
             max_receives: max_receive_count("INBOX_MAX_RECEIVES")?,
             claim_owner_lease_ms: parsed::<u64>("CLAIM_OWNER_LEASE_SECONDS")? * 1000,
+            archive_days: parsed::<u64>("CALLBACK_ARCHIVE_DAYS")?,
         })
     }
 }

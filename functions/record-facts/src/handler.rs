@@ -1,6 +1,7 @@
 //! Translates inbox.fifo batches into `FactRecorder::record` calls.
 //!
-//! Per message: a fact written (or found already written) and its reason sent -> success;
+//! Per message: the stored callback archived first (rule 10; a failure to archive redelivers
+//! it like any store failure); then a fact written (or found already written) and its reason sent -> success;
 //! a store or queue failure -> reported for redelivery, with the rest of its group (FIFO
 //! order); a poison message (unknown tenant, fails verification, unparseable) can never
 //! succeed, so it is moved to the dead-letter queue with its class and acknowledged instead
@@ -15,6 +16,7 @@ use domain::facts::{
 };
 use domain::intake::InboxMessage;
 use domain::reasons::ReasonQueue;
+use domain::replay::{Archiving, CallbackArchive};
 use lambda_runtime::{Error, LambdaEvent};
 
 fn attribute<'a>(message: &'a SqsMessage, name: &str) -> &'a str {
@@ -25,16 +27,17 @@ fn attribute<'a>(message: &'a SqsMessage, name: &str) -> &'a str {
         .unwrap_or_default()
 }
 
-/// The inbox's `maxReceiveCount`, and where poison goes.
-pub(crate) struct InboxExits<D> {
+/// The inbox's `maxReceiveCount`, where poison goes, and the archive every message is kept in.
+pub(crate) struct InboxExits<D, A> {
     pub dead_letters: D,
     pub max_receives: u32,
+    pub archive: Archiving<A>,
 }
 
 #[tracing::instrument(skip_all, fields(records = event.payload.records.len()))]
-pub(crate) async fn handle<T, L, Q, N, D>(
+pub(crate) async fn handle<T, L, Q, N, D, A>(
     recorder: &FactRecorder<T, L, Q, N>,
-    exits: &InboxExits<D>,
+    exits: &InboxExits<D, A>,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error>
 where
@@ -43,6 +46,7 @@ where
     Q: ReasonQueue,
     N: QuotaNotifier,
     D: DeadLetters,
+    A: CallbackArchive,
 {
     let mut batch = PartialBatch::default();
     for message in &event.payload.records {
@@ -60,7 +64,10 @@ where
             recorder.gave_up_on(group, DirtyWhy::LastReceive).await;
         }
         let outcome = match serde_json::from_str::<InboxMessage>(body) {
-            Ok(inbox) => recorder.record(&inbox).await,
+            Ok(inbox) => match exits.archive.keep(&inbox, group).await {
+                Ok(()) => recorder.record(&inbox).await,
+                Err(error) => Err(FactsError::Store(error)),
+            },
             Err(error) => Err(FactsError::Poison(format!("not an inbox message: {error}"))),
         };
         match outcome {
@@ -123,10 +130,14 @@ mod tests {
         7
     }
 
-    fn exits(queues: &InMemoryQueues) -> InboxExits<InMemoryQueues> {
+    fn exits(
+        store: &InMemoryStore,
+        queues: &InMemoryQueues,
+    ) -> InboxExits<InMemoryQueues, InMemoryStore> {
         InboxExits {
             dead_letters: queues.clone(),
             max_receives: 5,
+            archive: Archiving::new(store.clone(), 30, clock),
         }
     }
 
@@ -164,9 +175,13 @@ mod tests {
     #[tokio::test]
     async fn a_parked_message_naming_a_code_marks_the_code_dirty() {
         let (store, queues) = fakes();
-        handle(&recorder(&store, &queues), &exits(&queues), sample())
-            .await
-            .expect("handled");
+        handle(
+            &recorder(&store, &queues),
+            &exits(&store, &queues),
+            sample(),
+        )
+        .await
+        .expect("handled");
         assert_eq!(
             dirty(&store),
             [("code-1".to_owned(), DirtyWhy::InboxGaveUp)]
@@ -181,7 +196,7 @@ mod tests {
         event.payload.records[0]
             .attributes
             .insert("ApproximateReceiveCount".into(), "5".into());
-        handle(&recorder(&store, &queues), &exits(&queues), event)
+        handle(&recorder(&store, &queues), &exits(&store, &queues), event)
             .await
             .expect("handled");
         assert_eq!(
@@ -189,6 +204,21 @@ mod tests {
             [("code-1".to_owned(), DirtyWhy::LastReceive)]
         );
         assert_eq!(store.counted().len(), 1, "the work still runs");
+    }
+
+    #[tokio::test]
+    async fn a_callback_that_cannot_be_archived_is_left_for_redelivery_not_recorded() {
+        let (store, queues) = fakes();
+        let mut event = sample();
+        event.payload.records.truncate(1);
+        store.set_unavailable(true);
+        let response = handle(&recorder(&store, &queues), &exits(&store, &queues), event)
+            .await
+            .expect("handled");
+        store.set_unavailable(false);
+        assert_eq!(response.batch_item_failures.len(), 1);
+        assert!(store.archived().is_empty() && store.counted().is_empty());
+        assert!(queues.sends().is_empty());
     }
 
     #[tokio::test]
@@ -210,7 +240,7 @@ mod tests {
 
         let response = handle(
             &recorder,
-            &exits(&queues),
+            &exits(&store, &queues),
             LambdaEvent::new(event, Context::default()),
         )
         .await
@@ -230,6 +260,13 @@ mod tests {
             (1, "code-1", "zhangsan")
         );
         assert_eq!(queues.sends().len(), 1);
+        let archived = store.archived();
+        assert_eq!(
+            archived.len(),
+            1,
+            "the add is archived (the other is no inbox message)"
+        );
+        assert_eq!(archived[0].1, 30 * 24 * 3600, "kept for the retention");
         assert_eq!(
             queues.parked(),
             [(

@@ -7,6 +7,7 @@ use adapters::dynamodb::DynamoStore;
 use adapters::eventbridge::EventBridgeNotifier;
 use adapters::sqs::{SqsDeadLetters, SqsReasonQueue};
 use domain::facts::FactRecorder;
+use domain::replay::Archiving;
 use lambda_runtime::{run, service_fn, Error};
 
 #[tokio::main]
@@ -18,7 +19,7 @@ async fn main() -> Result<(), Error> {
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
     let recorder = FactRecorder::new(
         store.clone(),
-        store,
+        store.clone(),
         SqsReasonQueue::new(sqs.clone(), config.refresh_queue_url),
         EventBridgeNotifier::new(
             aws_sdk_eventbridge::Client::new(&aws),
@@ -30,6 +31,7 @@ async fn main() -> Result<(), Error> {
     let exits = handler::InboxExits {
         dead_letters: SqsDeadLetters::new(sqs, config.dead_letter_queue_url),
         max_receives: config.max_receives,
+        archive: Archiving::new(store, config.archive_days, adapters::clock::system_clock),
     };
     run(service_fn(|event| {
         handler::handle(&recorder, &exits, event)

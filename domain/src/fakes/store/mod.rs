@@ -10,6 +10,7 @@
 //!   `DriftLedger`.
 
 mod admin;
+mod archive;
 mod facts;
 mod refresh;
 mod schedules;
@@ -144,6 +145,10 @@ struct Tables {
     /// Fan-outs given up, by tenant and fact key.
     fan_out_marks: HashMap<(TenantId, String), crate::dirty::FanOutMark>,
     sweep: SweepTables,
+    /// Archived callbacks (`replay::CallbackArchive`): the message, its code, its expiry.
+    archive: Vec<(crate::intake::InboxMessage, Option<CodeId>, u64)>,
+    /// Replay runs by id (`replay::ReplayRuns`).
+    replays: HashMap<String, archive::Run>,
 }
 
 /// The sweep's lease and cursor, each tenant's sample cursor, drift reports and guard.

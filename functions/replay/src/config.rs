@@ -1,0 +1,25 @@
+//! The environment this function reads; names match `template.yaml`.
+
+use adapters::env::{parsed, required, EnvError};
+
+#[derive(Debug)]
+pub struct Config {
+    pub table_name: String,
+    pub refresh_queue_url: String,
+    pub replay_queue_url: String,
+    pub quota_event_bus: String,
+    /// How long the add that makes a limit claim owns it (apply mode runs the quota loop).
+    pub claim_owner_lease_ms: u64,
+}
+
+impl Config {
+    pub fn from_env() -> Result<Self, EnvError> {
+        Ok(Self {
+            table_name: required("TABLE_NAME")?,
+            refresh_queue_url: required("REFRESH_QUEUE_URL")?,
+            replay_queue_url: required("REPLAY_QUEUE_URL")?,
+            quota_event_bus: required("QUOTA_EVENT_BUS_NAME")?,
+            claim_owner_lease_ms: parsed::<u64>("CLAIM_OWNER_LEASE_SECONDS")? * 1000,
+        })
+    }
+}

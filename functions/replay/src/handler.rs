@@ -1,0 +1,223 @@
+//! Translates replay-queue messages into `Replayer::page` calls.
+//!
+//! One message is one page of a run. The page's work is idempotent, so a page that fails
+//! (the table or a queue unavailable) is reported for redelivery and done again; once it is
+//! done, the next page is queued before the message is acknowledged. A message that is not a
+//! page is logged and dropped: retrying cannot make it one.
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use domain::facts::{FactLedger, QuotaNotifier, StaffLedger, TenantProfiles};
+use domain::reasons::ReasonQueue;
+use domain::refresh::CodeFacts;
+use domain::replay::{CallbackArchive, Page, ReplayPages, ReplayReads, ReplayRuns, Replayer};
+use lambda_runtime::{Error, LambdaEvent};
+
+/// A page message is a few hundred bytes; anything much larger is not one.
+const MAX_PAGE_BYTES: usize = 16 * 1024;
+
+#[tracing::instrument(skip_all, fields(records = event.payload.records.len()))]
+pub(crate) async fn handle<A, R, F, T, L, Q, N, P>(
+    replayer: &Replayer<A, R, F, T, L, Q, N>,
+    pages: &P,
+    event: LambdaEvent<SqsEvent>,
+) -> Result<SqsBatchResponse, Error>
+where
+    A: CallbackArchive,
+    R: ReplayRuns,
+    F: ReplayReads + TenantProfiles + CodeFacts + StaffLedger,
+    T: TenantProfiles,
+    L: FactLedger,
+    Q: ReasonQueue,
+    N: QuotaNotifier,
+    P: ReplayPages,
+{
+    let mut response = SqsBatchResponse::default();
+    let mut failures = Vec::new();
+    for message in &event.payload.records {
+        let id = message.message_id.clone().unwrap_or_default();
+        let body = message.body.as_deref().unwrap_or_default();
+        if body.len() > MAX_PAGE_BYTES {
+            tracing::error!(
+                message_id = id,
+                bytes = body.len(),
+                "not a replay page (too large); dropped"
+            );
+            continue;
+        }
+        let page: Page = match serde_json::from_str(body) {
+            Ok(page) => page,
+            Err(error) => {
+                tracing::error!(message_id = id, error = %error, "not a replay page; dropped");
+                continue;
+            }
+        };
+        let done = async {
+            if let Some(next) = replayer.page(&page).await? {
+                pages.send(&next).await?;
+            }
+            Ok::<(), domain::StoreError>(())
+        }
+        .await;
+        match done {
+            Ok(()) => tracing::info!(run = page.run, phase = ?page.phase, "replay page done"),
+            Err(error) => {
+                tracing::warn!(run = page.run, error = ?error, "replay page failed; redelivered");
+                failures.push(id);
+            }
+        }
+    }
+    response.set_failures(failures);
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use domain::facts::FactRecorder;
+    use domain::fakes::{InMemoryQueues, InMemoryStore};
+    use domain::intake::InboxMessage;
+    use domain::replay::{CallbackArchive, Phase};
+    use domain::tenants::{TenantId, TenantProfile};
+    use domain::wecom::reference_vectors::V1;
+    use lambda_runtime::Context;
+
+    type Fixture = Replayer<
+        InMemoryStore,
+        InMemoryStore,
+        InMemoryStore,
+        InMemoryStore,
+        InMemoryStore,
+        InMemoryQueues,
+        InMemoryQueues,
+    >;
+
+    fn clock() -> u64 {
+        1_700_000_000_000
+    }
+
+    fn sample() -> LambdaEvent<SqsEvent> {
+        let path = format!(
+            "{}/../../events/sqs-replay-dry-run-page.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let event = serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
+            .expect("an SQS event");
+        LambdaEvent::new(event, Context::default())
+    }
+
+    /// The sample's tenant, and the add of the inbox sample archived in the sample's window.
+    async fn fixture(store: &InMemoryStore, queues: &InMemoryQueues) -> Fixture {
+        let tenant = TenantId::parse("demo").expect("valid");
+        store.insert_profile(
+            &tenant,
+            TenantProfile {
+                corp_id: V1.corp_id.into(),
+                callback_token: V1.token.into(),
+                encoding_aes_key: V1.encoding_aes_key.into(),
+                corp_secret: "s".into(),
+                timezone: Default::default(),
+                company_daily_cap: None,
+            },
+        );
+        let path = format!(
+            "{}/../../events/sqs-inbox-add-and-poison.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let inbox: SqsEvent =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
+                .expect("an SQS event");
+        for record in &inbox.records {
+            let Ok(mut message) =
+                serde_json::from_str::<InboxMessage>(record.body.as_deref().unwrap_or_default())
+            else {
+                continue;
+            };
+            message.received_at_ms = clock() - 60_000;
+            let group = record
+                .attributes
+                .get("MessageGroupId")
+                .cloned()
+                .unwrap_or_default();
+            store.keep(&message, &group, 0).await.expect("kept");
+        }
+        let recorder = FactRecorder::new(
+            store.clone(),
+            store.clone(),
+            queues.clone(),
+            queues.clone(),
+            clock,
+        );
+        Replayer::new(store.clone(), store.clone(), store.clone(), recorder, clock)
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_page_writes_no_fact_sends_no_reason_and_queues_its_next_page() {
+        let (store, queues) = (InMemoryStore::default(), InMemoryQueues::default());
+        let replayer = fixture(&store, &queues).await;
+        let response = handle(&replayer, &queues, sample()).await.expect("handled");
+        assert!(response.batch_item_failures.is_empty());
+        assert!(store.counted().is_empty(), "a dry run counts nothing");
+        assert!(queues.sends().is_empty(), "a dry run sends no reason");
+        let next = queues.replay_pages();
+        assert_eq!(next.len(), 1);
+        assert_eq!(
+            next[0].phase,
+            Phase::Codes,
+            "the archive is read: codes next"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_applied_page_counts_the_missing_add_and_sends_its_reason() {
+        let (store, queues) = (InMemoryStore::default(), InMemoryQueues::default());
+        let replayer = fixture(&store, &queues).await;
+        let mut event = sample();
+        let body = event.payload.records[0].body.take().unwrap_or_default();
+        let mut page: Page = serde_json::from_str(&body).expect("a page");
+        page.apply = true;
+        event.payload.records[0].body = Some(serde_json::to_string(&page).expect("json"));
+        handle(&replayer, &queues, event).await.expect("handled");
+        assert_eq!(store.counted().len(), 1);
+        assert_eq!(queues.sends().len(), 1);
+        assert!(queues.replay_pages().is_empty(), "apply has no codes phase");
+    }
+
+    #[tokio::test]
+    async fn an_event_type_filter_leaves_other_events_out_of_the_run() {
+        let (store, queues) = (InMemoryStore::default(), InMemoryQueues::default());
+        let replayer = fixture(&store, &queues).await;
+        let mut event = sample();
+        let body = event.payload.records[0].body.take().unwrap_or_default();
+        let mut page: Page = serde_json::from_str(&body).expect("a page");
+        page.selection.event_type = Some("change_contact".into());
+        event.payload.records[0].body = Some(serde_json::to_string(&page).expect("json"));
+        handle(&replayer, &queues, event).await.expect("handled");
+        let (_, events, _) = store.replay_run("sample-dry-run").expect("the run");
+        assert!(events.is_empty(), "the add is another type: {events:?}");
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_reports_the_add_it_would_count() {
+        let (store, queues) = (InMemoryStore::default(), InMemoryQueues::default());
+        let replayer = fixture(&store, &queues).await;
+        handle(&replayer, &queues, sample()).await.expect("handled");
+        let (status, events, _) = store.replay_run("sample-dry-run").expect("the run");
+        assert_eq!(status, Some(domain::replay::RunStatus::Codes));
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            events[0].outcome,
+            domain::replay::EventOutcome::WouldCountAdd
+        );
+        assert_eq!(events[0].code.as_deref(), Some("code-1"));
+    }
+
+    #[tokio::test]
+    async fn a_page_that_cannot_be_done_is_left_for_redelivery() {
+        let (store, queues) = (InMemoryStore::default(), InMemoryQueues::default());
+        let replayer = fixture(&store, &queues).await;
+        store.set_unavailable(true);
+        let response = handle(&replayer, &queues, sample()).await.expect("handled");
+        assert_eq!(response.batch_item_failures.len(), 1);
+        assert!(queues.replay_pages().is_empty());
+    }
+}

@@ -1,0 +1,105 @@
+//! `qrsync-ops`: the operator's CLI of a deployed qrsync stack. It finds the stack by name
+//! from its CloudFormation outputs and uses the standard AWS settings and credential chain
+//! (`AWS_PROFILE`, `AWS_REGION`, `AWS_ENDPOINT_URL` for the local world...). Long work (a
+//! replay) runs in the stack; this tool starts it and follows it.
+
+mod dead_letters;
+mod ops;
+mod replay;
+mod status;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "qrsync-ops",
+    version,
+    about = "Operate a deployed qrsync stack"
+)]
+struct Cli {
+    /// The CloudFormation stack's name.
+    #[arg(
+        long,
+        env = "QRSYNC_STACK",
+        default_value = "qrsync-local",
+        global = true
+    )]
+    stack: String,
+    /// The REST API's base URL (default: the stack's `ApiUrl` output, or MiniStack's form of
+    /// it when `AWS_ENDPOINT_URL` is set).
+    #[arg(long, env = "QRSYNC_API_URL", global = true)]
+    api_url: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Queue depths, the oldest message of each refresh queue, dirty codes, and refreshes
+    /// requeued for the WeCom budget or a throttle in the last hour.
+    Status,
+    /// The dead-letter queues: list, show, redrive, close, and the record of closed ones.
+    #[command(subcommand)]
+    DeadLetters(dead_letters::Command),
+    /// Replays archived callbacks of a tenant's time window through today's code, in the
+    /// stack: a dry run unless --apply.
+    Replay(replay::Args),
+    /// The backstop's drift report of a tenant-day (GET /admin/tenants/{tenant}/drift).
+    Drift(DriftArgs),
+}
+
+#[derive(clap::Args)]
+struct DriftArgs {
+    /// The tenant.
+    #[arg(long)]
+    tenant: String,
+    /// The tenant-day (YYYY-MM-DD); today when left out.
+    #[arg(long)]
+    day: Option<String>,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let ops = ops::Ops::connect(&cli.stack, cli.api_url.as_deref(), cli.json).await?;
+    match cli.command {
+        Command::Status => status::run(&ops).await,
+        Command::DeadLetters(command) => dead_letters::run(&ops, command).await,
+        Command::Replay(args) => replay::run(&ops, args).await,
+        Command::Drift(args) => drift(&ops, args).await,
+    }
+}
+
+async fn drift(ops: &ops::Ops, args: DriftArgs) -> Result<()> {
+    domain::tenants::TenantId::parse(&args.tenant).map_err(|e| anyhow::anyhow!("--tenant: {e}"))?;
+    let mut path = format!("/tenants/{}/drift", args.tenant);
+    if let Some(day) = &args.day {
+        chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d")
+            .map_err(|e| anyhow::anyhow!("--day: {e}"))?;
+        path = format!("{path}?day={day}");
+    }
+    let report = ops
+        .admin()?
+        .get(&path)
+        .await?
+        .expect("the drift report", &[200])?;
+    if ops.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "drift of {} ({}):",
+            args.tenant,
+            args.day.as_deref().unwrap_or("today")
+        );
+        if let Some(fields) = report.as_object() {
+            for (name, value) in fields {
+                println!("  {name}: {value}");
+            }
+        }
+    }
+    Ok(())
+}
