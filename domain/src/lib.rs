@@ -17,6 +17,7 @@
 //! - `owed`: index work an edit still owes, so a retried edit finishes what it interrupted.
 //! - `batch`: docs/rules.md rule 7, order-safe partial batch responses for FIFO consumers.
 //! - `http`: how domain errors become HTTP answers, shared by every HTTP function.
+//! - `telemetry`: every metric's name, unit and dimensions, recorded through the `metrics` facade.
 
 pub mod admin;
 pub mod batch;
@@ -36,6 +37,7 @@ pub mod refresh;
 pub mod schedules;
 mod store_error;
 pub mod sweep;
+pub mod telemetry;
 pub mod tenants;
 pub mod wecom;
 
