@@ -18,8 +18,10 @@
 //! - `batch`: docs/rules.md rule 7, order-safe partial batch responses for FIFO consumers.
 //! - `http`: how domain errors become HTTP answers, shared by every HTTP function.
 //! - `telemetry`: every metric's name, unit and dimensions, recorded through the `metrics` facade.
+//! - `alerts`: an alarm's state change, as the team's WeCom group robot shows it.
 
 pub mod admin;
+pub mod alerts;
 pub mod batch;
 pub mod dirty;
 pub mod facts;

@@ -349,6 +349,12 @@ def sweep(answer, world, before):
     expect(world.item("SWEEP", "LEASE") is not None, "no sweep lease in the table")
 
 
+def alarm_relayed(answer, world, before):
+    # The robot's URL is a NoEcho parameter: whether it was posted is tests/operator_metrics.rs's
+    # to check; here the function takes CloudWatch's SNS notification and answers.
+    expect(answer is None, f"the alarm robot answered {answer}")
+
+
 # (function, sample, check), in the order the samples build on each other.
 CASES: list[tuple[str, str, Check]] = [
     ("AdminApiFunction", "apigw-admin-put-tenant.json", put_tenant),
@@ -370,6 +376,7 @@ CASES: list[tuple[str, str, Check]] = [
     ("FanOutFunction", "sqs-fan-out-staff.json", fan_out_staff),
     ("ScheduleTickFunction", "scheduler-tick.json", tick),
     ("SweepFunction", "scheduler-sweep.json", sweep),
+    ("AlarmRobotFunction", "sns-alarm-state-change.json", alarm_relayed),
 ]
 
 
