@@ -221,7 +221,11 @@ async fn at_log_level_error_the_metrics_are_still_printed_at_a_level_lambda_keep
         )
         .await?;
         // The documents of this test's refusal (the test above may add its own meanwhile).
-        for doc in docs.0.iter().filter(|d| d.get("CallbacksRefused").is_some()) {
+        for doc in docs
+            .0
+            .iter()
+            .filter(|d| d.get("CallbacksRefused").is_some())
+        {
             valid_emf(doc, &name, &["ERROR"])?;
         }
         ensure!(
@@ -349,7 +353,11 @@ async fn a_forced_function_error_raises_its_alarm_and_the_robot_tells_the_team()
             )
             .send()
             .await?;
-        let described = cloudwatch.describe_alarms().alarm_names(&alarm).send().await?;
+        let described = cloudwatch
+            .describe_alarms()
+            .alarm_names(&alarm)
+            .send()
+            .await?;
         let state = described
             .metric_alarms()
             .first()
@@ -357,21 +365,25 @@ async fn a_forced_function_error_raises_its_alarm_and_the_robot_tells_the_team()
             .context("the alarm is deployed")?;
         anyhow::Ok(state)
     };
-    eventually("a quiet minute on the robot", Duration::from_secs(90), || async {
-        let now_ms = world.sandbox().get("/_sandbox/clock").await?["now_ms"]
-            .as_u64()
-            .unwrap_or(0);
-        let log = world.sandbox().get("/_sandbox/robot/messages").await?;
-        let recent = log["messages"]
-            .as_array()
-            .map(|m| {
-                m.iter()
-                    .filter(|m| m["at_ms"].as_u64().unwrap_or(0) + 60_000 > now_ms)
-                    .count()
-            })
-            .unwrap_or(0);
-        Ok((recent <= 4).then_some(()))
-    })
+    eventually(
+        "a quiet minute on the robot",
+        Duration::from_secs(90),
+        || async {
+            let now_ms = world.sandbox().get("/_sandbox/clock").await?["now_ms"]
+                .as_u64()
+                .unwrap_or(0);
+            let log = world.sandbox().get("/_sandbox/robot/messages").await?;
+            let recent = log["messages"]
+                .as_array()
+                .map(|m| {
+                    m.iter()
+                        .filter(|m| m["at_ms"].as_u64().unwrap_or(0) + 60_000 > now_ms)
+                        .count()
+                })
+                .unwrap_or(0);
+            Ok((recent <= 4).then_some(()))
+        },
+    )
     .await?;
     for attempt in 1..=3 {
         let since = world.sandbox().get("/_sandbox/robot/messages").await?["next"]
@@ -388,7 +400,9 @@ async fn a_forced_function_error_raises_its_alarm_and_the_robot_tells_the_team()
             .lambda
             .invoke()
             .function_name(world.output("FanOutFunctionName"))
-            .payload(Blob::new(br#"{"Records": "not a list of messages"}"#.to_vec()))
+            .payload(Blob::new(
+                br#"{"Records": "not a list of messages"}"#.to_vec(),
+            ))
             .send()
             .await?;
         ensure!(
