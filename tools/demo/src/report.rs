@@ -1347,14 +1347,26 @@ fn operator_saw(out: &Lines, inputs: &Inputs<'_>) -> Lines {
             change.at, change.alarm, change.summary, change.reason
         ));
     }
-    out.line(
-        "in ALARM at the end",
-        if seen.in_alarm.is_empty() {
+    // An alarm that did not change during the run was in ALARM before it (an earlier run or
+    // test on the same world): said apart, so the run is not blamed for it.
+    let (during, before): (Vec<&String>, Vec<&String>) = seen
+        .in_alarm
+        .iter()
+        .partition(|name| seen.changes.iter().any(|c| &c.alarm == *name));
+    let names = |list: &[&String]| {
+        if list.is_empty() {
             "none".to_owned()
         } else {
-            seen.in_alarm.join(", ")
-        },
-    );
+            list.iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    out.line("in ALARM at the end, raised during the run", names(&during));
+    if !before.is_empty() {
+        out.line("in ALARM since before the run", names(&before));
+    }
     out.line("group robot messages", seen.robot.len());
     for message in &seen.robot {
         out.note(message);
