@@ -150,6 +150,10 @@ class World:
         with urllib.request.urlopen(f"{self.invoke.stack.SANDBOX_URL}/_sandbox/contact-ways", timeout=10) as r:
             return json.loads(r.read())["contact_ways"]
 
+    def robot_messages(self) -> list[dict]:
+        with urllib.request.urlopen(f"{self.invoke.stack.SANDBOX_URL}/_sandbox/robot/messages", timeout=10) as r:
+            return json.loads(r.read())["messages"]
+
     def triggers(self) -> list[str]:
         """The UUIDs of the stack's enabled SQS triggers (its functions are named in the outputs)."""
         uuids = []
@@ -350,9 +354,9 @@ def sweep(answer, world, before):
 
 
 def alarm_relayed(answer, world, before):
-    # The robot's URL is a NoEcho parameter: whether it was posted is tests/operator_metrics.rs's
-    # to check; here the function takes CloudWatch's SNS notification and answers.
     expect(answer is None, f"the alarm robot answered {answer}")
+    posted = [m for m in world.robot_messages() if "qrsync-local-RefreshDeadLetters" in m["content"]]
+    expect(posted, "the sample's alarm change did not reach the sandbox's group robot")
 
 
 # (function, sample, check), in the order the samples build on each other.
