@@ -25,6 +25,7 @@ const OWN_CRATES: &[&str] = &[
     "admin_api",
     "schedule_tick",
     "fan_out",
+    "alarm_robot",
 ];
 
 /// The most any dependency logs.
