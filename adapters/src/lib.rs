@@ -8,5 +8,6 @@ pub mod dynamodb;
 pub mod env;
 pub mod eventbridge;
 pub mod logging;
+pub mod metrics;
 pub mod sqs;
 pub mod wecom;

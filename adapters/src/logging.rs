@@ -25,6 +25,7 @@ const OWN_CRATES: &[&str] = &[
     "admin_api",
     "schedule_tick",
     "fan_out",
+    "alarm_robot",
 ];
 
 /// The most any dependency logs.
@@ -49,6 +50,27 @@ pub fn init() {
     };
     if let Err(error) = installed {
         eprintln!("logging was already set up: {error}");
+    }
+}
+
+/// The configured level in Lambda's spelling (`INFO`, `WARN`...), for lines written beside
+/// the subscriber (the metrics' documents).
+pub fn lambda_level_name() -> &'static str {
+    let level = configured_level(
+        std::env::var(LAMBDA_LOG_LEVEL_VAR).ok().as_deref(),
+        std::env::var(LOG_LEVEL_VAR).ok().as_deref(),
+    );
+    level_name(level)
+}
+
+/// `OFF` has no Lambda name; the strictest one stands for it.
+fn level_name(level: LevelFilter) -> &'static str {
+    match level {
+        LevelFilter::TRACE => "TRACE",
+        LevelFilter::DEBUG => "DEBUG",
+        LevelFilter::INFO => "INFO",
+        LevelFilter::WARN => "WARN",
+        _ => "ERROR",
     }
 }
 
@@ -96,6 +118,14 @@ mod tests {
             LevelFilter::INFO
         );
         assert_eq!(configured_level(None, None), LevelFilter::INFO);
+    }
+
+    #[test]
+    fn lines_beside_the_subscriber_carry_the_configured_level_in_lambda_s_spelling() {
+        assert_eq!(level_name(configured_level(Some("warn"), None)), "WARN");
+        assert_eq!(level_name(configured_level(None, Some("error"))), "ERROR");
+        assert_eq!(level_name(configured_level(None, None)), "INFO");
+        assert_eq!(level_name(LevelFilter::OFF), "ERROR");
     }
 
     #[derive(Clone, Default)]

@@ -55,6 +55,8 @@ impl PartialBatch {
         body: &str,
         reason: &str,
     ) {
+        crate::telemetry::failure("poison");
+        crate::telemetry::dead_lettered("poison");
         tracing::error!(
             message_id,
             group,

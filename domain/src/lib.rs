@@ -18,8 +18,11 @@
 //! - `owed`: index work an edit still owes, so a retried edit finishes what it interrupted.
 //! - `batch`: docs/rules.md rule 7, order-safe partial batch responses for FIFO consumers.
 //! - `http`: how domain errors become HTTP answers, shared by every HTTP function.
+//! - `telemetry`: every metric's name, unit and dimensions, recorded through the `metrics` facade.
+//! - `alerts`: an alarm's state change, as the team's WeCom group robot shows it.
 
 pub mod admin;
+pub mod alerts;
 pub mod batch;
 pub mod dirty;
 pub mod facts;
@@ -38,6 +41,7 @@ pub mod replay;
 pub mod schedules;
 mod store_error;
 pub mod sweep;
+pub mod telemetry;
 pub mod tenants;
 pub mod wecom;
 

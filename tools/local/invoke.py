@@ -131,7 +131,10 @@ def write_env_file(doc: dict, values: dict[str, str]) -> Path:
 
 
 def parameter_overrides() -> list[str]:
-    overrides = [f"WeComApiBaseUrl={stack.SANDBOX_URL}"]
+    overrides = [
+        f"WeComApiBaseUrl={stack.SANDBOX_URL}",
+        f"AlarmRobotWebhookUrl={stack.SANDBOX_URL}/cgi-bin/webhook/send?key=local-robot",
+    ]
     overrides += os.environ.get("QRSYNC_PARAMETER_OVERRIDES", "").split()
     return overrides + SAMPLE_OVERRIDES
 

@@ -150,6 +150,10 @@ class World:
         with urllib.request.urlopen(f"{self.invoke.stack.SANDBOX_URL}/_sandbox/contact-ways", timeout=10) as r:
             return json.loads(r.read())["contact_ways"]
 
+    def robot_messages(self) -> list[dict]:
+        with urllib.request.urlopen(f"{self.invoke.stack.SANDBOX_URL}/_sandbox/robot/messages", timeout=10) as r:
+            return json.loads(r.read())["messages"]
+
     def triggers(self) -> list[str]:
         """The UUIDs of the stack's enabled SQS triggers (its functions are named in the outputs)."""
         uuids = []
@@ -370,6 +374,12 @@ def replay_dry_run_page(answer, world, before):
     world.sqs.delete_message(QueueUrl=world.values["ReplayQueueUrl"], ReceiptHandle=page["ReceiptHandle"])
 
 
+def alarm_relayed(answer, world, before):
+    expect(answer is None, f"the alarm robot answered {answer}")
+    posted = [m for m in world.robot_messages() if "qrsync-local-RefreshDeadLetters" in m["content"]]
+    expect(posted, "the sample's alarm change did not reach the sandbox's group robot")
+
+
 # (function, sample, check), in the order the samples build on each other.
 CASES: list[tuple[str, str, Check]] = [
     ("AdminApiFunction", "apigw-admin-put-tenant.json", put_tenant),
@@ -392,6 +402,7 @@ CASES: list[tuple[str, str, Check]] = [
     ("ScheduleTickFunction", "scheduler-tick.json", tick),
     ("SweepFunction", "scheduler-sweep.json", sweep),
     ("ReplayFunction", "sqs-replay-dry-run-page.json", replay_dry_run_page),
+    ("AlarmRobotFunction", "sns-alarm-state-change.json", alarm_relayed),
 ]
 
 

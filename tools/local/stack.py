@@ -214,6 +214,8 @@ def deploy() -> None:
         "SweepPeriodMinutes=1",
         "DriftStaleSettleMinutes=1",
         "ClaimOwnerLeaseSeconds=60",
+        # The sandbox's group robot takes every alarm change (GET /_sandbox/robot/messages).
+        f"AlarmRobotWebhookUrl={SANDBOX_URL}/cgi-bin/webhook/send?key=local-robot",
     ]
     overrides += os.environ.get("QRSYNC_PARAMETER_OVERRIDES", "").split()
     command += ["--parameter-overrides", *overrides]

@@ -3,7 +3,7 @@
 
 use super::conditions::ConditionalWriteError;
 use super::{get_n, key, keys, n, unavailable, DynamoStore, Item};
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use domain::membership::{CodeId, StaffId};
 use domain::refresh::{exhausted, BudgetLimits, BudgetSlot, FailureMarks, Spend, WeComBudget};
 use domain::tenants::TenantId;
@@ -54,10 +54,20 @@ impl WeComBudget for DynamoBudget {
             .expression_attribute_values(":per_minute", n(self.limits.per_minute))
             .expression_attribute_values(":expires", n(slot.expires_at_secs()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            // The counters after the spend, for the budget's metric (no extra request or WCU).
+            .return_values(ReturnValue::UpdatedNew)
             .send()
             .await;
         match result {
-            Ok(_) => Ok(Spend::Granted),
+            Ok(output) => {
+                let new: Item = output.attributes.unwrap_or_default();
+                let hour = get_n::<u64>(&new, "spent").unwrap_or(0) as f64;
+                let minute = get_n::<u64>(&new, &slot.minute_counter).unwrap_or(0) as f64;
+                let share = (minute / self.limits.per_minute as f64)
+                    .max(hour / self.limits.per_hour as f64);
+                domain::telemetry::budget_used(tenant, share * 100.0);
+                Ok(Spend::Granted)
+            }
             Err(error) => {
                 let refused = error.refused_or_unavailable()?;
                 let old: Item = refused.item.unwrap_or_default();

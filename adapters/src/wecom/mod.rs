@@ -5,7 +5,9 @@
 mod client;
 mod ports;
 mod redaction;
+mod robot;
 mod tokens;
 
 pub use client::{WeComClient, CALL_MARGIN, WECOM_API_BASE_URL};
+pub use robot::WeComRobot;
 pub use tokens::{SharedToken, TokenStore};

@@ -266,6 +266,7 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
                 tracing::info!(tenant = %tenant, code = %code_id, reasons = code.messages.len(), outcome = %format!("{outcome:?}"), "code refreshed");
             }
             Err(RefreshError::WeCom(error)) => {
+                crate::telemetry::failure(error.class().as_str());
                 tracing::warn!(tenant = %tenant, code = %code_id, error = %error, class = %error.class(), attempt = code.reason.attempt, "push failed");
             }
             Err(RefreshError::Store(error)) => {
@@ -337,6 +338,7 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
         code: &CodeWork<'_>,
         class: FailureClass,
     ) {
+        crate::telemetry::dead_lettered(class.as_str());
         tracing::error!(alert = "refresh_dead_lettered", tenant = %code.reason.reason.tenant, code = %code.reason.reason.code, class = %class, "reasons moved to the dead-letter queue; code marked dirty");
         self.mark_dirty(code, DirtyWhy::RefreshFailed(class)).await;
         for (id, body) in &code.messages {

@@ -354,6 +354,11 @@ where
                 PutOffCause::Unsettled | PutOffCause::OutOfTime => {}
             },
         }
+        crate::telemetry::refreshed(asked.tenant, &tally);
+        if let (Outcome::Pushed(_), Some(oldest)) = (&outcome, asked.fact_at_ms.iter().min()) {
+            let latency_ms = (self.clock)().saturating_sub(*oldest);
+            crate::telemetry::fact_to_push(latency_ms, asked.lane);
+        }
         // Put off before the snapshot (slow lane, lease busy), the tenant's day is unknown and
         // nothing is counted.
         let Some(timezone) = timezone else {

@@ -313,6 +313,7 @@ pub(crate) async fn handle<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWa
     let response = dispatch(admin, route, &request)
         .await
         .unwrap_or_else(|error| refuse(&error));
+    domain::telemetry::admin_answered(response.status().as_u16());
     tracing::info!(
         status = response.status().as_u16(),
         "admin request answered"

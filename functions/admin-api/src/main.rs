@@ -17,6 +17,7 @@ const WECOM_TIMEOUT: Duration = Duration::from_secs(2);
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     adapters::logging::init();
+    let metrics = adapters::metrics::init("admin-api")?;
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
@@ -36,5 +37,8 @@ async fn main() -> Result<(), Error> {
         adapters::clock::system_clock,
     )
     .with_budget(budget);
-    run(service_fn(|request| handler::handle(&admin, request))).await
+    run(service_fn(|request| {
+        metrics.measured(handler::handle(&admin, request))
+    }))
+    .await
 }

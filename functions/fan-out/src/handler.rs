@@ -19,6 +19,7 @@ use domain::dirty::FanOutMarks;
 use domain::fanout::{CodeIndex, Expanded, Expander};
 use domain::reasons::ReasonQueue;
 use domain::reasons::{FanOut, FanOutQueue};
+use domain::telemetry;
 use lambda_runtime::{Error, LambdaEvent};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -87,12 +88,14 @@ where
         .await;
         match outcome {
             Ok(Some(Expanded::Done { reasons })) => {
+                telemetry::fan_out_reasons(reasons as u64);
                 tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, reasons, "fan-out done");
             }
             Ok(Some(Expanded::Continued {
                 reasons,
                 sent_through,
             })) => {
+                telemetry::fan_out_reasons(reasons as u64);
                 tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, reasons, sent_through = %sent_through, "fan-out continues in a new message");
             }
             Ok(None) => {

@@ -11,6 +11,7 @@ use lambda_runtime::{run, service_fn, Error};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     adapters::logging::init();
+    let metrics = adapters::metrics::init("fan-out")?;
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
@@ -24,7 +25,7 @@ async fn main() -> Result<(), Error> {
     );
     let max_receives = config.max_receives;
     run(service_fn(|event| {
-        handler::handle(&expander, max_receives, event)
+        metrics.measured(handler::handle(&expander, max_receives, event))
     }))
     .await
 }

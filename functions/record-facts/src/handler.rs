@@ -12,7 +12,7 @@ use domain::batch::DeadLetters;
 use domain::batch::{is_last_receive, PartialBatch};
 use domain::dirty::DirtyWhy;
 use domain::facts::{
-    FactLedger, FactOutcome, FactRecorder, FactsError, QuotaNotifier, TenantProfiles,
+    CountOutcome, FactLedger, FactOutcome, FactRecorder, FactsError, QuotaNotifier, TenantProfiles,
 };
 use domain::intake::InboxMessage;
 use domain::reasons::ReasonQueue;
@@ -76,6 +76,8 @@ where
                 outcome,
                 crossings,
             }) => {
+                let counted = matches!(outcome, CountOutcome::Counted { .. });
+                domain::telemetry::add(&fact.tenant, counted);
                 tracing::info!(message_id = id, tenant = %fact.tenant, code = %fact.code, staff = %fact.staff, ?outcome, crossings = crossings.len(), "add recorded");
             }
             Ok(FactOutcome::StaffChanged { kind, codes }) => {

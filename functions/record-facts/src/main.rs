@@ -13,6 +13,7 @@ use lambda_runtime::{run, service_fn, Error};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     adapters::logging::init();
+    let metrics = adapters::metrics::init("record-facts")?;
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
     let sqs = aws_sdk_sqs::Client::new(&aws);
@@ -34,7 +35,7 @@ async fn main() -> Result<(), Error> {
         archive: Archiving::new(store, config.archive_days, adapters::clock::system_clock),
     };
     run(service_fn(|event| {
-        handler::handle(&recorder, &exits, event)
+        metrics.measured(handler::handle(&recorder, &exits, event))
     }))
     .await
 }

@@ -24,6 +24,7 @@ impl RefreshPorts for Deployed {
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     adapters::logging::init();
+    let metrics = adapters::metrics::init("refresh-codes")?;
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
@@ -58,7 +59,7 @@ async fn main() -> Result<(), Error> {
         max_receives: config.max_receives,
     };
     run(service_fn(|event| {
-        handler::handle(&consumer, &inlets, event)
+        metrics.measured(handler::handle(&consumer, &inlets, event))
     }))
     .await
 }

@@ -22,6 +22,7 @@ pub(crate) async fn handle<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue>(
 ) -> Result<TickReport, Error> {
     let budget = time_to_deadline(event.context.deadline, SystemTime::now(), FALLBACK_BUDGET);
     let report = tick.run(&event.context.request_id, budget).await?;
+    domain::telemetry::tick_reasons(report.reasons_sent as u64);
     if report.minutes_behind > 0 {
         tracing::warn!(?report, "schedule tick is behind; the next runs catch up");
     } else {

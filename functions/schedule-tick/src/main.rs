@@ -11,6 +11,7 @@ use lambda_runtime::{run, service_fn, Error};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     adapters::logging::init();
+    let metrics = adapters::metrics::init("schedule-tick")?;
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
@@ -22,5 +23,8 @@ async fn main() -> Result<(), Error> {
         adapters::clock::system_clock,
         TickSettings::DEFAULT,
     );
-    run(service_fn(|event| handler::handle(&tick, event))).await
+    run(service_fn(|event| {
+        metrics.measured(handler::handle(&tick, event))
+    }))
+    .await
 }

@@ -33,6 +33,13 @@ pub(crate) async fn handle<P: SweepPorts>(
     let budget = time_to_deadline(event.context.deadline, SystemTime::now(), FALLBACK_BUDGET);
     let before = requests_sent();
     let report = sweep.run(&event.context.request_id, budget).await?;
+    domain::telemetry::swept(
+        report.dirty_due,
+        report.read_back,
+        report.differing,
+        report.repairs_started + report.resyncs_sent,
+        report.guards_tripped,
+    );
     let cost = RunCost {
         report,
         dynamodb_requests: requests_sent().saturating_sub(before),

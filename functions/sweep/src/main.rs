@@ -25,6 +25,7 @@ impl SweepPorts for Deployed {
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     adapters::logging::init();
+    let metrics = adapters::metrics::init("sweep")?;
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
@@ -46,7 +47,7 @@ async fn main() -> Result<(), Error> {
         settings: config.settings,
     };
     run(service_fn(|event| {
-        handler::handle(&sweep, || counted.requests_sent(), event)
+        metrics.measured(handler::handle(&sweep, || counted.requests_sent(), event))
     }))
     .await
 }

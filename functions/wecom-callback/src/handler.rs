@@ -6,6 +6,7 @@
 use domain::http::ErrorAnswer;
 use domain::intake::Inbox;
 use domain::intake::{CallbackRequest, Intake, IntakeError, MAX_BODY_BYTES};
+use domain::telemetry;
 use domain::tenants::TenantDirectory;
 use lambda_http::{Body, Error, Request, RequestExt, Response};
 use std::collections::HashMap;
@@ -59,8 +60,9 @@ fn answer(status: u16, body: String) -> Response<Body> {
         .expect("a response with a valid status and header builds")
 }
 
-fn refuse(error: &IntakeError, tenant: &str) -> Response<Body> {
+fn refuse(error: &IntakeError, tenant: &str, began_ms: u64) -> Response<Body> {
     let refusal = ErrorAnswer::from(error);
+    telemetry::callback_refused(refusal.code, now_ms().saturating_sub(began_ms));
     if error.is_client_error() {
         tracing::warn!(tenant, status = refusal.status, reason = %error, "callback refused");
     } else {
@@ -75,22 +77,24 @@ pub(crate) async fn handle<D: TenantDirectory, I: Inbox>(
     request: Request,
 ) -> Result<Response<Body>, Error> {
     // Before anything is copied or parsed: a body far over any WeCom envelope is refused.
+    let began_ms = now_ms();
     let bytes = request.body().len();
     if bytes > MAX_BODY_BYTES {
-        return Ok(refuse(&IntakeError::TooLarge { bytes }, ""));
+        return Ok(refuse(&IntakeError::TooLarge { bytes }, "", began_ms));
     }
     let callback = to_callback_request(&request);
     let response = match request.method().as_str() {
         "GET" => match intake.verify_url(&callback, now_ms() / 1000).await {
             Ok(echo) => answer(200, echo),
-            Err(error) => refuse(&error, &callback.tenant),
+            Err(error) => refuse(&error, &callback.tenant, began_ms),
         },
         "POST" => match intake.accept_event(&callback, now_ms()).await {
             Ok(message) => {
+                telemetry::callback_accepted(now_ms().saturating_sub(began_ms));
                 tracing::info!(tenant = %message.tenant, group = %message.group_id(), event_key = %message.event_key, "callback persisted");
                 answer(200, String::new())
             }
-            Err(error) => refuse(&error, &callback.tenant),
+            Err(error) => refuse(&error, &callback.tenant, began_ms),
         },
         _ => answer(
             405,

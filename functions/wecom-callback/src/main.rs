@@ -14,6 +14,7 @@ use std::time::Duration;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     adapters::logging::init();
+    let metrics = adapters::metrics::init("wecom-callback")?;
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
     let tenants = CachedTenantDirectory::new(
@@ -34,5 +35,8 @@ async fn main() -> Result<(), Error> {
         config.inbox_queue_url,
     );
     let intake = Intake::new(tenants, inbox, config.max_age_secs);
-    run(service_fn(|request| handler::handle(&intake, request))).await
+    run(service_fn(|request| {
+        metrics.measured(handler::handle(&intake, request))
+    }))
+    .await
 }

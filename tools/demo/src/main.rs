@@ -15,6 +15,7 @@
 //! standard AWS ones (`AWS_ENDPOINT_URL`, credentials, `AWS_REGION`).
 
 mod clock;
+mod operator;
 mod plan;
 mod quota;
 mod report;
@@ -201,6 +202,7 @@ async fn run(args: Args) -> Result<bool> {
     let world = World::connect(&args.target.stack, args.target.api_url.as_deref()).await?;
     let sandbox = Sandbox::new(&args.target.sandbox_url)?;
     sandbox.health().await?;
+    let mark = operator::mark(&sandbox).await;
     let admin = AdminApi::new(&world.api_url, &world.aws)?;
     let mut clock = clock_back_to_real(&world, &sandbox).await?;
     let stack_now = || clock.as_ref().map_or_else(real_now_ms, StackClock::now_ms);
@@ -232,7 +234,11 @@ async fn run(args: Args) -> Result<bool> {
     let rollover = demo
         .rollover_or_why_not(clock.as_mut(), &seeded, midnight_ms, &campaign, &measured)
         .await?;
+    let operator = operator::look(&world, &sandbox, &mark)
+        .await
+        .map_err(|e| format!("{e:#}"));
     Ok(demo.print_report(Outcome {
+        operator,
         seeded,
         campaign,
         walked,
@@ -353,6 +359,7 @@ struct Outcome {
     drained: Drain,
     measured: Measured,
     rollover: Rollover,
+    operator: Result<operator::Seen, String>,
     run_secs: f64,
 }
 
@@ -766,6 +773,7 @@ impl Demo<'_> {
             drained,
             measured,
             rollover,
+            operator,
             run_secs,
         } = outcome;
         let plan = self.plan;
@@ -802,6 +810,7 @@ impl Demo<'_> {
             dead_letters: measured.dead_letters,
             drained,
             rollover,
+            operator,
             run_secs,
         })
     }

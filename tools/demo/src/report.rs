@@ -198,6 +198,8 @@ pub struct Inputs<'a> {
     pub dead_letters: Vec<(String, u64)>,
     pub drained: Drain,
     pub rollover: Rollover,
+    /// The alarm changes and robot messages of the run, or why they could not be read.
+    pub operator: Result<crate::operator::Seen, String>,
     pub run_secs: f64,
 }
 
@@ -668,6 +670,7 @@ fn report(inputs: &Inputs<'_>) -> Lines {
         resignations(&out, inputs, &histories),
         schedules(&out, inputs, &edge),
         day_rollover(&out, inputs),
+        operator_saw(&out, inputs),
         checks(&out, inputs, &changes, &reached, &quota, &edge),
     ];
     for section in sections {
@@ -1321,6 +1324,59 @@ fn day_rollover(out: &Lines, inputs: &Inputs<'_>) -> Lines {
     out
 }
 
+fn operator_saw(out: &Lines, inputs: &Inputs<'_>) -> Lines {
+    let mut out = out.section();
+    out.head("What the operator saw (the stack's alarms and the team's group robot)");
+    let seen = match &inputs.operator {
+        Ok(seen) => seen,
+        Err(why) => {
+            out.line("alarms", format!("not read: {why}"));
+            return out;
+        }
+    };
+    out.line(
+        "alarm changes during the run (of the stack's alarms)",
+        format!("{} (of {})", seen.changes.len(), seen.alarms),
+    );
+    if seen.changes.is_empty() {
+        out.note("none fired");
+    }
+    for change in &seen.changes {
+        out.note(&format!(
+            "{} {}: {} ({})",
+            change.at, change.alarm, change.summary, change.reason
+        ));
+    }
+    // An alarm that did not change during the run was in ALARM before it (an earlier run or
+    // test on the same world): said apart, so the run is not blamed for it.
+    let (during, before): (Vec<&String>, Vec<&String>) = seen
+        .in_alarm
+        .iter()
+        .partition(|name| seen.changes.iter().any(|c| &c.alarm == *name));
+    let names = |list: &[&String]| {
+        if list.is_empty() {
+            "none".to_owned()
+        } else {
+            list.iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    out.line("in ALARM at the end, raised during the run", names(&during));
+    if !before.is_empty() {
+        out.line("in ALARM since before the run", names(&before));
+    }
+    out.line("group robot messages", seen.robot.len());
+    for message in &seen.robot {
+        out.note(message);
+    }
+    out.note(
+        "MiniStack evaluates only AWS/Lambda alarms, from Invoke calls (README, MiniStack versus AWS)",
+    );
+    out
+}
+
 fn checks(
     out: &Lines,
     inputs: &Inputs<'_>,
@@ -1727,6 +1783,7 @@ mod tests {
                 refresh: 0,
             },
             rollover: Rollover::default(),
+            operator: Ok(crate::operator::Seen::default()),
             run_secs: 0.0,
         };
         let changes = changes(&inputs);

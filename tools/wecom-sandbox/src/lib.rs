@@ -17,6 +17,7 @@ mod faults;
 mod journal;
 mod limits;
 mod rng;
+mod robot;
 mod scans;
 mod state;
 mod tokens;
@@ -38,6 +39,7 @@ fn router(app: app::SharedApp) -> Router {
     Router::new()
         .merge(api::routes())
         .merge(control::routes())
+        .merge(robot::routes())
         .with_state(app)
 }
 

@@ -154,6 +154,8 @@ pub(crate) struct State {
     pub limiter: RateLimiter,
     pub calls: Journal<CallRecord>,
     pub scans: Journal<ScanRecord>,
+    /// What the group-robot webhook took (`crate::robot`).
+    pub robot: Journal<crate::robot::RobotMessage>,
     pub stats: Stats,
     pub campaigns: BTreeMap<u64, Campaign>,
     pub next_campaign: u64,
@@ -171,6 +173,7 @@ impl State {
             limiter: RateLimiter::default(),
             calls: Journal::new(DEFAULT_CAPACITY),
             scans: Journal::new(DEFAULT_CAPACITY),
+            robot: Journal::new(10_000),
             stats: Stats::default(),
             campaigns: BTreeMap::new(),
             next_campaign: 1,
