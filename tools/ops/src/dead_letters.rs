@@ -188,10 +188,10 @@ fn without_secrets(body: &str) -> Value {
                         || ["secret", "token", "aes", "key"].iter().any(|word| {
                             lower.contains(word) && lower != "event_key" && lower != "fact_key"
                         });
-                    let value = if hidden {
-                        digest(&value.to_string())
-                    } else {
-                        value
+                    let value = match value {
+                        Value::String(text) if hidden => digest(&text),
+                        other if hidden => digest(&other.to_string()),
+                        other => other,
                     };
                     (name, value)
                 })
@@ -621,4 +621,96 @@ async fn closed(ops: &Ops, queue: Option<&str>) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn letter(class: &str, code: Option<&str>, sent_at_ms: u64) -> Letter {
+        Letter {
+            queue: "Inbox".into(),
+            queue_url: "http://q".into(),
+            id: "m-1".into(),
+            original_id: Some("o-1".into()),
+            receipt: "r".into(),
+            body: "{}".into(),
+            class: class.into(),
+            reason: None,
+            code: code.map(str::to_owned),
+            group: None,
+            sent_at_ms,
+            receives: 1,
+            source_arn: None,
+        }
+    }
+
+    fn selection() -> Selection {
+        Selection {
+            read: ReadArgs {
+                queue: None,
+                limit: 10,
+            },
+            class: None,
+            code: None,
+            older_than_minutes: None,
+            ids: vec![],
+            all: false,
+        }
+    }
+
+    #[test]
+    fn an_envelope_and_secret_looking_fields_are_shown_only_by_size_and_hash() {
+        let shown = without_secrets(
+            r#"{"tenant":"acme","envelope":"<xml>cipher</xml>","corp_secret":"s3cr3t","event_key":"k"}"#,
+        );
+        assert_eq!(shown["tenant"], "acme");
+        assert_eq!(shown["event_key"], "k");
+        assert_eq!(shown["envelope"]["bytes"], 17);
+        assert!(!shown.to_string().contains("cipher") && !shown.to_string().contains("s3cr3t"));
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_is_shown_only_by_size_and_hash() {
+        let shown = without_secrets("token=abc");
+        assert_eq!(shown["bytes"], 9);
+        assert!(!shown.to_string().contains("abc"));
+    }
+
+    #[test]
+    fn a_redrive_or_close_needs_a_selection_or_all() {
+        assert!(selection().check().is_err());
+        let everything = Selection {
+            all: true,
+            ..selection()
+        };
+        assert!(everything.check().is_ok());
+    }
+
+    #[test]
+    fn a_selection_by_class_code_age_and_id_picks_only_matching_letters() {
+        let now = 10 * 60_000;
+        let old_poison = letter("poison", Some("c1"), 0);
+        let new_moved = letter(MOVED_BY_SQS, Some("c2"), now);
+        let by_class = Selection {
+            class: Some("poison".into()),
+            ..selection()
+        };
+        assert!(by_class.selects(&old_poison, now) && !by_class.selects(&new_moved, now));
+        let by_code = Selection {
+            code: Some("c2".into()),
+            ..selection()
+        };
+        assert!(!by_code.selects(&old_poison, now) && by_code.selects(&new_moved, now));
+        let by_age = Selection {
+            older_than_minutes: Some(5),
+            ..selection()
+        };
+        assert!(by_age.selects(&old_poison, now) && !by_age.selects(&new_moved, now));
+        let by_original_id = Selection {
+            ids: vec!["o-1".into()],
+            ..selection()
+        };
+        assert!(by_original_id.selects(&old_poison, now));
+    }
 }

@@ -73,9 +73,9 @@ pub async fn run(ops: &Ops) -> Result<()> {
         println!(
             "{:<22} {:>8} {:>9} {:>8} {:>11}",
             queue["queue"].as_str().unwrap_or_default(),
-            queue["visible"],
-            queue["in_flight"],
-            queue["delayed"],
+            queue["visible"].as_u64().unwrap_or(0),
+            queue["in_flight"].as_u64().unwrap_or(0),
+            queue["delayed"].as_u64().unwrap_or(0),
             oldest
         );
     }
