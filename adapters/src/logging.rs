@@ -25,6 +25,8 @@ const OWN_CRATES: &[&str] = &[
     "admin_api",
     "schedule_tick",
     "fan_out",
+    "sweep",
+    "replay",
     "alarm_robot",
 ];
 
@@ -101,6 +103,20 @@ mod tests {
     use super::*;
     use std::io::Write;
     use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn every_function_of_the_workspace_logs_at_the_configured_level() {
+        let functions = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../functions");
+        let mut missing = Vec::new();
+        for entry in std::fs::read_dir(&functions).expect("the functions folder") {
+            let name = entry.expect("an entry").file_name();
+            let target = name.to_string_lossy().replace('-', "_");
+            if !OWN_CRATES.contains(&target.as_str()) {
+                missing.push(target);
+            }
+        }
+        assert!(missing.is_empty(), "not in OWN_CRATES: {missing:?}");
+    }
 
     #[test]
     fn lambda_s_level_wins_over_ours_and_nonsense_falls_back_to_info() {

@@ -13,6 +13,7 @@ use lambda_runtime::{run, service_fn, Error};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     adapters::logging::init();
+    let metrics = adapters::metrics::init("replay")?;
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
     let sqs = aws_sdk_sqs::Client::new(&aws);
@@ -37,7 +38,7 @@ async fn main() -> Result<(), Error> {
     );
     let pages = SqsReplayPages::new(sqs, config.replay_queue_url);
     run(service_fn(|event| {
-        handler::handle(&replayer, &pages, event)
+        metrics.measured(handler::handle(&replayer, &pages, event))
     }))
     .await
 }
