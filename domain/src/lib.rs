@@ -9,6 +9,7 @@
 //! - `dirty`: docs/rules.md rule 11, the codes a path gave up on, until a later refresh completes.
 //! - `sweep`: the backstop on a schedule: dirty codes resynced, WeCom's lists read back.
 //! - `lanes`: docs/rules.md "Lanes", the pure policy choosing the fast or slow lane per event.
+//! - `landing`: the landing page of sequenced and quota codes, one counted write per visit.
 //! - `tenants`: tenant ids and the settings that authenticate their callbacks.
 //! - each module declares the ports it needs in its `ports.rs` (a one-file module at its top);
 //!   the `adapters` crate implements them for AWS and WeCom, `fakes` (feature `test-util`) in
@@ -28,6 +29,7 @@ pub mod fanout;
 pub mod http;
 mod ids;
 pub mod intake;
+pub mod landing;
 pub mod lanes;
 pub mod membership;
 pub mod owed;
