@@ -16,6 +16,7 @@ mod staff;
 mod sweep;
 mod tenants;
 mod tokens;
+mod visits;
 
 pub use codes::{CodeRecord, SeatChange};
 pub use limits::DynamoBudget;
