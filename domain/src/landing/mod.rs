@@ -60,7 +60,9 @@ pub enum Landing {
     NotOnLandingPage,
     Starved,
     /// The picked member has no link yet (its creation is owed): try again shortly.
-    NoLinkYet { staff: StaffId },
+    NoLinkYet {
+        staff: StaffId,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]

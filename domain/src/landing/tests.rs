@@ -119,7 +119,10 @@ async fn unknown_native_starved_and_linkless_codes_each_have_their_answer() {
     let page = LandingPage::new(rotations);
     let visit = |code: &'static str| page.visit("t1", code);
     assert_eq!(visit("nope").await.expect("ok"), Landing::UnknownCode);
-    assert_eq!(visit("native").await.expect("ok"), Landing::NotOnLandingPage);
+    assert_eq!(
+        visit("native").await.expect("ok"),
+        Landing::NotOnLandingPage
+    );
     assert_eq!(visit("starved").await.expect("ok"), Landing::Starved);
     assert!(matches!(
         visit("linkless").await.expect("ok"),
@@ -143,7 +146,10 @@ async fn malformed_ids_are_refused_before_any_write() {
     ] {
         let refused = page.visit(tenant, code).await;
         assert!(
-            matches!(refused, Err(LandingError::Tenant(_) | LandingError::Code(_))),
+            matches!(
+                refused,
+                Err(LandingError::Tenant(_) | LandingError::Code(_))
+            ),
             "{tenant:?} {code:?}: {refused:?}"
         );
     }
