@@ -23,6 +23,8 @@ struct Record {
     /// (staff, takes, link)
     rotation: Vec<(String, u64, Option<String>)>,
     visits: u64,
+    /// Nobody eligible and no fallback: the page refuses every visit.
+    starved: bool,
 }
 
 async fn record(world: &World, live: &LiveTenant<'_>, code: &str) -> Result<Option<Record>> {
@@ -62,7 +64,13 @@ async fn record(world: &World, live: &LiveTenant<'_>, code: &str) -> Result<Opti
         .and_then(|v| v.as_n().ok())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
+    let starved = item
+        .get("starved")
+        .and_then(|v| v.as_bool().ok())
+        .copied()
+        .unwrap_or(false);
     Ok(Some(Record {
+        starved,
         users,
         rotation: rotation
             .iter()
@@ -365,10 +373,12 @@ async fn a_quota_member_stops_at_their_volume_and_adds_through_the_page_count_on
         .await?;
         if count == 3 {
             full.insert(staff.clone());
+            // The last member to fill up leaves the code starved: the starved mark is the
+            // record that takes them out of the page.
             eventually("the record without the full member", CONVERGE, || async {
                 let found = record(&world, &live, "quota").await?;
                 Ok(found
-                    .filter(|r| !r.rotation.iter().any(|s| s.0 == staff))
+                    .filter(|r| r.starved || !r.rotation.iter().any(|s| s.0 == staff))
                     .map(|_| ()))
             })
             .await?;
