@@ -16,7 +16,7 @@ export QRSYNC_SANDBOX_PORT ?= 4580
 LOCAL_AWS := AWS_ENDPOINT_URL=http://127.0.0.1:$(QRSYNC_AWS_PORT) AWS_ACCESS_KEY_ID=test \
 	AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 
-.PHONY: tools build local up deploy deploy-built down down-shards lint check unit integration fuzz test demo bench bench-drift clean \
+.PHONY: tools build local up deploy deploy-built down down-shards lint check unit integration fuzz test demo bench bench-drift bench-landing clean \
 	lambda-image invoke invoke-test
 
 $(VENV)/tools/.installed: tools/requirements/sam.txt
@@ -244,6 +244,14 @@ bench-drift: tools
 		$(MAKE) deploy || { $(MAKE) down; exit 1; }
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
 		$(BIN)/qrsync-bench --drift-codes $(DRIFT_CODES) $(BENCH_ARGS); status=$$?; $(MAKE) down; exit $$status
+
+## bench-landing: the landing page (tools/bench/src/bin/landing.rs) against the world deployed
+## with `make deploy`: answer time p50/p99 at LANDING_RATE visits/s and DynamoDB requests per visit
+LANDING_RATE ?= 300
+bench-landing:
+	cargo build -q --locked --workspace --bin landing
+	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
+		$(BIN)/landing --rate $(LANDING_RATE) $(BENCH_ARGS)
 
 clean: down
 	rm -rf .aws-sam .local

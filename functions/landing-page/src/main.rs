@@ -4,6 +4,7 @@ mod config;
 mod handler;
 
 use adapters::dynamodb::DynamoStore;
+use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use domain::landing::LandingPage;
 use lambda_http::{run, service_fn, Error};
@@ -15,7 +16,11 @@ async fn main() -> Result<(), Error> {
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
     // A visitor waits on this one write: a stuck request is answered 503 rather than held.
+    // No retries: `ADD visits` is not idempotent, and a retry of a write that landed but whose
+    // answer was lost would count one visitor twice and skip a slot; the visitor's own reload
+    // is the retry. So a visit is exactly one request.
     let dynamodb_config = aws_sdk_dynamodb::config::Builder::from(&aws)
+        .retry_config(RetryConfig::disabled())
         .timeout_config(
             TimeoutConfig::builder()
                 .operation_timeout(Duration::from_secs(2))
