@@ -84,7 +84,10 @@ async fn seed(
         "callback": {"url": format!("{api_url}/wecom/{tenant}/callback"), "token": token, "encoding_aes_key": aes_key},
     });
     let answer = http
-        .put(format!("{}/_sandbox/corps/{corp_id}", args.target.sandbox_url))
+        .put(format!(
+            "{}/_sandbox/corps/{corp_id}",
+            args.target.sandbox_url
+        ))
         .json(&corp)
         .send()
         .await?;
@@ -318,7 +321,12 @@ async fn run(args: Args) -> Result<bool> {
             .and_then(|l| l.split_once("?customer_channel="))
         {
             *per_member
-                .entry(by_link.get(link).cloned().unwrap_or_else(|| link.to_owned()))
+                .entry(
+                    by_link
+                        .get(link)
+                        .cloned()
+                        .unwrap_or_else(|| link.to_owned()),
+                )
                 .or_default() += 1;
         }
     }
