@@ -15,6 +15,7 @@
 //! standard AWS ones (`AWS_ENDPOINT_URL`, credentials, `AWS_REGION`).
 
 mod clock;
+mod landing;
 mod plan;
 mod quota;
 mod report;
@@ -232,7 +233,7 @@ async fn run(args: Args) -> Result<bool> {
     let rollover = demo
         .rollover_or_why_not(clock.as_mut(), &seeded, midnight_ms, &campaign, &measured)
         .await?;
-    Ok(demo.print_report(Outcome {
+    let passed = demo.print_report(Outcome {
         seeded,
         campaign,
         walked,
@@ -240,7 +241,11 @@ async fn run(args: Args) -> Result<bool> {
         measured,
         rollover,
         run_secs: started.elapsed().as_secs_f64(),
-    }))
+    });
+    say("the landing page: a sequenced and a quota code of a tenant of their own");
+    let landing = landing::run(&world, &admin, &args.target.sandbox_url, args.seed).await?;
+    print!("{}", landing.text);
+    Ok(passed && landing.passed())
 }
 
 impl Args {
