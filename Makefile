@@ -16,7 +16,7 @@ export QRSYNC_SANDBOX_PORT ?= 4580
 LOCAL_AWS := AWS_ENDPOINT_URL=http://127.0.0.1:$(QRSYNC_AWS_PORT) AWS_ACCESS_KEY_ID=test \
 	AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 
-.PHONY: tools build local up deploy deploy-built down down-shards lint check unit integration fuzz test demo bench bench-drift clean \
+.PHONY: tools build local up deploy deploy-built down down-shards lint check unit integration fuzz test demo bench bench-drift bench-landing clean \
 	lambda-image invoke invoke-test
 
 $(VENV)/tools/.installed: tools/requirements/sam.txt
@@ -182,7 +182,7 @@ INVOKE_SHARD := 1
 FUZZ_SHARD := 3
 SHARD_1 := sweep admin_contract admin_lifecycle callback_reconfigured callback_route edits \
 	least_privilege logs_hold_no_secrets path sandbox staff_lifecycle
-SHARD_2 := schedules fan_out
+SHARD_2 := schedules fan_out landing_page
 SHARD_3 := operator_metrics refresh_limits path_faults quota_loop refresh_deadline refresh_lanes ops replay
 SHARDED_TESTS := $(foreach shard,$(SHARDS),$(SHARD_$(shard)))
 ifneq ($(sort $(SHARDED_TESTS)) $(words $(SHARDED_TESTS)),$(sort $(ALL_INTEGRATION_TESTS)) $(words $(ALL_INTEGRATION_TESTS)))
@@ -244,6 +244,14 @@ bench-drift: tools
 		$(MAKE) deploy || { $(MAKE) down; exit 1; }
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
 		$(BIN)/qrsync-bench --drift-codes $(DRIFT_CODES) $(BENCH_ARGS); status=$$?; $(MAKE) down; exit $$status
+
+## bench-landing: the landing page (tools/bench/src/bin/landing.rs) against the world deployed
+## with `make deploy`: answer time p50/p99 at LANDING_RATE visits/s and DynamoDB requests per visit
+LANDING_RATE ?= 300
+bench-landing:
+	cargo build -q --locked --workspace --bin landing
+	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
+		$(BIN)/landing --rate $(LANDING_RATE) $(BENCH_ARGS)
 
 clean: down
 	rm -rf .aws-sam .local

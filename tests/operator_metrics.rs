@@ -300,7 +300,7 @@ async fn the_alarms_and_the_dashboard_deploy() -> Result<()> {
             .count()
     };
     // One of each per function but the robot (a failing robot cannot report itself).
-    ensure!(per_function("Errors") == 8 && per_function("Throttles") == 8);
+    ensure!(per_function("Errors") == 9 && per_function("Throttles") == 9);
     let dashboard = cloudwatch
         .get_dashboard()
         .dashboard_name(world.output("OperatorDashboardName"))

@@ -27,6 +27,7 @@ const OWN_CRATES: &[&str] = &[
     "fan_out",
     "sweep",
     "replay",
+    "landing_page",
     "alarm_robot",
 ];
 

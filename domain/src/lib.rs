@@ -10,6 +10,7 @@
 //! - `replay`: docs/rules.md rule 10, the archive of stored callbacks and replay (dry run by default).
 //! - `sweep`: the backstop on a schedule: dirty codes resynced, WeCom's lists read back.
 //! - `lanes`: docs/rules.md "Lanes", the pure policy choosing the fast or slow lane per event.
+//! - `landing`: the landing page of sequenced and quota codes, one counted write per visit.
 //! - `tenants`: tenant ids and the settings that authenticate their callbacks.
 //! - each module declares the ports it needs in its `ports.rs` (a one-file module at its top);
 //!   the `adapters` crate implements them for AWS and WeCom, `fakes` (feature `test-util`) in
@@ -32,6 +33,7 @@ pub mod fanout;
 pub mod http;
 mod ids;
 pub mod intake;
+pub mod landing;
 pub mod lanes;
 pub mod membership;
 pub mod owed;

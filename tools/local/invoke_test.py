@@ -266,6 +266,12 @@ def bad_signature(answer, world, before):
     status((401,))(answer)
 
 
+def landing_visit(answer, world, before):
+    # The sample's code is native (or deleted by then): one counted write, refused, and a page.
+    code, body = http_answer(answer)
+    expect(code == 404 and "<h1>" in str(body), f"status {code}, body {body}")
+
+
 def add_contact(answer, world, before):
     code, body = http_answer(answer)
     expect(code == 200, f"status {code}, body {body}")
@@ -395,6 +401,7 @@ CASES: list[tuple[str, str, Check]] = [
     ("CallbackFunction", "apigw-callback-verify-url.json", verify_url),
     ("CallbackFunction", "apigw-callback-bad-signature.json", bad_signature),
     ("CallbackFunction", "apigw-callback-add-contact.json", add_contact),
+    ("LandingPageFunction", "apigw-landing-visit.json", landing_visit),
     ("RecordFactsFunction", "sqs-inbox-add-and-poison.json", inbox_add_and_poison),
     ("RefreshCodesFunction", "sqs-refresh-three-reasons-two-codes.json", refresh_two_codes),
     ("RefreshCodesFunction", "sqs-refresh-retry-served.json", retry_served),

@@ -6,7 +6,9 @@ use super::{
     corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, staff_from, strings,
     unavailable, DynamoStore, Item,
 };
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
 use domain::facts::StaffLedger;
 use domain::lanes::{CodeAge, Lane};
 use domain::membership::{
@@ -19,12 +21,24 @@ use domain::refresh::{
     Tally,
 };
 use domain::tenants::{tenant_day, TenantId};
+use domain::wecom::acquisition::AcquisitionLink;
 use domain::StoreError;
 use futures::{StreamExt, TryStreamExt};
 use std::collections::{BTreeSet, HashMap};
 
 /// Push history is kept for reports and audits, then collected.
 const PUSH_LOG_TTL_SECS: u64 = 30 * 24 * 3600;
+
+/// The staff facts, add counters and acquisition links of a snapshot's people.
+type PeopleFacts = (
+    HashMap<StaffId, StaffFacts>,
+    HashMap<StaffId, AddCounts>,
+    HashMap<StaffId, String>,
+);
+
+/// A staff member's acquisition link, on their staff item (`CodeRecords::keep_link`).
+const LINK_ID: &str = "link_id";
+const LINK_URL: &str = "link_url";
 
 /// A code item as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -444,7 +458,7 @@ impl CodeFacts for DynamoStore {
             .into_iter()
             .collect();
         people.extend(record.code.config.fallback.iter().cloned());
-        let (staff, adds) = self.people_facts(tenant, code, &day, people).await?;
+        let (staff, adds, links) = self.people_facts(tenant, code, &day, people).await?;
         Ok(Some(CodeSnapshot {
             profile,
             code: record.code,
@@ -456,21 +470,22 @@ impl CodeFacts for DynamoStore {
             dirty_since_ms: by_sk
                 .get(&keys::dirty(code))
                 .and_then(|item| get_n(item, "marked_at_ms")),
+            links,
         }))
     }
 }
 
 impl DynamoStore {
-    /// The staff facts and the day's add counters on `code` of every one of `people`, in
-    /// strongly consistent batch reads; a staff member with no record has no facts, and a
-    /// counter never written counts 0.
+    /// The staff facts, the day's add counters on `code` and the acquisition link of every one
+    /// of `people`, in strongly consistent batch reads; a staff member with no record has no
+    /// facts, and a counter never written counts 0.
     async fn people_facts(
         &self,
         tenant: &TenantId,
         code: &CodeId,
         day: &str,
         people: BTreeSet<StaffId>,
-    ) -> Result<(HashMap<StaffId, StaffFacts>, HashMap<StaffId, AddCounts>), StoreError> {
+    ) -> Result<PeopleFacts, StoreError> {
         let pk = keys::tenant(tenant);
         let mut wanted = Vec::with_capacity(people.len() * 4);
         for staff in &people {
@@ -493,9 +508,13 @@ impl DynamoStore {
         };
         let mut staff = HashMap::new();
         let mut adds = HashMap::new();
+        let mut links = HashMap::new();
         for person in people {
             if let Some(item) = found.get(&keys::staff(&person)) {
                 staff.insert(person.clone(), staff_from(item));
+                if let Some(url) = get_s(item, LINK_URL) {
+                    links.insert(person.clone(), url.to_owned());
+                }
             }
             let counts = AddCounts {
                 on_code: count(keys::adds_today_on_code(day, code, &person)),
@@ -504,7 +523,7 @@ impl DynamoStore {
             };
             adds.insert(person, counts);
         }
-        Ok((staff, adds))
+        Ok((staff, adds, links))
     }
 
     /// Writes `items` with the lease fence appended, in one transaction: all or nothing, and
@@ -667,6 +686,44 @@ impl CodeRecords for DynamoStore {
             .map_err(unavailable)?;
         let write = TransactWriteItem::builder().update(update).build();
         self.fenced_write(tenant, code, lease, vec![write]).await
+    }
+
+    /// One `UpdateItem` on the staff item: `SET link_id, link_url` on condition that the staff
+    /// member is stored and has no link yet; a refusal answers the link kept (`ALL_OLD`).
+    async fn keep_link(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        link: &AcquisitionLink,
+    ) -> Result<AcquisitionLink, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .update_expression("SET #id = :id, #url = :url")
+            .condition_expression("attribute_exists(pk) AND attribute_not_exists(#url)")
+            .expression_attribute_names("#id", LINK_ID)
+            .expression_attribute_names("#url", LINK_URL)
+            .expression_attribute_values(":id", s(&link.link_id))
+            .expression_attribute_values(":url", s(&link.url))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(link.clone()),
+            Err(error) => {
+                let old: Item = error.refused_or_unavailable()?.item.unwrap_or_default();
+                match (get_s(&old, LINK_ID), get_s(&old, LINK_URL)) {
+                    (Some(link_id), Some(url)) => Ok(AcquisitionLink {
+                        link_id: link_id.to_owned(),
+                        url: url.to_owned(),
+                    }),
+                    // No staff item: nothing can route to them; the link is kept nowhere.
+                    _ => Err(corrupt("a link for a staff member who is not stored")),
+                }
+            }
+        }
     }
 
     async fn record_tally(

@@ -17,6 +17,7 @@ mod staff;
 mod sweep;
 mod tenants;
 mod tokens;
+mod visits;
 
 pub use codes::{CodeRecord, SeatChange};
 pub use limits::DynamoBudget;

@@ -22,6 +22,7 @@
 
 use super::redaction::{scrub, transport_error};
 use super::tokens::{TokenSlot, TokenStore};
+use domain::wecom::acquisition::{create_link_body, parse_link, AcquisitionLink};
 use domain::wecom::contact_way::{
     add_contact_way_body, parse_contact_way, ContactWay, CorpCredentials, CreatedContactWay,
     NewContactWay,
@@ -207,6 +208,40 @@ impl WeComClient {
     ) -> Result<(), WeComError> {
         self.call(creds, "del_contact_way", &json!({ "config_id": config_id }))
             .await?;
+        Ok(())
+    }
+
+    /// `customer_acquisition/create_link` for exactly `user` (`skip_verify`). Not idempotent:
+    /// a transient failure may hide a link that was created (an unused link costs nothing but
+    /// a slot of the corp's links).
+    pub async fn create_acquisition_link(
+        &self,
+        creds: &CorpCredentials,
+        user: &str,
+    ) -> Result<AcquisitionLink, WeComError> {
+        let answer = self
+            .call(
+                creds,
+                "customer_acquisition/create_link",
+                &create_link_body(user),
+            )
+            .await?;
+        parse_link(&answer)
+            .ok_or_else(|| WeComError::transient("create_link answered an unexpected shape"))
+    }
+
+    /// `customer_acquisition/delete_link`.
+    pub async fn delete_acquisition_link(
+        &self,
+        creds: &CorpCredentials,
+        link_id: &str,
+    ) -> Result<(), WeComError> {
+        self.call(
+            creds,
+            "customer_acquisition/delete_link",
+            &json!({ "link_id": link_id }),
+        )
+        .await?;
         Ok(())
     }
 

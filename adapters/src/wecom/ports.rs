@@ -3,8 +3,9 @@
 
 use super::WeComClient;
 use domain::admin::ContactWays;
-use domain::refresh::ContactWayPusher;
+use domain::refresh::{AcquisitionLinks, ContactWayPusher};
 use domain::sweep::{ContactWayReader, OrphanFinder};
+use domain::wecom::acquisition::AcquisitionLink;
 use domain::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
 use domain::wecom::errors::WeComError;
 
@@ -17,6 +18,21 @@ impl ContactWayPusher for WeComClient {
         users: &[String],
     ) -> Result<(), WeComError> {
         self.update_contact_way_users(corp, config_id, users).await
+    }
+}
+
+#[async_trait::async_trait]
+impl AcquisitionLinks for WeComClient {
+    async fn create_link(
+        &self,
+        corp: &CorpCredentials,
+        user: &str,
+    ) -> Result<AcquisitionLink, WeComError> {
+        self.create_acquisition_link(corp, user).await
+    }
+
+    async fn delete_link(&self, corp: &CorpCredentials, link_id: &str) -> Result<(), WeComError> {
+        self.delete_acquisition_link(corp, link_id).await
     }
 }
 

@@ -6,6 +6,7 @@
 //! - `FakeWeCom`: contact ways created, deleted and their lists replaced;
 //! - `FakeBudget`: the tenants' WeCom budget;
 //! - `InMemoryTenantDirectory` and `InMemoryInbox`: the callback's ports (`intake`);
+//! - `InMemoryRotations`: the landing page's rotation records (`landing`);
 //! - `AdminWorld`: the admin commands on the fakes above.
 //!
 //! Each records what it was asked and has switches to fail, so a test can assert both.
@@ -13,6 +14,7 @@
 mod admin;
 mod budget;
 mod intake;
+mod landing;
 mod queues;
 mod store;
 mod wecom;
@@ -20,6 +22,7 @@ mod wecom;
 pub use admin::AdminWorld;
 pub use budget::FakeBudget;
 pub use intake::{InMemoryInbox, InMemoryTenantDirectory};
+pub use landing::InMemoryRotations;
 pub use queues::InMemoryQueues;
 pub use store::{InMemoryStore, Marks};
 pub use wecom::FakeWeCom;

@@ -2,8 +2,9 @@
 //! refresh), in one `FakeWeCom`.
 
 use crate::admin::ContactWays;
-use crate::refresh::ContactWayPusher;
+use crate::refresh::{AcquisitionLinks, ContactWayPusher};
 use crate::sweep::{ContactWayReader, OrphanFinder};
+use crate::wecom::acquisition::AcquisitionLink;
 use crate::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
 use crate::wecom::errors::WeComError;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -29,6 +30,10 @@ struct WeComState {
     /// Lists changed behind qrsync's back, and how many read-backs were answered.
     changed: HashMap<String, Vec<String>>,
     reads: usize,
+    /// Acquisition links created (link id, user) and deleted, and whether creating fails.
+    links: Vec<(String, String)>,
+    links_deleted: Vec<String>,
+    links_fail: Option<WeComError>,
 }
 
 /// WeCom's contact ways: numbers them `cw-1`, `cw-2`... and remembers what was asked. Deleting
@@ -240,5 +245,42 @@ impl OrphanFinder for FakeWeCom {
 
     async fn delete(&self, corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError> {
         ContactWays::delete(self, corp, config_id).await
+    }
+}
+
+impl FakeWeCom {
+    /// The acquisition links created, as (link id, user).
+    pub fn links(&self) -> Vec<(String, String)> {
+        self.state().links.clone()
+    }
+
+    /// Every `create_link` fails with `error` while set.
+    pub fn fail_links(&self, error: Option<WeComError>) {
+        self.state().links_fail = error;
+    }
+}
+
+#[async_trait::async_trait]
+impl AcquisitionLinks for FakeWeCom {
+    async fn create_link(
+        &self,
+        _: &CorpCredentials,
+        user: &str,
+    ) -> Result<AcquisitionLink, WeComError> {
+        let mut state = self.state();
+        if let Some(error) = state.links_fail.clone() {
+            return Err(error);
+        }
+        let link_id = format!("link-{}", state.links.len() + 1);
+        state.links.push((link_id.clone(), user.to_owned()));
+        Ok(AcquisitionLink {
+            url: format!("https://work.weixin.qq.com/ca/{link_id}"),
+            link_id,
+        })
+    }
+
+    async fn delete_link(&self, _: &CorpCredentials, link_id: &str) -> Result<(), WeComError> {
+        self.state().links_deleted.push(link_id.to_owned());
+        Ok(())
     }
 }

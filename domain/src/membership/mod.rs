@@ -300,6 +300,10 @@ pub struct RotationSlot {
     pub staff: StaffId,
     /// Consecutive customers this member takes before the rotation moves on.
     pub takes: u32,
+    /// The member's customer-acquisition link (`crate::landing`), written by the single writer
+    /// so a visit needs no second read; `None` until one is created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
 }
 
 /// The rotation our landing page draws from, written by the same recompute as the WeCom list:
@@ -327,6 +331,7 @@ pub fn rotation(facts: &Facts<'_>, membership: &Membership) -> Option<Vec<Rotati
             RotationSlot {
                 staff: staff.clone(),
                 takes: left_today.map_or(per_round, |left| per_round.min(left)),
+                link: None,
             }
         })
         .collect();

@@ -18,8 +18,8 @@
 
 use super::retry::{self, Path, RetriedReason};
 use super::{
-    CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, Outcome, PutOffCause,
-    RefreshError, RefreshRequest, Refresher, RetryQueues, WeComBudget,
+    AcquisitionLinks, CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, Outcome,
+    PutOffCause, RefreshError, RefreshRequest, Refresher, RetryQueues, WeComBudget,
 };
 use crate::batch::DeadLetters;
 use crate::batch::PartialBatch;
@@ -32,7 +32,7 @@ use crate::wecom::errors::FailureClass;
 /// single writer, the dead-letter queue and the retry queues.
 pub trait RefreshPorts {
     type Facts: CodeFacts + CodeRecords + FailureMarks + DirtyMarks + CodeLeases;
-    type Pusher: ContactWayPusher;
+    type Pusher: ContactWayPusher + AcquisitionLinks;
     type Budget: WeComBudget;
     type DeadLetters: DeadLetters;
     type Retries: RetryQueues;

@@ -11,12 +11,13 @@ mod ports;
 pub mod retry;
 
 pub use budget::{
-    exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, Window, ADD_CONTACT_WAY,
+    exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, Window, ADD_CONTACT_WAY, CREATE_LINK,
     DEL_CONTACT_WAY, GET_CONTACT_WAY, UPDATE_CONTACT_WAY,
 };
 pub use lease::{Acquired, FencedWrite, Lease, LeaseTimes};
 pub use ports::{
-    CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, RetryQueues, WeComBudget,
+    AcquisitionLinks, CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks,
+    RetryQueues, WeComBudget,
 };
 
 use crate::dirty::{DirtyMarks, DirtyWhy};
@@ -70,6 +71,8 @@ pub struct CodeSnapshot {
     /// When the code was last marked dirty, if it is (`crate::dirty`): its refresh pushes
     /// whatever the record says, and clears the mark once it completes.
     pub dirty_since_ms: Option<u64>,
+    /// The acquisition links kept for the staff read (`crate::landing`), by staff member.
+    pub links: HashMap<StaffId, String>,
 }
 
 impl CodeSnapshot {
@@ -218,6 +221,8 @@ pub enum RefreshError {
 const MAX_PROBES: usize = 10;
 /// Recompute-and-push rounds after staff were found unusable.
 const MAX_ROUNDS: usize = 3;
+/// Most acquisition links one refresh creates; the rest are owed to a later one.
+const MAX_LINKS_PER_REFRESH: usize = 5;
 
 /// Why one budgeted push did not go through.
 enum PushFailure {
@@ -276,7 +281,7 @@ pub struct Refresher<F, P, B> {
 impl<F, P, B> Refresher<F, P, B>
 where
     F: CodeFacts + CodeRecords + FailureMarks + DirtyMarks + CodeLeases,
-    P: ContactWayPusher,
+    P: ContactWayPusher + AcquisitionLinks,
     B: WeComBudget,
 {
     pub fn new(
@@ -498,7 +503,10 @@ where
                 return self.starved(held, &snapshot, now_ms).await;
             };
             let users = users.to_vec();
-            let rotation = snapshot.rotation(&membership);
+            let rotation = match snapshot.rotation(&membership) {
+                Some(slots) => Some(self.linked(held, &mut snapshot, slots).await?),
+                None => None,
+            };
             if !resync && snapshot.wecom_has(&users) {
                 if !self
                     .keep_rotation(held, &snapshot, rotation.as_ref())
@@ -589,6 +597,94 @@ where
             .record_rotation(tenant, code, &held.lease, snapshot.wecom_list(), rotation)
             .await?;
         Ok(recorded != FencedWrite::LeaseLost)
+    }
+
+    /// The rotation with each member's acquisition link, created for members without one (each
+    /// creation budgeted, at most `MAX_LINKS_PER_REFRESH`, each within the lease and the
+    /// deadline). A member whose link could not be created now is left out of the rotation
+    /// (never sent a visitor without a way to count the add), and the code is marked dirty, so
+    /// the sweep brings it back through this writer (rule 11).
+    async fn linked(
+        &self,
+        held: &LeasedRefresh<'_>,
+        snapshot: &mut CodeSnapshot,
+        slots: Vec<RotationSlot>,
+    ) -> Result<Vec<RotationSlot>, RefreshError> {
+        let (tenant, code) = (held.asked.tenant, held.asked.code);
+        let mut created = 0;
+        let mut owed: Option<FailureClass> = None;
+        let mut linked = Vec::with_capacity(slots.len());
+        for mut slot in slots {
+            if let Some(url) = snapshot.links.get(&slot.staff) {
+                slot.link = Some(url.clone());
+                linked.push(slot);
+                continue;
+            }
+            if created >= MAX_LINKS_PER_REFRESH {
+                owed.get_or_insert(FailureClass::Throttled);
+                continue;
+            }
+            created += 1;
+            match self.create_link(held, snapshot, &slot.staff).await {
+                Ok(url) => {
+                    snapshot.links.insert(slot.staff.clone(), url.clone());
+                    slot.link = Some(url);
+                    linked.push(slot);
+                }
+                Err(PushFailure::Store(error)) => return Err(error.into()),
+                Err(failure) => {
+                    let class = match failure {
+                        PushFailure::WeCom(error) => error.class(),
+                        _ => FailureClass::Throttled,
+                    };
+                    tracing::warn!(staff = %slot.staff, class = class.as_str(), "acquisition link not created; the member is left out of the rotation for now");
+                    owed.get_or_insert(class);
+                }
+            }
+        }
+        if let Some(class) = owed {
+            self.facts
+                .mark_dirty(tenant, code, DirtyWhy::RefreshFailed(class), (self.clock)())
+                .await?;
+        }
+        Ok(linked)
+    }
+
+    /// One budgeted `create_link` for `staff`, kept on their staff item; answers the URL kept
+    /// (another writer's, when it kept one first: ours is deleted again).
+    async fn create_link(
+        &self,
+        held: &LeasedRefresh<'_>,
+        snapshot: &CodeSnapshot,
+        staff: &StaffId,
+    ) -> Result<String, PushFailure> {
+        let tenant = held.asked.tenant;
+        let now_ms = (self.clock)();
+        if !held.asked.leaves_time_for(now_ms, self.lease_times.call_ms)
+            || !held.lease.covers(now_ms, self.lease_times.call_ms)
+        {
+            return Err(PushFailure::Lease(PutOffCause::OutOfTime));
+        }
+        if let Spend::Exhausted { retry_after_ms, .. } =
+            self.budget.spend(tenant, CREATE_LINK, now_ms).await?
+        {
+            return Err(PushFailure::Budget(retry_after_ms));
+        }
+        let corp = snapshot.credentials();
+        let link = self
+            .pusher
+            .create_link(&corp, staff.as_str())
+            .await
+            .map_err(PushFailure::WeCom)?;
+        let kept = self.facts.keep_link(tenant, staff, &link).await?;
+        if kept.link_id != link.link_id {
+            // Not budgeted, like an orphaned contact way's deletion: a stray link costs more.
+            if let Err(error) = self.pusher.delete_link(&corp, &link.link_id).await {
+                tracing::warn!(error = %error, "a duplicate acquisition link was not deleted");
+            }
+        }
+        tracing::info!(staff = %staff, "acquisition link created");
+        Ok(kept.url)
     }
 
     /// On the slow lane, a code pushed less than the lane's interval ago is put off until the

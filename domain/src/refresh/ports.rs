@@ -8,6 +8,7 @@ use super::{CodeSnapshot, PushRecord, Tally};
 use crate::lanes::CodeAge;
 use crate::membership::{CodeId, RotationSlot, StaffId};
 use crate::tenants::TenantId;
+use crate::wecom::acquisition::AcquisitionLink;
 use crate::wecom::contact_way::CorpCredentials;
 use crate::wecom::errors::WeComError;
 use crate::StoreError;
@@ -58,6 +59,14 @@ pub trait CodeRecords: Send + Sync {
         wecom_list: &[StaffId],
         rotation: &[RotationSlot],
     ) -> Result<FencedWrite, StoreError>;
+    /// Keeps `link` as the staff member's acquisition link unless one is kept already (two
+    /// codes' writers may create one for the same member at once); answers the link kept.
+    async fn keep_link(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        link: &AcquisitionLink,
+    ) -> Result<AcquisitionLink, StoreError>;
     /// Adds one refresh's tally to the tenant's counters for `day`.
     async fn record_tally(
         &self,
@@ -76,6 +85,20 @@ pub trait ContactWayPusher: Send + Sync {
         config_id: &str,
         users: &[String],
     ) -> Result<(), WeComError>;
+}
+
+/// WeCom's customer-acquisition links (获客链接): the landing page sends a visitor to the
+/// picked member's link (`crate::landing`).
+#[async_trait::async_trait]
+pub trait AcquisitionLinks: Send + Sync {
+    /// `customer_acquisition/create_link` for exactly `user`.
+    async fn create_link(
+        &self,
+        corp: &CorpCredentials,
+        user: &str,
+    ) -> Result<AcquisitionLink, WeComError>;
+    /// `customer_acquisition/delete_link` (a link another writer's was kept instead of).
+    async fn delete_link(&self, corp: &CorpCredentials, link_id: &str) -> Result<(), WeComError>;
 }
 
 /// What the refresh writes when WeCom refuses for good (docs/rules.md rule 9); the dirty mark

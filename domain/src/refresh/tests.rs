@@ -58,6 +58,7 @@ fn snapshot(online: &[(&str, bool)]) -> CodeSnapshot {
         now_ms: 0,
         last_pushed: None,
         dirty_since_ms: None,
+        links: Default::default(),
     }
 }
 
@@ -621,4 +622,86 @@ async fn a_clean_code_whose_record_matches_makes_no_call() {
     let outcome = fast(&refresher, &[1]).await.expect("handled");
     assert_eq!(outcome, Outcome::Unchanged);
     assert!(refresher.pusher.calls().is_empty());
+}
+
+fn sequenced(online: &[(&str, bool)]) -> CodeSnapshot {
+    let mut state = snapshot(online);
+    state.code.config.family = Family::Sequenced;
+    state.code.config.switches.round_limit = Some(2);
+    state
+}
+
+fn rotation_links(refresher: &TestRefresher) -> Vec<(String, u32, Option<String>)> {
+    refresher
+        .store()
+        .pushes()
+        .last()
+        .and_then(|p| p.rotation.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|slot| (slot.staff.to_string(), slot.takes, slot.link))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_rotating_codes_record_carries_each_members_link_created_once_per_member() {
+    let refresher = refresher(sequenced(&[("a", true), ("b", true)]));
+    assert_eq!(
+        fast(&refresher, &[1]).await.expect("refreshed"),
+        Outcome::Pushed(vec![id("a"), id("b")])
+    );
+    assert_eq!(
+        rotation_links(&refresher),
+        [
+            (
+                "a".into(),
+                2,
+                Some("https://work.weixin.qq.com/ca/link-1".into())
+            ),
+            (
+                "b".into(),
+                2,
+                Some("https://work.weixin.qq.com/ca/link-2".into())
+            ),
+        ]
+    );
+    // b goes offline: the next record names only a, with the link kept, and none is created.
+    let mut offline = sequenced(&[("a", true), ("b", false)]);
+    offline.last_pushed = refresher.store().pushes().last().map(|p| PushedList {
+        users: p.users.clone(),
+        pushed_at_ms: p.pushed_at_ms,
+        starved: false,
+        rotation: p.rotation.clone(),
+    });
+    refresher
+        .store()
+        .load_snapshot(&tenant(), &code(), &offline);
+    fast(&refresher, &[2]).await.expect("refreshed");
+    assert_eq!(
+        rotation_links(&refresher),
+        [(
+            "a".into(),
+            2,
+            Some("https://work.weixin.qq.com/ca/link-1".into())
+        )]
+    );
+    assert_eq!(refresher.pusher.links().len(), 2);
+}
+
+#[tokio::test]
+async fn a_member_whose_link_cannot_be_created_is_left_out_of_the_rotation_and_the_code_marked_dirty(
+) {
+    let refresher = refresher(sequenced(&[("a", true)]));
+    refresher.pusher.fail_links(Some(WeComError::Transient {
+        detail: "down".into(),
+    }));
+    assert_eq!(
+        fast(&refresher, &[1]).await.expect("refreshed"),
+        Outcome::Pushed(vec![id("a")])
+    );
+    assert_eq!(rotation_links(&refresher), []);
+    assert_eq!(
+        refresher.store().marks().dirty,
+        [(code(), DirtyWhy::RefreshFailed(FailureClass::Transient))]
+    );
 }

@@ -52,6 +52,7 @@ fn snapshot(members: &[&str]) -> CodeSnapshot {
         now_ms: 0,
         last_pushed: None,
         dirty_since_ms: None,
+        links: HashMap::new(),
     }
 }
 

@@ -71,6 +71,7 @@ fn snapshot(n: usize, members: &[&str]) -> CodeSnapshot {
             rotation: None,
         }),
         dirty_since_ms: None,
+        links: Default::default(),
     }
 }
 

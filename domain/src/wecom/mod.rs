@@ -1,6 +1,7 @@
 //! WeCom's wire formats: callback crypto, callback envelopes and event payloads, the contact
 //! way's requests and answers, and the classes of its errors.
 
+pub mod acquisition;
 pub mod callback;
 pub mod contact_way;
 pub mod crypto;

@@ -124,6 +124,7 @@ mod tests {
                     now_ms: 0,
                     last_pushed: None,
                     dirty_since_ms: None,
+                    links: Default::default(),
                 };
                 store.load_snapshot(&tenant(), &code(id), &snapshot);
                 let age = CodeAge {

@@ -15,6 +15,7 @@
 //! standard AWS ones (`AWS_ENDPOINT_URL`, credentials, `AWS_REGION`).
 
 mod clock;
+mod landing;
 mod operator;
 mod plan;
 mod quota;
@@ -237,7 +238,7 @@ async fn run(args: Args) -> Result<bool> {
     let operator = operator::look(&world, &sandbox, &mark)
         .await
         .map_err(|e| format!("{e:#}"));
-    Ok(demo.print_report(Outcome {
+    let passed = demo.print_report(Outcome {
         operator,
         seeded,
         campaign,
@@ -246,7 +247,11 @@ async fn run(args: Args) -> Result<bool> {
         measured,
         rollover,
         run_secs: started.elapsed().as_secs_f64(),
-    }))
+    });
+    say("the landing page: a sequenced and a quota code of a tenant of their own");
+    let landing = landing::run(&world, &admin, &args.target.sandbox_url, args.seed).await?;
+    print!("{}", landing.text);
+    Ok(passed && landing.passed())
 }
 
 impl Args {

@@ -10,7 +10,7 @@ use crate::conn::ConnHandle;
 use crate::faults::{self, Outcome};
 use crate::state::{CallRecord, State};
 use crate::wecom::{code, ok, Api, WecomError};
-use crate::{contact_ways, tokens};
+use crate::{contact_ways, links, tokens};
 use axum::body::{to_bytes, Body};
 use axum::extract::{ConnectInfo, Query, Request, State as AxumState};
 use axum::http::{header, Method, StatusCode};
@@ -28,6 +28,10 @@ pub(crate) fn routes() -> Router<SharedApp> {
     Router::new()
         .route("/cgi-bin/gettoken", any(call))
         .route("/cgi-bin/externalcontact/{name}", any(call))
+        .route(
+            "/cgi-bin/externalcontact/customer_acquisition/{name}",
+            any(call),
+        )
 }
 
 enum Reply {
@@ -126,6 +130,9 @@ fn dispatch(
         Api::ListContactWay => contact_ways::list(state, &corp_id, body),
         Api::UpdateContactWay => contact_ways::update(state, &corp_id, body),
         Api::DelContactWay => contact_ways::del(state, &corp_id, body),
+        Api::CreateLink => links::create(state, &corp_id, body),
+        Api::GetLink => links::get(state, &corp_id, body),
+        Api::DeleteLink => links::delete(state, &corp_id, body),
         Api::GetToken => tokens::get_token(state, query),
     }
 }
@@ -140,7 +147,11 @@ async fn call(AxumState(app): AxumState<SharedApp>, request: Request) -> Respons
     let peer_ip = conn
         .as_ref()
         .map_or_else(|| "127.0.0.1".to_owned(), |c| c.peer.ip().to_string());
-    let name = parts.uri.path().rsplit('/').next().unwrap_or_default();
+    let path = parts.uri.path();
+    let name = path
+        .strip_prefix("/cgi-bin/externalcontact/")
+        .or_else(|| path.strip_prefix("/cgi-bin/"))
+        .unwrap_or_default();
     let Some(api) = Api::from_name(name) else {
         let body = WecomError::with_detail(code::NO_SUCH_API, format!("{name} is not emulated"))
             .to_json("sandbox", &peer_ip);

@@ -46,6 +46,8 @@ pub(crate) fn routes() -> Router<SharedApp> {
         )
         .route("/_sandbox/reset", post(reset))
         .route("/_sandbox/scan", post(scan))
+        .route("/_sandbox/open-link", post(open_link))
+        .route("/_sandbox/links", get(list_links))
         .route("/_sandbox/scans", get(list_scans))
         .route("/_sandbox/callbacks", post(send_callback))
         .route("/_sandbox/stats", get(stats))
@@ -460,6 +462,21 @@ struct ScansQuery {
     corp_id: Option<String>,
     #[serde(default)]
     config_id: Option<String>,
+}
+
+/// A visitor opens a customer-acquisition link URL (`{"url": ...}`, with the platform's
+/// `customer_channel`): answered like a scan.
+async fn open_link(AxumState(app): AxumState<SharedApp>, body: Bytes) -> Reply {
+    let request: scans::OpenLinkRequest = parse(&body)?;
+    let outcome = scans::open_link(&app, &request).await.map_err(scan_error)?;
+    reply(StatusCode::OK, to_json(&outcome))
+}
+
+/// Every acquisition link, as created (`{"links": [...]}`).
+async fn list_links(AxumState(app): AxumState<SharedApp>) -> Reply {
+    let state = app.lock();
+    let links: Vec<&crate::links::Link> = state.links.values().collect();
+    reply(StatusCode::OK, json!({ "links": links }))
 }
 
 async fn list_scans(

@@ -16,6 +16,7 @@ mod delivery;
 mod faults;
 mod journal;
 mod limits;
+mod links;
 mod rng;
 mod robot;
 mod scans;

@@ -61,6 +61,28 @@ impl std::fmt::Display for ScanError {
     }
 }
 
+/// A visitor opening a customer-acquisition link (`links`): `url` is the link's URL with the
+/// `customer_channel` the platform appended.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenLinkRequest {
+    pub url: String,
+    #[serde(default)]
+    pub duplicate: bool,
+}
+
+/// The sandbox's bound on `customer_channel`: what it takes is echoed as `State`.
+const MAX_CHANNEL_CHARS: usize = 64;
+
+/// Where a customer came in: a contact way's QR code, or a link opened with a channel.
+struct Entry {
+    corp_id: String,
+    /// The contact way's config id, or the link's id.
+    source_id: String,
+    users: Vec<String>,
+    state: String,
+}
+
 pub(crate) async fn scan(
     app: &SharedApp,
     request: &ScanRequest,
@@ -78,22 +100,101 @@ pub(crate) async fn scan(
             "change_type must be add_external_contact or add_half_external_contact, not {change_type}"
         )));
     }
-    let (record, plaintext, target) = {
-        let mut guard = app.lock();
-        let state = &mut *guard;
-        let corp = state
-            .corps
-            .get(&request.corp_id)
-            .ok_or_else(|| ScanError::UnknownCorp(request.corp_id.clone()))?;
+    let entry = {
+        let state = app.lock();
         let way = state
             .contact_ways
             .get(&request.config_id)
             .filter(|w| w.corp_id == request.corp_id)
             .ok_or_else(|| ScanError::UnknownConfig(request.config_id.clone()))?;
+        Entry {
+            corp_id: request.corp_id.clone(),
+            source_id: request.config_id.clone(),
+            users: way.user.clone(),
+            state: way.state.clone(),
+        }
+    };
+    let arrival = Arrival {
+        duplicate: request.duplicate,
+        create_time: request.create_time,
+        change_type,
+        campaign_id,
+    };
+    arrive(app, entry, arrival).await
+}
+
+/// A visitor opens a link: the link's member gets the customer, and the add event's `State` is
+/// the URL's `customer_channel` (absent without one, as for a contact way without `state`).
+pub(crate) async fn open_link(
+    app: &SharedApp,
+    request: &OpenLinkRequest,
+) -> Result<ScanOutcome, ScanError> {
+    let rest = request
+        .url
+        .strip_prefix(crate::links::LINK_BASE)
+        .ok_or_else(|| ScanError::BadRequest("not a link of this sandbox".into()))?;
+    let (link_id, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let channel = query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("customer_channel="))
+        .unwrap_or_default();
+    if channel.len() > MAX_CHANNEL_CHARS
+        || !channel
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(ScanError::BadRequest(format!(
+            "customer_channel must be at most {MAX_CHANNEL_CHARS} letters, digits, '-' or '_'"
+        )));
+    }
+    let entry = {
+        let state = app.lock();
+        let link = state
+            .links
+            .get(link_id)
+            .ok_or_else(|| ScanError::UnknownConfig(link_id.to_owned()))?;
+        Entry {
+            corp_id: link.corp_id.clone(),
+            source_id: link.link_id.clone(),
+            users: link.user_list.clone(),
+            state: channel.to_owned(),
+        }
+    };
+    let arrival = Arrival {
+        duplicate: request.duplicate,
+        create_time: None,
+        change_type: "add_external_contact".into(),
+        campaign_id: None,
+    };
+    arrive(app, entry, arrival).await
+}
+
+struct Arrival {
+    duplicate: bool,
+    create_time: Option<u64>,
+    change_type: String,
+    campaign_id: Option<u64>,
+}
+
+/// Routes the customer to one of `entry`'s users and delivers the add event.
+async fn arrive(app: &SharedApp, entry: Entry, arrival: Arrival) -> Result<ScanOutcome, ScanError> {
+    let Arrival {
+        duplicate,
+        create_time,
+        change_type,
+        campaign_id,
+    } = arrival;
+    let (record, plaintext, target) = {
+        let mut guard = app.lock();
+        let state = &mut *guard;
+        let corp = state
+            .corps
+            .get(&entry.corp_id)
+            .ok_or_else(|| ScanError::UnknownCorp(entry.corp_id.clone()))?;
         // A member removed from the directory stays on the list (WeCom does not prune it) but
         // can no longer take customers, so routing skips them; the record names them.
         let (eligible, stale): (Vec<&String>, Vec<&String>) =
-            way.user.iter().partition(|u| corp.users.contains(*u));
+            entry.users.iter().partition(|u| corp.users.contains(*u));
         let stale: Vec<String> = stale.into_iter().cloned().collect();
         let userid = match eligible.len() {
             0 => None,
@@ -101,8 +202,8 @@ pub(crate) async fn scan(
             n => Some(eligible[state.rngs.scans.gen_range(0..n)].clone()),
         };
         let at_ms = state.clock.now_ms();
-        let create_time = request.create_time.unwrap_or(at_ms / 1000);
-        let contact_state = way.state.clone();
+        let create_time = create_time.unwrap_or(at_ms / 1000);
+        let contact_state = entry.state.clone();
         let target = corp
             .callback
             .as_ref()
@@ -126,14 +227,14 @@ pub(crate) async fn scan(
         let record = ScanRecord {
             seq,
             at_ms,
-            corp_id: request.corp_id.clone(),
-            config_id: request.config_id.clone(),
+            corp_id: entry.corp_id.clone(),
+            config_id: entry.source_id.clone(),
             state: contact_state.clone(),
             userid: userid.clone(),
             external_userid: external_userid.clone(),
             routed: userid.is_some(),
             stale_members: stale,
-            duplicate: request.duplicate,
+            duplicate,
             campaign_id,
             delivery: None,
         };
@@ -148,7 +249,7 @@ pub(crate) async fn scan(
         };
         let create_time = create_time.to_string();
         let mut fields = vec![
-            ("ToUserName", request.corp_id.as_str()),
+            ("ToUserName", entry.corp_id.as_str()),
             ("FromUserName", "sys"),
             ("CreateTime", create_time.as_str()),
             ("MsgType", "event"),
@@ -166,7 +267,7 @@ pub(crate) async fn scan(
     };
 
     let delivery = match &target {
-        Some(target) => Some(delivery::deliver(app, target, &plaintext, request.duplicate).await),
+        Some(target) => Some(delivery::deliver(app, target, &plaintext, duplicate).await),
         None => None,
     };
     let mut record = record;

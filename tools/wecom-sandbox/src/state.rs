@@ -151,6 +151,8 @@ pub(crate) struct State {
     pub corps: BTreeMap<String, Corp>,
     pub tokens: HashMap<String, IssuedToken>,
     pub contact_ways: BTreeMap<String, ContactWay>,
+    /// Customer-acquisition links by link id (`links`).
+    pub links: BTreeMap<String, crate::links::Link>,
     pub limiter: RateLimiter,
     pub calls: Journal<CallRecord>,
     pub scans: Journal<ScanRecord>,
@@ -170,6 +172,7 @@ impl State {
             corps: BTreeMap::new(),
             tokens: HashMap::new(),
             contact_ways: BTreeMap::new(),
+            links: BTreeMap::new(),
             limiter: RateLimiter::default(),
             calls: Journal::new(DEFAULT_CAPACITY),
             scans: Journal::new(DEFAULT_CAPACITY),

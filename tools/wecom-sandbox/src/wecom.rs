@@ -115,16 +115,22 @@ pub(crate) enum Api {
     ListContactWay,
     UpdateContactWay,
     DelContactWay,
+    CreateLink,
+    GetLink,
+    DeleteLink,
 }
 
 impl Api {
-    pub const ALL: [Api; 6] = [
+    pub const ALL: [Api; 9] = [
         Api::GetToken,
         Api::AddContactWay,
         Api::GetContactWay,
         Api::ListContactWay,
         Api::UpdateContactWay,
         Api::DelContactWay,
+        Api::CreateLink,
+        Api::GetLink,
+        Api::DeleteLink,
     ];
 
     pub fn name(self) -> &'static str {
@@ -135,6 +141,9 @@ impl Api {
             Api::ListContactWay => "list_contact_way",
             Api::UpdateContactWay => "update_contact_way",
             Api::DelContactWay => "del_contact_way",
+            Api::CreateLink => "customer_acquisition/create_link",
+            Api::GetLink => "customer_acquisition/get",
+            Api::DeleteLink => "customer_acquisition/delete_link",
         }
     }
 

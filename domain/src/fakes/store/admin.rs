@@ -84,6 +84,13 @@ impl CodeFacts for InMemoryStore {
             now_ms,
             last_pushed: tables.pushed.get(&key).cloned(),
             dirty_since_ms: tables.dirty.get(&key).map(|(at, _)| *at),
+            links: people
+                .iter()
+                .filter_map(|s| {
+                    let link = tables.links.get(&(tenant.clone(), (*s).clone()))?;
+                    Some(((*s).clone(), link.url.clone()))
+                })
+                .collect(),
         }))
     }
 }

@@ -27,6 +27,7 @@ use crate::owed::{Owed, WRITES_PER_TRANSACTION};
 use crate::refresh::{CodeSnapshot, Lease, PushRecord, PushedList, Tally};
 use crate::schedules::{LimitReached, Minute, Subject};
 use crate::tenants::{TenantId, TenantProfile, Timezone};
+use crate::wecom::acquisition::AcquisitionLink;
 use crate::StoreError;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -85,6 +86,8 @@ struct Tables {
     /// When each code was created and last edited (`CodeRecords::age`).
     ages: HashMap<CodeKey, CodeAge>,
     pushed: HashMap<CodeKey, PushedList>,
+    /// Each staff member's acquisition link (`CodeRecords::keep_link`).
+    links: HashMap<StaffKey, AcquisitionLink>,
     today: HashMap<(TenantId, CodeId, StaffId), AddCounts>,
     departments: HashMap<DepartmentKey, BTreeSet<StaffId>>,
     /// The schedule tick's due items, and when each staff member's schedule was set.

@@ -9,6 +9,7 @@ use crate::refresh::{
     Tally,
 };
 use crate::tenants::TenantId;
+use crate::wecom::acquisition::AcquisitionLink;
 use crate::StoreError;
 
 impl InMemoryStore {
@@ -81,6 +82,20 @@ impl CodeRecords for InMemoryStore {
         _: &[RotationSlot],
     ) -> Result<FencedWrite, StoreError> {
         Ok(self.fence(tenant, code, lease))
+    }
+
+    async fn keep_link(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        link: &AcquisitionLink,
+    ) -> Result<AcquisitionLink, StoreError> {
+        Ok(self
+            .available()?
+            .links
+            .entry((tenant.clone(), staff.clone()))
+            .or_insert_with(|| link.clone())
+            .clone())
     }
 
     async fn record_tally(&self, _: &TenantId, _: &str, tally: &Tally) -> Result<(), StoreError> {

@@ -1,0 +1,62 @@
+//! The landing page's one write per visit (`domain::landing`).
+
+use super::conditions::ConditionalWriteError;
+use super::{corrupt, get_bool, get_n, get_s, key, keys, n, DynamoStore, Item};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use domain::landing::{Counted, RotationCounter};
+use domain::membership::{CodeId, RotationSlot};
+use domain::tenants::TenantId;
+use domain::StoreError;
+
+#[async_trait::async_trait]
+impl RotationCounter for DynamoStore {
+    /// One `UpdateItem` on the code's `PUSHED#` record: `ADD visits :one` on condition that the
+    /// record has a rotation and is not starved, answering the item as the add left it
+    /// (`ALL_NEW`: the counter and the rotation from the same atomic write). A refusal answers
+    /// the item as it was (`ALL_OLD`), which tells an unknown code (no record), a native one
+    /// (no rotation) and a starved one apart without a second request. The record is written
+    /// whole by each push (`record_push`), which starts the counter again.
+    async fn count_visit(&self, tenant: &TenantId, code: &CodeId) -> Result<Counted, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::pushed(code))))
+            .update_expression("ADD visits :one")
+            .condition_expression(
+                "attribute_exists(rotation) AND (attribute_not_exists(starved) OR starved = :no)",
+            )
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":no", AttributeValue::Bool(false))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(output) => {
+                let item: Item = output.attributes.unwrap_or_default();
+                let number = get_n(&item, "visits").ok_or_else(|| corrupt("visit counter"))?;
+                Ok(Counted::Visit {
+                    number,
+                    rotation: rotation_of(&item)?,
+                })
+            }
+            Err(error) => {
+                let old: Item = error.refused_or_unavailable()?.item.unwrap_or_default();
+                Ok(if old.is_empty() {
+                    Counted::NoSuchCode
+                } else if get_bool(&old, "starved").unwrap_or(false) {
+                    Counted::Starved
+                } else {
+                    Counted::NotRotating
+                })
+            }
+        }
+    }
+}
+
+fn rotation_of(item: &Item) -> Result<Vec<RotationSlot>, StoreError> {
+    get_s(item, "rotation")
+        .and_then(|raw| serde_json::from_str(raw).ok())
+        .ok_or_else(|| corrupt("rotation"))
+}

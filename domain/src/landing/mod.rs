@@ -1,0 +1,140 @@
+//! The landing page of sequenced and quota codes (issue 15): a visitor's scan is counted
+//! against the code's rotation with one atomic write, which answers the visit's number and the
+//! rotation it was counted against, and the number picks the member.
+//!
+//! - **One write, no read.** `RotationCounter::count_visit` adds one to the counter of the
+//!   code's `PUSHED#` record and answers the record as it is after the add. The rotation there
+//!   is the one the single writer recorded with the WeCom list (`crate::refresh`), so once the
+//!   record without a member has landed, no later visit is counted against a rotation naming
+//!   them.
+//! - **The pick** (`pick`): visit number n (1-based) takes position (n - 1) mod the round's
+//!   length (the sum of the slots' `takes`), walked over the slots in order: on a sequenced
+//!   code each member takes `round_limit` consecutive visitors per round (1 without the
+//!   switch); on a quota code a member takes no more than is left of their daily limit on the
+//!   code (`membership::rotation`), and leaves the rotation through the quota loop once their
+//!   adds reach it. Consecutive numbers never share a position within a round, so n
+//!   concurrent visits fill the round's positions exactly, none twice and none skipped.
+//! - **A new record starts a new round.** A push replaces the record (and so its counter):
+//!   the next visit is number 1 of the new rotation. A rotation recorded without a push (the
+//!   list unchanged, a quota member's share or a link changed) keeps the counter.
+//! - **Attribution.** Each slot carries its member's customer-acquisition link; the visitor is
+//!   sent to it with `customer_channel` = the code id (`chat_url`), which WeCom echoes as
+//!   `State` in the add event, so the intake counts the add against the code and the member
+//!   as it does for a native code's `state`.
+
+mod ports;
+
+pub use ports::RotationCounter;
+
+use crate::membership::{CodeId, InvalidCodeId, RotationSlot, StaffId};
+use crate::tenants::{InvalidTenantId, TenantId};
+use crate::StoreError;
+
+/// What the one write of a visit found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Counted {
+    /// The visit was counted: its number (1-based, since the record was written) and the
+    /// rotation of the record it was counted on.
+    Visit {
+        number: u64,
+        rotation: Vec<RotationSlot>,
+    },
+    /// No record: an unknown code, a deleted one, or one the single writer has not recorded.
+    NoSuchCode,
+    /// The code's record has no rotation: a native code, which WeCom routes itself.
+    NotRotating,
+    /// Nobody is eligible and there is no fallback (the record's starved mark).
+    Starved,
+}
+
+/// Where a visitor goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Landing {
+    /// To a chat with `staff`, through their link with the code as the channel.
+    Chat {
+        staff: StaffId,
+        location: String,
+        number: u64,
+    },
+    UnknownCode,
+    NotOnLandingPage,
+    Starved,
+    /// The picked member has no link yet (its creation is owed): try again shortly.
+    NoLinkYet {
+        staff: StaffId,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LandingError {
+    #[error(transparent)]
+    Tenant(#[from] InvalidTenantId),
+    #[error(transparent)]
+    Code(#[from] InvalidCodeId),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The member visit `number` (1-based) reaches on `rotation`, or `None` on an empty round.
+pub fn pick(rotation: &[RotationSlot], number: u64) -> Option<&RotationSlot> {
+    let round: u64 = rotation.iter().map(|slot| u64::from(slot.takes)).sum();
+    if round == 0 || number == 0 {
+        return None;
+    }
+    let mut position = (number - 1) % round;
+    rotation.iter().find(|slot| {
+        let takes = u64::from(slot.takes);
+        if position < takes {
+            true
+        } else {
+            position -= takes;
+            false
+        }
+    })
+}
+
+/// The link with the code as its channel: WeCom echoes `customer_channel` as the add event's
+/// `State`. A code id is letters, digits, `-` and `_` only (`CodeId`), nothing to escape.
+pub fn chat_url(link: &str, code: &CodeId) -> String {
+    let joint = if link.contains('?') { '&' } else { '?' };
+    format!("{link}{joint}customer_channel={code}")
+}
+
+pub struct LandingPage<C> {
+    counter: C,
+}
+
+impl<C: RotationCounter> LandingPage<C> {
+    pub fn new(counter: C) -> Self {
+        Self { counter }
+    }
+
+    /// One visit of `/l/{tenant}/{code}`: both ids are checked before any work, then one
+    /// counted write picks the member.
+    pub async fn visit(&self, tenant: &str, code: &str) -> Result<Landing, LandingError> {
+        let tenant = TenantId::parse(tenant)?;
+        let code = CodeId::parse(code)?;
+        let landing = match self.counter.count_visit(&tenant, &code).await? {
+            Counted::NoSuchCode => Landing::UnknownCode,
+            Counted::NotRotating => Landing::NotOnLandingPage,
+            Counted::Starved => Landing::Starved,
+            Counted::Visit { number, rotation } => match pick(&rotation, number) {
+                None => Landing::Starved,
+                Some(slot) => match &slot.link {
+                    Some(link) => Landing::Chat {
+                        staff: slot.staff.clone(),
+                        location: chat_url(link, &code),
+                        number,
+                    },
+                    None => Landing::NoLinkYet {
+                        staff: slot.staff.clone(),
+                    },
+                },
+            },
+        };
+        Ok(landing)
+    }
+}
+
+#[cfg(test)]
+mod tests;
