@@ -643,29 +643,35 @@ impl CodeRecords for DynamoStore {
         code: &CodeId,
         lease: &Lease,
         wecom_list: &[StaffId],
-        rotation: &[RotationSlot],
+        rotation: Option<&[RotationSlot]>,
     ) -> Result<FencedWrite, StoreError> {
-        let rotation = s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?);
         // Before its first push a code has no record, and WeCom holds the list the contact way
         // was created with: the record starts from that list, so the next recompute still sees
-        // what WeCom has (and does not push it again).
-        let update = Update::builder()
+        // what WeCom has (and does not push it again). No rotation: the code stopped rotating,
+        // and the landing page's condition (`attribute_exists(rotation)`) refuses its visits.
+        let keep =
+            "#users = if_not_exists(#users, :wecom_list), starved = if_not_exists(starved, :no)";
+        let mut update = Update::builder()
             .table_name(&self.table)
             .set_key(Some(key(keys::tenant(tenant), keys::pushed(code))))
-            .update_expression(
-                "SET rotation = :rotation, #users = if_not_exists(#users, :wecom_list), \
-                 starved = if_not_exists(starved, :no)",
-            )
             .expression_attribute_names("#users", "users")
-            .expression_attribute_values(":rotation", rotation)
             .expression_attribute_values(
                 ":wecom_list",
                 strings(wecom_list.iter().map(|u| u.as_str().to_owned())),
             )
-            .expression_attribute_values(":no", AttributeValue::Bool(false))
-            .build()
-            .map_err(unavailable)?;
-        let write = TransactWriteItem::builder().update(update).build();
+            .expression_attribute_values(":no", AttributeValue::Bool(false));
+        update = match rotation {
+            Some(rotation) => update
+                .update_expression(format!("SET rotation = :rotation, {keep}"))
+                .expression_attribute_values(
+                    ":rotation",
+                    s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?),
+                ),
+            None => update.update_expression(format!("SET {keep} REMOVE rotation")),
+        };
+        let write = TransactWriteItem::builder()
+            .update(update.build().map_err(unavailable)?)
+            .build();
         self.fenced_write(tenant, code, lease, vec![write]).await
     }
 

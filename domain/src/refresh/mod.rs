@@ -577,7 +577,8 @@ where
     }
 
     /// WeCom already has the list: only the landing page's rotation may need recording (a
-    /// quota member's share shrinks with each add). `false` when the lease was lost.
+    /// quota member's share shrinks with each add, or the code stopped rotating). `false` when
+    /// the lease was lost.
     async fn keep_rotation(
         &self,
         held: &LeasedRefresh<'_>,
@@ -588,13 +589,21 @@ where
             .last_pushed
             .as_ref()
             .and_then(|p| p.rotation.as_ref());
-        let Some(rotation) = rotation.filter(|r| Some(*r) != stored) else {
+        // Also when the code stopped rotating (edited to native with the same list): its old
+        // rotation must not keep routing visitors.
+        if rotation == stored {
             return Ok(true);
-        };
+        }
         let (tenant, code) = (held.asked.tenant, held.asked.code);
         let recorded = self
             .facts
-            .record_rotation(tenant, code, &held.lease, snapshot.wecom_list(), rotation)
+            .record_rotation(
+                tenant,
+                code,
+                &held.lease,
+                snapshot.wecom_list(),
+                rotation.map(Vec::as_slice),
+            )
             .await?;
         Ok(recorded != FencedWrite::LeaseLost)
     }

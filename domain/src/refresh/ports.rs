@@ -50,14 +50,15 @@ pub trait CodeRecords: Send + Sync {
         at_ms: u64,
     ) -> Result<FencedWrite, StoreError>;
     /// Replaces the landing page's rotation when the WeCom list stayed the same but the
-    /// rotation did not (a quota member's share of a round shrinks with each add).
+    /// rotation did not (a quota member's share of a round shrinks with each add); `None`
+    /// removes it (a code edited to native: the page must stop routing it).
     async fn record_rotation(
         &self,
         tenant: &TenantId,
         code: &CodeId,
         lease: &Lease,
         wecom_list: &[StaffId],
-        rotation: &[RotationSlot],
+        rotation: Option<&[RotationSlot]>,
     ) -> Result<FencedWrite, StoreError>;
     /// Keeps `link` as the staff member's acquisition link unless one is kept already (two
     /// codes' writers may create one for the same member at once); answers the link kept.

@@ -705,3 +705,30 @@ async fn a_member_whose_link_cannot_be_created_is_left_out_of_the_rotation_and_t
         [(code(), DirtyWhy::RefreshFailed(FailureClass::Transient))]
     );
 }
+
+#[tokio::test]
+async fn a_rotating_code_edited_to_native_with_the_same_list_loses_its_rotation() {
+    let refresher = refresher(sequenced(&[("a", true)]));
+    fast(&refresher, &[1]).await.expect("refreshed");
+    let pushed = refresher
+        .store()
+        .stored_pushed(&tenant(), &code())
+        .expect("a record");
+    assert!(
+        pushed.rotation.is_some(),
+        "a sequenced code's record has a rotation"
+    );
+    // Edited to native: WeCom's list stays the same, so nothing is pushed, but the landing page
+    // must stop routing the code.
+    let mut native = snapshot(&[("a", true)]);
+    native.last_pushed = Some(pushed);
+    refresher.store().load_snapshot(&tenant(), &code(), &native);
+    let outcome = fast(&refresher, &[2]).await.expect("refreshed");
+    assert_eq!(outcome, Outcome::Unchanged);
+    let after = refresher
+        .store()
+        .stored_pushed(&tenant(), &code())
+        .expect("a record");
+    assert_eq!(after.rotation, None);
+    assert_eq!(after.users, vec![id("a")]);
+}

@@ -78,10 +78,24 @@ impl CodeRecords for InMemoryStore {
         tenant: &TenantId,
         code: &CodeId,
         lease: &Lease,
-        _: &[StaffId],
-        _: &[RotationSlot],
+        wecom_list: &[StaffId],
+        rotation: Option<&[RotationSlot]>,
     ) -> Result<FencedWrite, StoreError> {
-        Ok(self.fence(tenant, code, lease))
+        let fenced = self.fence(tenant, code, lease);
+        if fenced == FencedWrite::Written {
+            let mut tables = self.tables();
+            let record = tables
+                .pushed
+                .entry((tenant.clone(), code.clone()))
+                .or_insert_with(|| PushedList {
+                    users: wecom_list.to_vec(),
+                    pushed_at_ms: 0,
+                    starved: false,
+                    rotation: None,
+                });
+            record.rotation = rotation.map(<[RotationSlot]>::to_vec);
+        }
+        Ok(fenced)
     }
 
     async fn keep_link(
