@@ -37,6 +37,7 @@ async fn the_sweep_repairs_what_the_single_writer_missed() -> Result<()> {
         drift_on_most_of_a_tenants_sample_stops_its_repair_until_resumed(&world, &sweep_env),
         a_fan_out_given_up_is_sent_again_and_its_codes_converge(&world),
         a_stale_record_is_confirmed_after_its_settle_period_and_repaired(&world),
+        a_resigned_members_acquisition_link_is_deleted_after_the_grace(&world),
     )
     .map(|_| ());
     world
@@ -546,4 +547,102 @@ fn held_by_guard(line: &str) -> u64 {
         .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
+}
+
+/// The acquisition links the sandbox holds for `corp_id`, as (link id, user).
+async fn links_of(world: &World, corp_id: &str) -> Result<Vec<(String, String)>> {
+    let all = world.sandbox().get("/_sandbox/links").await?;
+    Ok(all["links"]
+        .as_array()
+        .map(|links| {
+            links
+                .iter()
+                .filter(|l| l["corp_id"] == corp_id)
+                .filter_map(|l| {
+                    let id = l["link_id"].as_str()?;
+                    let user = l["user_list"].get(0)?.as_str()?;
+                    Some((id.to_owned(), user.to_owned()))
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// A sequenced code gives both members a link; one resigns through WeCom's callback, leaves
+/// the rotation, and once the grace (`LinkRetireGraceMinutes=1` locally) is over the sweep
+/// deletes their link and takes it off their staff item and out of the index; the other
+/// member's link stays.
+async fn a_resigned_members_acquisition_link_is_deleted_after_the_grace(
+    world: &World,
+) -> Result<()> {
+    let live = LiveTenant::create(world, 2).await?;
+    let (leaving, staying) = (live.staff[0].as_str(), live.staff[1].as_str());
+    world
+        .admin()
+        .put(
+            &format!("/tenants/{}/codes/rotating", live.tenant.id),
+            json!({ "family": "sequenced", "members": [leaving, staying] }),
+        )
+        .await?;
+    let corp = live.tenant.corp_id.clone();
+    let links = eventually("both members have a link", TWO_SWEEPS, || async {
+        let links = links_of(world, &corp).await?;
+        Ok((links.len() == 2).then_some(links))
+    })
+    .await?;
+    let link_of = |user: &str| {
+        links
+            .iter()
+            .find(|(_, u)| u == user)
+            .map(|(id, _)| id.clone())
+            .unwrap_or_default()
+    };
+    let (gone, kept) = (link_of(leaving), link_of(staying));
+
+    live.deliver_contact_change(&[("ChangeType", "delete_user"), ("UserID", leaving)])
+        .await?;
+
+    eventually(
+        "the resigned member's link is deleted and the other kept",
+        Duration::from_secs(60) + TWO_SWEEPS,
+        || async {
+            let ids: Vec<String> = links_of(world, &corp)
+                .await?
+                .into_iter()
+                .map(|l| l.0)
+                .collect();
+            Ok((!ids.contains(&gone)).then_some(ids.contains(&kept)))
+        },
+    )
+    .await
+    .and_then(|kept| {
+        ensure!(kept, "the staying member's link is kept");
+        Ok(())
+    })?;
+    let item = world
+        .dynamodb
+        .get_item()
+        .table_name(world.output("TableName"))
+        .key(
+            "pk",
+            AttributeValue::S(format!("TENANT#{}", live.tenant.id)),
+        )
+        .key("sk", AttributeValue::S(format!("STAFF#{leaving}")))
+        .consistent_read(true)
+        .send()
+        .await?
+        .item
+        .unwrap_or_default();
+    for attribute in [
+        keys::LINK_ID,
+        keys::LINK_URL,
+        keys::RETIRING_LINK_ID,
+        keys::GSI1_PK,
+    ] {
+        ensure!(
+            !item.contains_key(attribute),
+            "the resigned member's item still holds {attribute}: {item:?}"
+        );
+    }
+    Ok(())
 }

@@ -206,13 +206,14 @@ def deploy() -> None:
         "--no-progressbar",
     ]
     # Locally WeCom is the sandbox, the sweep runs every minute (EventBridge's shortest rate),
-    # a stale record it samples settles for a minute and a limit claim's owner holds it a
-    # minute, so a repair shows within a test's patience; anything else comes from
+    # a stale record it samples settles for a minute, a limit claim's owner holds it a
+    # minute and a resigned member's link is deleted a minute after, so a repair shows within a test's patience; anything else comes from
     # QRSYNC_PARAMETER_OVERRIDES.
     overrides = [
         f"WeComApiBaseUrl={SANDBOX_URL}",
         "SweepPeriodMinutes=1",
         "DriftStaleSettleMinutes=1",
+        "LinkRetireGraceMinutes=1",
         "ClaimOwnerLeaseSeconds=60",
         # The sandbox's group robot takes every alarm change (GET /_sandbox/robot/messages).
         f"AlarmRobotWebhookUrl={SANDBOX_URL}/cgi-bin/webhook/send?key=local-robot",

@@ -1,6 +1,7 @@
 //! Codes, staff, the staff -> codes index, and the refresh function's push records.
 
 use super::conditions::ConditionalWriteError;
+use super::keys::{LINK_ID, LINK_URL};
 use super::owed::{OwedEdit, OwedRead};
 use super::{
     corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, staff_from, strings,
@@ -35,10 +36,6 @@ type PeopleFacts = (
     HashMap<StaffId, AddCounts>,
     HashMap<StaffId, String>,
 );
-
-/// A staff member's acquisition link, on their staff item (`CodeRecords::keep_link`).
-const LINK_ID: &str = "link_id";
-const LINK_URL: &str = "link_url";
 
 /// A code item as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -54,6 +54,31 @@ pub fn staff(staff: &StaffId) -> String {
     format!("STAFF#{staff}")
 }
 
+pub const STAFF_PREFIX: &str = "STAFF#";
+
+/// A staff item's customer-acquisition link (`domain::landing`), and the link taken off it
+/// after a resignation whose deletion at WeCom is not yet confirmed.
+pub const LINK_ID: &str = "link_id";
+pub const LINK_URL: &str = "link_url";
+pub const RETIRING_LINK_ID: &str = "retiring_link_id";
+
+/// Staff items of resigned members are in `gsi1` under this partition, by when they resigned
+/// (`{at:013}#TENANT#t#STAFF#s`), until the sweep has deleted their link or found none:
+/// resignations are few, so one partition's throughput is plenty.
+pub const RESIGNED_STAFF: &str = "STAFF#RESIGNED";
+
+pub fn resigned_index_sort(
+    resigned_at_ms: u64,
+    tenant_id: &TenantId,
+    staff_id: &StaffId,
+) -> String {
+    format!(
+        "{resigned_at_ms:013}#{}#{}",
+        tenant(tenant_id),
+        staff(staff_id)
+    )
+}
+
 /// Staff member `staff` sits on `code` (as member or fallback): the staff -> codes index.
 pub fn seat(staff: &StaffId, code: &CodeId) -> String {
     format!("SEAT#{staff}#{code}")

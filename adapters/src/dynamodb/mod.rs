@@ -12,6 +12,7 @@ mod ledger;
 mod limits;
 mod owed;
 mod replay;
+mod retiring_links;
 mod run_lease;
 mod staff;
 mod sweep;

@@ -156,20 +156,38 @@ impl StaffLedger for DynamoStore {
         employment: Employment,
         at_ms: u64,
     ) -> Result<bool, StoreError> {
-        let result = self
+        // A resignation goes into the sweep's index of links to retire; it leaves once nothing
+        // is left to delete (a rehire does not take it out: the sweep checks, so no link is
+        // stranded).
+        let resigned = employment == Employment::Resigned;
+        let expression = if resigned {
+            "SET #employment = :employment, employment_at_ms = :at, #gpk = :gpk, #gsk = :gsk"
+        } else {
+            "SET #employment = :employment, employment_at_ms = :at"
+        };
+        let mut update = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
-            .update_expression("SET #employment = :employment, employment_at_ms = :at")
+            .update_expression(expression)
             .condition_expression(
                 "attribute_not_exists(employment_at_ms) OR employment_at_ms <= :at",
             )
             .expression_attribute_names("#employment", "employment")
             .expression_attribute_values(":employment", s(employment_name(employment)))
-            .expression_attribute_values(":at", n(at_ms))
-            .send()
-            .await;
+            .expression_attribute_values(":at", n(at_ms));
+        if resigned {
+            update = update
+                .expression_attribute_names("#gpk", keys::GSI1_PK)
+                .expression_attribute_names("#gsk", keys::GSI1_SK)
+                .expression_attribute_values(":gpk", s(keys::RESIGNED_STAFF))
+                .expression_attribute_values(
+                    ":gsk",
+                    s(keys::resigned_index_sort(at_ms, tenant, staff)),
+                );
+        }
+        let result = update.send().await;
         match result {
             Ok(_) => Ok(true),
             Err(error) => error.refused_or_unavailable().map(|_| false),
@@ -193,6 +211,13 @@ impl StaffLedger for DynamoStore {
             moved.insert(keys::SK.into(), s(keys::staff(to)));
             moved.remove("departments");
             moved.remove("departments_at_ms");
+            // The old id's link names the old id (`range.user_list`): it is retired with the
+            // old id below, and the new id gets a link of its own at its next refresh.
+            for attribute in [keys::LINK_ID, keys::LINK_URL, keys::RETIRING_LINK_ID] {
+                moved.remove(attribute);
+            }
+            moved.remove(keys::GSI1_PK);
+            moved.remove(keys::GSI1_SK);
             moved.insert("renamed_from".into(), s(from.as_str()));
             self.put_if_absent(moved).await?;
             let departments = departments_from(&old, "departments");
@@ -244,10 +269,16 @@ impl StaffLedger for DynamoStore {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(key(keys::tenant(tenant), keys::staff(from))))
-            .update_expression("SET #employment = :resigned, renamed_to = :to")
+            .update_expression(
+                "SET #employment = :resigned, renamed_to = :to, #gpk = :gpk, #gsk = :gsk",
+            )
             .expression_attribute_names("#employment", "employment")
+            .expression_attribute_names("#gpk", keys::GSI1_PK)
+            .expression_attribute_names("#gsk", keys::GSI1_SK)
             .expression_attribute_values(":resigned", s(employment_name(Employment::Resigned)))
             .expression_attribute_values(":to", s(to.as_str()))
+            .expression_attribute_values(":gpk", s(keys::RESIGNED_STAFF))
+            .expression_attribute_values(":gsk", s(keys::resigned_index_sort(at_ms, tenant, from)))
             .send()
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;

@@ -34,6 +34,7 @@ struct WeComState {
     links: Vec<(String, String)>,
     links_deleted: Vec<String>,
     links_fail: Option<WeComError>,
+    link_deletes_fail: Option<WeComError>,
 }
 
 /// WeCom's contact ways: numbers them `cw-1`, `cw-2`... and remembers what was asked. Deleting
@@ -254,9 +255,19 @@ impl FakeWeCom {
         self.state().links.clone()
     }
 
+    /// The acquisition links deleted, by link id.
+    pub fn links_deleted(&self) -> Vec<String> {
+        self.state().links_deleted.clone()
+    }
+
     /// Every `create_link` fails with `error` while set.
     pub fn fail_links(&self, error: Option<WeComError>) {
         self.state().links_fail = error;
+    }
+
+    /// Every `delete_link` fails with `error` while set.
+    pub fn fail_link_deletes(&self, error: Option<WeComError>) {
+        self.state().link_deletes_fail = error;
     }
 }
 
@@ -280,7 +291,11 @@ impl AcquisitionLinks for FakeWeCom {
     }
 
     async fn delete_link(&self, _: &CorpCredentials, link_id: &str) -> Result<(), WeComError> {
-        self.state().links_deleted.push(link_id.to_owned());
+        let mut state = self.state();
+        if let Some(error) = state.link_deletes_fail.clone() {
+            return Err(error);
+        }
+        state.links_deleted.push(link_id.to_owned());
         Ok(())
     }
 }

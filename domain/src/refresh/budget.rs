@@ -13,6 +13,8 @@
 pub const UPDATE_CONTACT_WAY: &str = "update_contact_way";
 /// The refresh's creation of a staff member's customer-acquisition link (`crate::landing`).
 pub const CREATE_LINK: &str = "create_link";
+/// The sweep's deletion of a resigned staff member's link.
+pub const DELETE_LINK: &str = "delete_link";
 /// The admin API's calls, budgeted the same way (WeCom limits each API on its own).
 pub const ADD_CONTACT_WAY: &str = "add_contact_way";
 pub const DEL_CONTACT_WAY: &str = "del_contact_way";

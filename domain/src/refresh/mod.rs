@@ -12,7 +12,7 @@ pub mod retry;
 
 pub use budget::{
     exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, Window, ADD_CONTACT_WAY, CREATE_LINK,
-    DEL_CONTACT_WAY, GET_CONTACT_WAY, UPDATE_CONTACT_WAY,
+    DELETE_LINK, DEL_CONTACT_WAY, GET_CONTACT_WAY, UPDATE_CONTACT_WAY,
 };
 pub use lease::{Acquired, FencedWrite, Lease, LeaseTimes};
 pub use ports::{

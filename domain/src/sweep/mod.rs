@@ -36,6 +36,12 @@
 //!    contact way WeCom made when the admin function crashed before recording it. The sweep
 //!    lists the corp's contact ways created around the intent's time and deletes those whose
 //!    `state` is the code's id but which are not the code's recorded one.
+//!
+//!    Then the customer-acquisition links (`crate::landing`) of staff who resigned at least
+//!    `link_retire_grace_ms` ago: each is taken off its staff item (on condition that they are
+//!    still resigned and still hold it, so no later refresh can route to it), then deleted at
+//!    WeCom (budgeted); one whose deletion fails waits in the item's retiring slot for the
+//!    next run. A rehire before that keeps the link.
 //! 5. **The blast-radius guard**: when more than the set share of a tenant's sample differs
 //!    from what WeCom holds, or does once its stale records are confirmed, the likely cause is
 //!    a bug (in the recompute or the push), not noise. The tenant's repair stops (its marks
@@ -53,7 +59,7 @@ pub use drift::{
 };
 pub use ports::{
     ContactWayReader, CreationIntent, CreationIntents, DirtyIndex, DriftLedger, FanOutIndex,
-    OrphanFinder, SweepRuns, TenantDirectory,
+    LeavingStaff, LinkRetirements, OrphanFinder, SweepRuns, TenantDirectory,
 };
 
 use crate::dirty::{next_resync_at, DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, StaleSuspect};
@@ -63,7 +69,8 @@ use crate::facts::{
 use crate::membership::CodeId;
 use crate::reasons::{Cause, FanOut, FanOutQueue, ReasonQueue, RefreshReason};
 use crate::refresh::{
-    CodeFacts, CodeSnapshot, Spend, WeComBudget, DEL_CONTACT_WAY, GET_CONTACT_WAY,
+    AcquisitionLinks, CodeFacts, CodeSnapshot, Spend, WeComBudget, DELETE_LINK, DEL_CONTACT_WAY,
+    GET_CONTACT_WAY,
 };
 use crate::tenants::{tenant_day, TenantId, Timezone};
 use crate::wecom::errors::FailureClass;
@@ -84,8 +91,9 @@ pub trait SweepPorts {
         + QuotaLedger
         + StaffLedger
         + TenantProfiles
-        + CreationIntents;
-    type WeCom: ContactWayReader + OrphanFinder;
+        + CreationIntents
+        + LinkRetirements;
+    type WeCom: ContactWayReader + OrphanFinder + AcquisitionLinks;
     type Budget: WeComBudget;
     type Reasons: ReasonQueue;
     /// Where a fan-out given up is sent again: the fan-out function's own queue.
@@ -114,6 +122,12 @@ pub struct SweepSettings {
     /// still stale, counted for the guard and resynced: longer than a queued reason takes to
     /// reach its code (a backlog waiting for budget, a slow lane's interval).
     pub stale_settle_ms: u64,
+    /// How long after a resignation its acquisition link is deleted: by then every code's
+    /// record without the member has landed (a refresh takes seconds; the page of a code whose
+    /// refresh keeps failing, which is dirty, may send a visitor to the deleted link, which
+    /// WeCom answers with its own error page, never to another member), and a rehire within
+    /// it keeps the link.
+    pub link_retire_grace_ms: u64,
 }
 
 impl SweepSettings {
@@ -125,6 +139,7 @@ impl SweepSettings {
         lease_grace_ms: 30_000,
         finish_reserve_ms: 3_000,
         stale_settle_ms: 20 * 60_000,
+        link_retire_grace_ms: 60 * 60_000,
     };
 }
 
@@ -177,6 +192,8 @@ pub struct SweepReport {
     pub claims_finished: u32,
     /// Contact ways created for a code but never recorded, found and deleted.
     pub orphans_deleted: u32,
+    /// Acquisition links of resigned staff deleted at WeCom (or found already gone).
+    pub links_retired: u32,
 }
 
 impl SweepReport {
@@ -201,6 +218,7 @@ impl SweepReport {
         self.read_failures += part.read_failures;
         self.claims_finished += part.claims_finished;
         self.orphans_deleted += part.orphans_deleted;
+        self.links_retired += part.links_retired;
     }
 }
 
@@ -263,6 +281,7 @@ impl<P: SweepPorts> Sweep<P> {
             self.resend_fan_outs(&mut run).await?;
             self.finish_claims(owner, &mut run).await?;
             self.delete_orphans(&mut run).await?;
+            self.retire_links(&mut run).await?;
             self.sample_tenants(owner, cursor, &mut run).await
         }
         .await;
@@ -746,6 +765,69 @@ impl<P: SweepPorts> Sweep<P> {
             }
         }
         Ok(true)
+    }
+
+    /// Step 4, links: the acquisition links of staff who resigned before the grace.
+    async fn retire_links(&self, run: &mut Run) -> Result<(), StoreError> {
+        let before_ms = self
+            .now_ms()
+            .saturating_sub(self.settings.link_retire_grace_ms);
+        for leaving in self
+            .store
+            .resigned_before(before_ms, MARKS_PER_PAGE)
+            .await?
+        {
+            if self.out_of_time(run) {
+                break;
+            }
+            if let Err(error) = self.retire_link(run, &leaving).await {
+                tracing::warn!(tenant = %leaving.tenant, staff = %leaving.staff, error = %error, "acquisition link not retired; the next run tries again");
+            }
+        }
+        Ok(())
+    }
+
+    /// Detaches the resigned member's link (or takes the one already detached), deletes it at
+    /// WeCom and forgets it; a member with nothing to retire leaves the index.
+    async fn retire_link(&self, run: &mut Run, leaving: &LeavingStaff) -> Result<(), StoreError> {
+        let (tenant, staff) = (&leaving.tenant, &leaving.staff);
+        let link_id = match (&leaving.retiring_link_id, &leaving.link_id) {
+            (Some(retiring), _) => retiring,
+            (None, Some(held)) if leaving.resigned => {
+                if !self.store.detach_link(tenant, staff, held).await? {
+                    // Rehired, or a newer link: the next run reads them again.
+                    return Ok(());
+                }
+                held
+            }
+            _ => return self.store.nothing_to_retire(tenant, staff).await,
+        };
+        if let Some(profile) = self.store.profile(tenant).await? {
+            if !self.spent(tenant, DELETE_LINK).await? {
+                run.report.budget_refusals += 1;
+                return Ok(());
+            }
+            let corp = crate::wecom::contact_way::CorpCredentials {
+                corp_id: profile.corp_id.clone(),
+                corp_secret: profile.corp_secret.clone(),
+            };
+            match self.wecom.delete_link(&corp, link_id).await {
+                Ok(()) => {}
+                Err(error) if error.is_retryable() => {
+                    tracing::warn!(tenant = %tenant, staff = %staff, error = %error, "acquisition link not deleted; the next run tries again");
+                    return Ok(());
+                }
+                // Unknown to WeCom (deleted before, or by hand): nothing is left to delete.
+                Err(error) => {
+                    tracing::warn!(tenant = %tenant, staff = %staff, class = error.class().as_str(), error = %error, "WeCom refused to delete the acquisition link; it is forgotten");
+                }
+            }
+        }
+        self.store.link_retired(tenant, staff, link_id).await?;
+        self.store.nothing_to_retire(tenant, staff).await?;
+        run.report.links_retired += 1;
+        tracing::info!(tenant = %tenant, staff = %staff, "a resigned member's acquisition link was deleted");
+        Ok(())
     }
 
     /// One call's worth of the tenant's budget for `api`; `false` when it is spent.

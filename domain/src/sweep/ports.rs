@@ -3,7 +3,7 @@
 
 use super::{DriftCounts, DriftReport, GuardTrip};
 use crate::dirty::{DirtyMark, FanOutMark, StaleSuspect};
-use crate::membership::CodeId;
+use crate::membership::{CodeId, StaffId};
 use crate::tenants::TenantId;
 use crate::wecom::contact_way::CorpCredentials;
 use crate::wecom::errors::WeComError;
@@ -158,4 +158,51 @@ pub trait ContactWayReader: Send + Sync {
         corp: &CorpCredentials,
         config_id: &str,
     ) -> Result<Vec<String>, WeComError>;
+}
+
+/// A staff member who resigned (`employment` set to resigned), as the sweep finds them once
+/// their resignation is `SweepSettings::link_retire_grace_ms` old: if they hold a customer-acquisition link
+/// (`crate::landing`), it is deleted at WeCom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeavingStaff {
+    pub tenant: TenantId,
+    pub staff: StaffId,
+    /// Still resigned as the sweep reads them (a rehire keeps the link).
+    pub resigned: bool,
+    /// The link their staff item still holds.
+    pub link_id: Option<String>,
+    /// A link taken off their staff item whose deletion at WeCom is not yet confirmed.
+    pub retiring_link_id: Option<String>,
+}
+
+/// The index of resigned staff whose links may still exist at WeCom.
+#[async_trait::async_trait]
+pub trait LinkRetirements: Send + Sync {
+    /// Staff who resigned before `before_ms`, oldest first, at most `limit` (a query).
+    async fn resigned_before(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<LeavingStaff>, StoreError>;
+    /// Takes `link_id` off the staff item into its retiring slot, on condition that they are
+    /// still resigned and still hold it: from then on no refresh can put it into a rotation.
+    /// `false` when either changed (a rehire, a newer link).
+    async fn detach_link(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        link_id: &str,
+    ) -> Result<bool, StoreError>;
+    /// WeCom no longer has `link_id`: its retiring slot is cleared (if it still holds it).
+    async fn link_retired(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        link_id: &str,
+    ) -> Result<(), StoreError>;
+    /// Takes the staff member out of the index, on condition that nothing is left to retire
+    /// (no retiring link, and not resigned with a link), so a resignation written meanwhile
+    /// is never lost.
+    async fn nothing_to_retire(&self, tenant: &TenantId, staff: &StaffId)
+        -> Result<(), StoreError>;
 }

@@ -1,9 +1,10 @@
 use super::*;
 use crate::dirty::StaleSuspect;
 use crate::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
-use crate::membership::{CodeConfig, Family, StaffFacts, StaffId, Switches};
+use crate::membership::{CodeConfig, Employment, Family, StaffFacts, StaffId, Switches};
 use crate::refresh::{PushedList, StoredCode};
 use crate::tenants::{TenantProfile, Timezone};
+use crate::wecom::errors::WeComError;
 use std::collections::HashMap;
 
 struct Fakes;
@@ -737,4 +738,134 @@ async fn a_creation_still_within_its_grace_is_left_to_its_request() {
     assert_eq!(report.orphans_deleted, 0);
     assert!(world.sweep.wecom.deleted().is_empty());
     assert_eq!(world.store().creation_intents(), [intent]);
+}
+
+/// Carol holds an acquisition link and resigned at `resigned_at_ms`.
+async fn carol_resigned_with_a_link(world: &World, resigned_at_ms: u64) -> String {
+    use crate::facts::StaffLedger;
+    use crate::refresh::CodeRecords;
+    use crate::wecom::acquisition::AcquisitionLink;
+    let link = AcquisitionLink {
+        link_id: "link-carol".into(),
+        url: "https://work.weixin.qq.com/ca/link-carol".into(),
+    };
+    world
+        .store()
+        .keep_link(&tenant(), &staff("carol"), &link)
+        .await
+        .expect("kept");
+    world
+        .store()
+        .set_employment(
+            &tenant(),
+            &staff("carol"),
+            Employment::Resigned,
+            resigned_at_ms,
+        )
+        .await
+        .expect("set");
+    link.link_id
+}
+
+async fn leaving(world: &World) -> Vec<LeavingStaff> {
+    world
+        .store()
+        .resigned_before(u64::MAX, 10)
+        .await
+        .expect("read")
+}
+
+#[tokio::test]
+async fn a_resigned_members_link_is_deleted_after_the_grace_and_taken_off_their_staff_item() {
+    let world = World::with_codes(1).await;
+    let link_id = carol_resigned_with_a_link(
+        &world,
+        NOW - SweepSettings::DEFAULT.link_retire_grace_ms - 1,
+    )
+    .await;
+
+    let report = world.run().await;
+
+    assert_eq!(report.links_retired, 1);
+    assert_eq!(world.sweep.wecom.links_deleted(), [link_id]);
+    assert_eq!(leaving(&world).await, []);
+}
+
+#[tokio::test]
+async fn a_resignation_within_the_grace_keeps_its_link_for_the_codes_still_catching_up() {
+    let world = World::with_codes(1).await;
+    carol_resigned_with_a_link(&world, NOW - 1_000).await;
+
+    let report = world.run().await;
+
+    assert_eq!(report.links_retired, 0);
+    assert!(world.sweep.wecom.links_deleted().is_empty());
+    assert_eq!(
+        leaving(&world).await[0].link_id.as_deref(),
+        Some("link-carol")
+    );
+}
+
+#[tokio::test]
+async fn a_member_rehired_before_the_sweep_keeps_their_link_and_leaves_the_index() {
+    use crate::facts::StaffLedger;
+    let world = World::with_codes(1).await;
+    carol_resigned_with_a_link(
+        &world,
+        NOW - SweepSettings::DEFAULT.link_retire_grace_ms - 2,
+    )
+    .await;
+    world
+        .store()
+        .set_employment(
+            &tenant(),
+            &staff("carol"),
+            Employment::Active,
+            NOW - SweepSettings::DEFAULT.link_retire_grace_ms - 1,
+        )
+        .await
+        .expect("set");
+
+    let report = world.run().await;
+
+    assert_eq!(report.links_retired, 0);
+    assert!(world.sweep.wecom.links_deleted().is_empty());
+    assert_eq!(leaving(&world).await, []);
+}
+
+#[tokio::test]
+async fn a_link_wecom_failed_to_delete_stays_off_the_staff_item_and_the_next_run_deletes_it() {
+    let world = World::with_codes(1).await;
+    let link_id = carol_resigned_with_a_link(
+        &world,
+        NOW - SweepSettings::DEFAULT.link_retire_grace_ms - 1,
+    )
+    .await;
+    world
+        .sweep
+        .wecom
+        .fail_link_deletes(Some(WeComError::Transient {
+            detail: "timeout".into(),
+        }));
+
+    let first = run_at(&world, clock, "run-1").await;
+
+    assert_eq!(first.links_retired, 0);
+    let waiting = leaving(&world).await;
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(
+        waiting[0].link_id, None,
+        "no refresh may route to it any more"
+    );
+    assert_eq!(
+        waiting[0].retiring_link_id.as_deref(),
+        Some(link_id.as_str())
+    );
+
+    world.sweep.wecom.fail_link_deletes(None);
+    let second = run_at(&world, clock, "run-2").await;
+
+    assert_eq!(second.links_retired, 1);
+    assert_eq!(world.sweep.wecom.links_deleted(), [link_id]);
+    assert_eq!(leaving(&world).await, []);
 }

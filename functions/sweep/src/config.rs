@@ -29,6 +29,8 @@ impl Config {
         let reads_per_tenant_hour: u32 = parsed("DRIFT_READS_PER_TENANT_HOUR")?;
         let guard_share_percent: u32 = parsed("DRIFT_GUARD_SHARE_PERCENT")?;
         let stale_settle_ms = parsed::<u64>("DRIFT_STALE_SETTLE_MINUTES")?.saturating_mul(60_000);
+        let link_retire_grace_ms =
+            parsed::<u64>("LINK_RETIRE_GRACE_MINUTES")?.saturating_mul(60_000);
         if !(1..=100).contains(&guard_share_percent) {
             return Err(EnvError::Malformed(
                 "DRIFT_GUARD_SHARE_PERCENT",
@@ -47,6 +49,7 @@ impl Config {
                 reads_per_tenant_hour,
                 guard_share_percent,
                 stale_settle_ms,
+                link_retire_grace_ms,
                 ..SweepSettings::DEFAULT
             },
             read_budget: BudgetLimits {

@@ -139,6 +139,9 @@ impl StaffLedger for InMemoryStore {
             return Ok(false);
         }
         tables.employment_at_ms.insert(key.clone(), at_ms);
+        if employment == Employment::Resigned {
+            tables.sweep.resigned.insert(key.clone(), at_ms);
+        }
         tables.staff.entry(key).or_insert(NEW_STAFF).employment = employment;
         Ok(true)
     }

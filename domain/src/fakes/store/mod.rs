@@ -164,6 +164,10 @@ struct SweepTables {
     reports: HashMap<(TenantId, String), crate::sweep::DriftCounts>,
     guards: HashMap<TenantId, crate::sweep::GuardTrip>,
     intents: Vec<crate::sweep::CreationIntent>,
+    /// The resigned-staff index (when each resigned) and the links taken off staff items
+    /// whose deletion is not yet confirmed.
+    resigned: HashMap<StaffKey, u64>,
+    retiring_links: HashMap<StaffKey, String>,
 }
 
 impl Tables {

@@ -3,11 +3,11 @@
 
 use super::InMemoryStore;
 use crate::dirty::{DirtyMark, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
-use crate::membership::CodeId;
+use crate::membership::{CodeId, Employment, StaffId};
 use crate::reasons::FanOut;
 use crate::sweep::{
     CreationIntent, CreationIntents, DirtyIndex, DriftCounts, DriftLedger, DriftReport,
-    FanOutIndex, GuardTrip, SweepRuns, TenantDirectory,
+    FanOutIndex, GuardTrip, LeavingStaff, LinkRetirements, SweepRuns, TenantDirectory,
 };
 use crate::tenants::TenantId;
 use crate::StoreError;
@@ -343,5 +343,92 @@ impl CreationIntents for InMemoryStore {
         stale.sort_by_key(|i| i.started_at_ms);
         stale.truncate(limit);
         Ok(stale)
+    }
+}
+
+#[async_trait::async_trait]
+impl LinkRetirements for InMemoryStore {
+    async fn resigned_before(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<LeavingStaff>, StoreError> {
+        let tables = self.available()?;
+        let mut leaving: Vec<(u64, LeavingStaff)> = tables
+            .sweep
+            .resigned
+            .iter()
+            .filter(|(_, at_ms)| **at_ms < before_ms)
+            .map(|(key, at_ms)| {
+                let resigned = tables
+                    .staff
+                    .get(key)
+                    .is_some_and(|facts| facts.employment == Employment::Resigned);
+                let staff = LeavingStaff {
+                    tenant: key.0.clone(),
+                    staff: key.1.clone(),
+                    resigned,
+                    link_id: tables.links.get(key).map(|link| link.link_id.clone()),
+                    retiring_link_id: tables.sweep.retiring_links.get(key).cloned(),
+                };
+                (*at_ms, staff)
+            })
+            .collect();
+        leaving.sort_by(|a, b| (a.0, &a.1.staff).cmp(&(b.0, &b.1.staff)));
+        leaving.truncate(limit);
+        Ok(leaving.into_iter().map(|(_, staff)| staff).collect())
+    }
+
+    async fn detach_link(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        link_id: &str,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), staff.clone());
+        let resigned = tables
+            .staff
+            .get(&key)
+            .is_some_and(|facts| facts.employment == Employment::Resigned);
+        if !resigned || tables.links.get(&key).map(|l| l.link_id.as_str()) != Some(link_id) {
+            return Ok(false);
+        }
+        tables.links.remove(&key);
+        tables.sweep.retiring_links.insert(key, link_id.to_owned());
+        Ok(true)
+    }
+
+    async fn link_retired(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        link_id: &str,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), staff.clone());
+        if tables.sweep.retiring_links.get(&key).map(String::as_str) == Some(link_id) {
+            tables.sweep.retiring_links.remove(&key);
+        }
+        Ok(())
+    }
+
+    async fn nothing_to_retire(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), staff.clone());
+        let resigned = tables
+            .staff
+            .get(&key)
+            .is_some_and(|facts| facts.employment == Employment::Resigned);
+        let left_to_retire = tables.sweep.retiring_links.contains_key(&key)
+            || (resigned && tables.links.contains_key(&key));
+        if !left_to_retire {
+            tables.sweep.resigned.remove(&key);
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,136 @@
+//! The sweep's retirement of resigned staff members' acquisition links (`domain::sweep`,
+//! `LinkRetirements`). A resignation puts the staff item into `gsi1` under `STAFF#RESIGNED`
+//! (`StaffLedger::set_employment`); the sweep reads the index, then each item, and takes the
+//! link off the item before deleting it at WeCom, so no refresh can route to a deleted link.
+
+use super::conditions::ConditionalWriteError;
+use super::{employment_name, get_s, key, keys, s, unavailable, DynamoStore};
+use domain::membership::{Employment, StaffId};
+use domain::sweep::{LeavingStaff, LinkRetirements};
+use domain::tenants::TenantId;
+use domain::StoreError;
+
+/// The tenant and staff member of an index entry's keys.
+fn staff_of(item: &super::Item) -> Option<(TenantId, StaffId)> {
+    let tenant = get_s(item, keys::PK)?.strip_prefix("TENANT#")?;
+    let staff = get_s(item, keys::SK)?.strip_prefix(keys::STAFF_PREFIX)?;
+    Some((TenantId::parse(tenant).ok()?, StaffId::parse(staff).ok()?))
+}
+
+#[async_trait::async_trait]
+impl LinkRetirements for DynamoStore {
+    /// One index query (keys only), then each staff item read consistently.
+    async fn resigned_before(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<LeavingStaff>, StoreError> {
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(keys::GSI1)
+            .key_condition_expression("#gpk = :gpk AND #gsk < :before")
+            .expression_attribute_names("#gpk", keys::GSI1_PK)
+            .expression_attribute_names("#gsk", keys::GSI1_SK)
+            .expression_attribute_values(":gpk", s(keys::RESIGNED_STAFF))
+            .expression_attribute_values(":before", s(format!("{before_ms:013}")))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        let mut leaving = Vec::new();
+        for (tenant, staff) in output.items().iter().filter_map(staff_of) {
+            let Some(item) = self.get(&tenant, keys::staff(&staff)).await? else {
+                continue;
+            };
+            leaving.push(LeavingStaff {
+                resigned: get_s(&item, "employment") == Some(employment_name(Employment::Resigned)),
+                link_id: get_s(&item, keys::LINK_ID).map(str::to_owned),
+                retiring_link_id: get_s(&item, keys::RETIRING_LINK_ID).map(str::to_owned),
+                tenant,
+                staff,
+            });
+        }
+        Ok(leaving)
+    }
+
+    async fn detach_link(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        link_id: &str,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .update_expression("REMOVE #id, #url SET #retiring = :id")
+            .condition_expression("#employment = :resigned AND #id = :id")
+            .expression_attribute_names("#id", keys::LINK_ID)
+            .expression_attribute_names("#url", keys::LINK_URL)
+            .expression_attribute_names("#retiring", keys::RETIRING_LINK_ID)
+            .expression_attribute_names("#employment", "employment")
+            .expression_attribute_values(":id", s(link_id))
+            .expression_attribute_values(":resigned", s(employment_name(Employment::Resigned)))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(error) => error.refused_or_unavailable().map(|_| false),
+        }
+    }
+
+    async fn link_retired(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        link_id: &str,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .update_expression("REMOVE #retiring")
+            .condition_expression("#retiring = :id")
+            .expression_attribute_names("#retiring", keys::RETIRING_LINK_ID)
+            .expression_attribute_values(":id", s(link_id))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(error) => error.refused_or_unavailable().map(|_| ()),
+        }
+    }
+
+    async fn nothing_to_retire(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .update_expression("REMOVE #gpk, #gsk")
+            .condition_expression(
+                "attribute_exists(pk) AND attribute_not_exists(#retiring) \
+                 AND (#employment <> :resigned OR attribute_not_exists(#id))",
+            )
+            .expression_attribute_names("#gpk", keys::GSI1_PK)
+            .expression_attribute_names("#gsk", keys::GSI1_SK)
+            .expression_attribute_names("#retiring", keys::RETIRING_LINK_ID)
+            .expression_attribute_names("#employment", "employment")
+            .expression_attribute_names("#id", keys::LINK_ID)
+            .expression_attribute_values(":resigned", s(employment_name(Employment::Resigned)))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(error) => error.refused_or_unavailable().map(|_| ()),
+        }
+    }
+}
