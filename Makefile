@@ -245,13 +245,19 @@ bench-drift: tools
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
 		$(BIN)/qrsync-bench --drift-codes $(DRIFT_CODES) $(BENCH_ARGS); status=$$?; $(MAKE) down; exit $$status
 
-## bench-landing: the landing page (tools/bench/src/bin/landing.rs) against the world deployed
-## with `make deploy`: answer time p50/p99 at LANDING_RATE visits/s and DynamoDB requests per visit
+## bench-landing: the landing page (tools/bench/src/bin/landing/) against the world deployed
+## with `make deploy`: answer time p50/p99 at LANDING_RATE visits/s and DynamoDB requests per
+## visit; LANDING_POOL=N visits through N warm copies of the deployed function's bootstrap fed by
+## the bench's own Lambda Runtime API instead of the emulated API Gateway (which queues above
+## about 100 visits/s here)
 LANDING_RATE ?= 300
+LANDING_POOL ?=
 bench-landing:
 	cargo build -q --locked --workspace --bin landing
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
-		$(BIN)/landing --rate $(LANDING_RATE) $(BENCH_ARGS)
+		$(BIN)/landing --rate $(LANDING_RATE) \
+		$(if $(LANDING_POOL),--runtime-pool .aws-sam/build/LandingPageFunction/bootstrap --environments $(LANDING_POOL)) \
+		$(BENCH_ARGS)
 
 clean: down
 	rm -rf .aws-sam .local

@@ -8,6 +8,13 @@
 //! the answers by status, the distribution over the members against the rotation's, and the
 //! DynamoDB requests per visit from the landing function's own log lines (`store_requests`).
 //! Exits non-zero if a must-be line fails.
+//!
+//! With `--runtime-pool <bootstrap>` the visits skip the local world's emulated API Gateway
+//! and Lambda, which queue invocations above about 100 a second here, and go to a pool of the
+//! function's own `bootstrap`s fed through a Lambda Runtime API the bench serves
+//! (`runtime_api`); the function still makes its one request to the local world's DynamoDB.
+
+mod runtime_api;
 
 use anyhow::{ensure, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -45,6 +52,51 @@ struct Args {
     members: usize,
     #[arg(long, default_value_t = 2)]
     round_limit: u64,
+    /// Visit through a pool of this `bootstrap` (the deployed landing function's, e.g.
+    /// `.aws-sam/build/LandingPageFunction/bootstrap`) fed by the bench's own Lambda Runtime
+    /// API, instead of through the emulated API Gateway.
+    #[arg(long)]
+    runtime_pool: Option<std::path::PathBuf>,
+    /// Warm execution environments in that pool (Lambda's concurrency).
+    #[arg(long, default_value_t = 8)]
+    environments: usize,
+}
+
+/// Where the visits go.
+enum Route {
+    Gateway { http: reqwest::Client, url: String },
+    Pool(runtime_api::RuntimePool),
+}
+
+impl Route {
+    async fn visit(&self) -> (u16, Option<String>) {
+        match self {
+            Self::Gateway { http, url } => match http.get(url).send().await {
+                Ok(answer) => (
+                    answer.status().as_u16(),
+                    answer
+                        .headers()
+                        .get("location")
+                        .and_then(|l| l.to_str().ok())
+                        .map(str::to_owned),
+                ),
+                Err(_) => (0, None),
+            },
+            Self::Pool(pool) => pool.visit().await.unwrap_or((0, None)),
+        }
+    }
+}
+
+/// The `store_requests` field of one of the landing function's log lines.
+fn store_requests_of(line: &str) -> Option<u64> {
+    let message = without_ansi(line);
+    let rest = message.split("store_requests").nth(1)?;
+    let digits: String = rest
+        .chars()
+        .skip_while(|c| !c.is_ascii_digit())
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
 }
 
 /// One visit: how long the answer took, its status and where it pointed.
@@ -203,19 +255,11 @@ async fn store_requests(
             .set_next_token(next.clone())
             .send()
             .await?;
-        for event in page.events() {
-            let message = without_ansi(event.message().unwrap_or_default());
-            if let Some(rest) = message.split("store_requests").nth(1) {
-                let digits: String = rest
-                    .chars()
-                    .skip_while(|c| !c.is_ascii_digit())
-                    .take_while(char::is_ascii_digit)
-                    .collect();
-                if let Ok(n) = digits.parse() {
-                    found.push(n);
-                }
-            }
-        }
+        found.extend(
+            page.events()
+                .iter()
+                .filter_map(|event| store_requests_of(event.message().unwrap_or_default())),
+        );
         next = page.next_token().map(str::to_owned);
         if next.is_none() || page.events().is_empty() {
             return Ok(found);
@@ -252,9 +296,30 @@ async fn run(args: Args) -> Result<bool> {
         .iter()
         .map(|(staff, _, link)| (link.clone(), staff.clone()))
         .collect();
-    let url = format!("{}/l/{}/{}", stack.api_url, seeded.tenant, seeded.code);
-    // Warm the function once so the figures are of the steady state, not a cold start.
-    http.get(&url).send().await?;
+    let route = match &args.runtime_pool {
+        Some(bootstrap) => {
+            let deployed = runtime_api::Deployed::read(&aws, &function, bootstrap.clone()).await?;
+            Route::Pool(
+                runtime_api::RuntimePool::start(
+                    &deployed,
+                    args.environments,
+                    &seeded.tenant,
+                    &seeded.code,
+                )
+                .await?,
+            )
+        }
+        None => {
+            let url = format!("{}/l/{}/{}", stack.api_url, seeded.tenant, seeded.code);
+            // Warm the function once so the figures are of the steady state, not a cold start.
+            http.get(&url).send().await?;
+            Route::Gateway {
+                http: http.clone(),
+                url,
+            }
+        }
+    };
+    let route = Arc::new(route);
     let (_, counted_before) = rotation(&dynamodb, &table, &seeded)
         .await?
         .context("rotation")?;
@@ -267,22 +332,11 @@ async fn run(args: Args) -> Result<bool> {
     let started = Instant::now();
     for _ in 0..total {
         ticks.tick().await;
-        let (http, url, visits) = (http.clone(), url.clone(), visits.clone());
+        let (route, visits) = (route.clone(), visits.clone());
         sent.push(tokio::spawn(async move {
             let at = Instant::now();
-            let answer = http.get(&url).send().await;
+            let (status, location) = route.visit().await;
             let took_us = at.elapsed().as_micros() as u64;
-            let (status, location) = match answer {
-                Ok(answer) => (
-                    answer.status().as_u16(),
-                    answer
-                        .headers()
-                        .get("location")
-                        .and_then(|l| l.to_str().ok())
-                        .map(str::to_owned),
-                ),
-                Err(_) => (0, None),
-            };
             visits.lock().expect("not poisoned").push(Visit {
                 took_us,
                 status,
@@ -302,7 +356,10 @@ async fn run(args: Args) -> Result<bool> {
     let wanted = visits.len();
     let log_deadline = Instant::now() + Duration::from_secs(60);
     let requests = loop {
-        let found = store_requests(&logs, &function, since_ms).await?;
+        let found = match route.as_ref() {
+            Route::Pool(pool) => pool.store_requests(),
+            Route::Gateway { .. } => store_requests(&logs, &function, since_ms).await?,
+        };
         if found.len() >= wanted || Instant::now() > log_deadline {
             break found;
         }
@@ -353,8 +410,17 @@ async fn run(args: Args) -> Result<bool> {
     let ms = |us: u64| format!("{:.1} ms", us as f64 / 1000.0);
     let mut out = Lines::new(44, 24);
     out.head(&format!(
-        "Landing page: {total} visits at {}/s to a sequenced code of {} members (round_limit {})",
-        args.rate, args.members, args.round_limit
+        "Landing page: {total} visits at {}/s to a sequenced code of {} members (round_limit {}), {}",
+        args.rate,
+        args.members,
+        args.round_limit,
+        match &args.runtime_pool {
+            Some(_) => format!(
+                "through {} warm environments of the function's bootstrap (no API Gateway hop)",
+                args.environments
+            ),
+            None => "through the emulated API Gateway".to_owned(),
+        }
     ));
     out.line(
         "sent in",
