@@ -243,23 +243,8 @@ impl QuotaLedger for DynamoStore {
 
     /// One index query for the keys of claims whose lease has ended, one batch read of them.
     async fn stale_claims(&self, now_ms: u64, limit: usize) -> Result<Vec<LimitClaim>, StoreError> {
-        let output = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(keys::GSI1)
-            .key_condition_expression("#gpk = :gpk AND #gsk < :now")
-            .expression_attribute_names("#gpk", keys::GSI1_PK)
-            .expression_attribute_names("#gsk", keys::GSI1_SK)
-            .expression_attribute_values(":gpk", s(keys::OPEN_CLAIMS))
-            .expression_attribute_values(":now", s(format!("{now_ms:013}")))
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        let wanted = output
-            .items
-            .unwrap_or_default()
+        let items = self.index_before(keys::OPEN_CLAIMS, now_ms, limit).await?;
+        let wanted = items
             .iter()
             .filter_map(|item| {
                 Some(key(

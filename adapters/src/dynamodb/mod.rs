@@ -236,6 +236,32 @@ impl DynamoStore {
         }
     }
 
+    /// The first `limit` entries (keys only) of `gsi1` partition `partition` whose sort key,
+    /// which starts with a 13-digit time, is before `before_ms`: one query of an index kept
+    /// in time order (open claims, creation intents, resigned staff).
+    pub(crate) async fn index_before(
+        &self,
+        partition: &str,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<Item>, StoreError> {
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(keys::GSI1)
+            .key_condition_expression("#gpk = :gpk AND #gsk < :before")
+            .expression_attribute_names("#gpk", keys::GSI1_PK)
+            .expression_attribute_names("#gsk", keys::GSI1_SK)
+            .expression_attribute_values(":gpk", s(partition))
+            .expression_attribute_values(":before", s(format!("{before_ms:013}")))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(output.items.unwrap_or_default())
+    }
+
     /// The rest of each sort key under `prefix`, e.g. the code ids of `SEAT#{staff}#`.
     pub(crate) async fn keys_under(
         &self,

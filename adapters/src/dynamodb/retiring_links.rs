@@ -25,22 +25,11 @@ impl LinkRetirements for DynamoStore {
         before_ms: u64,
         limit: usize,
     ) -> Result<Vec<LeavingStaff>, StoreError> {
-        let output = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(keys::GSI1)
-            .key_condition_expression("#gpk = :gpk AND #gsk < :before")
-            .expression_attribute_names("#gpk", keys::GSI1_PK)
-            .expression_attribute_names("#gsk", keys::GSI1_SK)
-            .expression_attribute_values(":gpk", s(keys::RESIGNED_STAFF))
-            .expression_attribute_values(":before", s(format!("{before_ms:013}")))
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
+        let items = self
+            .index_before(keys::RESIGNED_STAFF, before_ms, limit)
+            .await?;
         let mut leaving = Vec::new();
-        for (tenant, staff) in output.items().iter().filter_map(staff_of) {
+        for (tenant, staff) in items.iter().filter_map(staff_of) {
             let Some(item) = self.get(&tenant, keys::staff(&staff)).await? else {
                 continue;
             };

@@ -291,23 +291,8 @@ impl CreationIntents for DynamoStore {
         before_ms: u64,
         limit: usize,
     ) -> Result<Vec<CreationIntent>, StoreError> {
-        let output = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(keys::GSI1)
-            .key_condition_expression("#gpk = :gpk AND #gsk < :before")
-            .expression_attribute_names("#gpk", keys::GSI1_PK)
-            .expression_attribute_names("#gsk", keys::GSI1_SK)
-            .expression_attribute_values(":gpk", s(keys::INTENTS))
-            .expression_attribute_values(":before", s(format!("{before_ms:013}")))
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        Ok(output
-            .items
-            .unwrap_or_default()
+        let items = self.index_before(keys::INTENTS, before_ms, limit).await?;
+        Ok(items
             .iter()
             .filter_map(|item| {
                 let tenant = get_s(item, keys::PK)?.strip_prefix("TENANT#")?;
