@@ -4,7 +4,7 @@
 //! link off the item before deleting it at WeCom, so no refresh can route to a deleted link.
 
 use super::conditions::ConditionalWriteError;
-use super::{employment_name, get_s, key, keys, s, unavailable, DynamoStore};
+use super::{employment_name, get_s, key, keys, s, DynamoStore};
 use domain::membership::{Employment, StaffId};
 use domain::sweep::{LeavingStaff, LinkRetirements};
 use domain::tenants::TenantId;
