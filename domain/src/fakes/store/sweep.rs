@@ -1,8 +1,9 @@
 //! The sweep's records: the dirty set by due time, its lease and cursor, the tenants'
 //! registry, each tenant's sample cursor, drift reports and guard; the fan-outs given up.
 
-use super::InMemoryStore;
+use super::{InMemoryStore, StaffKey};
 use crate::dirty::{DirtyMark, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
+use crate::membership::StaffFacts;
 use crate::membership::{CodeId, Employment, StaffId};
 use crate::reasons::FanOut;
 use crate::sweep::{
@@ -11,6 +12,7 @@ use crate::sweep::{
 };
 use crate::tenants::TenantId;
 use crate::StoreError;
+use std::collections::HashMap;
 
 #[async_trait::async_trait]
 impl DirtyIndex for InMemoryStore {
@@ -346,6 +348,13 @@ impl CreationIntents for InMemoryStore {
     }
 }
 
+/// Whether the stored staff member is resigned (a member not stored is not).
+fn resigned(staff: &HashMap<StaffKey, StaffFacts>, key: &StaffKey) -> bool {
+    staff
+        .get(key)
+        .is_some_and(|facts| facts.employment == Employment::Resigned)
+}
+
 #[async_trait::async_trait]
 impl LinkRetirements for InMemoryStore {
     async fn resigned_before(
@@ -360,10 +369,7 @@ impl LinkRetirements for InMemoryStore {
             .iter()
             .filter(|(_, at_ms)| **at_ms < before_ms)
             .map(|(key, at_ms)| {
-                let resigned = tables
-                    .staff
-                    .get(key)
-                    .is_some_and(|facts| facts.employment == Employment::Resigned);
+                let resigned = resigned(&tables.staff, key);
                 let staff = LeavingStaff {
                     tenant: key.0.clone(),
                     staff: key.1.clone(),
@@ -387,10 +393,7 @@ impl LinkRetirements for InMemoryStore {
     ) -> Result<bool, StoreError> {
         let mut tables = self.available()?;
         let key = (tenant.clone(), staff.clone());
-        let resigned = tables
-            .staff
-            .get(&key)
-            .is_some_and(|facts| facts.employment == Employment::Resigned);
+        let resigned = resigned(&tables.staff, &key);
         if !resigned || tables.links.get(&key).map(|l| l.link_id.as_str()) != Some(link_id) {
             return Ok(false);
         }
@@ -420,10 +423,7 @@ impl LinkRetirements for InMemoryStore {
     ) -> Result<(), StoreError> {
         let mut tables = self.available()?;
         let key = (tenant.clone(), staff.clone());
-        let resigned = tables
-            .staff
-            .get(&key)
-            .is_some_and(|facts| facts.employment == Employment::Resigned);
+        let resigned = resigned(&tables.staff, &key);
         let left_to_retire = tables.sweep.retiring_links.contains_key(&key)
             || (resigned && tables.links.contains_key(&key));
         if !left_to_retire {
