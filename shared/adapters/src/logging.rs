@@ -107,7 +107,7 @@ mod tests {
 
     #[test]
     fn every_function_of_the_workspace_logs_at_the_configured_level() {
-        let functions = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../functions");
+        let functions = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../functions");
         let mut missing = Vec::new();
         for entry in std::fs::read_dir(&functions).expect("the functions folder") {
             let name = entry.expect("an entry").file_name();
