@@ -4,7 +4,8 @@
 Fails when, in README.md, docs/*.md, docs/design/*.md or tools/*/README.md:
 - a path they name (a link, or a repository path like `shared/domain/src/sweep/`) does not exist;
 - a `make <target>` they name has no rule in the Makefile;
-and when a function of template.yaml (AWS::Serverless::Function) is missing from the README's
+when a target of the Makefile's .PHONY has no `## target:` doc (what `make help` prints),
+when a function of template.yaml (AWS::Serverless::Function) is missing from the README's
 function table (or the table names one the template does not have), or docs/settings.md is not
 what tools/docs/settings.py renders from the template.
 
@@ -136,6 +137,11 @@ def problems(root: Path, texts: dict[str, str], makefile: str, template: str, st
         for target in sorted(targets):
             if not any(rule.match(target) for rule in rules):
                 found.append(f"{name}: names `make {target}`, which the Makefile has no rule for")
+    phony = re.search(r"^\.PHONY:((?:.*\\\n)*.*)$", makefile, re.M)
+    documented = set(re.findall(r"^## ([A-Za-z%-]+):", makefile, re.M))
+    for target in (phony.group(1).replace("\\", " ").split() if phony else []):
+        if target not in documented:
+            found.append(f"Makefile: `make {target}` has no `## {target}:` doc for `make help`")
     readme = texts.get("README.md", "")
     in_template, in_table = template_functions(template), table_functions(readme)
     for function in sorted(in_template - in_table):
@@ -174,9 +180,11 @@ def self_test() -> int:
     expected = ["docs/gone.md", "shared/domain/src/no_such.rs", "names domain/src/moved.rs", "make no-such-target", "leaves out", "no-such-function"]
     for what in expected:
         assert any(what in p for p in found), f"the check missed {what}: {found}"
+    undocumented = makefile.replace("## clean:", "# clean:")
+    assert any("make clean" in p for p in problems(ROOT, {}, undocumented, template, stack)), "an undocumented target passes"
     stale_template = template.replace("Description: API Gateway stage", "Description: A changed stage")
     assert any("settings.md" in p for p in problems(ROOT, {}, makefile, stale_template, stack)), "stale settings pass"
-    print(f"docs check self-test: {len(expected) + 2} cases ok")
+    print(f"docs check self-test: {len(expected) + 3} cases ok")
     return 0
 
 
