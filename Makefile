@@ -16,8 +16,13 @@ export QRSYNC_SANDBOX_PORT ?= 4580
 LOCAL_AWS := AWS_ENDPOINT_URL=http://127.0.0.1:$(QRSYNC_AWS_PORT) AWS_ACCESS_KEY_ID=test \
 	AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 
-.PHONY: tools build local up deploy deploy-built down down-shards lint check unit integration fuzz test demo bench bench-drift bench-landing clean \
-	lambda-image invoke invoke-test
+.PHONY: help tools build local up deploy deploy-built down down-shards lint docs unit integration fuzz test demo bench \
+	bench-drift bench-landing clean lambda-image invoke invoke-test
+
+## help: every target with the first line of its doc (the `## target:` comments of this file)
+help:
+	@awk '/^## [A-Za-z%-]+:/ { sub(/^## /, ""); target = $$0; sub(/:.*/, "", target); doc = $$0; \
+		sub(/^[^:]*: */, "", doc); printf "  %-15s %s\n", target, doc }' $(MAKEFILE_LIST)
 
 $(VENV)/tools/.installed: tools/requirements/sam.txt
 	$(PYTHON) -m venv $(VENV)/tools
@@ -34,6 +39,7 @@ $(VENV)/fuzz/.installed: tools/requirements/fuzz.txt
 	$(VENV)/fuzz/bin/pip install --quiet --disable-pip-version-check --require-hashes -r $<
 	touch $@
 
+## tools: the pinned Python tools in .venv/ (SAM CLI, cfn-lint, cargo-lambda; MiniStack; schemathesis)
 tools: $(VENV)/tools/.installed $(VENV)/ministack/.installed $(VENV)/fuzz/.installed
 
 # The bootstraps' profile. `release` (the default, what a deploy to AWS ships): `sam build`
@@ -62,8 +68,8 @@ endif
 LOCKED := mkdir -p .aws-sam && flock .aws-sam/build.lock
 LOCKED_SHARED := mkdir -p .aws-sam && flock --shared .aws-sam/build.lock
 
-## build: one bootstrap per function in .aws-sam/build (no Docker): `sam build` through
-## cargo-lambda, or with LAMBDA_PROFILE=dev the workspace's debug build staged there
+## build: one bootstrap per function in .aws-sam/build (no Docker; LAMBDA_PROFILE=release or dev)
+## `sam build` through cargo-lambda, or with LAMBDA_PROFILE=dev the workspace's debug build staged there
 build: $(VENV)/tools/.installed
 	$(LOCKED) sh -c '$(BUILD_BOOTSTRAPS)'
 	@ls -l .aws-sam/build/*/bootstrap
@@ -75,10 +81,12 @@ local: deploy
 # Every cargo step selects the whole workspace (targets are filtered, packages are not), so each
 # resolves the same features and reuses what the others compiled; the demo and the bench are
 # built that way and run from $(BIN), since `cargo run -p` would resolve features of their own.
+## up: MiniStack and the WeCom sandbox on 127.0.0.1 (QRSYNC_AWS_PORT, QRSYNC_SANDBOX_PORT), nothing deployed
 up: tools
 	$(SANDBOX_BUILD)
 	$(TOOLS)/python tools/local/stack.py up
 
+## deploy: build (LAMBDA_PROFILE) and deploy template.yaml into the local world, started if need be
 deploy: up
 	$(LOCKED) sh -c '$(BUILD_BOOTSTRAPS) && $(TOOLS)/python tools/local/stack.py deploy'
 
@@ -86,45 +94,55 @@ deploy: up
 deploy-built: up
 	$(LOCKED_SHARED) $(TOOLS)/python tools/local/stack.py deploy
 
-
+## down: stop this checkout's local world on QRSYNC_AWS_PORT (by the process ids it recorded)
 down:
 	-$(TOOLS)/python tools/local/stack.py down
 
-## lint: formatting, clippy, cfn-lint and sam validate (clippy twice: `--all-targets` leaves out
-## the test targets marked `test = false`, the integration tests, which are named instead)
-lint: $(VENV)/tools/.installed
+## lint: the docs check, formatting, clippy, cfn-lint and sam validate
+## (clippy twice: `--all-targets` leaves out the test targets marked `test = false`, the
+## integration tests, which are named instead)
+lint: $(VENV)/tools/.installed docs
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	cargo clippy --workspace --locked $(addprefix --test ,$(ALL_INTEGRATION_TESTS)) -- -D warnings
 	$(TOOLS)/cfn-lint template.yaml
 	sam validate --template-file template.yaml --lint
 
+## docs: the docs check (tools/docs/check.py) and its self-test; run by `make lint`
+## Every path and `make` target the README, docs/ and tools/*/README.md name exists, the
+## README's function table matches template.yaml, docs/settings.md is what
+## tools/docs/settings.py renders, and every target of .PHONY has a `## target:` doc.
+docs:
+	$(PYTHON) tools/docs/check.py --self-test
+	$(PYTHON) tools/docs/check.py
+
+## unit: the unit tests of every crate (cargo test --workspace), no local world needed
 unit:
 	cargo test --workspace --locked
 
-## integration: the tests/ crate against the deployed local stack and the sandbox (every binary
-## runs even after one fails, so one run reports every failure); INTEGRATION_TESTS="a b" runs
-## only those binaries
+## integration: the integration tests against the deployed local world (INTEGRATION_TESTS="a b": only those)
+## Every binary runs even after one fails, so one run reports every failure.
 ALL_INTEGRATION_TESTS := $(shell sed -n 's/^name = "\([a-z_]*\)"$$/\1/p' tests/Cargo.toml | grep -v '^integration_tests$$')
 INTEGRATION_TESTS ?= $(ALL_INTEGRATION_TESTS)
 integration:
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
 		cargo test --locked --workspace --no-fail-fast $(addprefix --test ,$(INTEGRATION_TESTS))
 
-## fuzz: schemathesis against the deployed admin API, from docs/admin-api.openapi.json (a
-## bounded number of cases per operation: FUZZ_EXAMPLES, seed FUZZ_SEED); see tools/fuzz/run.py
+## fuzz: schemathesis against the deployed admin API, from docs/admin-api.openapi.json
+## A bounded number of cases per operation: FUZZ_EXAMPLES, seed FUZZ_SEED); see tools/fuzz/run.py
 FUZZ_EXAMPLES ?= 30
 FUZZ_SEED ?= 7
 fuzz: $(VENV)/fuzz/.installed
 	$(LOCAL_AWS) $(VENV)/fuzz/bin/python tools/fuzz/run.py --max-examples $(FUZZ_EXAMPLES) --seed $(FUZZ_SEED)
 
-## lambda-image: the base image `sam local invoke` runs the functions in: the real one where a
-## registry answers, else one built locally from pinned Debian packages (once, then reused)
+## lambda-image: the base image `sam local invoke` runs the functions in (pulled, or built from pinned packages)
+## The real one where a registry answers, else one built locally from pinned Debian packages
+## (once, then reused)
 lambda-image: $(VENV)/tools/.installed
 	$(TOOLS)/python tools/local/lambda_image.py ensure
 
-## invoke: one sample through `sam local invoke` against the local world, with the stack's
-## resources from its outputs and the sample tenant seeded; prints the function's answer:
+## invoke: one sample event through `sam local invoke` against the local world (FN=... EVENT=...)
+## The stack's resources from its outputs and the sample tenant seeded; prints the function's answer:
 ##   make invoke FN=CallbackFunction EVENT=events/apigw-callback-verify-url.json
 ## Deploys first when no stack of this checkout answers on QRSYNC_AWS_PORT, and leaves the world
 ## running for the next invoke (`make down` stops it).
@@ -133,12 +151,13 @@ invoke: tools
 	@$(TOOLS)/python tools/local/invoke.py deployed || $(MAKE) deploy
 	$(TOOLS)/python tools/local/invoke.py run "$(FN)" "$(EVENT)"
 
-## invoke-test: every file in events/ through SAM's emulator against the deployed local world,
-## each answer and effect asserted (needs a Docker engine, and says so when there is none)
+## invoke-test: every sample in events/ through SAM's emulator, each answer and effect asserted (needs Docker)
+## Against the deployed local world; says so when no Docker engine answers.
 invoke-test: $(VENV)/tools/.installed
 	$(TOOLS)/python tools/local/invoke.py test
 
-## test: every check. One cargo build makes everything (`--all-targets`: the unit tests, the
+## test: every check from a clean clone: build, unit tests, three shards of integration tests, lint
+## One cargo build makes everything (`--all-targets`: the unit tests, the
 ## sandbox and the functions; then the integration tests, `test = false`, by name) while the
 ## Python tools install beside it (mostly downloads); the functions are then staged for the
 ## local worlds (LAMBDA_PROFILE=dev, above). Then the unit tests, and the integration tests in
@@ -175,8 +194,8 @@ test:
 # the stack's clock, pausing a consumer, pointing a function at a dead endpoint, the sandbox's
 # fault rules and rate limits) reaches no test of another shard; inside a shard the binaries run
 # one after another. One shard also runs the `sam local` samples first (INVOKE_SHARD), one the
-# admin API's fuzz last (FUZZ_SHARD). The shards are balanced by the binaries' times (README,
-# "The two commands"); every binary is in exactly one.
+# admin API's fuzz last (FUZZ_SHARD). The shards are balanced by the binaries' times
+# (docs/local-world.md, "What a run costs"); every binary is in exactly one.
 SHARDS := 1 2 3
 INVOKE_SHARD := 1
 FUZZ_SHARD := 3
@@ -192,8 +211,9 @@ endif
 shard_ports = QRSYNC_AWS_PORT=$$(( $(QRSYNC_AWS_PORT) + 100 * ($(1) - 1) )) \
 	QRSYNC_SANDBOX_PORT=$$(( $(QRSYNC_SANDBOX_PORT) + 100 * ($(1) - 1) ))
 
-## shard-N: one shard of `make test` on its own world: deploy what was built, its integration
-## tests (with the `sam local` samples first or the fuzz after, in their shards), stop the world
+## shard-N: one shard of `make test` on a world of its own (shard-1, shard-2, shard-3)
+## Deploys what was built, runs its integration tests (with the `sam local` samples first or the
+## fuzz after, in their shards), stops the world
 shard-%:
 	@echo "=== shard $*: $(SHARD_$*) ($(call shard_ports,$*))"; \
 	world="LAMBDA_PROFILE=dev $(call shard_ports,$*)"; \
@@ -209,8 +229,9 @@ shard-%:
 down-shards:
 	@for shard in $(SHARDS); do $(MAKE) --no-print-directory $(call shard_ports,$$shard) down; done
 
-## demo: the local world through a small campaign (tools/demo): deploys, seeds a tenant through
-## the admin API, drives scans through the sandbox, prints the report, stops the world again and
+## demo: the local world through a small campaign (tools/demo), its report, the world stopped again
+## Deploys, seeds a tenant through the admin API, drives scans through the sandbox, prints the
+## report, stops the world again and
 ## exits with the demo's status. Flags for qrsync-demo go in DEMO_ARGS (e.g. DEMO_ARGS="--seed 7").
 demo: tools
 	cargo build -q --locked --workspace --bin qrsync-demo
@@ -218,8 +239,8 @@ demo: tools
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
 		$(BIN)/qrsync-demo $(DEMO_ARGS); status=$$?; $(MAKE) down; exit $$status
 
-## bench: a backlog of refresh reasons through the local world against lowered WeCom limits
-## (tools/bench): deploys with the WeCom budget lowered to BENCH_BUDGET_PER_MINUTE (the hour's
+## bench: a backlog of refresh reasons against lowered WeCom limits (tools/bench), its report
+## Deploys with the WeCom budget lowered to BENCH_BUDGET_PER_MINUTE (the hour's
 ## budget 60 times it), seeds a tenant of 2,000 codes through the admin API, drives two phases
 ## of staff changes (the sandbox's limit above the budget, then below it), prints the report,
 ## stops the world again and exits with the bench's status. Flags for qrsync-bench go in
@@ -232,8 +253,9 @@ bench: tools
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
 		$(BIN)/qrsync-bench $(BENCH_ARGS); status=$$?; $(MAKE) down; exit $$status
 
-## bench-drift: the sweep measured (tools/bench/src/drift.rs): a tenant of 2,000 codes (--codes)
-## seeded, DRIFT_CODES of their contact ways changed behind qrsync's back, then watched until the
+## bench-drift: the sweep measured: drifted contact ways in a tenant of 2,000 codes, until repaired
+## tools/bench/src/drift.rs: a tenant of 2,000 codes (--codes) seeded, DRIFT_CODES of their
+## contact ways changed behind qrsync's back, then watched until the
 ## sweep has read them back and repaired them; deploys with a read budget that covers the whole
 ## tenant in every run (DriftReadsPerTenantHour=DRIFT_READS_PER_HOUR).
 DRIFT_CODES ?= 20
@@ -245,8 +267,8 @@ bench-drift: tools
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
 		$(BIN)/qrsync-bench --drift-codes $(DRIFT_CODES) $(BENCH_ARGS); status=$$?; $(MAKE) down; exit $$status
 
-## bench-landing: the landing page (tools/bench/src/bin/landing/) against the world deployed
-## with `make deploy`: answer time p50/p99 at LANDING_RATE visits/s and DynamoDB requests per
+## bench-landing: the landing page measured (answer times, requests per visit) on a deployed world
+## tools/bench/src/bin/landing/: answer time p50/p99 at LANDING_RATE visits/s and DynamoDB requests per
 ## visit; LANDING_POOL=N visits through N warm copies of the deployed function's bootstrap fed by
 ## the bench's own Lambda Runtime API instead of the emulated API Gateway (which queues above
 ## about 100 visits/s here)
@@ -259,5 +281,6 @@ bench-landing:
 		$(if $(LANDING_POOL),--runtime-pool .aws-sam/build/LandingPageFunction/bootstrap --environments $(LANDING_POOL)) \
 		$(BENCH_ARGS)
 
+## clean: stop the local world and remove .aws-sam and .local
 clean: down
 	rm -rf .aws-sam .local
