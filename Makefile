@@ -42,6 +42,11 @@ $(VENV)/fuzz/.installed: tools/requirements/fuzz.txt
 ## tools: the pinned Python tools in .venv/ (SAM CLI, cfn-lint, cargo-lambda; MiniStack; schemathesis)
 tools: $(VENV)/tools/.installed $(VENV)/ministack/.installed $(VENV)/fuzz/.installed
 
+# The one workspace build (unit tests, the functions, the sandbox and the tools): `make demo`,
+# `make test` and the dev-profile worlds all make this same build, so none compiles what another
+# already has (a narrower selection would resolve other features and compile the SDK again).
+WORKSPACE_BUILD := cargo build --workspace --locked --all-targets
+
 # The bootstraps' profile. `release` (the default, what a deploy to AWS ships): `sam build`
 # through cargo-lambda's release build, linked with its zig for Lambda's glibc. `dev`, for
 # `make test`'s local worlds: the workspace's own debug build (`cargo build --all-targets`, the
@@ -54,7 +59,7 @@ BIN := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/debug
 ifeq ($(LAMBDA_PROFILE),dev)
 # The sandbox too comes from that one build: cargo would rebuild the crates it shares with the
 # tests for a selection of its own (the tests' dev-dependencies turn on features).
-SANDBOX_BUILD := cargo build -q --workspace --all-targets --locked
+SANDBOX_BUILD := $(WORKSPACE_BUILD) -q
 BUILD_BOOTSTRAPS := $(SANDBOX_BUILD) && $(TOOLS)/python tools/local/stage.py $(BIN)
 else ifeq ($(LAMBDA_PROFILE),release)
 SANDBOX_BUILD := cargo build -q --locked --workspace --bin wecom-sandbox
@@ -82,7 +87,7 @@ local: deploy
 # resolves the same features and reuses what the others compiled; the demo and the bench are
 # built that way and run from $(BIN), since `cargo run -p` would resolve features of their own.
 ## up: MiniStack and the WeCom sandbox on 127.0.0.1 (QRSYNC_AWS_PORT, QRSYNC_SANDBOX_PORT), nothing deployed
-up: tools
+up: $(VENV)/tools/.installed $(VENV)/ministack/.installed
 	$(SANDBOX_BUILD)
 	$(TOOLS)/python tools/local/stack.py up
 
@@ -165,18 +170,22 @@ invoke-test: $(VENV)/tools/.installed
 ## afterwards. Clippy, cfn-lint and sam validate run beside the shards at the lowest CPU
 ## priority, in their own target dir (cargo's lock on target/ would otherwise hold the shards'
 ## cargo steps back); their output follows.
+# $(call beside_tools,<tool targets>,<command>): installs the pinned Python tools (mostly
+# downloads) in the background while <command> compiles, then prints their log; fails when
+# either failed.
+beside_tools = ( $(MAKE) --no-print-directory $(1) > $(TOOLS_LOG).log 2>&1; \
+		echo $$? > $(TOOLS_LOG).status ) & tools=$$!; \
+	$(2); built=$$?; wait $$tools; \
+	echo "--- the Python tools, installed beside the build:"; cat $(TOOLS_LOG).log; \
+	[ $$built -eq 0 ] && exit $$(cat $(TOOLS_LOG).status); exit $$built
 LINT_LOG := .local/lint-$(QRSYNC_AWS_PORT)
 TOOLS_LOG := .local/tools-$(QRSYNC_AWS_PORT)
 test:
 	cargo fmt --all -- --check
 	$(MAKE) --no-print-directory down-shards
 	@mkdir -p .local
-	( $(MAKE) --no-print-directory tools > $(TOOLS_LOG).log 2>&1; echo $$? > $(TOOLS_LOG).status ) & tools=$$!; \
-	cargo build --workspace --locked --all-targets && \
-	cargo test --workspace --locked --no-run $(addprefix --test ,$(ALL_INTEGRATION_TESTS)); \
-	built=$$?; wait $$tools; \
-	echo "--- the Python tools, installed beside the build:"; cat $(TOOLS_LOG).log; \
-	[ $$built -eq 0 ] && exit $$(cat $(TOOLS_LOG).status); exit $$built
+	$(call beside_tools,tools,$(WORKSPACE_BUILD) && \
+		cargo test --workspace --locked --no-run $(addprefix --test ,$(ALL_INTEGRATION_TESTS)))
 	$(MAKE) --no-print-directory LAMBDA_PROFILE=dev build
 	$(MAKE) unit
 	( CARGO_TARGET_DIR=$(CURDIR)/target/lint nice -n 19 $(MAKE) --no-print-directory lint \
@@ -201,8 +210,8 @@ INVOKE_SHARD := 1
 FUZZ_SHARD := 3
 SHARD_1 := sweep admin_contract admin_lifecycle callback_reconfigured callback_route edits \
 	least_privilege logs_hold_no_secrets path sandbox staff_lifecycle
-SHARD_2 := schedules fan_out landing_page
-SHARD_3 := operator_metrics refresh_limits path_faults quota_loop refresh_deadline refresh_lanes ops replay
+SHARD_2 := schedules fan_out landing_page path_faults ops
+SHARD_3 := operator_metrics refresh_limits quota_loop refresh_deadline refresh_lanes replay
 SHARDED_TESTS := $(foreach shard,$(SHARDS),$(SHARD_$(shard)))
 ifneq ($(sort $(SHARDED_TESTS)) $(words $(SHARDED_TESTS)),$(sort $(ALL_INTEGRATION_TESTS)) $(words $(ALL_INTEGRATION_TESTS)))
 $(error every integration test binary belongs in exactly one SHARD_N: the shards name $(words $(SHARDED_TESTS)) ("$(sort $(SHARDED_TESTS))"), tests/Cargo.toml $(words $(ALL_INTEGRATION_TESTS)) ("$(sort $(ALL_INTEGRATION_TESTS))"))
@@ -233,9 +242,14 @@ down-shards:
 ## Deploys, seeds a tenant through the admin API, drives scans through the sandbox, prints the
 ## report, stops the world again and
 ## exits with the demo's status. Flags for qrsync-demo go in DEMO_ARGS (e.g. DEMO_ARGS="--seed 7").
-demo: tools
-	cargo build -q --locked --workspace --bin qrsync-demo
-	$(MAKE) deploy || { $(MAKE) down; exit 1; }
+## The world runs the workspace's debug build (DEMO_PROFILE=dev, the build `make test` makes, so
+## a `make test` after it compiles only the integration tests); DEMO_PROFILE=release deploys
+## `sam build`'s release bootstraps instead, as a deploy to AWS would.
+DEMO_PROFILE ?= dev
+demo:
+	@mkdir -p .local
+	$(call beside_tools,$(VENV)/tools/.installed $(VENV)/ministack/.installed,$(WORKSPACE_BUILD))
+	$(MAKE) LAMBDA_PROFILE=$(DEMO_PROFILE) deploy || { $(MAKE) down; exit 1; }
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
 		$(BIN)/qrsync-demo $(DEMO_ARGS); status=$$?; $(MAKE) down; exit $$status
 
