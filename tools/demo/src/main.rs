@@ -15,6 +15,7 @@
 //! standard AWS ones (`AWS_ENDPOINT_URL`, credentials, `AWS_REGION`).
 
 mod clock;
+mod item;
 mod landing;
 mod operator;
 mod plan;
@@ -671,7 +672,7 @@ impl Demo<'_> {
             .query_prefix(tenant, "ADDS#TOTAL#")
             .await?
             .iter()
-            .filter_map(|item| report::n(item, "adds"))
+            .filter_map(|item| item::n(item, "adds"))
             .sum();
         let claims = store
             .query_prefix(tenant, "CLAIM#add:")
@@ -1216,7 +1217,7 @@ async fn read_back_the_new_day(
         .await?
         .first()
         .map(|item| {
-            let get = |name| report::n(item, name).unwrap_or(0);
+            let get = |name| item::n(item, name).unwrap_or(0);
             (get("reasons"), get("recomputes"), get("pushes"))
         });
     let finals = final_codes(

@@ -2,43 +2,15 @@
 //! items (counters, claims, push log, refresh statistics), the quota loop's notifications and
 //! the recompute of final facts.
 
+use crate::item::{n, numbers, s, strings, Item};
 use crate::plan::Plan;
 use crate::quota::{self, Crossing, LimitClaim, Notification};
 use crate::rollover::Rollover;
 use crate::sandbox::{Call, Campaign, Scan, Stats};
-use aws_sdk_dynamodb::types::AttributeValue;
 use domain::tenants::{tenant_day, Timezone};
 use stack_client::report::{percentile, quantiles, Lines};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
-
-pub type Item = HashMap<String, AttributeValue>;
-
-pub fn n(item: &Item, name: &str) -> Option<u64> {
-    item.get(name)?.as_n().ok()?.parse().ok()
-}
-
-pub fn s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
-    item.get(name)?.as_s().ok().map(String::as_str)
-}
-
-fn numbers(item: &Item, name: &str) -> Vec<u64> {
-    item.get(name)
-        .and_then(|v| v.as_l().ok())
-        .map(|l| {
-            l.iter()
-                .filter_map(|v| v.as_n().ok()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn strings(item: &Item, name: &str) -> Vec<String> {
-    item.get(name)
-        .and_then(|v| v.as_l().ok())
-        .map(|l| l.iter().filter_map(|v| v.as_s().ok().cloned()).collect())
-        .unwrap_or_default()
-}
 
 /// An admin flip of a staff member to offline, as the demo saw it.
 #[derive(Debug, Clone)]
@@ -1669,6 +1641,7 @@ mod tests {
     use super::*;
     use crate::plan::CodePlan;
     use crate::sandbox::Delivery;
+    use aws_sdk_dynamodb::types::AttributeValue;
 
     fn scan(seq: u64, at_ms: u64, userid: &str) -> Scan {
         Scan {
