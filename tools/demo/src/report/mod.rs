@@ -2,9 +2,13 @@
 //! items (counters, claims, push log, refresh statistics), the quota loop's notifications and
 //! the recompute of final facts.
 
+mod histories;
+mod quota_loop;
+
 use crate::measured::{FinalCode, Inputs, Push};
-use crate::quota::{self, Crossing, Notification};
 use domain::tenants::tenant_day;
+use histories::Histories;
+use quota_loop::QuotaLoop;
 use stack_client::report::{percentile, quantiles, Lines};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -282,141 +286,6 @@ fn routing(inputs: &Inputs<'_>, changes: &[Change]) -> Routing {
     routing
 }
 
-/// Every code's pushes in time order, with the list it was created with.
-struct Histories<'a> {
-    pushes: HashMap<&'a str, Vec<&'a Push>>,
-    created: &'a HashMap<String, Vec<String>>,
-}
-
-impl<'a> Histories<'a> {
-    fn new(inputs: &'a Inputs<'_>) -> Self {
-        let mut pushes: HashMap<&str, Vec<&Push>> = HashMap::new();
-        for (code, push) in &inputs.pushes {
-            pushes.entry(code.as_str()).or_default().push(push);
-        }
-        for list in pushes.values_mut() {
-            list.sort_by_key(|p| p.pushed_at_ms);
-        }
-        Self {
-            pushes,
-            created: &inputs.created_lists,
-        }
-    }
-
-    fn of(&self, code: &str) -> &[&'a Push] {
-        self.pushes.get(code).map(Vec::as_slice).unwrap_or_default()
-    }
-
-    /// The list WeCom held for `code` just before `at_ms`.
-    fn list_before(&self, code: &str, at_ms: u64) -> Option<&Vec<String>> {
-        self.of(code)
-            .iter()
-            .rev()
-            .find(|p| p.pushed_at_ms < at_ms)
-            .map(|p| &p.users)
-            .or_else(|| self.created.get(code))
-    }
-
-    /// The first push at or after `at_ms` whose list does (`listed`) or does not name `staff`.
-    fn first_push(&self, code: &str, at_ms: u64, staff: &str, listed: bool) -> Option<&Push> {
-        self.of(code)
-            .iter()
-            .find(|p| p.pushed_at_ms >= at_ms && p.users.iter().any(|u| u == staff) == listed)
-            .copied()
-    }
-
-    /// For a change at `at_ms` that takes `staff` off `codes`: the codes that listed them then,
-    /// and for each the delay until the push removing them (`None`: no such push).
-    fn removals<'c>(
-        &self,
-        codes: impl IntoIterator<Item = &'c str>,
-        staff: &str,
-        at_ms: u64,
-    ) -> Vec<Option<u64>> {
-        codes
-            .into_iter()
-            .filter(|code| {
-                self.list_before(code, at_ms)
-                    .is_some_and(|users| users.iter().any(|u| u == staff))
-            })
-            .map(|code| {
-                self.first_push(code, at_ms, staff, false)
-                    .map(|p| p.pushed_at_ms.saturating_sub(at_ms))
-            })
-            .collect()
-    }
-}
-
-/// One limit crossing the stack claimed, with its fan-out.
-struct FanOut {
-    crossing: Crossing,
-    /// Codes the notification says it reached, and codes the demo's plan seats the staff
-    /// member on (every code for the cap, the one code for a code's limit).
-    notified_codes: Option<u64>,
-    planned_codes: usize,
-    /// Codes whose list named the staff member at the claim, and the delay to the push that
-    /// took them off each.
-    removals: Vec<Option<u64>>,
-}
-
-impl FanOut {
-    /// Claim to the last push of its fan-out, when every affected list was pushed.
-    fn last_push_ms(&self) -> Option<u64> {
-        self.removals
-            .iter()
-            .copied()
-            .collect::<Option<Vec<u64>>>()
-            .and_then(|delays| delays.into_iter().max())
-    }
-}
-
-fn fan_outs(inputs: &Inputs<'_>, histories: &Histories<'_>) -> Vec<FanOut> {
-    let notified: HashMap<Crossing, u64> = inputs
-        .notifications
-        .iter()
-        .flatten()
-        .map(|n| (n.crossing(), n.codes))
-        .collect();
-    inputs
-        .limit_claims
-        .iter()
-        .map(|claim| {
-            let crossing = &claim.crossing;
-            let (planned, members): (Vec<&str>, Vec<&str>) = match &crossing.code {
-                Some(code) => (
-                    vec![code.as_str()],
-                    inputs
-                        .plan
-                        .code(code)
-                        .filter(|c| c.members.contains(&crossing.staff))
-                        .map(|c| vec![c.id.as_str()])
-                        .unwrap_or_default(),
-                ),
-                None => (
-                    inputs
-                        .plan
-                        .codes_of(&crossing.staff)
-                        .iter()
-                        .map(|c| c.id.as_str())
-                        .collect(),
-                    inputs
-                        .plan
-                        .member_of(&crossing.staff)
-                        .iter()
-                        .map(|c| c.id.as_str())
-                        .collect(),
-                ),
-            };
-            FanOut {
-                crossing: crossing.clone(),
-                notified_codes: notified.get(crossing).copied().or(claim.codes),
-                planned_codes: planned.len(),
-                removals: histories.removals(members, &crossing.staff, claim.claimed_at_ms),
-            }
-        })
-        .collect()
-}
-
 /// Codes whose sandbox list differs from the recompute (with a line each), and codes that
 /// could not be compared (starved and never pushed).
 pub fn differing(codes: &[FinalCode]) -> (Vec<String>, usize) {
@@ -464,7 +333,7 @@ fn report(inputs: &Inputs<'_>) -> Lines {
         refresh(&out, inputs),
         latency(&out, inputs),
         scenario(&out, inputs, &reached),
-        quota_loop(&out, inputs, &quota),
+        quota_loop::section(&out, inputs, &quota),
         resignations(&out, inputs, &histories),
         schedules(&out, inputs, &edge),
         day_rollover(&out, inputs),
@@ -759,115 +628,6 @@ fn scenario(out: &Lines, inputs: &Inputs<'_>, reached: &BTreeMap<&str, usize>) -
             .collect::<Vec<_>>()
             .join(", ")
             + if dead == 0 { "" } else { "  <- not empty" },
-    );
-    out
-}
-
-/// What the quota loop's section and its checks both read.
-struct QuotaLoop {
-    fan_outs: Vec<FanOut>,
-    /// The crossings the notifications name, and how many notifications repeated an id;
-    /// `None` when the stack has no notification queue.
-    notified: Option<(BTreeSet<Crossing>, usize)>,
-}
-
-impl QuotaLoop {
-    fn new(inputs: &Inputs<'_>, histories: &Histories<'_>) -> Self {
-        let notified = inputs.notifications.as_ref().map(|ns| {
-            let ids: BTreeSet<&str> = ns.iter().map(|n| n.id.as_str()).collect();
-            (
-                ns.iter().map(Notification::crossing).collect(),
-                ns.len() - ids.len(),
-            )
-        });
-        Self {
-            fan_outs: fan_outs(inputs, histories),
-            notified,
-        }
-    }
-
-    fn cap_crossings(&self) -> Vec<&FanOut> {
-        self.fan_outs
-            .iter()
-            .filter(|f| f.crossing.limit == quota::COMPANY_DAILY)
-            .collect()
-    }
-}
-
-/// "n (a code_daily, b code_total, c company_daily)".
-fn by_limit(set: &BTreeSet<Crossing>) -> String {
-    let count = |limit: &str| set.iter().filter(|c| c.limit == limit).count();
-    format!(
-        "{} ({} code_daily, {} code_total, {} company_daily)",
-        set.len(),
-        count(quota::CODE_DAILY),
-        count(quota::CODE_TOTAL),
-        count(quota::COMPANY_DAILY)
-    )
-}
-
-fn quota_loop(out: &Lines, inputs: &Inputs<'_>, quota: &QuotaLoop) -> Lines {
-    let mut out = out.section();
-    let claimed: BTreeSet<Crossing> = inputs
-        .limit_claims
-        .iter()
-        .map(|c| c.crossing.clone())
-        .collect();
-    out.head("Quota loop (limit crossings, StaffQuotaReached notifications, fan-out)");
-    out.line(
-        "limit crossings computed from the adds delivered",
-        by_limit(&inputs.expected_crossings),
-    );
-    out.line(
-        "limit claims in the table (REMOVED#)",
-        format!(
-            "{} ({} marked notified)",
-            by_limit(&claimed),
-            inputs.limit_claims.iter().filter(|c| c.notified).count()
-        ),
-    );
-    match &quota.notified {
-        Some((set, duplicates)) => out.line(
-            "notifications received (QuotaNotificationsQueue)",
-            format!("{} ({duplicates} repeated an id)", by_limit(set)),
-        ),
-        None => out.line(
-            "notifications received",
-            "the stack has no QuotaNotificationsQueueUrl output",
-        ),
-    }
-    let company = quota.cap_crossings();
-    for fan in &company {
-        let removed = fan.removals.iter().flatten().count();
-        out.line(
-            &format!("cap reached by {}", fan.crossing.staff),
-            format!(
-                "fan-out {} codes (plan: sits on {}); off {removed} of the {} lists naming them, last push {}",
-                fan.notified_codes.map_or("?".into(), |n| n.to_string()),
-                fan.planned_codes,
-                fan.removals.len(),
-                fan.last_push_ms().map_or("-".into(), ms)
-            ),
-        );
-    }
-    out.line(
-        "cap crossing -> last push of its fan-out: p50 / p95 / max",
-        quantiles(
-            company.iter().filter_map(|f| f.last_push_ms()).collect(),
-            ms,
-        ),
-    );
-    out.line(
-        "code-limit crossing -> push removing the staff member",
-        quantiles(
-            quota
-                .fan_outs
-                .iter()
-                .filter(|f| f.crossing.limit != quota::COMPANY_DAILY)
-                .filter_map(|f| f.last_push_ms())
-                .collect(),
-            ms,
-        ),
     );
     out
 }
@@ -1191,7 +951,7 @@ fn checks(
         adds_check(out, inputs),
         final_list_checks(out, inputs),
         scenario_events_check(out, inputs, quota),
-        notification_checks(out, inputs, quota),
+        quota_loop::notification_checks(out, inputs, quota),
         shift_edge_checks(out, inputs, edge),
         rollover_checks(out, inputs),
     ];
@@ -1340,56 +1100,6 @@ fn scenario_events_check(out: &Lines, inputs: &Inputs<'_>, quota: &QuotaLoop) ->
             && inputs.resignations.iter().all(|r| r.delivered)
             && inputs.resignations.len() == inputs.plan.resign.len(),
     );
-    out
-}
-
-fn notification_checks(out: &Lines, inputs: &Inputs<'_>, quota: &QuotaLoop) -> Lines {
-    let mut out = out.section();
-    let expected = &inputs.expected_crossings;
-    match &quota.notified {
-        Some((set, duplicates)) => {
-            let missing: Vec<&Crossing> = expected.difference(set).collect();
-            let unexpected: Vec<&Crossing> = set.difference(expected).collect();
-            out.must(
-                "notifications sent vs limit crossings (from the adds)",
-                format!(
-                    "{} / {}",
-                    inputs.notifications.as_ref().map_or(0, Vec::len),
-                    expected.len()
-                ),
-                missing.is_empty() && unexpected.is_empty() && *duplicates == 0,
-            );
-            for crossing in missing.iter().take(10) {
-                out.note(&format!("no notification for {crossing}"));
-            }
-            for crossing in unexpected.iter().take(10) {
-                out.note(&format!("notification without a crossing: {crossing}"));
-            }
-        }
-        None => out.must(
-            "notifications sent vs limit crossings (from the adds)",
-            "no queue",
-            false,
-        ),
-    }
-    let wrong_fan_out: Vec<&FanOut> = quota
-        .fan_outs
-        .iter()
-        .filter(|f| f.notified_codes != Some(f.planned_codes as u64))
-        .collect();
-    out.must(
-        "crossings whose fan-out differs from the plan's seats",
-        format!("{} of {}", wrong_fan_out.len(), quota.fan_outs.len()),
-        wrong_fan_out.is_empty(),
-    );
-    for fan in wrong_fan_out.iter().take(10) {
-        out.note(&format!(
-            "{}: {} reasons, the plan seats them on {} codes",
-            fan.crossing,
-            fan.notified_codes.map_or("?".into(), |n| n.to_string()),
-            fan.planned_codes
-        ));
-    }
     out
 }
 
