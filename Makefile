@@ -91,9 +91,11 @@ down:
 	-$(TOOLS)/python tools/local/stack.py down
 
 ## lint: formatting, clippy, cfn-lint and sam validate (clippy twice: `--all-targets` leaves out
-## the test targets marked `test = false`, the integration tests, which are named instead)
+## the test targets marked `test = false`, the integration tests, which are named instead), and
+## no import cycle between the modules of any crate (tools/module_cycles.py)
 lint: $(VENV)/tools/.installed
 	cargo fmt --all -- --check
+	$(PYTHON) tools/module_cycles.py
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	cargo clippy --workspace --locked $(addprefix --test ,$(ALL_INTEGRATION_TESTS)) -- -D warnings
 	$(TOOLS)/cfn-lint template.yaml

@@ -13,8 +13,8 @@ left out, and any other edge is lifted to the two siblings under the modules' co
 ancestor (`refresh::ports -> telemetry` counts as `refresh -> telemetry`). `--strict` keeps
 every edge as it is. A set of modules that reach each other is a cycle.
 
-    python3 tools/module_cycles.py [--strict] [--tests] [--edges] CRATE_DIR...
-    (exit 1 if any crate has a cycle)
+    python3 tools/module_cycles.py [--strict] [--tests] [--edges] [CRATE_DIR...]
+    (every member of the workspace when no crate is named; exit 1 if any crate has a cycle)
 """
 
 import re
@@ -33,10 +33,38 @@ PATH = re.compile(rf"(?<![A-Za-z0-9_:])((?:{IDENT}::)+{IDENT})")
 
 
 def strip_comments_and_strings(text):
-    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
-    text = re.sub(r"//[^\n]*", "", text)
-    text = re.sub(r'r#*"(?:.|\n)*?"#*', lambda m: "\n" * m.group(0).count("\n"), text)
-    return re.sub(r'"(?:\\.|[^"\\])*"', lambda m: '""' + "\n" * m.group(0).count("\n"), text)
+    """The code with comments, strings and char literals blanked (newlines kept)."""
+    out, i, n = [], 0, len(text)
+
+    def blank(j):
+        out.append(re.sub(r"[^\n]", " ", text[i:j]))
+        return j
+
+    while i < n:
+        ch, rest = text[i], text[i : i + 2]
+        if rest == "//":
+            j = text.find("\n", i)
+            i = blank(n if j < 0 else j)
+        elif rest == "/*":
+            depth, j = 1, i + 2
+            while j < n and depth:
+                depth += text.startswith("/*", j) - text.startswith("*/", j)
+                j += 2 if text[j : j + 2] in ("/*", "*/") else 1
+            i = blank(j)
+        elif (raw := re.match(r'b?r(#*)"', text[i:])) and not re.match(r"\w", text[i - 1 : i]):
+            end = text.find('"' + raw.group(1), i + raw.end())
+            i = blank(n if end < 0 else end + 1 + len(raw.group(1)))
+        elif ch == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            i = blank(j + 1)
+        elif ch == "'" and (char := re.match(r"'(?:\\.[^']*|[^\\'])'", text[i:])):
+            i = blank(i + char.end())
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
 
 
 def child_file(parent_file, is_mod_root, name):
@@ -219,9 +247,18 @@ def name(module):
     return "::".join(module) or "crate"
 
 
+def workspace_members():
+    root = Path(__file__).resolve().parent.parent
+    listed = re.search(r"^members\s*=\s*\[([^\]]*)\]", (root / "Cargo.toml").read_text(), re.M)
+    members = re.findall(r'"([^"]+)"', listed.group(1))
+    found = sorted(path for member in members for path in root.glob(member))
+    return [path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+            for path in found if (path / "Cargo.toml").exists()]
+
+
 def main(argv):
     show_edges, strict, tests = "--edges" in argv, "--strict" in argv, "--tests" in argv
-    crates = [Path(a) for a in argv if not a.startswith("--")]
+    crates = [Path(a) for a in argv if not a.startswith("--")] or workspace_members()
     failed = False
     for crate in crates:
         for root in roots(crate):
