@@ -91,8 +91,7 @@ down:
 	-$(TOOLS)/python tools/local/stack.py down
 
 ## lint: formatting, clippy, cfn-lint and sam validate (clippy twice: `--all-targets` leaves out
-## the test targets marked `test = false`, the integration tests, which are named instead), and
-## no import cycle between the modules of any crate (tools/module_cycles.py)
+## the test targets marked `test = false`, the integration tests, which are named instead)
 lint: $(VENV)/tools/.installed
 	cargo fmt --all -- --check
 	$(PYTHON) tools/module_cycles.py
