@@ -108,6 +108,7 @@ down:
 ## integration tests, which are named instead)
 lint: $(VENV)/tools/.installed docs
 	cargo fmt --all -- --check
+	$(PYTHON) tools/module_cycles.py
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	cargo clippy --workspace --locked $(addprefix --test ,$(ALL_INTEGRATION_TESTS)) -- -D warnings
 	$(TOOLS)/cfn-lint template.yaml

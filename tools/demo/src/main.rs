@@ -15,7 +15,9 @@
 //! standard AWS ones (`AWS_ENDPOINT_URL`, credentials, `AWS_REGION`).
 
 mod clock;
+mod item;
 mod landing;
+mod measured;
 mod operator;
 mod plan;
 mod quota;
@@ -33,10 +35,10 @@ use domain::refresh::CodeFacts;
 use domain::schedules::Subject;
 use domain::tenants::{tenant_day, TenantId, Timezone};
 use futures::{StreamExt, TryStreamExt};
+use measured::{Claim, Drain, FinalCode, Flip, Inputs, Push, RefreshStats, Resignation, Shifts};
 use plan::{Plan, Settings};
 use quota::{Crossing, LimitClaim};
 use rand::distributions::{Alphanumeric, DistString};
-use report::{Claim, Drain, FinalCode, Flip, Inputs, Push, RefreshStats, Resignation, Shifts};
 use rollover::Rollover;
 use sandbox::{Callback, Sandbox};
 use serde_json::{json, Value};
@@ -671,7 +673,7 @@ impl Demo<'_> {
             .query_prefix(tenant, "ADDS#TOTAL#")
             .await?
             .iter()
-            .filter_map(|item| report::n(item, "adds"))
+            .filter_map(|item| item::n(item, "adds"))
             .sum();
         let claims = store
             .query_prefix(tenant, "CLAIM#add:")
@@ -1216,7 +1218,7 @@ async fn read_back_the_new_day(
         .await?
         .first()
         .map(|item| {
-            let get = |name| report::n(item, name).unwrap_or(0);
+            let get = |name| item::n(item, name).unwrap_or(0);
             (get("reasons"), get("recomputes"), get("pushes"))
         });
     let finals = final_codes(

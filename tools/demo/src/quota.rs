@@ -3,8 +3,8 @@
 //! the claims the stack wrote (`REMOVED#...`) and the `StaffQuotaReached` notifications that
 //! reached the stack's notification queue.
 
+use crate::item::{n, s, Item};
 use crate::plan::Plan;
-use crate::report::{n, s, Item};
 use crate::sandbox::Scan;
 use crate::world::World;
 use anyhow::{Context, Result};

@@ -3,10 +3,11 @@
 
 use crate::app::SharedApp;
 use crate::scans::{self, ScanError, ScanRequest};
+use crate::state::Campaign;
 use rand::Rng;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::time::Duration;
-use tokio::task::{AbortHandle, JoinSet};
+use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 
 const MAX_SCANS: u64 = 10_000_000;
@@ -39,29 +40,6 @@ impl CampaignRequest {
         }
         Ok(())
     }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Campaign {
-    pub campaign_id: u64,
-    pub corp_id: String,
-    pub config_ids: Vec<String>,
-    pub per_second: f64,
-    pub duplicate_fraction: f64,
-    pub total: u64,
-    /// Scans started so far.
-    pub started: u64,
-    /// Scans whose delivery has finished (or that failed before delivering).
-    pub done: u64,
-    /// Scans that were unroutable, could not be made, or whose callback never got through.
-    pub failures: u64,
-    pub unroutable: u64,
-    pub duplicates: u64,
-    pub running: bool,
-    pub started_at_ms: u64,
-    pub finished_at_ms: Option<u64>,
-    #[serde(skip)]
-    pub abort: Option<AbortHandle>,
 }
 
 /// Registers and starts a campaign; returns its id.

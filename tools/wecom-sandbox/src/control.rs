@@ -475,7 +475,7 @@ async fn open_link(AxumState(app): AxumState<SharedApp>, body: Bytes) -> Reply {
 /// Every acquisition link, as created (`{"links": [...]}`).
 async fn list_links(AxumState(app): AxumState<SharedApp>) -> Reply {
     let state = app.lock();
-    let links: Vec<&crate::links::Link> = state.links.values().collect();
+    let links: Vec<&crate::state::Link> = state.links.values().collect();
     reply(StatusCode::OK, json!({ "links": links }))
 }
 

@@ -4,9 +4,8 @@
 //! `State` (`scans::open_link`).
 
 use crate::rng;
-use crate::state::State;
+use crate::state::{Link, State};
 use crate::wecom::{code, WecomError};
-use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 const MAX_LINK_NAME_CHARS: usize = 30;
@@ -15,17 +14,6 @@ const MAX_LINK_NAME_CHARS: usize = 30;
 const MAX_LINK_USERS: usize = 500;
 /// Where the sandbox's links live: `<LINK_BASE><link_id>`, as WeCom's `work.weixin.qq.com/ca/`.
 pub(crate) const LINK_BASE: &str = "https://work.weixin.qq.com/ca/";
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Link {
-    pub corp_id: String,
-    pub link_id: String,
-    pub link_name: String,
-    pub url: String,
-    pub user_list: Vec<String>,
-    pub skip_verify: bool,
-    pub create_time: u64,
-}
 
 fn invalid(detail: impl Into<String>) -> WecomError {
     WecomError::with_detail(code::INVALID_PARAMETER, detail)

@@ -8,30 +8,16 @@
 //! sequence number N (the key is never recorded, only whether one was given).
 
 use crate::app::SharedApp;
-use crate::journal::Sequenced;
+use crate::state::RobotMessage;
 use axum::extract::{Query, State as AxumState};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
 /// Messages one robot takes per minute.
 const PER_MINUTE: usize = 20;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct RobotMessage {
-    pub seq: u64,
-    pub at_ms: u64,
-    pub msgtype: String,
-    pub content: String,
-}
-
-impl Sequenced for RobotMessage {
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-}
 
 pub(crate) fn routes() -> Router<SharedApp> {
     Router::new()

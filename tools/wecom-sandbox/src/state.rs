@@ -1,7 +1,6 @@
 //! Everything the sandbox remembers. One mutex guards it all: the sandbox serves tests and
 //! demos, not production traffic, and one lock keeps every answer consistent with the logs.
 
-use crate::campaigns::Campaign;
 use crate::clock::Clock;
 use crate::config::{SandboxConfig, Settings};
 use crate::journal::{Journal, Sequenced, DEFAULT_CAPACITY};
@@ -11,6 +10,7 @@ use domain::wecom::crypto::CallbackCrypto;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use tokio::task::AbortHandle;
 
 /// Where and how a corp's callbacks are delivered.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -144,6 +144,57 @@ pub struct Stats {
     pub duplicates: u64,
 }
 
+/// A customer-acquisition link (`crate::links` answers for them).
+#[derive(Debug, Clone, Serialize)]
+pub struct Link {
+    pub corp_id: String,
+    pub link_id: String,
+    pub link_name: String,
+    pub url: String,
+    pub user_list: Vec<String>,
+    pub skip_verify: bool,
+    pub create_time: u64,
+}
+
+/// A message the group robot took (`crate::robot` answers for it).
+#[derive(Debug, Clone, Serialize)]
+pub struct RobotMessage {
+    pub seq: u64,
+    pub at_ms: u64,
+    pub msgtype: String,
+    pub content: String,
+}
+
+impl Sequenced for RobotMessage {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+/// A campaign of scans (`crate::campaigns` runs them).
+#[derive(Debug, Clone, Serialize)]
+pub struct Campaign {
+    pub campaign_id: u64,
+    pub corp_id: String,
+    pub config_ids: Vec<String>,
+    pub per_second: f64,
+    pub duplicate_fraction: f64,
+    pub total: u64,
+    /// Scans started so far.
+    pub started: u64,
+    /// Scans whose delivery has finished (or that failed before delivering).
+    pub done: u64,
+    /// Scans that were unroutable, could not be made, or whose callback never got through.
+    pub failures: u64,
+    pub unroutable: u64,
+    pub duplicates: u64,
+    pub running: bool,
+    pub started_at_ms: u64,
+    pub finished_at_ms: Option<u64>,
+    #[serde(skip)]
+    pub abort: Option<AbortHandle>,
+}
+
 pub(crate) struct State {
     pub settings: Settings,
     pub clock: Clock,
@@ -152,12 +203,12 @@ pub(crate) struct State {
     pub tokens: HashMap<String, IssuedToken>,
     pub contact_ways: BTreeMap<String, ContactWay>,
     /// Customer-acquisition links by link id (`links`).
-    pub links: BTreeMap<String, crate::links::Link>,
+    pub links: BTreeMap<String, Link>,
     pub limiter: RateLimiter,
     pub calls: Journal<CallRecord>,
     pub scans: Journal<ScanRecord>,
     /// What the group-robot webhook took (`crate::robot`).
-    pub robot: Journal<crate::robot::RobotMessage>,
+    pub robot: Journal<RobotMessage>,
     pub stats: Stats,
     pub campaigns: BTreeMap<u64, Campaign>,
     pub next_campaign: u64,

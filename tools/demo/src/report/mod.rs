@@ -2,214 +2,16 @@
 //! items (counters, claims, push log, refresh statistics), the quota loop's notifications and
 //! the recompute of final facts.
 
-use crate::plan::Plan;
-use crate::quota::{self, Crossing, LimitClaim, Notification};
-use crate::rollover::Rollover;
-use crate::sandbox::{Call, Campaign, Scan, Stats};
-use aws_sdk_dynamodb::types::AttributeValue;
-use domain::tenants::{tenant_day, Timezone};
+mod histories;
+mod quota_loop;
+
+use crate::measured::{FinalCode, Inputs, Push};
+use domain::tenants::tenant_day;
+use histories::Histories;
+use quota_loop::QuotaLoop;
 use stack_client::report::{percentile, quantiles, Lines};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
-
-pub type Item = HashMap<String, AttributeValue>;
-
-pub fn n(item: &Item, name: &str) -> Option<u64> {
-    item.get(name)?.as_n().ok()?.parse().ok()
-}
-
-pub fn s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
-    item.get(name)?.as_s().ok().map(String::as_str)
-}
-
-fn numbers(item: &Item, name: &str) -> Vec<u64> {
-    item.get(name)
-        .and_then(|v| v.as_l().ok())
-        .map(|l| {
-            l.iter()
-                .filter_map(|v| v.as_n().ok()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn strings(item: &Item, name: &str) -> Vec<String> {
-    item.get(name)
-        .and_then(|v| v.as_l().ok())
-        .map(|l| l.iter().filter_map(|v| v.as_s().ok().cloned()).collect())
-        .unwrap_or_default()
-}
-
-/// An admin flip of a staff member to offline, as the demo saw it.
-#[derive(Debug, Clone)]
-pub struct Flip {
-    pub staff: String,
-    /// Just before the request left: the fact is written after this.
-    pub sent_ms: u64,
-    /// When the admin API's answer arrived.
-    pub acked_ms: u64,
-    pub codes_refreshed: Option<u64>,
-}
-
-/// A resignation (WeCom's `delete_user` callback), as the demo saw it.
-#[derive(Debug, Clone)]
-pub struct Resignation {
-    pub staff: String,
-    /// WeCom's (the sandbox's) time when the callback was sent.
-    pub sent_ms: u64,
-    /// A copy of the callback was answered 200.
-    pub delivered: bool,
-    /// When the demo first saw no contact way listing them (polled every second).
-    pub off_lists_ms: Option<u64>,
-    /// What WeCom's directory removal answered: the contact ways still listing them.
-    pub still_listed_on: Option<Vec<String>>,
-}
-
-/// The work-schedule edge of the run.
-#[derive(Debug, Clone)]
-pub struct Shifts {
-    pub edge_ms: u64,
-    /// Staff whose shift ended at the edge, and staff whose shift started then.
-    pub ends: Vec<String>,
-    pub starts: Vec<String>,
-    /// Whether the tick walked the edge (every scheduled staff member's due item moved past
-    /// it); `None` when nobody has a schedule.
-    pub walked: Option<bool>,
-}
-
-/// One completed push, from the refresh function's push log.
-#[derive(Debug, Clone)]
-pub struct Push {
-    pub pushed_at_ms: u64,
-    pub users: Vec<String>,
-    pub fact_at_ms: Vec<u64>,
-}
-
-impl Push {
-    pub fn from_item(item: &Item) -> Option<(String, Push)> {
-        let sk = s(item, "sk")?.strip_prefix("PUSHLOG#")?;
-        let mut parts = sk.rsplitn(3, '#');
-        let (_nonce, _at, code) = (parts.next()?, parts.next()?, parts.next()?);
-        Some((
-            code.to_owned(),
-            Push {
-                pushed_at_ms: n(item, "pushed_at_ms")?,
-                users: strings(item, "users"),
-                fact_at_ms: numbers(item, "fact_at_ms"),
-            },
-        ))
-    }
-}
-
-/// An add claim (the facts function's record of one counted add).
-#[derive(Debug, Clone)]
-pub struct Claim {
-    pub code: String,
-    pub staff: String,
-    pub day: String,
-    pub counted_at_ms: u64,
-}
-
-impl Claim {
-    pub fn from_item(item: &Item) -> Option<Claim> {
-        Some(Claim {
-            code: s(item, "code")?.to_owned(),
-            staff: s(item, "staff")?.to_owned(),
-            day: s(item, "day")?.to_owned(),
-            counted_at_ms: n(item, "counted_at_ms")?,
-        })
-    }
-}
-
-/// A code's final state: what the recompute of final facts says and what WeCom (the sandbox)
-/// holds.
-#[derive(Debug, Clone)]
-pub struct FinalCode {
-    pub code: String,
-    /// `None` when the code is starved and was never pushed.
-    pub expected: Option<Vec<String>>,
-    pub starved: bool,
-    pub fallback: bool,
-    pub sandbox: Option<Vec<String>>,
-}
-
-/// The refresh function's per-tenant-day counters, summed over the days present.
-#[derive(Debug, Clone, Default)]
-pub struct RefreshStats {
-    pub days: usize,
-    pub reasons: u64,
-    pub recomputes: u64,
-    pub pushes: u64,
-    pub unchanged: u64,
-    pub starved: u64,
-    pub failed: u64,
-}
-
-impl RefreshStats {
-    pub fn from_items(items: &[Item]) -> RefreshStats {
-        let mut stats = RefreshStats {
-            days: items.len(),
-            ..RefreshStats::default()
-        };
-        for item in items {
-            let get = |name| n(item, name).unwrap_or(0);
-            stats.reasons += get("reasons");
-            stats.recomputes += get("recomputes");
-            stats.pushes += get("pushes");
-            stats.unchanged += get("unchanged");
-            stats.starved += get("starved");
-            stats.failed += get("failed");
-        }
-        stats
-    }
-}
-
-pub struct Inputs<'a> {
-    pub plan: &'a Plan,
-    pub tenant: &'a str,
-    pub seed: u64,
-    pub timezone: Timezone,
-    pub company_daily_cap: Option<u32>,
-    pub scans_planned: u64,
-    pub per_second: f64,
-    /// code id -> WeCom config id.
-    pub config_ids: &'a BTreeMap<String, String>,
-    pub flips: &'a [Flip],
-    pub resignations: &'a [Resignation],
-    pub shifts: Shifts,
-    pub stats: Stats,
-    pub campaign: Campaign,
-    pub scans: Vec<Scan>,
-    pub update_calls: Vec<Call>,
-    /// The lists the contact ways were created with (from the sandbox's add_contact_way log),
-    /// by state (code id).
-    pub created_lists: HashMap<String, Vec<String>>,
-    pub adds_counted: u64,
-    pub claims: Vec<Claim>,
-    /// The crossings the delivered adds must have caused (the demo's own computation).
-    pub expected_crossings: BTreeSet<Crossing>,
-    /// The quota loop's claims in the table.
-    pub limit_claims: Vec<LimitClaim>,
-    /// This tenant's notifications from the stack's queue; `None` when it has none.
-    pub notifications: Option<Vec<Notification>>,
-    pub refresh: Option<RefreshStats>,
-    pub pushes: Vec<(String, Push)>,
-    pub final_codes: Vec<FinalCode>,
-    pub dead_letters: Vec<(String, u64)>,
-    pub drained: Drain,
-    pub rollover: Rollover,
-    /// The alarm changes and robot messages of the run, or why they could not be read.
-    pub operator: Result<crate::operator::Seen, String>,
-    pub run_secs: f64,
-}
-
-#[derive(Debug, Clone)]
-pub struct Drain {
-    pub drained: bool,
-    pub secs: f64,
-    pub inbox: u64,
-    pub refresh: u64,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Why {
@@ -484,141 +286,6 @@ fn routing(inputs: &Inputs<'_>, changes: &[Change]) -> Routing {
     routing
 }
 
-/// Every code's pushes in time order, with the list it was created with.
-struct Histories<'a> {
-    pushes: HashMap<&'a str, Vec<&'a Push>>,
-    created: &'a HashMap<String, Vec<String>>,
-}
-
-impl<'a> Histories<'a> {
-    fn new(inputs: &'a Inputs<'_>) -> Self {
-        let mut pushes: HashMap<&str, Vec<&Push>> = HashMap::new();
-        for (code, push) in &inputs.pushes {
-            pushes.entry(code.as_str()).or_default().push(push);
-        }
-        for list in pushes.values_mut() {
-            list.sort_by_key(|p| p.pushed_at_ms);
-        }
-        Self {
-            pushes,
-            created: &inputs.created_lists,
-        }
-    }
-
-    fn of(&self, code: &str) -> &[&'a Push] {
-        self.pushes.get(code).map(Vec::as_slice).unwrap_or_default()
-    }
-
-    /// The list WeCom held for `code` just before `at_ms`.
-    fn list_before(&self, code: &str, at_ms: u64) -> Option<&Vec<String>> {
-        self.of(code)
-            .iter()
-            .rev()
-            .find(|p| p.pushed_at_ms < at_ms)
-            .map(|p| &p.users)
-            .or_else(|| self.created.get(code))
-    }
-
-    /// The first push at or after `at_ms` whose list does (`listed`) or does not name `staff`.
-    fn first_push(&self, code: &str, at_ms: u64, staff: &str, listed: bool) -> Option<&Push> {
-        self.of(code)
-            .iter()
-            .find(|p| p.pushed_at_ms >= at_ms && p.users.iter().any(|u| u == staff) == listed)
-            .copied()
-    }
-
-    /// For a change at `at_ms` that takes `staff` off `codes`: the codes that listed them then,
-    /// and for each the delay until the push removing them (`None`: no such push).
-    fn removals<'c>(
-        &self,
-        codes: impl IntoIterator<Item = &'c str>,
-        staff: &str,
-        at_ms: u64,
-    ) -> Vec<Option<u64>> {
-        codes
-            .into_iter()
-            .filter(|code| {
-                self.list_before(code, at_ms)
-                    .is_some_and(|users| users.iter().any(|u| u == staff))
-            })
-            .map(|code| {
-                self.first_push(code, at_ms, staff, false)
-                    .map(|p| p.pushed_at_ms.saturating_sub(at_ms))
-            })
-            .collect()
-    }
-}
-
-/// One limit crossing the stack claimed, with its fan-out.
-struct FanOut {
-    crossing: Crossing,
-    /// Codes the notification says it reached, and codes the demo's plan seats the staff
-    /// member on (every code for the cap, the one code for a code's limit).
-    notified_codes: Option<u64>,
-    planned_codes: usize,
-    /// Codes whose list named the staff member at the claim, and the delay to the push that
-    /// took them off each.
-    removals: Vec<Option<u64>>,
-}
-
-impl FanOut {
-    /// Claim to the last push of its fan-out, when every affected list was pushed.
-    fn last_push_ms(&self) -> Option<u64> {
-        self.removals
-            .iter()
-            .copied()
-            .collect::<Option<Vec<u64>>>()
-            .and_then(|delays| delays.into_iter().max())
-    }
-}
-
-fn fan_outs(inputs: &Inputs<'_>, histories: &Histories<'_>) -> Vec<FanOut> {
-    let notified: HashMap<Crossing, u64> = inputs
-        .notifications
-        .iter()
-        .flatten()
-        .map(|n| (n.crossing(), n.codes))
-        .collect();
-    inputs
-        .limit_claims
-        .iter()
-        .map(|claim| {
-            let crossing = &claim.crossing;
-            let (planned, members): (Vec<&str>, Vec<&str>) = match &crossing.code {
-                Some(code) => (
-                    vec![code.as_str()],
-                    inputs
-                        .plan
-                        .code(code)
-                        .filter(|c| c.members.contains(&crossing.staff))
-                        .map(|c| vec![c.id.as_str()])
-                        .unwrap_or_default(),
-                ),
-                None => (
-                    inputs
-                        .plan
-                        .codes_of(&crossing.staff)
-                        .iter()
-                        .map(|c| c.id.as_str())
-                        .collect(),
-                    inputs
-                        .plan
-                        .member_of(&crossing.staff)
-                        .iter()
-                        .map(|c| c.id.as_str())
-                        .collect(),
-                ),
-            };
-            FanOut {
-                crossing: crossing.clone(),
-                notified_codes: notified.get(crossing).copied().or(claim.codes),
-                planned_codes: planned.len(),
-                removals: histories.removals(members, &crossing.staff, claim.claimed_at_ms),
-            }
-        })
-        .collect()
-}
-
 /// Codes whose sandbox list differs from the recompute (with a line each), and codes that
 /// could not be compared (starved and never pushed).
 pub fn differing(codes: &[FinalCode]) -> (Vec<String>, usize) {
@@ -666,7 +333,7 @@ fn report(inputs: &Inputs<'_>) -> Lines {
         refresh(&out, inputs),
         latency(&out, inputs),
         scenario(&out, inputs, &reached),
-        quota_loop(&out, inputs, &quota),
+        quota_loop::section(&out, inputs, &quota),
         resignations(&out, inputs, &histories),
         schedules(&out, inputs, &edge),
         day_rollover(&out, inputs),
@@ -961,115 +628,6 @@ fn scenario(out: &Lines, inputs: &Inputs<'_>, reached: &BTreeMap<&str, usize>) -
             .collect::<Vec<_>>()
             .join(", ")
             + if dead == 0 { "" } else { "  <- not empty" },
-    );
-    out
-}
-
-/// What the quota loop's section and its checks both read.
-struct QuotaLoop {
-    fan_outs: Vec<FanOut>,
-    /// The crossings the notifications name, and how many notifications repeated an id;
-    /// `None` when the stack has no notification queue.
-    notified: Option<(BTreeSet<Crossing>, usize)>,
-}
-
-impl QuotaLoop {
-    fn new(inputs: &Inputs<'_>, histories: &Histories<'_>) -> Self {
-        let notified = inputs.notifications.as_ref().map(|ns| {
-            let ids: BTreeSet<&str> = ns.iter().map(|n| n.id.as_str()).collect();
-            (
-                ns.iter().map(Notification::crossing).collect(),
-                ns.len() - ids.len(),
-            )
-        });
-        Self {
-            fan_outs: fan_outs(inputs, histories),
-            notified,
-        }
-    }
-
-    fn cap_crossings(&self) -> Vec<&FanOut> {
-        self.fan_outs
-            .iter()
-            .filter(|f| f.crossing.limit == quota::COMPANY_DAILY)
-            .collect()
-    }
-}
-
-/// "n (a code_daily, b code_total, c company_daily)".
-fn by_limit(set: &BTreeSet<Crossing>) -> String {
-    let count = |limit: &str| set.iter().filter(|c| c.limit == limit).count();
-    format!(
-        "{} ({} code_daily, {} code_total, {} company_daily)",
-        set.len(),
-        count(quota::CODE_DAILY),
-        count(quota::CODE_TOTAL),
-        count(quota::COMPANY_DAILY)
-    )
-}
-
-fn quota_loop(out: &Lines, inputs: &Inputs<'_>, quota: &QuotaLoop) -> Lines {
-    let mut out = out.section();
-    let claimed: BTreeSet<Crossing> = inputs
-        .limit_claims
-        .iter()
-        .map(|c| c.crossing.clone())
-        .collect();
-    out.head("Quota loop (limit crossings, StaffQuotaReached notifications, fan-out)");
-    out.line(
-        "limit crossings computed from the adds delivered",
-        by_limit(&inputs.expected_crossings),
-    );
-    out.line(
-        "limit claims in the table (REMOVED#)",
-        format!(
-            "{} ({} marked notified)",
-            by_limit(&claimed),
-            inputs.limit_claims.iter().filter(|c| c.notified).count()
-        ),
-    );
-    match &quota.notified {
-        Some((set, duplicates)) => out.line(
-            "notifications received (QuotaNotificationsQueue)",
-            format!("{} ({duplicates} repeated an id)", by_limit(set)),
-        ),
-        None => out.line(
-            "notifications received",
-            "the stack has no QuotaNotificationsQueueUrl output",
-        ),
-    }
-    let company = quota.cap_crossings();
-    for fan in &company {
-        let removed = fan.removals.iter().flatten().count();
-        out.line(
-            &format!("cap reached by {}", fan.crossing.staff),
-            format!(
-                "fan-out {} codes (plan: sits on {}); off {removed} of the {} lists naming them, last push {}",
-                fan.notified_codes.map_or("?".into(), |n| n.to_string()),
-                fan.planned_codes,
-                fan.removals.len(),
-                fan.last_push_ms().map_or("-".into(), ms)
-            ),
-        );
-    }
-    out.line(
-        "cap crossing -> last push of its fan-out: p50 / p95 / max",
-        quantiles(
-            company.iter().filter_map(|f| f.last_push_ms()).collect(),
-            ms,
-        ),
-    );
-    out.line(
-        "code-limit crossing -> push removing the staff member",
-        quantiles(
-            quota
-                .fan_outs
-                .iter()
-                .filter(|f| f.crossing.limit != quota::COMPANY_DAILY)
-                .filter_map(|f| f.last_push_ms())
-                .collect(),
-            ms,
-        ),
     );
     out
 }
@@ -1393,7 +951,7 @@ fn checks(
         adds_check(out, inputs),
         final_list_checks(out, inputs),
         scenario_events_check(out, inputs, quota),
-        notification_checks(out, inputs, quota),
+        quota_loop::notification_checks(out, inputs, quota),
         shift_edge_checks(out, inputs, edge),
         rollover_checks(out, inputs),
     ];
@@ -1545,56 +1103,6 @@ fn scenario_events_check(out: &Lines, inputs: &Inputs<'_>, quota: &QuotaLoop) ->
     out
 }
 
-fn notification_checks(out: &Lines, inputs: &Inputs<'_>, quota: &QuotaLoop) -> Lines {
-    let mut out = out.section();
-    let expected = &inputs.expected_crossings;
-    match &quota.notified {
-        Some((set, duplicates)) => {
-            let missing: Vec<&Crossing> = expected.difference(set).collect();
-            let unexpected: Vec<&Crossing> = set.difference(expected).collect();
-            out.must(
-                "notifications sent vs limit crossings (from the adds)",
-                format!(
-                    "{} / {}",
-                    inputs.notifications.as_ref().map_or(0, Vec::len),
-                    expected.len()
-                ),
-                missing.is_empty() && unexpected.is_empty() && *duplicates == 0,
-            );
-            for crossing in missing.iter().take(10) {
-                out.note(&format!("no notification for {crossing}"));
-            }
-            for crossing in unexpected.iter().take(10) {
-                out.note(&format!("notification without a crossing: {crossing}"));
-            }
-        }
-        None => out.must(
-            "notifications sent vs limit crossings (from the adds)",
-            "no queue",
-            false,
-        ),
-    }
-    let wrong_fan_out: Vec<&FanOut> = quota
-        .fan_outs
-        .iter()
-        .filter(|f| f.notified_codes != Some(f.planned_codes as u64))
-        .collect();
-    out.must(
-        "crossings whose fan-out differs from the plan's seats",
-        format!("{} of {}", wrong_fan_out.len(), quota.fan_outs.len()),
-        wrong_fan_out.is_empty(),
-    );
-    for fan in wrong_fan_out.iter().take(10) {
-        out.note(&format!(
-            "{}: {} reasons, the plan seats them on {} codes",
-            fan.crossing,
-            fan.notified_codes.map_or("?".into(), |n| n.to_string()),
-            fan.planned_codes
-        ));
-    }
-    out
-}
-
 fn shift_edge_checks(out: &Lines, inputs: &Inputs<'_>, edge: &ShiftEdge) -> Lines {
     let mut out = out.section();
     let walked = inputs.shifts.walked;
@@ -1667,8 +1175,11 @@ fn rollover_checks(out: &Lines, inputs: &Inputs<'_>) -> Lines {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::CodePlan;
-    use crate::sandbox::Delivery;
+    use crate::measured::{Claim, Drain, Flip, Shifts};
+    use crate::plan::{CodePlan, Plan};
+    use crate::rollover::Rollover;
+    use crate::sandbox::{Campaign, Delivery, Scan, Stats};
+    use domain::tenants::Timezone;
 
     fn scan(seq: u64, at_ms: u64, userid: &str) -> Scan {
         Scan {
@@ -1793,31 +1304,5 @@ mod tests {
         assert_eq!(routing.after_push, BTreeSet::from([2, 5]));
         assert_eq!(routing.window, BTreeSet::from([1, 4]));
         assert!(routing.never_removed.is_empty());
-    }
-
-    #[test]
-    fn push_log_keys_name_their_code() {
-        let item: Item = HashMap::from([
-            (
-                "sk".to_owned(),
-                AttributeValue::S("PUSHLOG#code-07#0001700000000123#004211".into()),
-            ),
-            (
-                "pushed_at_ms".to_owned(),
-                AttributeValue::N("1700000000123".into()),
-            ),
-            (
-                "users".to_owned(),
-                AttributeValue::L(vec![AttributeValue::S("staff01".into())]),
-            ),
-            (
-                "fact_at_ms".to_owned(),
-                AttributeValue::L(vec![AttributeValue::N("1700000000100".into())]),
-            ),
-        ]);
-        let (code, push) = Push::from_item(&item).expect("a push log item");
-        assert_eq!(code, "code-07");
-        assert_eq!(push.users, ["staff01"]);
-        assert_eq!(push.fact_at_ms, [1_700_000_000_100]);
     }
 }
