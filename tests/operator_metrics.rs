@@ -4,7 +4,7 @@
 //!
 //! MiniStack evaluates alarms on `AWS/Lambda` metrics only, counts them only for `Invoke`
 //! calls, ignores an alarm's dimensions and evaluates only when a metric datum or an alarm is
-//! put (README, MiniStack versus AWS); the alarm test works within those limits and leaves the
+//! put (docs/local-world.md, "MiniStack versus AWS"); the alarm test works within those limits and leaves the
 //! world as other tests of its shard expect it.
 
 use adapters::logging::LOG_LEVEL_VAR;

@@ -930,7 +930,7 @@ fn operator_saw(out: &Lines, inputs: &Inputs<'_>) -> Lines {
         out.note(message);
     }
     out.note(
-        "MiniStack evaluates only AWS/Lambda alarms, from Invoke calls (README, MiniStack versus AWS)",
+        "MiniStack evaluates only AWS/Lambda alarms, from Invoke calls (docs/local-world.md, MiniStack versus AWS)",
     );
     out
 }
