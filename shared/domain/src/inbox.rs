@@ -92,3 +92,130 @@ where
     }
     batch
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fakes::{InMemoryQueues, InMemoryStore};
+    use crate::tenants::{TenantId, TenantProfile};
+    use crate::wecom::reference_vectors::V1;
+
+    type Recorder = FactRecorder<InMemoryStore, InMemoryStore, InMemoryQueues, InMemoryQueues>;
+
+    fn clock() -> u64 {
+        7
+    }
+
+    /// The table with the sample's tenant, the queues, the recorder and the exits over them.
+    fn world() -> (
+        InMemoryStore,
+        InMemoryQueues,
+        Recorder,
+        InboxExits<InMemoryQueues, InMemoryStore>,
+    ) {
+        let store = InMemoryStore::default();
+        store.insert_profile(
+            &TenantId::parse("demo").expect("valid"),
+            TenantProfile {
+                corp_id: V1.corp_id.into(),
+                callback_token: V1.token.into(),
+                encoding_aes_key: V1.encoding_aes_key.into(),
+                corp_secret: "s".into(),
+                timezone: Default::default(),
+                company_daily_cap: None,
+            },
+        );
+        let queues = InMemoryQueues::default();
+        let recorder = FactRecorder::new(
+            store.clone(),
+            store.clone(),
+            queues.clone(),
+            queues.clone(),
+            clock,
+        );
+        let exits = InboxExits {
+            dead_letters: queues.clone(),
+            max_receives: 5,
+            archive: Archiving::new(store.clone(), 30, clock),
+        };
+        (store, queues, recorder, exits)
+    }
+
+    /// The stored callback of the sample inbox batch: an add of `zhangsan` by `code-1`.
+    fn add_body() -> String {
+        let path = format!(
+            "{}/../../events/sqs-inbox-add-and-poison.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let sample: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
+                .expect("JSON");
+        sample["Records"][0]["body"]
+            .as_str()
+            .expect("a body")
+            .to_owned()
+    }
+
+    fn message<'a>(id: &'a str, group: &'a str, body: &'a str) -> Received<'a> {
+        Received {
+            message_id: id,
+            group,
+            body,
+            receive_count: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_message_behind_a_failed_one_of_its_group_is_reported_unworked_while_other_groups_go_on(
+    ) {
+        let (_store, queues, recorder, exits) = world();
+        queues.set_unavailable(true);
+        let add = add_body();
+        let batch = [
+            message("m1", "demo#code#code-1", &add),
+            message("m2", "demo#code#code-1", "not json"),
+            message("m3", "demo#code#code-2", "not json"),
+        ];
+
+        let failures = consume(&recorder, &exits, &batch).await.failures();
+
+        assert_eq!(failures, ["m1", "m2"], "the reason could not be sent");
+        assert_eq!(
+            queues.parked(),
+            [("m3".to_owned(), "poison".to_owned())],
+            "only the other group's poison is worked"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_poison_message_is_parked_and_acknowledged_and_its_code_marked_dirty() {
+        let (store, queues, recorder, exits) = world();
+
+        let batch = [message("m1", "demo#code#code-1", "not json")];
+        let failures = consume(&recorder, &exits, &batch).await.failures();
+
+        assert!(failures.is_empty());
+        assert_eq!(queues.parked(), [("m1".to_owned(), "poison".to_owned())]);
+        let dirty: Vec<_> = store
+            .marks()
+            .dirty
+            .into_iter()
+            .map(|(_, why)| why)
+            .collect();
+        assert_eq!(dirty, [DirtyWhy::InboxGaveUp]);
+    }
+
+    #[tokio::test]
+    async fn a_message_before_its_last_receive_leaves_its_code_unmarked() {
+        let (store, _queues, recorder, exits) = world();
+        let add = add_body();
+        let mut received = message("m1", "demo#code#code-1", &add);
+        received.receive_count = 4;
+
+        let failures = consume(&recorder, &exits, &[received]).await.failures();
+
+        assert!(failures.is_empty());
+        assert!(store.marks().dirty.is_empty());
+        assert_eq!(store.counted().len(), 1);
+    }
+}

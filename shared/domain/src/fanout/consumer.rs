@@ -92,3 +92,118 @@ where
     }
     batch
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fakes::{InMemoryQueues, InMemoryStore};
+    use crate::membership::{CodeId, StaffId};
+    use crate::reasons::{Cause, Source};
+    use crate::tenants::TenantId;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    const NOW: u64 = 1_796_000_000_000;
+
+    fn fixed() -> u64 {
+        NOW
+    }
+
+    /// Tenant `t1` with 250 codes seated by `alice`, and the fan-out of her change.
+    fn world() -> (InMemoryStore, FanOut) {
+        let store = InMemoryStore::default();
+        let tenant = TenantId::parse("t1").expect("valid");
+        let alice = StaffId::parse("alice").expect("valid");
+        let codes: Vec<CodeId> = (0..250)
+            .map(|n| CodeId::parse(&format!("c{n:04}")).expect("valid"))
+            .collect();
+        store.seat(&tenant, &alice, &codes.iter().collect::<Vec<_>>());
+        let fan_out = FanOut::new(
+            tenant,
+            vec![Source::Staff { staff: alice }],
+            Cause::StaffChanged,
+            42,
+            "staff:alice:42".into(),
+        );
+        (store, fan_out)
+    }
+
+    fn message<'a>(id: &'a str, body: &'a str, receive_count: u32) -> Received<'a> {
+        Received {
+            message_id: id,
+            group: "",
+            body,
+            receive_count,
+        }
+    }
+
+    #[tokio::test]
+    async fn with_no_time_left_every_fan_out_is_queued_again_unexpanded_and_none_reported() {
+        let (store, fan_out) = world();
+        let queues = InMemoryQueues::default();
+        let expander = Expander::new(store.clone(), queues.clone(), queues.clone(), store);
+        let body = serde_json::to_string(&fan_out).expect("JSON");
+        let batch = [message("m1", &body, 1), message("m2", &body, 1)];
+
+        let failures = consume(&expander, 5, fixed, &batch, 0).await.failures();
+
+        assert!(failures.is_empty());
+        assert!(queues.reasons().is_empty());
+        assert_eq!(queues.fan_outs(), [fan_out.clone(), fan_out]);
+    }
+
+    #[tokio::test]
+    async fn a_fan_out_whose_time_runs_out_after_a_page_continues_in_a_new_message() {
+        // Each reading of this clock is a millisecond later: the deadline is read first, then
+        // the start, then the check before starting, then the check before the second page.
+        fn stepping() -> u64 {
+            static NEXT: AtomicU64 = AtomicU64::new(NOW);
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        }
+        let (store, fan_out) = world();
+        let queues = InMemoryQueues::default();
+        let expander = Expander::new(store.clone(), queues.clone(), queues.clone(), store);
+        let body = serde_json::to_string(&fan_out).expect("JSON");
+
+        let failures = consume(&expander, 5, stepping, &[message("m1", &body, 1)], 3)
+            .await
+            .failures();
+
+        assert!(failures.is_empty());
+        assert_eq!(queues.reasons().len(), super::super::PAGE);
+        let last = CodeId::parse("c0099").expect("valid");
+        assert_eq!(queues.fan_outs(), [fan_out.resumed_after(&last)]);
+    }
+
+    #[tokio::test]
+    async fn a_fan_out_whose_last_receive_cannot_be_marked_is_reported_and_not_expanded() {
+        let (index, fan_out) = world();
+        let marks = InMemoryStore::default();
+        marks.set_unavailable(true);
+        let queues = InMemoryQueues::default();
+        let expander = Expander::new(index, queues.clone(), queues.clone(), marks);
+        let body = serde_json::to_string(&fan_out).expect("JSON");
+
+        let failures = consume(&expander, 5, fixed, &[message("m1", &body, 5)], 60_000)
+            .await
+            .failures();
+
+        assert_eq!(failures, ["m1"]);
+        assert!(queues.reasons().is_empty() && queues.fan_outs().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_message_that_is_not_a_fan_out_is_reported_and_the_next_is_expanded() {
+        let (store, fan_out) = world();
+        let queues = InMemoryQueues::default();
+        let expander = Expander::new(store.clone(), queues.clone(), queues.clone(), store);
+        let body = serde_json::to_string(&fan_out).expect("JSON");
+        let batch = [message("m1", "{}", 1), message("m2", &body, 1)];
+
+        let failures = consume(&expander, 5, fixed, &batch, 60_000)
+            .await
+            .failures();
+
+        assert_eq!(failures, ["m1"]);
+        assert_eq!(queues.reasons().len(), 250);
+    }
+}

@@ -71,3 +71,52 @@ where
     }
     batch
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::FactRecorder;
+    use crate::fakes::{InMemoryQueues, InMemoryStore};
+
+    fn clock() -> u64 {
+        7
+    }
+
+    fn message(body: &str) -> Received<'_> {
+        Received {
+            message_id: "m1",
+            group: "",
+            body,
+            receive_count: 1,
+        }
+    }
+
+    /// Consumes `body` alone; answers the messages reported and the pages queued.
+    async fn consumed(body: &str) -> (Vec<String>, usize) {
+        let store = InMemoryStore::default();
+        let queues = InMemoryQueues::default();
+        let recorder = FactRecorder::new(
+            store.clone(),
+            store.clone(),
+            queues.clone(),
+            queues.clone(),
+            clock,
+        );
+        let replayer = Replayer::new(store.clone(), store.clone(), store, recorder, clock);
+        let failures = consume(&replayer, &queues, &[message(body)])
+            .await
+            .failures();
+        (failures, queues.replay_pages().len())
+    }
+
+    #[tokio::test]
+    async fn a_message_that_is_not_a_page_is_dropped_not_redelivered() {
+        assert_eq!(consumed("{\"run\": 1}").await, (vec![], 0));
+    }
+
+    #[tokio::test]
+    async fn a_message_too_large_to_be_a_page_is_dropped_unread() {
+        let large = format!("{{\"pad\": \"{}\"}}", "x".repeat(MAX_PAGE_BYTES));
+        assert_eq!(consumed(&large).await, (vec![], 0));
+    }
+}
