@@ -1,16 +1,7 @@
 //! Translates API Gateway requests on `/admin/tenants/...` into `domain::admin` commands and
-//! their results into JSON answers. The routes, bodies, answers and errors are written down in
-//! `docs/admin-api.openapi.yaml` (a test below holds the two together). All are behind IAM:
-//!
-//! - `PUT|GET /admin/tenants/{tenant}`
-//! - `PUT|GET /admin/tenants/{tenant}/staff/{staff}`
-//! - `GET /admin/tenants/{tenant}/staff/{staff}/codes?limit=&cursor=`
-//! - `GET /admin/tenants/{tenant}/codes?limit=&cursor=`
-//! - `PUT|GET|DELETE /admin/tenants/{tenant}/codes/{code}` (PUT: 201 when it created the
-//!   contact way)
-//! - `PUT|GET /admin/tenants/{tenant}/departments/{department}`
-//! - `GET /admin/tenants/{tenant}/drift?day=` (the sweep's drift report and guard)
-//! - `POST /admin/tenants/{tenant}/drift/resume` (resumes a tripped guard's repair)
+//! their results into JSON answers. The routes are the rows of `routes::ROUTES`; their bodies,
+//! answers and errors are written down in `docs/admin-api.openapi.json` (the tests below hold
+//! the three together). All are behind IAM.
 //!
 //! Errors carry `{code, detail}`: 400 `invalid`, 404 `not_found`, 405 `method_not_allowed`,
 //! 409 (`no_eligible_member`, `staff_unusable`, `resigned`, `corp_id_taken`, `conflict`), 413 `too_large` (a body
@@ -18,6 +9,7 @@
 //! `unavailable` (cause logged only). Bodies are never logged: the tenant body holds the
 //! corp's secrets.
 
+use crate::routes::{self, Matched};
 use domain::admin::commands::MAX_BODY_BYTES;
 use domain::admin::{
     Admin, AdminError, AdminStore, ContactWays, DeleteCode, GetCode, GetDepartment, GetDrift,
@@ -28,121 +20,24 @@ use domain::reasons::ReasonQueue;
 use lambda_http::{Body, Error, Request, RequestExt, Response};
 use serde::Serialize;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Route {
-    Tenant { tenant: String },
-    Staff { tenant: String, staff: String },
-    StaffCodes { tenant: String, staff: String },
-    Codes { tenant: String },
-    Code { tenant: String, code: String },
-    Department { tenant: String, department: String },
-    Drift { tenant: String },
-    DriftResume { tenant: String },
-}
-
-impl Route {
-    fn name(&self) -> &'static str {
-        match self {
-            Self::Tenant { .. } => "tenant",
-            Self::Staff { .. } => "staff",
-            Self::StaffCodes { .. } => "staff_codes",
-            Self::Codes { .. } => "codes",
-            Self::Code { .. } => "code",
-            Self::Department { .. } => "department",
-            Self::Drift { .. } => "drift",
-            Self::DriftResume { .. } => "drift_resume",
-        }
-    }
-
-    fn tenant(&self) -> &str {
-        match self {
-            Self::Tenant { tenant }
-            | Self::Staff { tenant, .. }
-            | Self::StaffCodes { tenant, .. }
-            | Self::Codes { tenant }
-            | Self::Code { tenant, .. }
-            | Self::Department { tenant, .. }
-            | Self::Drift { tenant }
-            | Self::DriftResume { tenant } => tenant,
-        }
-    }
-
-    /// The methods the route answers, as an `Allow` header lists them.
-    fn allowed(&self) -> &'static str {
-        match self {
-            Self::Code { .. } => "DELETE, GET, PUT",
-            Self::Tenant { .. } | Self::Staff { .. } | Self::Department { .. } => "GET, PUT",
-            Self::StaffCodes { .. } | Self::Codes { .. } | Self::Drift { .. } => "GET",
-            Self::DriftResume { .. } => "POST",
-        }
-    }
-
-    /// The query parameters the route reads; any other is refused.
-    fn query_parameters(&self) -> &'static [&'static str] {
-        match self {
-            Self::StaffCodes { .. } | Self::Codes { .. } => &["limit", "cursor"],
-            Self::Drift { .. } => &["day"],
-            _ => &[],
-        }
-    }
-}
-
-/// The route from the path's shape after `/admin`, wherever the API is mounted. Ids come from
-/// API Gateway's (decoded) path parameters, or from the path when there are none.
-fn route(request: &Request) -> Option<Route> {
+/// The request's route, wherever the API is mounted. Ids come from API Gateway's (decoded)
+/// path parameters, or from the path when there are none.
+fn route(request: &Request) -> Option<Matched> {
     let path = match request.raw_http_path() {
         "" => request.uri().path(),
         raw => raw,
     };
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let admin = segments.iter().position(|s| *s == "admin")?;
     let params = request.path_parameters_ref();
-    let param = |name: &str, fallback: &str| {
-        params
-            .and_then(|p| p.first(name))
-            .unwrap_or(fallback)
-            .to_owned()
-    };
-    match segments[admin + 1..] {
-        ["tenants", tenant] => Some(Route::Tenant {
-            tenant: param("tenant", tenant),
-        }),
-        ["tenants", tenant, "staff", staff] => Some(Route::Staff {
-            tenant: param("tenant", tenant),
-            staff: param("staff", staff),
-        }),
-        ["tenants", tenant, "staff", staff, "codes"] => Some(Route::StaffCodes {
-            tenant: param("tenant", tenant),
-            staff: param("staff", staff),
-        }),
-        ["tenants", tenant, "codes"] => Some(Route::Codes {
-            tenant: param("tenant", tenant),
-        }),
-        ["tenants", tenant, "codes", code] => Some(Route::Code {
-            tenant: param("tenant", tenant),
-            code: param("code", code),
-        }),
-        ["tenants", tenant, "departments", department] => Some(Route::Department {
-            tenant: param("tenant", tenant),
-            department: param("department", department),
-        }),
-        ["tenants", tenant, "drift"] => Some(Route::Drift {
-            tenant: param("tenant", tenant),
-        }),
-        ["tenants", tenant, "drift", "resume"] => Some(Route::DriftResume {
-            tenant: param("tenant", tenant),
-        }),
-        _ => None,
-    }
+    routes::route(path, |name| params.and_then(|p| p.first(name)))
 }
 
 /// The query parameter `name` (its first value); refuses parameters the route does not read.
-fn query<'r>(request: &'r Request, route: &Route) -> Result<Query<'r>, AdminError> {
+fn query<'r>(request: &'r Request, route: &Matched) -> Result<Query<'r>, AdminError> {
     let params = request.query_string_parameters_ref();
     if let Some(params) = params {
         if let Some((unknown, _)) = params
             .iter()
-            .find(|(name, _)| !route.query_parameters().contains(name))
+            .find(|(name, _)| !route.route.query.contains(name))
         {
             let shown: String = unknown.chars().take(64).collect();
             return Err(AdminError::invalid(shown, "is not a known query parameter"));
@@ -198,7 +93,8 @@ fn answer(status: u16, value: &impl Serialize) -> Result<Response<Body>, AdminEr
     Ok(json(status, body))
 }
 
-fn not_allowed(allow: &'static str) -> Response<Body> {
+fn not_allowed(route: &Matched) -> Response<Body> {
+    let allow = route.route.allow();
     let mut response = json(
         405,
         serde_json::json!({ "code": "method_not_allowed", "detail": format!("use {allow}") })
@@ -223,75 +119,80 @@ fn refuse(error: &AdminError) -> Response<Body> {
 
 async fn dispatch<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWays>(
     admin: &Admin<S, Q, W>,
-    route: Route,
+    route: Matched,
     request: &Request,
 ) -> Result<Response<Body>, AdminError> {
     let method = request.method().as_str();
-    if !route.allowed().split(", ").any(|allowed| allowed == method) {
-        return Ok(not_allowed(route.allowed()));
+    if !route.route.answers(method) {
+        return Ok(not_allowed(&route));
     }
     let query = query(request, &route)?;
     if method != "PUT" {
         no_body(request)?;
     }
-    match (route, method) {
-        (Route::Tenant { tenant }, "PUT") => {
-            let command = PutTenant::parse(&tenant, body_text(request)?)?;
+    let tenant = route.tenant();
+    match (route.name(), method) {
+        ("tenant", "PUT") => {
+            let command = PutTenant::parse(tenant, body_text(request)?)?;
             answer(200, &admin.put_tenant(command).await?)
         }
-        (Route::Tenant { tenant }, "GET") => {
-            answer(200, &admin.tenant(GetTenant::parse(&tenant)?).await?)
-        }
-        (Route::Staff { tenant, staff }, "PUT") => {
-            let command = PutStaff::parse(&tenant, &staff, body_text(request)?)?;
+        ("tenant", "GET") => answer(200, &admin.tenant(GetTenant::parse(tenant)?).await?),
+        ("staff", "PUT") => {
+            let command = PutStaff::parse(tenant, route.id("staff"), body_text(request)?)?;
             answer(200, &admin.put_staff(command).await?)
         }
-        (Route::Staff { tenant, staff }, "GET") => {
-            answer(200, &admin.staff(GetStaff::parse(&tenant, &staff)?).await?)
+        ("staff", "GET") => {
+            let query = GetStaff::parse(tenant, route.id("staff"))?;
+            answer(200, &admin.staff(query).await?)
         }
-        (Route::StaffCodes { tenant, staff }, "GET") => {
+        ("staff_codes", "GET") => {
             let list = ListCodes::parse(
-                &tenant,
-                Some(&staff),
+                tenant,
+                Some(route.id("staff")),
                 query.get("limit"),
                 query.get("cursor"),
             )?;
             answer(200, &admin.staff_codes(list).await?)
         }
-        (Route::Codes { tenant }, "GET") => {
-            let list = ListCodes::parse(&tenant, None, query.get("limit"), query.get("cursor"))?;
+        ("codes", "GET") => {
+            let list = ListCodes::parse(tenant, None, query.get("limit"), query.get("cursor"))?;
             answer(200, &admin.codes(list).await?)
         }
-        (Route::Code { tenant, code }, "PUT") => {
-            let command = PutCode::parse(&tenant, &code, body_text(request)?)?;
+        // 201 when the PUT created the contact way.
+        ("code", "PUT") => {
+            let command = PutCode::parse(tenant, route.id("code"), body_text(request)?)?;
             let stored = admin.put_code(command).await?;
             answer(if stored.created { 201 } else { 200 }, &stored)
         }
-        (Route::Code { tenant, code }, "GET") => {
-            let query = GetCode::parse(&tenant, &code)?;
+        ("code", "GET") => {
+            let query = GetCode::parse(tenant, route.id("code"))?;
             answer(200, &admin.code_status(query).await?)
         }
-        (Route::Code { tenant, code }, "DELETE") => {
-            let command = DeleteCode::parse(&tenant, &code)?;
+        ("code", "DELETE") => {
+            let command = DeleteCode::parse(tenant, route.id("code"))?;
             answer(200, &admin.delete_code(command).await?)
         }
-        (Route::Department { tenant, department }, "PUT") => {
-            let command = PutDepartment::parse(&tenant, &department, body_text(request)?)?;
+        ("department", "PUT") => {
+            let department = route.id("department");
+            let command = PutDepartment::parse(tenant, department, body_text(request)?)?;
             answer(200, &admin.put_department(command).await?)
         }
-        (Route::Department { tenant, department }, "GET") => {
-            let query = GetDepartment::parse(&tenant, &department)?;
+        ("department", "GET") => {
+            let query = GetDepartment::parse(tenant, route.id("department"))?;
             answer(200, &admin.department(query).await?)
         }
-        (Route::Drift { tenant }, "GET") => {
-            let query = GetDrift::parse(&tenant, query.get("day"))?;
+        // The sweep's drift report and guard.
+        ("drift", "GET") => {
+            let query = GetDrift::parse(tenant, query.get("day"))?;
             answer(200, &admin.drift(query).await?)
         }
-        (Route::DriftResume { tenant }, "POST") => answer(
+        // Resumes a tripped guard's repair.
+        ("drift_resume", "POST") => answer(
             200,
-            &admin.resume_repair(ResumeRepair::parse(&tenant)?).await?,
+            &admin.resume_repair(ResumeRepair::parse(tenant)?).await?,
         ),
-        (route, _) => Ok(not_allowed(route.allowed())),
+        // A row's method without an arm here; a test sends every row's every method.
+        _ => Ok(not_allowed(&route)),
     }
 }
 
@@ -559,6 +460,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn every_method_of_every_route_is_dispatched_and_every_other_is_refused_with_405() {
+        let w = set_up_world().await;
+        for row in crate::routes::ROUTES {
+            let path = row.path.replace(['{', '}'], "");
+            for method in ["DELETE", "GET", "PATCH", "POST", "PUT"] {
+                let mut request = Request::default().with_raw_http_path(path.as_str());
+                *request.method_mut() = method.parse().expect("a method");
+
+                let response = send(&w, request).await;
+
+                if row.methods.contains(&method) {
+                    assert_ne!(response.status(), 405, "{method} {path}");
+                } else {
+                    assert_eq!(response.status(), 405, "{method} {path}");
+                    assert_eq!(
+                        response.headers().get("allow").map(|v| v.as_bytes()),
+                        Some(row.allow().as_bytes()),
+                        "{method} {path}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
     async fn the_delete_code_sample_deletes_the_contact_way_and_the_code() {
         let w = set_up_world().await;
         send(&w, sample("apigw-admin-put-code.json")).await;
@@ -751,47 +677,37 @@ mod tests {
 
     #[test]
     fn routes_are_read_from_the_path_when_there_are_no_path_parameters() {
-        let request =
-            Request::default().with_raw_http_path("/live/admin/tenants/acme/staff/li.si@x");
+        let read = |path: &str| {
+            let request = Request::default().with_raw_http_path(path);
+            route(&request).map(|matched| (matched.name(), matched.ids))
+        };
+        let ids = |pairs: &[(&'static str, &str)]| -> Vec<(&'static str, String)> {
+            pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
+        };
         assert_eq!(
-            route(&request),
-            Some(Route::Staff {
-                tenant: "acme".into(),
-                staff: "li.si@x".into()
-            })
+            read("/live/admin/tenants/acme/staff/li.si@x"),
+            Some(("staff", ids(&[("tenant", "acme"), ("staff", "li.si@x")])))
         );
-        let request = Request::default().with_raw_http_path("/admin/tenants/acme");
         assert_eq!(
-            route(&request),
-            Some(Route::Tenant {
-                tenant: "acme".into()
-            })
+            read("/admin/tenants/acme"),
+            Some(("tenant", ids(&[("tenant", "acme")])))
         );
-        let request = Request::default().with_raw_http_path("/admin/tenants/acme/departments/42");
         assert_eq!(
-            route(&request),
-            Some(Route::Department {
-                tenant: "acme".into(),
-                department: "42".into()
-            })
+            read("/admin/tenants/acme/departments/42"),
+            Some((
+                "department",
+                ids(&[("tenant", "acme"), ("department", "42")])
+            ))
         );
-        let request = Request::default().with_raw_http_path("/admin/tenants/acme/codes");
         assert_eq!(
-            route(&request),
-            Some(Route::Codes {
-                tenant: "acme".into()
-            })
+            read("/admin/tenants/acme/codes"),
+            Some(("codes", ids(&[("tenant", "acme")])))
         );
-        let request = Request::default().with_raw_http_path("/admin/tenants/acme/staff/a/codes");
         assert_eq!(
-            route(&request),
-            Some(Route::StaffCodes {
-                tenant: "acme".into(),
-                staff: "a".into()
-            })
+            read("/admin/tenants/acme/staff/a/codes"),
+            Some(("staff_codes", ids(&[("tenant", "acme"), ("staff", "a")])))
         );
-        let request = Request::default().with_raw_http_path("/admin/tenants/acme/things");
-        assert_eq!(route(&request), None);
+        assert_eq!(read("/admin/tenants/acme/things"), None);
     }
 }
 
@@ -801,6 +717,7 @@ mod tests {
 #[cfg(test)]
 mod contract_tests {
     use super::*;
+    use crate::routes::{Route, ROUTES};
     use domain::wecom::errors::WeComError;
     use domain::StoreError;
     use serde_json::Value;
@@ -837,31 +754,70 @@ mod contract_tests {
         template.replace(['{', '}'], "")
     }
 
-    /// Every route the handler knows, by a template as API Gateway names it.
-    const ROUTE_TEMPLATES: [&str; 8] = [
-        "/admin/tenants/{tenant}",
-        "/admin/tenants/{tenant}/staff/{staff}",
-        "/admin/tenants/{tenant}/staff/{staff}/codes",
-        "/admin/tenants/{tenant}/codes",
-        "/admin/tenants/{tenant}/codes/{code}",
-        "/admin/tenants/{tenant}/departments/{department}",
-        "/admin/tenants/{tenant}/drift",
-        "/admin/tenants/{tenant}/drift/resume",
-    ];
-
     fn handled_operations() -> BTreeSet<(String, String)> {
-        ROUTE_TEMPLATES
+        ROUTES
             .iter()
-            .flat_map(|template| {
-                let request = Request::default().with_raw_http_path(concrete(template));
-                let route = super::route(&request).expect("a route");
-                route
-                    .allowed()
-                    .split(", ")
-                    .map(|method| (template.to_string(), method.to_owned()))
-                    .collect::<Vec<_>>()
+            .flat_map(|row| {
+                row.methods
+                    .iter()
+                    .map(|method| (row.path.to_owned(), (*method).to_owned()))
             })
             .collect()
+    }
+
+    /// The names of the parameters `location` ("path" or "query") of every documented
+    /// operation, the path item's and the operation's own, by (path template, method).
+    fn documented_parameters(location: &str) -> BTreeSet<(String, String, String)> {
+        let doc = document();
+        let resolved = |parameter: &Value| -> Value {
+            match parameter["$ref"].as_str() {
+                Some(reference) => {
+                    let name = reference
+                        .strip_prefix("#/components/parameters/")
+                        .expect("a parameter reference");
+                    doc["components"]["parameters"][name].clone()
+                }
+                None => parameter.clone(),
+            }
+        };
+        let listed = |item: &Value| -> Vec<Value> {
+            item["parameters"]
+                .as_array()
+                .map(|parameters| parameters.iter().map(resolved).collect())
+                .unwrap_or_default()
+        };
+        let mut found = BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            let shared = listed(item);
+            for (method, operation) in item.as_object().expect("a path item") {
+                if method == "parameters" {
+                    continue;
+                }
+                for parameter in shared.iter().chain(&listed(operation)) {
+                    if parameter["in"] == location {
+                        let name = parameter["name"].as_str().expect("a parameter name");
+                        found.insert((path.clone(), method.to_uppercase(), name.to_owned()));
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    /// (path template, method, parameter) for every method of every row, with `names` the
+    /// row's parameters.
+    fn handled_parameters(
+        names: impl Fn(&Route) -> Vec<&'static str>,
+    ) -> BTreeSet<(String, String, String)> {
+        let mut found = BTreeSet::new();
+        for row in ROUTES {
+            for method in row.methods {
+                for name in names(row) {
+                    found.insert((row.path.to_owned(), (*method).to_owned(), name.to_owned()));
+                }
+            }
+        }
+        found
     }
 
     #[test]
@@ -869,9 +825,30 @@ mod contract_tests {
         let documented = documented_operations();
         for (template, _) in &documented {
             let request = Request::default().with_raw_http_path(concrete(template));
-            assert!(super::route(&request).is_some(), "{template} is no route");
+            let matched = super::route(&request);
+            assert!(
+                matched.is_some_and(|m| m.route.path == template),
+                "{template} is no route"
+            );
         }
         assert_eq!(documented, handled_operations());
+    }
+
+    #[test]
+    fn every_route_reads_exactly_the_query_parameters_the_document_names() {
+        let read = handled_parameters(|row| row.query.to_vec());
+        assert_eq!(read, documented_parameters("query"));
+    }
+
+    #[test]
+    fn every_route_names_exactly_the_path_parameters_the_document_names() {
+        let named = handled_parameters(|row| {
+            row.path
+                .split('/')
+                .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
+                .collect()
+        });
+        assert_eq!(named, documented_parameters("path"));
     }
 
     #[test]

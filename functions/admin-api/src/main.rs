@@ -2,6 +2,7 @@
 
 mod config;
 mod handler;
+mod routes;
 
 use adapters::dynamodb::{DynamoBudget, DynamoStore};
 use adapters::sqs::{SqsFanOutQueue, SqsReasonQueue};

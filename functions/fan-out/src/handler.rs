@@ -1,48 +1,17 @@
-//! Translates fan-out queue batches into `Expander::expand` calls, inside the invocation's
-//! deadline. Per message:
-//!
-//! - expanded, or continued in a new message before the deadline -> acknowledged;
-//! - no time left to start it -> queued again as it is and acknowledged (no receive counted);
-//! - the table or a queue failed -> reported for redelivery: it resumes where it was sent
-//!   from, so at most one page of reasons is sent twice (refresh.fifo deduplicates them);
-//! - not a fan-out -> reported, until the queue's redrive moves it to its dead-letter queue.
-//!
-//! On a fan-out's last receive before that redrive (`ApproximateReceiveCount` at the queue's
-//! `maxReceiveCount`, `FAN_OUT_MAX_RECEIVES`), the fan-out is marked given up before anything
-//! else: a timeout or a crash of this receive would move it to the dead-letter queue without
-//! any code of ours, and the sweep sends a marked fan-out again. Its completed expansion
-//! clears the mark. A mark that cannot be written fails the message like any table failure.
+//! Translates fan-out queue batches into `domain::fanout::consumer::consume`, where the
+//! per-message policy lives (expand, continue, postpone, mark on the last receive, report),
+//! with the time left to the invocation's deadline, and its answer into the batch response.
 
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use domain::batch::is_last_receive;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use domain::batch::Received;
 use domain::dirty::FanOutMarks;
-use domain::fanout::{CodeIndex, Expanded, Expander};
-use domain::reasons::ReasonQueue;
-use domain::reasons::{FanOut, FanOutQueue};
-use domain::telemetry;
+use domain::fanout::{consumer, CodeIndex, Expander};
+use domain::reasons::{FanOutQueue, ReasonQueue};
 use lambda_runtime::{Error, LambdaEvent};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Time kept back from the deadline: one page of reasons (ten `SendMessageBatch` calls) and
 /// the continuation's own send, with room for a slow call.
 const RESERVE_MS: u64 = 3_000;
-
-/// The host's clock, as the Lambda deadline is (the operator's clock offset does not move it).
-fn wall_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or_default()
-}
-
-/// SQS's `ApproximateReceiveCount` of the message (1 when absent).
-fn receive_count(message: &SqsMessage) -> u32 {
-    message
-        .attributes
-        .get("ApproximateReceiveCount")
-        .and_then(|count| count.parse().ok())
-        .unwrap_or(1)
-}
 
 #[tracing::instrument(skip_all, fields(records = event.payload.records.len()))]
 pub(crate) async fn handle<I, R, Q, M>(
@@ -56,59 +25,19 @@ where
     Q: FanOutQueue,
     M: FanOutMarks,
 {
-    let deadline_ms = event.context.deadline;
-    let out_of_time = || wall_ms().saturating_add(RESERVE_MS) >= deadline_ms;
-    let mut failures = Vec::new();
-    for message in &event.payload.records {
-        let id = message.message_id.as_deref().unwrap_or_default();
-        let body = message.body.as_deref().unwrap_or_default();
-        let fan_out = match serde_json::from_str::<FanOut>(body) {
-            Ok(fan_out) => fan_out,
-            Err(error) => {
-                tracing::error!(message_id = id, error = %error, "not a fan-out; left to the queue's redrive");
-                failures.push(id.to_owned());
-                continue;
-            }
-        };
-        let began_ms = wall_ms();
-        let last_receive = is_last_receive(receive_count(message), max_receives);
-        let outcome = async {
-            if last_receive {
-                expander.mark_given_up(&fan_out, began_ms).await?;
-            }
-            if out_of_time() {
-                expander.postpone(&fan_out).await.map(|()| None)
-            } else {
-                expander
-                    .expand(&fan_out, began_ms, out_of_time)
-                    .await
-                    .map(Some)
-            }
-        }
-        .await;
-        match outcome {
-            Ok(Some(Expanded::Done { reasons })) => {
-                telemetry::fan_out_reasons(reasons as u64);
-                tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, reasons, "fan-out done");
-            }
-            Ok(Some(Expanded::Continued {
-                reasons,
-                sent_through,
-            })) => {
-                telemetry::fan_out_reasons(reasons as u64);
-                tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, reasons, sent_through = %sent_through, "fan-out continues in a new message");
-            }
-            Ok(None) => {
-                tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, "no time left to start; queued again");
-            }
-            Err(error) => {
-                tracing::warn!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, error = %error, "fan-out failed; redelivered");
-                failures.push(id.to_owned());
-            }
-        }
-    }
+    // The deadline and the expansion's marks are on the host's clock: the operator's clock
+    // offset does not move Lambda's deadline.
+    let left_ms = adapters::clock::consumer_time_left_ms(event.context.deadline, RESERVE_MS);
+    let messages: Vec<Received<'_>> = event
+        .payload
+        .records
+        .iter()
+        .map(adapters::sqs::received)
+        .collect();
+    let clock = adapters::clock::host_clock;
+    let batch = consumer::consume(expander, max_receives, clock, &messages, left_ms).await;
     let mut response = SqsBatchResponse::default();
-    response.set_failures(failures);
+    response.set_failures(batch.failures());
     Ok(response)
 }
 
@@ -119,6 +48,7 @@ mod tests {
     use domain::fakes::{InMemoryQueues, InMemoryStore};
     use domain::membership::{CodeConfig, CodeId, StaffId};
     use domain::reasons::Cause;
+    use domain::reasons::FanOut;
     use domain::reasons::Source;
     use domain::tenants::TenantId;
     use lambda_runtime::Context;
@@ -190,7 +120,7 @@ mod tests {
         let answer = handle(
             &expander,
             MAX_RECEIVES,
-            event(&[fan_out.to_json()], wall_ms() + 60_000),
+            event(&[fan_out.to_json()], adapters::clock::host_clock() + 60_000),
         )
         .await
         .expect("handled");
@@ -210,7 +140,7 @@ mod tests {
         let answer = handle(
             &expander,
             MAX_RECEIVES,
-            event(&[fan_out.to_json()], wall_ms() + 1_000),
+            event(&[fan_out.to_json()], adapters::clock::host_clock() + 1_000),
         )
         .await
         .expect("handled");
@@ -257,7 +187,7 @@ mod tests {
             store,
         );
         let mut context = Context::default();
-        context.deadline = wall_ms() + 60_000;
+        context.deadline = adapters::clock::host_clock() + 60_000;
 
         let answer = handle(&expander, MAX_RECEIVES, LambdaEvent::new(sample, context))
             .await
@@ -284,7 +214,7 @@ mod tests {
             MAX_RECEIVES,
             event(
                 &["{\"not\": 1}".into(), fan_out.to_json()],
-                wall_ms() + 60_000,
+                adapters::clock::host_clock() + 60_000,
             ),
         )
         .await
@@ -310,7 +240,11 @@ mod tests {
         let answer = handle(
             &expander,
             MAX_RECEIVES,
-            received(&[fan_out.to_json()], MAX_RECEIVES, wall_ms() + 60_000),
+            received(
+                &[fan_out.to_json()],
+                MAX_RECEIVES,
+                adapters::clock::host_clock() + 60_000,
+            ),
         )
         .await
         .expect("handled");
@@ -332,7 +266,11 @@ mod tests {
         let answer = handle(
             &expander,
             MAX_RECEIVES,
-            received(&[fan_out.to_json()], MAX_RECEIVES, wall_ms() + 60_000),
+            received(
+                &[fan_out.to_json()],
+                MAX_RECEIVES,
+                adapters::clock::host_clock() + 60_000,
+            ),
         )
         .await
         .expect("handled");
@@ -357,7 +295,11 @@ mod tests {
         let answer = handle(
             &expander,
             MAX_RECEIVES,
-            received(&[fan_out.to_json()], MAX_RECEIVES - 1, wall_ms() + 60_000),
+            received(
+                &[fan_out.to_json()],
+                MAX_RECEIVES - 1,
+                adapters::clock::host_clock() + 60_000,
+            ),
         )
         .await
         .expect("handled");

@@ -1,38 +1,14 @@
-//! Translates inbox.fifo batches into `FactRecorder::record` calls.
-//!
-//! Per message: the stored callback archived first (rule 10; a failure to archive redelivers
-//! it like any store failure); then a fact written (or found already written) and its reason sent -> success;
-//! a store or queue failure -> reported for redelivery, with the rest of its group (FIFO
-//! order); a poison message (unknown tenant, fails verification, unparseable) can never
-//! succeed, so it is moved to the dead-letter queue with its class and acknowledged instead
-//! of being retried.
+//! Translates inbox.fifo batches into `domain::inbox::consume`, where the per-message policy
+//! lives (archive, record, retry, park the poison), and its answer into the batch response.
 
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use domain::batch::DeadLetters;
-use domain::batch::{is_last_receive, PartialBatch};
-use domain::dirty::DirtyWhy;
-use domain::facts::{
-    CountOutcome, FactLedger, FactOutcome, FactRecorder, FactsError, QuotaNotifier, TenantProfiles,
-};
-use domain::intake::InboxMessage;
+use adapters::sqs::received;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use domain::batch::{DeadLetters, Received};
+use domain::facts::{FactLedger, FactRecorder, QuotaNotifier, TenantProfiles};
+use domain::inbox::InboxExits;
 use domain::reasons::ReasonQueue;
-use domain::replay::{Archiving, CallbackArchive};
+use domain::replay::CallbackArchive;
 use lambda_runtime::{Error, LambdaEvent};
-
-fn attribute<'a>(message: &'a SqsMessage, name: &str) -> &'a str {
-    message
-        .attributes
-        .get(name)
-        .map(String::as_str)
-        .unwrap_or_default()
-}
-
-/// The inbox's `maxReceiveCount`, where poison goes, and the archive every message is kept in.
-pub(crate) struct InboxExits<D, A> {
-    pub dead_letters: D,
-    pub max_receives: u32,
-    pub archive: Archiving<A>,
-}
 
 #[tracing::instrument(skip_all, fields(records = event.payload.records.len()))]
 pub(crate) async fn handle<T, L, Q, N, D, A>(
@@ -48,56 +24,8 @@ where
     D: DeadLetters,
     A: CallbackArchive,
 {
-    let mut batch = PartialBatch::default();
-    for message in &event.payload.records {
-        let id = message.message_id.as_deref().unwrap_or_default();
-        let group = attribute(message, "MessageGroupId");
-        if batch.group_failed(group) {
-            batch.fail(group, id);
-            continue;
-        }
-        let body = message.body.as_deref().unwrap_or_default();
-        let receive_count = attribute(message, "ApproximateReceiveCount")
-            .parse()
-            .unwrap_or(1);
-        if is_last_receive(receive_count, exits.max_receives) {
-            recorder.gave_up_on(group, DirtyWhy::LastReceive).await;
-        }
-        let outcome = match serde_json::from_str::<InboxMessage>(body) {
-            Ok(inbox) => match exits.archive.keep(&inbox, group).await {
-                Ok(()) => recorder.record(&inbox).await,
-                Err(error) => Err(FactsError::Store(error)),
-            },
-            Err(error) => Err(FactsError::Poison(format!("not an inbox message: {error}"))),
-        };
-        match outcome {
-            Ok(FactOutcome::Add {
-                fact,
-                outcome,
-                crossings,
-            }) => {
-                let counted = matches!(outcome, CountOutcome::Counted { .. });
-                domain::telemetry::add(&fact.tenant, counted);
-                tracing::info!(message_id = id, tenant = %fact.tenant, code = %fact.code, staff = %fact.staff, ?outcome, crossings = crossings.len(), "add recorded");
-            }
-            Ok(FactOutcome::StaffChanged { kind, codes }) => {
-                tracing::info!(message_id = id, kind, codes, "contact change recorded")
-            }
-            Ok(FactOutcome::Ignored { kind }) => {
-                tracing::info!(message_id = id, kind, "event acknowledged")
-            }
-            Err(FactsError::Poison(reason)) => {
-                recorder.gave_up_on(group, DirtyWhy::InboxGaveUp).await;
-                batch
-                    .park_poison(&exits.dead_letters, group, id, body, &reason)
-                    .await;
-            }
-            Err(FactsError::Store(error)) => {
-                tracing::warn!(message_id = id, group, error = ?error, "fact not written; redelivered later");
-                batch.fail(group, id);
-            }
-        }
-    }
+    let messages: Vec<Received<'_>> = event.payload.records.iter().map(received).collect();
+    let batch = domain::inbox::consume(recorder, exits, &messages).await;
     let mut response = SqsBatchResponse::default();
     response.set_failures(batch.failures());
     Ok(response)
@@ -106,7 +34,9 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use domain::dirty::DirtyWhy;
     use domain::fakes::{InMemoryQueues, InMemoryStore};
+    use domain::replay::Archiving;
     use domain::tenants::{TenantId, TenantProfile};
     use domain::wecom::reference_vectors::V1;
     use lambda_runtime::Context;

@@ -7,6 +7,7 @@ use adapters::dynamodb::DynamoStore;
 use adapters::eventbridge::EventBridgeNotifier;
 use adapters::sqs::{SqsDeadLetters, SqsReasonQueue};
 use domain::facts::FactRecorder;
+use domain::inbox::InboxExits;
 use domain::replay::Archiving;
 use lambda_runtime::{run, service_fn, Error};
 
@@ -29,7 +30,7 @@ async fn main() -> Result<(), Error> {
         adapters::clock::system_clock,
     )
     .with_owner_lease(config.claim_owner_lease_ms);
-    let exits = handler::InboxExits {
+    let exits = InboxExits {
         dead_letters: SqsDeadLetters::new(sqs, config.dead_letter_queue_url),
         max_receives: config.max_receives,
         archive: Archiving::new(store, config.archive_days, adapters::clock::system_clock),

@@ -3,7 +3,8 @@
 //! becomes its inlet, the invocation's deadline the time left, and the messages to redeliver
 //! the batch response.
 
-use adapters::sqs::QueueInlets;
+use adapters::clock::consumer_time_left_ms;
+use adapters::sqs::{received, QueueInlets};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use domain::refresh::consumer::{Delivery, RefreshConsumer, RefreshPorts};
 use lambda_runtime::{Error, LambdaEvent};
@@ -13,14 +14,6 @@ use lambda_runtime::{Error, LambdaEvent};
 /// long before the invocation's deadline.
 const FINISH_RESERVE_MS: u64 = 1_500;
 
-/// The host's clock, as the invocation's deadline is.
-fn host_clock_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or_default()
-}
-
 #[tracing::instrument(skip_all, fields(records = event.payload.records.len()))]
 pub(crate) async fn handle<P: RefreshPorts>(
     consumer: &RefreshConsumer<P>,
@@ -29,11 +22,7 @@ pub(crate) async fn handle<P: RefreshPorts>(
 ) -> Result<SqsBatchResponse, Error> {
     // The deadline is on the host's clock; the refresher's may carry the operator's offset
     // (`ClockOffsetSeconds`), so what is handed over is the time left.
-    let left_ms = event
-        .context
-        .deadline
-        .saturating_sub(host_clock_ms())
-        .saturating_sub(FINISH_RESERVE_MS);
+    let left_ms = consumer_time_left_ms(event.context.deadline, FINISH_RESERVE_MS);
     let deliveries: Vec<Delivery<'_>> = event
         .payload
         .records
@@ -47,15 +36,13 @@ pub(crate) async fn handle<P: RefreshPorts>(
 }
 
 fn delivery<'a>(message: &'a SqsMessage, inlets: &QueueInlets) -> Delivery<'a> {
-    let attribute = |name: &str| message.attributes.get(name).map(String::as_str);
+    let received = received(message);
     Delivery {
-        message_id: message.message_id.as_deref().unwrap_or_default(),
-        group: attribute("MessageGroupId").unwrap_or_default(),
-        body: message.body.as_deref().unwrap_or_default(),
+        message_id: received.message_id,
+        group: received.group,
+        body: received.body,
         inlet: inlets.inlet_of(message.event_source_arn.as_deref().unwrap_or_default()),
-        receive_count: attribute("ApproximateReceiveCount")
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(1),
+        receive_count: received.receive_count,
     }
 }
 
@@ -173,7 +160,7 @@ mod tests {
     /// from the host's, as an operator's clock offset puts it: only the time left carries over.
     fn context(left_ms: u64) -> Context {
         let mut context = Context::default();
-        context.deadline = host_clock_ms() + left_ms;
+        context.deadline = adapters::clock::host_clock() + left_ms;
         context
     }
 

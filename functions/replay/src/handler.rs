@@ -1,19 +1,14 @@
-//! Translates replay-queue messages into `Replayer::page` calls.
-//!
-//! One message is one page of a run. The page's work is idempotent, so a page that fails
-//! (the table or a queue unavailable) is reported for redelivery and done again; once it is
-//! done, the next page is queued before the message is acknowledged. A message that is not a
-//! page is logged and dropped: retrying cannot make it one.
+//! Translates replay-queue messages into `domain::replay::consumer::consume`, where the
+//! per-message policy lives (do the page, queue the next, drop what is not a page), and its
+//! answer into the batch response.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use domain::batch::Received;
 use domain::facts::{FactLedger, QuotaNotifier, StaffLedger, TenantProfiles};
 use domain::reasons::ReasonQueue;
 use domain::refresh::CodeFacts;
-use domain::replay::{CallbackArchive, Page, ReplayPages, ReplayReads, ReplayRuns, Replayer};
+use domain::replay::{consumer, CallbackArchive, ReplayPages, ReplayReads, ReplayRuns, Replayer};
 use lambda_runtime::{Error, LambdaEvent};
-
-/// A page message is a few hundred bytes; anything much larger is not one.
-const MAX_PAGE_BYTES: usize = 16 * 1024;
 
 #[tracing::instrument(skip_all, fields(records = event.payload.records.len()))]
 pub(crate) async fn handle<A, R, F, T, L, Q, N, P>(
@@ -31,42 +26,15 @@ where
     N: QuotaNotifier,
     P: ReplayPages,
 {
+    let messages: Vec<Received<'_>> = event
+        .payload
+        .records
+        .iter()
+        .map(adapters::sqs::received)
+        .collect();
+    let batch = consumer::consume(replayer, pages, &messages).await;
     let mut response = SqsBatchResponse::default();
-    let mut failures = Vec::new();
-    for message in &event.payload.records {
-        let id = message.message_id.clone().unwrap_or_default();
-        let body = message.body.as_deref().unwrap_or_default();
-        if body.len() > MAX_PAGE_BYTES {
-            tracing::error!(
-                message_id = id,
-                bytes = body.len(),
-                "not a replay page (too large); dropped"
-            );
-            continue;
-        }
-        let page: Page = match serde_json::from_str(body) {
-            Ok(page) => page,
-            Err(error) => {
-                tracing::error!(message_id = id, error = %error, "not a replay page; dropped");
-                continue;
-            }
-        };
-        let done = async {
-            if let Some(next) = replayer.page(&page).await? {
-                pages.send(&next).await?;
-            }
-            Ok::<(), domain::StoreError>(())
-        }
-        .await;
-        match done {
-            Ok(()) => tracing::info!(run = page.run, phase = ?page.phase, "replay page done"),
-            Err(error) => {
-                tracing::warn!(run = page.run, error = ?error, "replay page failed; redelivered");
-                failures.push(id);
-            }
-        }
-    }
-    response.set_failures(failures);
+    response.set_failures(batch.failures());
     Ok(response)
 }
 
@@ -76,7 +44,7 @@ mod tests {
     use domain::facts::FactRecorder;
     use domain::fakes::{InMemoryQueues, InMemoryStore};
     use domain::intake::InboxMessage;
-    use domain::replay::{CallbackArchive, Phase};
+    use domain::replay::{CallbackArchive, Page, Phase};
     use domain::tenants::{TenantId, TenantProfile};
     use domain::wecom::reference_vectors::V1;
     use lambda_runtime::Context;

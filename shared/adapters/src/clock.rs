@@ -1,6 +1,7 @@
 //! The time the admin API, record-facts, refresh, schedule-tick and sweep functions act on. The
 //! callback function checks a callback's signed timestamp against the host's clock, and the
-//! fan-out function only reads deadlines, so neither takes this clock.
+//! fan-out function only reads deadlines, so neither takes this clock. Every function reads
+//! the time to its invocation's deadline through `time_to_deadline`.
 
 /// The time left until a Lambda invocation's deadline (milliseconds since the epoch, real
 /// time: the clock offset does not apply to Lambda's deadline); `fallback` when the invocation
@@ -18,6 +19,29 @@ pub fn time_to_deadline(
         .unwrap_or(std::time::Duration::ZERO)
 }
 
+/// What an SQS consumer may spend of its invocation, in milliseconds: the time to its
+/// deadline less `reserve_ms` for finishing the batch. None without a deadline: a consumer
+/// would rather queue its work again than start what it may not finish.
+pub fn consumer_time_left_ms(deadline_ms: u64, reserve_ms: u64) -> u64 {
+    let left = time_to_deadline(
+        deadline_ms,
+        std::time::SystemTime::now(),
+        std::time::Duration::ZERO,
+    );
+    u64::try_from(left.as_millis())
+        .unwrap_or(u64::MAX)
+        .saturating_sub(reserve_ms)
+}
+
+/// The host's clock, milliseconds since the epoch, as Lambda's deadline is: the operator's
+/// clock offset does not move it.
+pub fn host_clock() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
 /// The operator's clock offset (template parameter `ClockOffsetSeconds`), in seconds.
 pub const CLOCK_OFFSET_VAR: &str = "QRSYNC_CLOCK_OFFSET_SECONDS";
 
@@ -25,11 +49,7 @@ pub const CLOCK_OFFSET_VAR: &str = "QRSYNC_CLOCK_OFFSET_SECONDS";
 /// (0 when unset). The offset exists so an operator can move a whole stack through a day
 /// rollover or a shift edge (the local demo does); it is read once per process.
 pub fn system_clock() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or_default()
-        .saturating_add_signed(clock_offset_ms())
+    host_clock().saturating_add_signed(clock_offset_ms())
 }
 
 fn clock_offset_ms() -> i64 {
@@ -57,7 +77,7 @@ fn parse_clock_offset(raw: &str) -> Option<i64> {
 
 #[cfg(test)]
 mod clock_tests {
-    use super::{parse_clock_offset, time_to_deadline};
+    use super::{consumer_time_left_ms, host_clock, parse_clock_offset, time_to_deadline};
     use std::time::{Duration, SystemTime};
 
     #[test]
@@ -70,6 +90,14 @@ mod clock_tests {
         );
         assert_eq!(time_to_deadline(999_000, now, fallback), Duration::ZERO);
         assert_eq!(time_to_deadline(0, now, fallback), fallback);
+    }
+
+    #[test]
+    fn a_consumer_keeps_its_reserve_back_and_has_no_time_without_a_deadline() {
+        let left = consumer_time_left_ms(host_clock() + 60_000, 1_500);
+        assert!((57_000..=58_500).contains(&left), "{left}");
+        assert_eq!(consumer_time_left_ms(host_clock() + 1_000, 1_500), 0);
+        assert_eq!(consumer_time_left_ms(0, 1_500), 0);
     }
 
     #[test]

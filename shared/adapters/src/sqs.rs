@@ -1,5 +1,8 @@
-//! SQS FIFO queues: the inbox (stored callbacks) and the refresh queue (refresh reasons).
+//! SQS FIFO queues: the inbox (stored callbacks) and the refresh queue (refresh reasons); and
+//! the one translation of a received SQS record every consumer function uses.
 
+use aws_lambda_events::event::sqs::SqsMessage;
+use domain::batch::Received;
 use domain::intake::Inbox;
 use domain::intake::InboxMessage;
 use domain::reasons::ReasonQueue;
@@ -8,6 +11,21 @@ use domain::refresh::consumer::Inlet;
 use domain::refresh::retry::{RetriedReason, RetryDelay};
 use domain::refresh::RetryQueues;
 use domain::StoreError;
+
+/// A record of an SQS batch as a consumer reads it. A missing attribute reads as empty, and a
+/// missing or unreadable `ApproximateReceiveCount` as the first receive: a message must not
+/// be taken for its last receive on a guess.
+pub fn received(message: &SqsMessage) -> Received<'_> {
+    let attribute = |name: &str| message.attributes.get(name).map(String::as_str);
+    Received {
+        message_id: message.message_id.as_deref().unwrap_or_default(),
+        group: attribute("MessageGroupId").unwrap_or_default(),
+        body: message.body.as_deref().unwrap_or_default(),
+        receive_count: attribute("ApproximateReceiveCount")
+            .and_then(|count| count.parse().ok())
+            .unwrap_or(1),
+    }
+}
 
 pub struct SqsInbox {
     client: aws_sdk_sqs::Client,
@@ -320,6 +338,40 @@ impl domain::replay::ReplayPages for SqsReplayPages {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_reads_its_id_group_body_and_receive_count() {
+        let mut message = SqsMessage::default();
+        message.message_id = Some("m1".into());
+        message.body = Some("{}".into());
+        message
+            .attributes
+            .insert("MessageGroupId".into(), "demo:code-1".into());
+        message
+            .attributes
+            .insert("ApproximateReceiveCount".into(), "3".into());
+
+        assert_eq!(
+            received(&message),
+            Received {
+                message_id: "m1",
+                group: "demo:code-1",
+                body: "{}",
+                receive_count: 3,
+            }
+        );
+    }
+
+    #[test]
+    fn a_missing_or_unreadable_receive_count_reads_as_the_first_receive() {
+        let mut message = SqsMessage::default();
+        assert_eq!(received(&message).receive_count, 1);
+        message
+            .attributes
+            .insert("ApproximateReceiveCount".into(), "many".into());
+        assert_eq!(received(&message).receive_count, 1);
+        assert_eq!(received(&message).group, "");
+    }
 
     #[test]
     fn a_message_s_inlet_is_told_by_its_queue_name_whatever_the_region_or_account() {

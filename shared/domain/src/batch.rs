@@ -13,6 +13,18 @@ pub fn is_last_receive(receive_count: u32, max_receives: u32) -> bool {
     receive_count >= max_receives
 }
 
+/// One message of an SQS batch, as every consumer reads it; the edge translates a record into
+/// this and the consumer beside each concern decides what to retry, drop or report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Received<'a> {
+    pub message_id: &'a str,
+    /// The FIFO message group (empty on a standard queue).
+    pub group: &'a str,
+    pub body: &'a str,
+    /// SQS's `ApproximateReceiveCount` (1 on the first receive).
+    pub receive_count: u32,
+}
+
 /// A dead-letter queue a consumer moves messages to itself, with their failure class, when
 /// retrying cannot help (the queue's own redrive only counts receives).
 #[async_trait::async_trait]

@@ -32,6 +32,7 @@ pub mod fakes;
 pub mod fanout;
 pub mod http;
 mod ids;
+pub mod inbox;
 pub mod intake;
 pub mod landing;
 pub mod lanes;

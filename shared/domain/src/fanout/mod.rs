@@ -12,6 +12,7 @@
 //! of the fact. The sweep sends a marked fan-out again; the expansion that completes it
 //! (`Expanded::Done`, the last continuation's included) clears the mark if it began after it.
 
+pub mod consumer;
 mod ports;
 
 pub use ports::CodeIndex;

@@ -11,6 +11,7 @@
 //! missing facts are written idempotently by business key and refresh reasons are sent, so
 //! WeCom is called only by the single writer afterwards.
 
+pub mod consumer;
 mod ports;
 mod what_if;
 

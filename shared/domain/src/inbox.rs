@@ -1,0 +1,221 @@
+//! The inbox queue's consumer (the record-facts function): a batch of stored callbacks, each
+//! archived, then recorded as facts. It sits above `facts` and `replay`, which it joins
+//! (the archive belongs to replay, which records through `facts` in turn).
+//!
+//! Per message: the stored callback archived first (rule 10; a failure to archive redelivers
+//! it like any store failure); then a fact written (or found already written) and its reason
+//! sent -> success; a store or queue failure -> reported for redelivery, with the rest of its
+//! group (FIFO order); a poison message (unknown tenant, fails verification, unparseable) can
+//! never succeed, so it is moved to the dead-letter queue with its class and acknowledged
+//! instead of being retried. On a message's last receive before the queue's own redrive its
+//! code is marked dirty before its work (rule 11).
+
+use crate::batch::{is_last_receive, DeadLetters, PartialBatch, Received};
+use crate::dirty::DirtyWhy;
+use crate::facts::{
+    CountOutcome, FactLedger, FactOutcome, FactRecorder, FactsError, QuotaNotifier, TenantProfiles,
+};
+use crate::intake::InboxMessage;
+use crate::reasons::ReasonQueue;
+use crate::replay::{Archiving, CallbackArchive};
+
+/// The inbox's `maxReceiveCount`, where poison goes, and the archive every message is kept in.
+pub struct InboxExits<D, A> {
+    pub dead_letters: D,
+    pub max_receives: u32,
+    pub archive: Archiving<A>,
+}
+
+/// Consumes one batch of the inbox; the answer names the messages to redeliver.
+pub async fn consume<T, L, Q, N, D, A>(
+    recorder: &FactRecorder<T, L, Q, N>,
+    exits: &InboxExits<D, A>,
+    messages: &[Received<'_>],
+) -> PartialBatch
+where
+    T: TenantProfiles,
+    L: FactLedger,
+    Q: ReasonQueue,
+    N: QuotaNotifier,
+    D: DeadLetters,
+    A: CallbackArchive,
+{
+    let mut batch = PartialBatch::default();
+    for message in messages {
+        let Received {
+            message_id: id,
+            group,
+            body,
+            receive_count,
+        } = *message;
+        if batch.group_failed(group) {
+            batch.fail(group, id);
+            continue;
+        }
+        if is_last_receive(receive_count, exits.max_receives) {
+            recorder.gave_up_on(group, DirtyWhy::LastReceive).await;
+        }
+        let outcome = match serde_json::from_str::<InboxMessage>(body) {
+            Ok(inbox) => match exits.archive.keep(&inbox, group).await {
+                Ok(()) => recorder.record(&inbox).await,
+                Err(error) => Err(FactsError::Store(error)),
+            },
+            Err(error) => Err(FactsError::Poison(format!("not an inbox message: {error}"))),
+        };
+        match outcome {
+            Ok(FactOutcome::Add {
+                fact,
+                outcome,
+                crossings,
+            }) => {
+                let counted = matches!(outcome, CountOutcome::Counted { .. });
+                crate::telemetry::add(&fact.tenant, counted);
+                tracing::info!(message_id = id, tenant = %fact.tenant, code = %fact.code, staff = %fact.staff, ?outcome, crossings = crossings.len(), "add recorded");
+            }
+            Ok(FactOutcome::StaffChanged { kind, codes }) => {
+                tracing::info!(message_id = id, kind, codes, "contact change recorded")
+            }
+            Ok(FactOutcome::Ignored { kind }) => {
+                tracing::info!(message_id = id, kind, "event acknowledged")
+            }
+            Err(FactsError::Poison(reason)) => {
+                recorder.gave_up_on(group, DirtyWhy::InboxGaveUp).await;
+                batch
+                    .park_poison(&exits.dead_letters, group, id, body, &reason)
+                    .await;
+            }
+            Err(FactsError::Store(error)) => {
+                tracing::warn!(message_id = id, group, error = ?error, "fact not written; redelivered later");
+                batch.fail(group, id);
+            }
+        }
+    }
+    batch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fakes::{InMemoryQueues, InMemoryStore};
+    use crate::tenants::{TenantId, TenantProfile};
+    use crate::wecom::reference_vectors::V1;
+
+    type Recorder = FactRecorder<InMemoryStore, InMemoryStore, InMemoryQueues, InMemoryQueues>;
+
+    fn clock() -> u64 {
+        7
+    }
+
+    /// The table with the sample's tenant, the queues, the recorder and the exits over them.
+    fn world() -> (
+        InMemoryStore,
+        InMemoryQueues,
+        Recorder,
+        InboxExits<InMemoryQueues, InMemoryStore>,
+    ) {
+        let store = InMemoryStore::default();
+        store.insert_profile(
+            &TenantId::parse("demo").expect("valid"),
+            TenantProfile {
+                corp_id: V1.corp_id.into(),
+                callback_token: V1.token.into(),
+                encoding_aes_key: V1.encoding_aes_key.into(),
+                corp_secret: "s".into(),
+                timezone: Default::default(),
+                company_daily_cap: None,
+            },
+        );
+        let queues = InMemoryQueues::default();
+        let recorder = FactRecorder::new(
+            store.clone(),
+            store.clone(),
+            queues.clone(),
+            queues.clone(),
+            clock,
+        );
+        let exits = InboxExits {
+            dead_letters: queues.clone(),
+            max_receives: 5,
+            archive: Archiving::new(store.clone(), 30, clock),
+        };
+        (store, queues, recorder, exits)
+    }
+
+    /// The stored callback of the sample inbox batch: an add of `zhangsan` by `code-1`.
+    fn add_body() -> String {
+        let path = format!(
+            "{}/../../events/sqs-inbox-add-and-poison.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let sample: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
+                .expect("JSON");
+        sample["Records"][0]["body"]
+            .as_str()
+            .expect("a body")
+            .to_owned()
+    }
+
+    fn message<'a>(id: &'a str, group: &'a str, body: &'a str) -> Received<'a> {
+        Received {
+            message_id: id,
+            group,
+            body,
+            receive_count: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_message_behind_a_failed_one_of_its_group_is_reported_unworked_while_other_groups_go_on(
+    ) {
+        let (_store, queues, recorder, exits) = world();
+        queues.set_unavailable(true);
+        let add = add_body();
+        let batch = [
+            message("m1", "demo#code#code-1", &add),
+            message("m2", "demo#code#code-1", "not json"),
+            message("m3", "demo#code#code-2", "not json"),
+        ];
+
+        let failures = consume(&recorder, &exits, &batch).await.failures();
+
+        assert_eq!(failures, ["m1", "m2"], "the reason could not be sent");
+        assert_eq!(
+            queues.parked(),
+            [("m3".to_owned(), "poison".to_owned())],
+            "only the other group's poison is worked"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_poison_message_is_parked_and_acknowledged_and_its_code_marked_dirty() {
+        let (store, queues, recorder, exits) = world();
+
+        let batch = [message("m1", "demo#code#code-1", "not json")];
+        let failures = consume(&recorder, &exits, &batch).await.failures();
+
+        assert!(failures.is_empty());
+        assert_eq!(queues.parked(), [("m1".to_owned(), "poison".to_owned())]);
+        let dirty: Vec<_> = store
+            .marks()
+            .dirty
+            .into_iter()
+            .map(|(_, why)| why)
+            .collect();
+        assert_eq!(dirty, [DirtyWhy::InboxGaveUp]);
+    }
+
+    #[tokio::test]
+    async fn a_message_before_its_last_receive_leaves_its_code_unmarked() {
+        let (store, _queues, recorder, exits) = world();
+        let add = add_body();
+        let mut received = message("m1", "demo#code#code-1", &add);
+        received.receive_count = 4;
+
+        let failures = consume(&recorder, &exits, &[received]).await.failures();
+
+        assert!(failures.is_empty());
+        assert!(store.marks().dirty.is_empty());
+        assert_eq!(store.counted().len(), 1);
+    }
+}
