@@ -9,7 +9,7 @@ use adapters::dynamodb::{keys, DynamoBudget, DynamoStore};
 use adapters::wecom::WeComClient;
 use anyhow::{ensure, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
-use domain::membership::{CodeId, StaffId};
+use domain::ids::{CodeId, StaffId};
 use domain::refresh::{BudgetLimits, BudgetSlot, Spend, WeComBudget, UPDATE_CONTACT_WAY};
 use domain::tenants::TenantId;
 use domain::wecom::contact_way::CorpCredentials;

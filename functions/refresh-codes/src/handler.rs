@@ -64,8 +64,9 @@ mod tests {
     use super::*;
     use domain::dirty::DirtyWhy;
     use domain::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
+    use domain::ids::{CodeId, StaffId};
     use domain::lanes::{CodeAge, LanePolicy, LaneSwitch};
-    use domain::membership::{CodeConfig, CodeId, Family, StaffFacts, StaffId, Switches};
+    use domain::membership::{CodeConfig, Family, StaffFacts, Switches};
     use domain::refresh::retry::RetryDelay;
     use domain::refresh::{CodeSnapshot, Lease, LeaseTimes, Refresher, StoredCode};
     use domain::tenants::{TenantId, TenantProfile};

@@ -11,6 +11,7 @@
 //! - `sweep`: the backstop on a schedule: dirty codes resynced, WeCom's lists read back.
 //! - `lanes`: docs/rules.md "Lanes", the pure policy choosing the fast or slow lane per event.
 //! - `landing`: the landing page of sequenced and quota codes, one counted write per visit.
+//! - `ids`: the ids of codes, staff and departments, each validated once where it enters.
 //! - `tenants`: tenant ids and the settings that authenticate their callbacks.
 //! - each module declares the ports it needs in its `ports.rs` (a one-file module at its top);
 //!   the `adapters` crate implements them for AWS and WeCom, `fakes` (feature `test-util`) in
@@ -31,7 +32,7 @@ pub mod facts;
 pub mod fakes;
 pub mod fanout;
 pub mod http;
-mod ids;
+pub mod ids;
 pub mod intake;
 pub mod landing;
 pub mod lanes;

@@ -23,7 +23,7 @@ mod world;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use domain::membership::{CodeId, StaffId};
+use domain::ids::{CodeId, StaffId};
 use domain::refresh::CodeFacts;
 use domain::tenants::TenantId;
 use futures::{StreamExt, TryStreamExt};

@@ -11,10 +11,10 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use domain::facts::StaffLedger;
+use domain::ids::{CodeId, DepartmentId, StaffId};
 use domain::lanes::{CodeAge, Lane};
 use domain::membership::{
-    candidates, AddCounts, CodeConfig, CodeId, DepartmentId, RotationSlot, StaffFacts, StaffId,
-    MAX_DEPARTMENT_CANDIDATES,
+    candidates, AddCounts, CodeConfig, RotationSlot, StaffFacts, MAX_DEPARTMENT_CANDIDATES,
 };
 use domain::owed::replan;
 use domain::refresh::{

@@ -4,7 +4,7 @@
 use super::conditions::ConditionalWriteError;
 use super::{get_n, key, keys, n, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
-use domain::membership::{CodeId, StaffId};
+use domain::ids::{CodeId, StaffId};
 use domain::refresh::{exhausted, BudgetLimits, BudgetSlot, FailureMarks, Spend, WeComBudget};
 use domain::tenants::TenantId;
 use domain::StoreError;

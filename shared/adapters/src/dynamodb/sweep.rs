@@ -6,7 +6,7 @@
 use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::ReturnValue;
-use domain::membership::CodeId;
+use domain::ids::CodeId;
 use domain::sweep::{
     CreationIntent, CreationIntents, DriftCounts, DriftLedger, DriftReport, GuardTrip, SweepRuns,
     TenantDirectory,

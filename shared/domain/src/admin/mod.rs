@@ -30,9 +30,9 @@ pub use views::{
     StaffCodeView, StaffCodesPage, StaffView, TenantView,
 };
 
+use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::membership::{
-    self, CodeId, DepartmentId, Employment, Exclusion, Family, Membership, StaffFacts, StaffId,
-    WeeklySchedule,
+    self, Employment, Exclusion, Family, Membership, StaffFacts, WeeklySchedule,
 };
 use crate::reasons::{Cause, Fact, FanOut, FanOutQueue, ReasonQueue, Source};
 use crate::refresh::{CodeSnapshot, Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY};

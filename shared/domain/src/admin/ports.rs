@@ -5,10 +5,8 @@
 //! `ContactWays` in `adapters::wecom`; `crate::fakes` has in-memory versions of both for tests.
 
 use crate::facts::{StaffLedger, TenantProfiles};
-use crate::membership::{
-    CodeConfig, CodeId, DepartmentId, Employment, Family, StaffFacts, StaffId, Switches,
-    WeeklySchedule,
-};
+use crate::ids::{CodeId, DepartmentId, StaffId};
+use crate::membership::{CodeConfig, Employment, Family, StaffFacts, Switches, WeeklySchedule};
 use crate::refresh::{CodeFacts, StoredCode};
 use crate::schedules::DueWriter;
 use crate::sweep::{CreationIntents, DriftLedger};

@@ -1,6 +1,7 @@
 //! What the admin API's GET routes answer. None of them holds a secret.
 
-use crate::membership::{CodeId, DepartmentId, Employment, Family, StaffId, WeeklySchedule};
+use crate::ids::{CodeId, DepartmentId, StaffId};
+use crate::membership::{Employment, Family, WeeklySchedule};
 use crate::tenants::TenantId;
 use serde::Serialize;
 

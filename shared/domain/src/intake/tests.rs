@@ -231,7 +231,7 @@ async fn a_stale_callback_is_refused_alike_for_known_and_unknown_tenants() {
 
 #[test]
 fn a_codes_message_group_names_its_tenant_and_code_and_no_other_group_does() {
-    use crate::membership::CodeId;
+    use crate::ids::CodeId;
     let tenant = TenantId::parse("t1").expect("valid");
     let group = MessageGroup::Code {
         tenant: tenant.clone(),

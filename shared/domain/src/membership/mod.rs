@@ -5,14 +5,11 @@
 
 mod fold;
 mod schedule;
-mod staff;
 
 pub use fold::{Fact, LoadedFacts, TenantFacts};
 pub use schedule::{InvalidSchedule, Shift, WeeklySchedule};
-pub use staff::{
-    CodeId, DepartmentId, InvalidCodeId, InvalidDepartmentId, InvalidStaffId, StaffId,
-};
 
+use crate::ids::{DepartmentId, StaffId};
 use chrono::DateTime;
 use chrono_tz::Tz;
 use std::collections::{BTreeSet, HashMap, HashSet};

@@ -381,7 +381,7 @@ fn fail_all(batch: &mut PartialBatch, code: &CodeWork<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::membership::CodeId;
+    use crate::ids::CodeId;
     use crate::reasons::{Cause, RefreshReason};
     use crate::refresh::retry::RetryDelay;
     use crate::tenants::TenantId;

@@ -21,10 +21,10 @@ pub use ports::{
 };
 
 use crate::dirty::{DirtyMarks, DirtyWhy};
+use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::lanes::{Lane, LanePolicy};
 use crate::membership::{
-    self, AddCounts, CodeConfig, CodeId, DepartmentId, Facts, Membership, RotationSlot, StaffFacts,
-    StaffId, TenantRules,
+    self, AddCounts, CodeConfig, Facts, Membership, RotationSlot, StaffFacts, TenantRules,
 };
 use crate::reasons::{Cause, FanOut, FanOutQueue, Source};
 use crate::tenants::{TenantId, TenantProfile};

@@ -1,5 +1,6 @@
 use super::*;
-use crate::membership::{CodeConfig, Family, StaffFacts, StaffId, Switches};
+use crate::ids::StaffId;
+use crate::membership::{CodeConfig, Family, StaffFacts, Switches};
 use crate::refresh::{CodeSnapshot, StoredCode};
 use crate::tenants::{TenantProfile, Timezone};
 use std::collections::HashMap;

@@ -1,8 +1,7 @@
 //! The dry run's in-memory recompute: a code's current facts plus the run's would-be facts.
 
-use crate::membership::{
-    limits_reached, recompute, AddCounts, CodeId, Employment, Facts, StaffId, TenantRules,
-};
+use crate::ids::{CodeId, StaffId};
+use crate::membership::{limits_reached, recompute, AddCounts, Employment, Facts, TenantRules};
 use crate::refresh::CodeSnapshot;
 use std::collections::HashMap;
 

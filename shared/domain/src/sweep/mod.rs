@@ -66,7 +66,7 @@ use crate::dirty::{next_resync_at, DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, 
 use crate::facts::{
     finish_claim, LimitClaim, QuotaLedger, QuotaNotifier, StaffLedger, TenantProfiles,
 };
-use crate::membership::CodeId;
+use crate::ids::CodeId;
 use crate::reasons::{Cause, FanOut, FanOutQueue, ReasonQueue, RefreshReason};
 use crate::refresh::{
     AcquisitionLinks, CodeFacts, CodeSnapshot, Spend, WeComBudget, DELETE_LINK, DEL_CONTACT_WAY,

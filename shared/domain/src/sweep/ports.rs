@@ -3,7 +3,7 @@
 
 use super::{DriftCounts, DriftReport, GuardTrip};
 use crate::dirty::{DirtyMark, FanOutMark, StaleSuspect};
-use crate::membership::{CodeId, StaffId};
+use crate::ids::{CodeId, StaffId};
 use crate::tenants::TenantId;
 use crate::wecom::contact_way::CorpCredentials;
 use crate::wecom::errors::WeComError;

@@ -1,7 +1,8 @@
 use super::*;
 use crate::dirty::StaleSuspect;
 use crate::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
-use crate::membership::{CodeConfig, Employment, Family, StaffFacts, StaffId, Switches};
+use crate::ids::StaffId;
+use crate::membership::{CodeConfig, Employment, Family, StaffFacts, Switches};
 use crate::refresh::{PushedList, StoredCode};
 use crate::tenants::{TenantProfile, Timezone};
 use crate::wecom::errors::WeComError;

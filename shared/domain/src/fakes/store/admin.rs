@@ -8,10 +8,9 @@ use crate::admin::{
 use crate::facts::QuotaLedger;
 use crate::facts::{StaffLedger, TenantProfiles};
 use crate::fanout::CodeIndex;
+use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::lanes::CodeAge;
-use crate::membership::{
-    candidates, CodeConfig, CodeId, DepartmentId, Employment, StaffId, WeeklySchedule,
-};
+use crate::membership::{candidates, CodeConfig, Employment, WeeklySchedule};
 use crate::owed::replan;
 use crate::reasons::Source;
 use crate::refresh::{CodeFacts, CodeSnapshot, StoredCode};

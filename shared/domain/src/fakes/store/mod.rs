@@ -19,10 +19,9 @@ mod sweep;
 use crate::admin::{SecretsChanged, VersionedCode};
 use crate::dirty::DirtyWhy;
 use crate::facts::{AddFact, LimitClaim};
+use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::lanes::CodeAge;
-use crate::membership::{
-    AddCounts, CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId, WeeklySchedule,
-};
+use crate::membership::{AddCounts, CodeConfig, Employment, StaffFacts, WeeklySchedule};
 use crate::owed::{Owed, WRITES_PER_TRANSACTION};
 use crate::refresh::{CodeSnapshot, Lease, PushRecord, PushedList, Tally};
 use crate::schedules::{LimitReached, Minute, Subject};

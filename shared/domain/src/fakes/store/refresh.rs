@@ -2,8 +2,9 @@
 
 use super::InMemoryStore;
 use crate::dirty::{DirtyMarks, DirtyWhy};
+use crate::ids::{CodeId, StaffId};
 use crate::lanes::CodeAge;
-use crate::membership::{CodeId, RotationSlot, StaffId};
+use crate::membership::RotationSlot;
 use crate::refresh::{
     Acquired, CodeLeases, CodeRecords, FailureMarks, FencedWrite, Lease, PushRecord, PushedList,
     Tally,

@@ -3,8 +3,9 @@
 
 use super::{InMemoryStore, StaffKey};
 use crate::dirty::{DirtyMark, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
+use crate::ids::{CodeId, StaffId};
+use crate::membership::Employment;
 use crate::membership::StaffFacts;
-use crate::membership::{CodeId, Employment, StaffId};
 use crate::reasons::FanOut;
 use crate::sweep::{
     CreationIntent, CreationIntents, DirtyIndex, DriftCounts, DriftLedger, DriftReport,
