@@ -6,9 +6,9 @@
 //! page is logged and dropped: retrying cannot make it one.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use domain::codes::CodeFacts;
 use domain::facts::{FactLedger, QuotaNotifier, StaffLedger, TenantProfiles};
 use domain::reasons::ReasonQueue;
-use domain::refresh::CodeFacts;
 use domain::replay::{CallbackArchive, Page, ReplayPages, ReplayReads, ReplayRuns, Replayer};
 use lambda_runtime::{Error, LambdaEvent};
 

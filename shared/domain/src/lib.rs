@@ -6,6 +6,8 @@
 //! - `membership`: the membership rules of docs/rules.md, the pure recompute of a code's list.
 //! - `facts`: docs/rules.md rules 2 and 8, facts written idempotently (claims by business key), then refresh reasons.
 //! - `refresh`: docs/rules.md rules 3 to 5, the single writer of each code's WeCom list.
+//! - `codes`: a code as stored and as read for a recompute (refresh, admin, sweep and replay).
+//! - `budget`: docs/rules.md rule 6, each tenant's budget per WeCom API, spent before each call.
 //! - `dirty`: docs/rules.md rule 11, the codes a path gave up on, until a later refresh completes.
 //! - `replay`: docs/rules.md rule 10, the archive of stored callbacks and replay (dry run by default).
 //! - `sweep`: the backstop on a schedule: dirty codes resynced, WeCom's lists read back.
@@ -26,6 +28,8 @@
 pub mod admin;
 pub mod alerts;
 pub mod batch;
+pub mod budget;
+pub mod codes;
 pub mod dirty;
 pub mod facts;
 #[cfg(any(test, feature = "test-util"))]

@@ -143,7 +143,7 @@ pub fn refresh_tally(day: &str) -> String {
 }
 
 /// A tenant's budget for one WeCom API in one UTC hour (hours since the epoch): the hour's
-/// total and a counter per minute (`refresh::BudgetSlot`).
+/// total and a counter per minute (`budget::BudgetSlot`).
 pub fn budget(api: &str, hour: u64) -> String {
     format!("BUDGET#{api}#{hour}")
 }

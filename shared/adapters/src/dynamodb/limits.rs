@@ -4,8 +4,9 @@
 use super::conditions::ConditionalWriteError;
 use super::{get_n, key, keys, n, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use domain::budget::{exhausted, BudgetLimits, BudgetSlot, Spend, WeComBudget};
 use domain::ids::{CodeId, StaffId};
-use domain::refresh::{exhausted, BudgetLimits, BudgetSlot, FailureMarks, Spend, WeComBudget};
+use domain::refresh::FailureMarks;
 use domain::tenants::TenantId;
 use domain::StoreError;
 
@@ -78,9 +79,9 @@ impl WeComBudget for DynamoBudget {
                 Ok(
                     exhausted(self.limits, hour_total, minute_total, now_ms).unwrap_or(
                         Spend::Exhausted {
-                            window: domain::refresh::Window::Minute,
-                            retry_after_ms: domain::refresh::reopens_in(
-                                domain::refresh::Window::Minute,
+                            window: domain::budget::Window::Minute,
+                            retry_after_ms: domain::budget::reopens_in(
+                                domain::budget::Window::Minute,
                                 now_ms,
                             ),
                         },

@@ -30,12 +30,13 @@ pub use views::{
     StaffCodeView, StaffCodesPage, StaffView, TenantView,
 };
 
+use crate::budget::{Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY};
+use crate::codes::CodeSnapshot;
 use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::membership::{
     self, Employment, Exclusion, Family, Membership, StaffFacts, WeeklySchedule,
 };
 use crate::reasons::{Cause, Fact, FanOut, FanOutQueue, ReasonQueue, Source};
-use crate::refresh::{CodeSnapshot, Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY};
 use crate::schedules::{plan, Subject};
 use crate::sweep::CreationIntent;
 use crate::tenants::{TenantId, TenantProfile, Timezone};

@@ -1,7 +1,7 @@
 //! The read-back's pure rules: how WeCom's copy, our record and the recompute are compared,
 //! how many codes a tenant's sample reads, and when the blast-radius guard trips.
 
-use crate::refresh::CodeSnapshot;
+use crate::codes::CodeSnapshot;
 use std::collections::BTreeSet;
 
 /// What a read-back found on one code.

@@ -62,16 +62,15 @@ pub use ports::{
     LeavingStaff, LinkRetirements, OrphanFinder, SweepRuns, TenantDirectory,
 };
 
+use crate::budget::{Spend, WeComBudget, DELETE_LINK, DEL_CONTACT_WAY, GET_CONTACT_WAY};
+use crate::codes::{CodeFacts, CodeSnapshot};
 use crate::dirty::{next_resync_at, DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, StaleSuspect};
 use crate::facts::{
     finish_claim, LimitClaim, QuotaLedger, QuotaNotifier, StaffLedger, TenantProfiles,
 };
 use crate::ids::CodeId;
 use crate::reasons::{Cause, FanOut, FanOutQueue, ReasonQueue, RefreshReason};
-use crate::refresh::{
-    AcquisitionLinks, CodeFacts, CodeSnapshot, Spend, WeComBudget, DELETE_LINK, DEL_CONTACT_WAY,
-    GET_CONTACT_WAY,
-};
+use crate::refresh::AcquisitionLinks;
 use crate::tenants::{tenant_day, TenantId, Timezone};
 use crate::wecom::errors::FailureClass;
 use crate::{Clock, StoreError};

@@ -1,9 +1,9 @@
 use super::*;
+use crate::codes::{PushedList, StoredCode};
 use crate::dirty::StaleSuspect;
 use crate::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
 use crate::ids::StaffId;
 use crate::membership::{CodeConfig, Employment, Family, StaffFacts, Switches};
-use crate::refresh::{PushedList, StoredCode};
 use crate::tenants::{TenantProfile, Timezone};
 use crate::wecom::errors::WeComError;
 use std::collections::HashMap;

@@ -9,6 +9,10 @@
 //! there is no read before the write. This module holds the pure arithmetic; the adapter is
 //! `adapters::dynamodb::limits` (`DynamoBudget`).
 
+mod ports;
+
+pub use ports::WeComBudget;
+
 /// The API whose budget the refresh function spends.
 pub const UPDATE_CONTACT_WAY: &str = "update_contact_way";
 /// The refresh's creation of a staff member's customer-acquisition link (`crate::landing`).
