@@ -21,6 +21,7 @@ use crate::ids::{CodeId, StaffId};
 use crate::lanes::{Lane, LanePolicy};
 use crate::membership::{Membership, RotationSlot};
 use crate::reasons::{Cause, FanOut, FanOutQueue, Source};
+use crate::telemetry::name as metric;
 use crate::tenants::TenantId;
 use crate::wecom::errors::{FailureClass, WeComError};
 use crate::Clock;
@@ -264,7 +265,20 @@ where
                 PutOffCause::Unsettled | PutOffCause::OutOfTime => {}
             },
         }
-        crate::telemetry::refreshed(asked.tenant, &tally);
+        crate::telemetry::refreshed(
+            asked.tenant,
+            &[
+                (metric::REFRESH_REASONS, tally.reasons),
+                (metric::RECOMPUTES, tally.recomputes),
+                (metric::PUSHES, tally.pushes),
+                (metric::UNCHANGED_LISTS, tally.unchanged),
+                (metric::STARVED_CODES, tally.starved),
+                (metric::BUDGET_REFUSALS, tally.requeued_budget),
+                (metric::WECOM_THROTTLED, tally.requeued_throttled),
+                (metric::BUSY_LEASES, tally.requeued_lease),
+                (metric::SLOW_LANE_REPUBLISHES, tally.to_slow_lane),
+            ],
+        );
         if let (Outcome::Pushed(_), Some(oldest)) = (&outcome, asked.fact_at_ms.iter().min()) {
             let latency_ms = (self.clock)().saturating_sub(*oldest);
             crate::telemetry::fact_to_push(latency_ms, asked.lane);
