@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::ReturnValue;
 use domain::ids::CodeId;
 use domain::sweep::{
     CreationIntent, CreationIntents, DriftCounts, DriftLedger, DriftReport, GuardTrip, SweepRuns,
-    TenantDirectory,
+    TenantRegistry,
 };
 use domain::tenants::TenantId;
 use domain::StoreError;
@@ -66,7 +66,7 @@ impl SweepRuns for DynamoStore {
 }
 
 #[async_trait::async_trait]
-impl TenantDirectory for DynamoStore {
+impl TenantRegistry for DynamoStore {
     /// One query of the registry's index partition, from after `after`.
     async fn tenants_after(
         &self,

@@ -59,7 +59,7 @@ pub use drift::{
 };
 pub use ports::{
     ContactWayReader, CreationIntent, CreationIntents, DirtyIndex, DriftLedger, FanOutIndex,
-    LeavingStaff, LinkRetirements, OrphanFinder, SweepRuns, TenantDirectory,
+    LeavingStaff, LinkRetirements, OrphanFinder, SweepRuns, TenantRegistry,
 };
 
 use crate::budget::{Spend, WeComBudget, DELETE_LINK, DEL_CONTACT_WAY, GET_CONTACT_WAY};
@@ -86,7 +86,7 @@ pub trait SweepPorts {
         + FanOutIndex
         + DriftLedger
         + SweepRuns
-        + TenantDirectory
+        + TenantRegistry
         + QuotaLedger
         + StaffLedger
         + TenantProfiles

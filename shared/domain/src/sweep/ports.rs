@@ -70,9 +70,10 @@ pub trait FanOutIndex: Send + Sync {
     ) -> Result<(), StoreError>;
 }
 
-/// Every tenant, in id order, by a query on a registry the profile writes keep.
+/// Every tenant, in id order (the sweep walks them all), by a query on a registry the
+/// profile writes keep.
 #[async_trait::async_trait]
-pub trait TenantDirectory: Send + Sync {
+pub trait TenantRegistry: Send + Sync {
     async fn tenants_after(
         &self,
         after: Option<&TenantId>,

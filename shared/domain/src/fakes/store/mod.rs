@@ -6,7 +6,7 @@
 //! - `facts.rs`: `AddLedger`, `QuotaLedger`, `StaffLedger`;
 //! - `refresh.rs`: `CodeRecords`, `CodeLeases`, `FailureMarks`;
 //! - `schedules.rs`: `DueIndex`, `ScheduleFacts`;
-//! - `sweep.rs`: `DirtyIndex`, `FanOutMarks`, `FanOutIndex`, `SweepRuns`, `TenantDirectory`,
+//! - `sweep.rs`: `DirtyIndex`, `FanOutMarks`, `FanOutIndex`, `SweepRuns`, `TenantRegistry`,
 //!   `DriftLedger`.
 
 mod admin;

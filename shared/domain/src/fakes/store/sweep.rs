@@ -9,7 +9,7 @@ use crate::membership::StaffFacts;
 use crate::reasons::FanOut;
 use crate::sweep::{
     CreationIntent, CreationIntents, DirtyIndex, DriftCounts, DriftLedger, DriftReport,
-    FanOutIndex, GuardTrip, LeavingStaff, LinkRetirements, SweepRuns, TenantDirectory,
+    FanOutIndex, GuardTrip, LeavingStaff, LinkRetirements, SweepRuns, TenantRegistry,
 };
 use crate::tenants::TenantId;
 use crate::StoreError;
@@ -215,7 +215,7 @@ impl SweepRuns for InMemoryStore {
 }
 
 #[async_trait::async_trait]
-impl TenantDirectory for InMemoryStore {
+impl TenantRegistry for InMemoryStore {
     async fn tenants_after(
         &self,
         after: Option<&TenantId>,
