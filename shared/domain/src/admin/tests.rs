@@ -3,7 +3,10 @@ use crate::codes::PushedList;
 use crate::facts::StaffLedger;
 use crate::fakes::{AdminWorld, FakeBudget};
 use crate::http::ErrorAnswer;
-use crate::membership::{AddCounts, CodeConfig, StaffFacts, Switches, WeeklySchedule};
+use crate::ids::DepartmentId;
+use crate::membership::{
+    AddCounts, CodeConfig, Employment, Exclusion, Family, StaffFacts, Switches, WeeklySchedule,
+};
 use crate::wecom::errors::WeComError;
 use serde_json::json;
 use std::collections::BTreeSet;
