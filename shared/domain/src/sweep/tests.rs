@@ -4,7 +4,8 @@ use crate::dirty::StaleSuspect;
 use crate::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
 use crate::ids::StaffId;
 use crate::membership::{CodeConfig, Employment, Family, StaffFacts, Switches};
-use crate::tenants::{TenantProfile, Timezone};
+use crate::reasons::FanOut;
+use crate::tenants::{tenant_day, TenantProfile, Timezone};
 use crate::wecom::errors::WeComError;
 use std::collections::HashMap;
 
