@@ -4,7 +4,7 @@
 
 use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::Result;
-use domain::membership::{CodeId, DepartmentId, StaffId};
+use domain::ids::{CodeId, DepartmentId, StaffId};
 use domain::tenants::TenantId;
 use integration_tests::{eventually, LiveTenant, World};
 use serde_json::{json, Value};

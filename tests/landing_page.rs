@@ -35,7 +35,7 @@ async fn record(world: &World, live: &LiveTenant<'_>, code: &str) -> Result<Opti
         ),
         (
             keys::SK.to_owned(),
-            AttributeValue::S(keys::pushed(&domain::membership::CodeId::parse(code)?)),
+            AttributeValue::S(keys::pushed(&domain::ids::CodeId::parse(code)?)),
         ),
     ]);
     let item = world

@@ -53,7 +53,7 @@ async fn dirty(world: &World, tenant: &str, code: &str) -> Result<bool> {
         .key("pk", AttributeValue::S(format!("TENANT#{tenant}")))
         .key(
             "sk",
-            AttributeValue::S(keys::dirty(&domain::membership::CodeId::parse(code)?)),
+            AttributeValue::S(keys::dirty(&domain::ids::CodeId::parse(code)?)),
         )
         .consistent_read(true)
         .send()

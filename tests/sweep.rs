@@ -12,7 +12,7 @@ use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::{ensure, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::dirty::{DirtyWhy, FanOutMarks};
-use domain::membership::{CodeId, StaffId};
+use domain::ids::{CodeId, StaffId};
 use domain::reasons::{Cause, FanOut, Source};
 use domain::sweep::{CreationIntent, CreationIntents};
 use domain::tenants::TenantId;

@@ -1,7 +1,7 @@
 //! The environment this function reads; names match `template.yaml`.
 
 use adapters::env::{parsed, required, EnvError};
-use domain::refresh::BudgetLimits;
+use domain::budget::BudgetLimits;
 
 #[derive(Debug)]
 pub struct Config {

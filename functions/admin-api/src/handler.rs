@@ -226,7 +226,8 @@ pub(crate) async fn handle<S: AdminStore, Q: ReasonQueue + 'static, W: ContactWa
 mod tests {
     use super::*;
     use domain::fakes::AdminWorld;
-    use domain::membership::{StaffFacts, StaffId};
+    use domain::ids::StaffId;
+    use domain::membership::StaffFacts;
     use domain::schedules::Subject;
     use domain::tenants::TenantId;
     use domain::wecom::errors::WeComError;

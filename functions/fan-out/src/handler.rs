@@ -46,7 +46,8 @@ mod tests {
     use super::*;
     use domain::admin::AdminStore;
     use domain::fakes::{InMemoryQueues, InMemoryStore};
-    use domain::membership::{CodeConfig, CodeId, StaffId};
+    use domain::ids::{CodeId, StaffId};
+    use domain::membership::CodeConfig;
     use domain::reasons::Cause;
     use domain::reasons::FanOut;
     use domain::reasons::Source;

@@ -109,7 +109,8 @@ pub(crate) async fn handle<C: RotationCounter>(
 mod tests {
     use super::*;
     use domain::fakes::InMemoryRotations;
-    use domain::membership::{CodeId, RotationSlot, StaffId};
+    use domain::ids::{CodeId, StaffId};
+    use domain::membership::RotationSlot;
     use domain::tenants::TenantId;
 
     fn sample(name: &str) -> Request {

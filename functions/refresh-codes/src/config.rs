@@ -1,9 +1,10 @@
 //! The environment this function reads; names match `template.yaml`.
 
 use adapters::env::{max_receive_count, parsed, required, EnvError};
+use domain::budget::BudgetLimits;
 use domain::lanes::{LanePolicy, LaneSwitch};
 use domain::refresh::retry::RetryDelay;
-use domain::refresh::{BudgetLimits, LeaseTimes};
+use domain::refresh::LeaseTimes;
 use domain::tenants::TenantId;
 use std::time::Duration;
 

@@ -49,12 +49,14 @@ fn delivery<'a>(message: &'a SqsMessage, inlets: &QueueInlets) -> Delivery<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use domain::codes::{CodeSnapshot, StoredCode};
     use domain::dirty::DirtyWhy;
     use domain::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
+    use domain::ids::{CodeId, StaffId};
     use domain::lanes::{CodeAge, LanePolicy, LaneSwitch};
-    use domain::membership::{CodeConfig, CodeId, Family, StaffFacts, StaffId, Switches};
+    use domain::membership::{CodeConfig, Family, StaffFacts, Switches};
     use domain::refresh::retry::RetryDelay;
-    use domain::refresh::{CodeSnapshot, Lease, LeaseTimes, Refresher, StoredCode};
+    use domain::refresh::{Lease, LeaseTimes, Refresher};
     use domain::tenants::{TenantId, TenantProfile};
     use domain::wecom::errors::{FailureClass, WeComError};
     use lambda_runtime::Context;

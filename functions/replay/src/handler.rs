@@ -4,9 +4,9 @@
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use domain::batch::Received;
+use domain::codes::CodeFacts;
 use domain::facts::{FactLedger, QuotaNotifier, StaffLedger, TenantProfiles};
 use domain::reasons::ReasonQueue;
-use domain::refresh::CodeFacts;
 use domain::replay::{consumer, CallbackArchive, ReplayPages, ReplayReads, ReplayRuns, Replayer};
 use lambda_runtime::{Error, LambdaEvent};
 

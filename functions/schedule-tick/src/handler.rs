@@ -36,7 +36,7 @@ mod tests {
     use super::*;
     use domain::fakes::InMemoryQueues;
     use domain::fakes::InMemoryStore;
-    use domain::membership::{CodeId, StaffId};
+    use domain::ids::{CodeId, StaffId};
     use domain::schedules::{Minute, Subject, TickSettings};
     use domain::tenants::TenantId;
     use lambda_runtime::Context;

@@ -57,7 +57,7 @@ mod tests {
     use super::*;
     use domain::dirty::{DirtyMarks, DirtyWhy};
     use domain::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
-    use domain::membership::CodeId;
+    use domain::ids::CodeId;
     use domain::sweep::SweepSettings;
     use domain::tenants::{TenantId, Timezone};
     use lambda_runtime::Context;
@@ -98,7 +98,7 @@ mod tests {
         store.insert_tenant(&tenant, Timezone::default());
         store.seat(
             &tenant,
-            &domain::membership::StaffId::parse("alice").expect("valid"),
+            &domain::ids::StaffId::parse("alice").expect("valid"),
             &[&code],
         );
         store

@@ -7,7 +7,7 @@ use domain::http::ErrorAnswer;
 use domain::intake::Inbox;
 use domain::intake::{CallbackRequest, Intake, IntakeError, MAX_BODY_BYTES};
 use domain::telemetry;
-use domain::tenants::TenantDirectory;
+use domain::tenants::CallbackSettingsSource;
 use lambda_http::{Body, Error, Request, RequestExt, Response};
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -72,7 +72,7 @@ fn refuse(error: &IntakeError, tenant: &str, began_ms: u64) -> Response<Body> {
 }
 
 #[tracing::instrument(skip_all, fields(method = %request.method()))]
-pub(crate) async fn handle<D: TenantDirectory, I: Inbox>(
+pub(crate) async fn handle<D: CallbackSettingsSource, I: Inbox>(
     intake: &Intake<D, I>,
     request: Request,
 ) -> Result<Response<Body>, Error> {
@@ -107,14 +107,14 @@ pub(crate) async fn handle<D: TenantDirectory, I: Inbox>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use domain::fakes::{InMemoryInbox, InMemoryTenantDirectory};
+    use domain::fakes::{InMemoryCallbackSettings, InMemoryInbox};
     use domain::tenants::{CallbackSettings, TenantId};
 
     fn intake() -> (
-        Intake<InMemoryTenantDirectory, InMemoryInbox>,
+        Intake<InMemoryCallbackSettings, InMemoryInbox>,
         InMemoryInbox,
     ) {
-        let tenants = InMemoryTenantDirectory::default();
+        let tenants = InMemoryCallbackSettings::default();
         tenants.insert(
             TenantId::parse("demo").expect("valid"),
             CallbackSettings {

@@ -7,7 +7,7 @@ use adapters::dynamodb::DynamoStore;
 use adapters::sqs::SqsInbox;
 use aws_config::timeout::TimeoutConfig;
 use domain::intake::Intake;
-use domain::tenants::cache::CachedTenantDirectory;
+use domain::tenants::cache::CachedCallbackSettings;
 use lambda_http::{run, service_fn, Error};
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ async fn main() -> Result<(), Error> {
     let metrics = adapters::metrics::init("wecom-callback")?;
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
-    let tenants = CachedTenantDirectory::new(
+    let tenants = CachedCallbackSettings::new(
         DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name),
         config.tenant_cache_ttl,
     );

@@ -6,11 +6,14 @@
 //! - `membership`: the membership rules of docs/rules.md, the pure recompute of a code's list.
 //! - `facts`: docs/rules.md rules 2 and 8, facts written idempotently (claims by business key), then refresh reasons.
 //! - `refresh`: docs/rules.md rules 3 to 5, the single writer of each code's WeCom list.
+//! - `codes`: a code as stored and as read for a recompute (refresh, admin, sweep and replay).
+//! - `budget`: docs/rules.md rule 6, each tenant's budget per WeCom API, spent before each call.
 //! - `dirty`: docs/rules.md rule 11, the codes a path gave up on, until a later refresh completes.
 //! - `replay`: docs/rules.md rule 10, the archive of stored callbacks and replay (dry run by default).
 //! - `sweep`: the backstop on a schedule: dirty codes resynced, WeCom's lists read back.
 //! - `lanes`: docs/rules.md "Lanes", the pure policy choosing the fast or slow lane per event.
 //! - `landing`: the landing page of sequenced and quota codes, one counted write per visit.
+//! - `ids`: the ids of codes, staff and departments, each validated once where it enters.
 //! - `tenants`: tenant ids and the settings that authenticate their callbacks.
 //! - each module declares the ports it needs in its `ports.rs` (a one-file module at its top);
 //!   the `adapters` crate implements them for AWS and WeCom, `fakes` (feature `test-util`) in
@@ -25,13 +28,15 @@
 pub mod admin;
 pub mod alerts;
 pub mod batch;
+pub mod budget;
+pub mod codes;
 pub mod dirty;
 pub mod facts;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fakes;
 pub mod fanout;
 pub mod http;
-mod ids;
+pub mod ids;
 pub mod inbox;
 pub mod intake;
 pub mod landing;

@@ -9,7 +9,6 @@
 //! property of the invocation's documents, searchable in Logs Insights, never a dimension.
 
 use crate::lanes::Lane;
-use crate::refresh::Tally;
 use crate::tenants::TenantId;
 use metrics::{counter, describe_counter, describe_histogram, histogram, Unit};
 use std::collections::BTreeSet;
@@ -168,21 +167,11 @@ pub fn dead_lettered(class: &'static str) {
     counter!(name::DEAD_LETTERED, dimension::CLASS => class).increment(1);
 }
 
-/// One code's refresh, by its tally (the same figures as the tenant's daily tally).
-pub fn refreshed(tenant_id: &TenantId, tally: &Tally) {
+/// One code's refresh, by its counts (the same figures as the tenant's daily tally): each is
+/// a metric of `name` and its number, recorded when not zero.
+pub fn refreshed(tenant_id: &TenantId, counts: &[(&'static str, u32)]) {
     tenant(tenant_id);
-    let counts = [
-        (name::REFRESH_REASONS, tally.reasons),
-        (name::RECOMPUTES, tally.recomputes),
-        (name::PUSHES, tally.pushes),
-        (name::UNCHANGED_LISTS, tally.unchanged),
-        (name::STARVED_CODES, tally.starved),
-        (name::BUDGET_REFUSALS, tally.requeued_budget),
-        (name::WECOM_THROTTLED, tally.requeued_throttled),
-        (name::BUSY_LEASES, tally.requeued_lease),
-        (name::SLOW_LANE_REPUBLISHES, tally.to_slow_lane),
-    ];
-    for (metric, value) in counts {
+    for &(metric, value) in counts {
         if value > 0 {
             counter!(metric).increment(u64::from(value));
         }

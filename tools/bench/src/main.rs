@@ -23,8 +23,8 @@ mod world;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use domain::membership::{CodeId, StaffId};
-use domain::refresh::CodeFacts;
+use domain::codes::CodeFacts;
+use domain::ids::{CodeId, StaffId};
 use domain::tenants::TenantId;
 use futures::{StreamExt, TryStreamExt};
 use rand::distributions::{Alphanumeric, DistString};

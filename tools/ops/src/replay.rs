@@ -7,7 +7,7 @@ use crate::ops::{now_ms, spinner, Ops};
 use adapters::dynamodb::keys;
 use anyhow::{anyhow, bail, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
-use domain::membership::CodeId;
+use domain::ids::CodeId;
 use domain::replay::{check_run_id, Page, Phase, Selection};
 use domain::tenants::TenantId;
 use serde_json::{json, Value};

@@ -14,8 +14,9 @@ use domain::admin::{
     StoredProfile, VersionedCode,
 };
 use domain::facts::StaffLedger;
-use domain::membership::DepartmentId;
-use domain::membership::{CodeConfig, CodeId, Employment, StaffId, WeeklySchedule};
+use domain::ids::DepartmentId;
+use domain::ids::{CodeId, StaffId};
+use domain::membership::{CodeConfig, Employment, WeeklySchedule};
 use domain::tenants::TenantId;
 use domain::StoreError;
 use std::collections::BTreeSet;

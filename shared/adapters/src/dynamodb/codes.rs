@@ -10,17 +10,15 @@ use super::{
 use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
+use domain::codes::{CodeFacts, CodeSnapshot, PushedList, StoredCode};
 use domain::facts::StaffLedger;
+use domain::ids::{CodeId, DepartmentId, StaffId};
 use domain::lanes::{CodeAge, Lane};
 use domain::membership::{
-    candidates, AddCounts, CodeConfig, CodeId, DepartmentId, RotationSlot, StaffFacts, StaffId,
-    MAX_DEPARTMENT_CANDIDATES,
+    candidates, AddCounts, CodeConfig, RotationSlot, StaffFacts, MAX_DEPARTMENT_CANDIDATES,
 };
 use domain::owed::replan;
-use domain::refresh::{
-    CodeFacts, CodeRecords, CodeSnapshot, FencedWrite, Lease, PushRecord, PushedList, StoredCode,
-    Tally,
-};
+use domain::refresh::{CodeRecords, FencedWrite, Lease, PushRecord, Tally};
 use domain::tenants::{tenant_day, TenantId};
 use domain::wecom::acquisition::AcquisitionLink;
 use domain::StoreError;

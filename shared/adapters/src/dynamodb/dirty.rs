@@ -12,7 +12,7 @@ use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::ReturnValue;
 use domain::dirty::{DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
-use domain::membership::CodeId;
+use domain::ids::CodeId;
 use domain::reasons::FanOut;
 use domain::sweep::{DirtyIndex, FanOutIndex};
 use domain::tenants::TenantId;

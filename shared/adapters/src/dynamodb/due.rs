@@ -10,7 +10,8 @@
 use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
 use domain::facts::TenantProfiles;
-use domain::membership::{CodeId, Limit, StaffId, WeeklySchedule};
+use domain::ids::{CodeId, StaffId};
+use domain::membership::{Limit, WeeklySchedule};
 use domain::schedules::{
     CursorLease, Due, DueIndex, DueWriter, LimitReached, Minute, ScheduleFacts, Subject,
 };

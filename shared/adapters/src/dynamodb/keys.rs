@@ -1,7 +1,8 @@
 //! How items are keyed. Everything of a tenant lives under one partition key; sort keys
 //! name the item kind first, so a kind can be read with `begins_with`.
 
-use domain::membership::{CodeId, DepartmentId, Limit, StaffId};
+use domain::ids::{CodeId, DepartmentId, StaffId};
+use domain::membership::Limit;
 use domain::schedules::{Minute, Subject};
 use domain::tenants::TenantId;
 
@@ -142,7 +143,7 @@ pub fn refresh_tally(day: &str) -> String {
 }
 
 /// A tenant's budget for one WeCom API in one UTC hour (hours since the epoch): the hour's
-/// total and a counter per minute (`refresh::BudgetSlot`).
+/// total and a counter per minute (`budget::BudgetSlot`).
 pub fn budget(api: &str, hour: u64) -> String {
     format!("BUDGET#{api}#{hour}")
 }

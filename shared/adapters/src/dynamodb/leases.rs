@@ -9,7 +9,7 @@
 use super::conditions::ConditionalWriteError;
 use super::{get_n, key, keys, n, s, unavailable, DynamoStore};
 use aws_sdk_dynamodb::types::{ConditionCheck, ReturnValuesOnConditionCheckFailure};
-use domain::membership::CodeId;
+use domain::ids::CodeId;
 use domain::refresh::{Acquired, CodeLeases, Lease};
 use domain::tenants::TenantId;
 use domain::StoreError;

@@ -7,7 +7,8 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use domain::facts::{AddFact, AddLedger, ClaimOutcome, CountOutcome, LimitClaim, QuotaLedger};
-use domain::membership::{AddCounts, CodeId, StaffId, Switches};
+use domain::ids::{CodeId, StaffId};
+use domain::membership::{AddCounts, Switches};
 use domain::tenants::TenantId;
 use domain::StoreError;
 

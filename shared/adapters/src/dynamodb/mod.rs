@@ -2,14 +2,15 @@
 //! that reads or writes it. `keys` is the only place that knows how items are keyed.
 
 mod admin;
+mod budget;
 mod codes;
 mod conditions;
 mod dirty;
 mod due;
+mod failure_marks;
 pub mod keys;
 mod leases;
 mod ledger;
-mod limits;
 mod owed;
 mod replay;
 mod retiring_links;
@@ -20,8 +21,8 @@ mod tenants;
 mod tokens;
 mod visits;
 
+pub use budget::DynamoBudget;
 pub use codes::{CodeRecord, SeatChange};
-pub use limits::DynamoBudget;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::membership::{Employment, StaffFacts};

@@ -4,8 +4,9 @@
 use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, staff_from, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::AttributeValue;
+use domain::ids::{CodeId, StaffId};
 use domain::intake::InboxMessage;
-use domain::membership::{CodeId, Employment, StaffId};
+use domain::membership::Employment;
 use domain::replay::{
     code_of_group, ArchivedCallback, CallbackArchive, CodeChange, EventLine, Progress, ReplayReads,
     ReplayRuns, RunStatus, Selection, StaffDelta, WouldBe,

@@ -5,7 +5,8 @@
 
 use super::conditions::ConditionalWriteError;
 use super::{employment_name, get_s, key, keys, s, DynamoStore};
-use domain::membership::{Employment, StaffId};
+use domain::ids::StaffId;
+use domain::membership::Employment;
 use domain::sweep::{LeavingStaff, LinkRetirements};
 use domain::tenants::TenantId;
 use domain::StoreError;

@@ -10,7 +10,8 @@ use super::{
 };
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use domain::facts::{StaffLedger, TenantProfiles};
-use domain::membership::{CodeId, DepartmentId, Employment, StaffId};
+use domain::ids::{CodeId, DepartmentId, StaffId};
+use domain::membership::Employment;
 use domain::owed::replan;
 use domain::tenants::{tenant_day, TenantId};
 use domain::StoreError;

@@ -6,10 +6,10 @@
 use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::ReturnValue;
-use domain::membership::CodeId;
+use domain::ids::CodeId;
 use domain::sweep::{
     CreationIntent, CreationIntents, DriftCounts, DriftLedger, DriftReport, GuardTrip, SweepRuns,
-    TenantDirectory,
+    TenantRegistry,
 };
 use domain::tenants::TenantId;
 use domain::StoreError;
@@ -66,7 +66,7 @@ impl SweepRuns for DynamoStore {
 }
 
 #[async_trait::async_trait]
-impl TenantDirectory for DynamoStore {
+impl TenantRegistry for DynamoStore {
     /// One query of the registry's index partition, from after `after`.
     async fn tenants_after(
         &self,

@@ -5,7 +5,7 @@ use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore};
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use domain::admin::{ProfileWrite, SecretsChanged, StoredProfile};
 use domain::facts::TenantProfiles;
-use domain::tenants::TenantDirectory;
+use domain::tenants::CallbackSettingsSource;
 use domain::tenants::{CallbackSettings, TenantId, TenantProfile};
 use domain::StoreError;
 
@@ -138,7 +138,7 @@ impl TenantProfiles for DynamoStore {
 }
 
 #[async_trait::async_trait]
-impl TenantDirectory for DynamoStore {
+impl CallbackSettingsSource for DynamoStore {
     #[tracing::instrument(skip(self), fields(tenant = %tenant))]
     async fn callback_settings(
         &self,

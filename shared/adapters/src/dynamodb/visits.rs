@@ -3,8 +3,9 @@
 use super::conditions::ConditionalWriteError;
 use super::{corrupt, get_bool, get_n, get_s, key, keys, n, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use domain::ids::CodeId;
 use domain::landing::{Counted, RotationCounter};
-use domain::membership::{CodeId, RotationSlot};
+use domain::membership::RotationSlot;
 use domain::tenants::TenantId;
 use domain::StoreError;
 

@@ -20,8 +20,8 @@
 //!   valid, or wait up to a second for the new one.
 //! - Tokens and secrets never appear in logs, errors or `Debug` output.
 
-use super::redaction::{scrub, transport_error};
-use super::tokens::{TokenSlot, TokenStore};
+use super::answer::answer;
+use super::tokens::{TokenStore, Tokens};
 use domain::wecom::acquisition::{create_link_body, parse_link, AcquisitionLink};
 use domain::wecom::contact_way::{
     add_contact_way_body, parse_contact_way, ContactWay, CorpCredentials, CreatedContactWay,
@@ -29,11 +29,9 @@ use domain::wecom::contact_way::{
 };
 use domain::wecom::errors::WeComError;
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Mutex;
 
 /// WeCom's production API host, the default for [`WeComClient::new`]'s base URL.
 pub const WECOM_API_BASE_URL: &str = "https://qyapi.weixin.qq.com";
@@ -44,13 +42,12 @@ pub const CALL_MARGIN: Duration = Duration::from_millis(500);
 /// A WeCom API client. Cheap to share (`Arc` it, or keep one per process): it holds the HTTP
 /// connection pool and the per-corp token cache.
 pub struct WeComClient {
-    pub(super) http: reqwest::Client,
-    pub(super) base_url: String,
+    http: reqwest::Client,
+    base_url: String,
     /// The most one contact-way call may take, its token fetch and one stale-token retry
     /// included: [`WeComClient::call_bound`].
     call_bound: Duration,
-    pub(super) tokens: Mutex<HashMap<String, Arc<TokenSlot>>>,
-    pub(super) shared: Option<Arc<dyn TokenStore>>,
+    tokens: Tokens,
 }
 
 impl fmt::Debug for WeComClient {
@@ -81,15 +78,14 @@ impl WeComClient {
             http,
             base_url,
             call_bound: timeout + CALL_MARGIN,
-            tokens: Mutex::new(HashMap::new()),
-            shared: None,
+            tokens: Tokens::default(),
         }
     }
 
     /// Shares tokens with other processes through `store` (see the module's contract).
     #[must_use]
     pub fn with_token_store(mut self, store: Arc<dyn TokenStore>) -> Self {
-        self.shared = Some(store);
+        self.tokens.share_through(store);
         self
     }
 
@@ -287,6 +283,17 @@ impl WeComClient {
         }
     }
 
+    /// A token for `creds`: cached, shared, or fetched through this client (`tokens`).
+    async fn token(
+        &self,
+        creds: &CorpCredentials,
+        rejected: Option<&str>,
+    ) -> Result<String, WeComError> {
+        self.tokens
+            .token(&self.http, &self.base_url, creds, rejected)
+            .await
+    }
+
     async fn post(
         &self,
         creds: &CorpCredentials,
@@ -302,44 +309,4 @@ impl WeComClient {
             .json(body);
         answer(request, &[token, &creds.corp_secret]).await
     }
-}
-
-/// Sends `request` and reads WeCom's answer: the JSON body when `errcode` is 0, the
-/// classified error otherwise. `secrets` are scrubbed from anything kept in an error.
-pub(super) async fn answer(
-    request: reqwest::RequestBuilder,
-    secrets: &[&str],
-) -> Result<Value, WeComError> {
-    let response = request
-        .send()
-        .await
-        .map_err(|e| transport_error(e, secrets))?;
-    let status = response.status();
-    let bytes = response
-        .bytes()
-        .await
-        .map_err(|e| transport_error(e, secrets))?;
-    if status.is_server_error() {
-        // Whatever the body says, a 5xx comes from WeCom's front end having trouble.
-        return Err(WeComError::transient(format!("HTTP {status}")));
-    }
-    // Not WeCom's JSON (a proxy's or gateway's page, a truncated body): we cannot tell what
-    // happened, so it is treated like a lost answer rather than a verdict on the request.
-    let unreadable = || WeComError::transient(format!("HTTP {status}: not a WeCom answer"));
-    let body: Value = serde_json::from_slice(&bytes).map_err(|_| unreadable())?;
-    let errcode = body
-        .get("errcode")
-        .and_then(Value::as_i64)
-        .ok_or_else(unreadable)?;
-    let errmsg = body
-        .get("errmsg")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    if let Some(error) = WeComError::from_errcode(errcode, &scrub(errmsg, secrets)) {
-        return Err(error);
-    }
-    if !status.is_success() {
-        return Err(unreadable());
-    }
-    Ok(body)
 }

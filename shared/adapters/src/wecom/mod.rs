@@ -1,7 +1,8 @@
-//! WeCom's server API over HTTP: the client (`client`), its access tokens (`tokens`), the
-//! scrubbing of secrets from what it keeps (`redaction`), and the domain's ports on it
-//! (`ports`).
+//! WeCom's server API over HTTP: the client (`client`), its access tokens (`tokens`), one
+//! request and its answer read (`answer`, which both use), the scrubbing of secrets from what
+//! it keeps (`redaction`), and the domain's ports on it (`ports`).
 
+mod answer;
 mod client;
 mod ports;
 mod redaction;

@@ -3,12 +3,13 @@
 //! through a [`TokenStore`] (docs/wecom-api.md §5: WeCom rate-limits `gettoken` and bans IPs
 //! that storm it).
 
-use super::client::{answer, WeComClient};
+use super::answer::answer;
 use domain::wecom::contact_way::{CorpCredentials, REDACTED};
 use domain::wecom::errors::WeComError;
 use domain::StoreError;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -142,7 +143,7 @@ fn refresh_margin(lifetime: Duration) -> Duration {
 
 /// One corp's token and the single-flight state around fetching it.
 #[derive(Default)]
-pub(super) struct TokenSlot {
+struct TokenSlot {
     /// Counts finished `gettoken` attempts. Read before queueing for `state`, so a waiter can
     /// tell that an attempt finished while it waited.
     attempts: AtomicU64,
@@ -158,11 +159,25 @@ struct SlotState {
     last_failure: Option<WeComError>,
 }
 
-impl WeComClient {
-    /// A usable token for `creds`. With `rejected`, that token was just refused by WeCom:
-    /// it is dropped unless another caller has already replaced it.
+/// Every corp's token in this process, and the store that shares them between processes.
+#[derive(Default)]
+pub(super) struct Tokens {
+    slots: Mutex<HashMap<String, Arc<TokenSlot>>>,
+    shared: Option<Arc<dyn TokenStore>>,
+}
+
+impl Tokens {
+    pub(super) fn share_through(&mut self, store: Arc<dyn TokenStore>) {
+        self.shared = Some(store);
+    }
+
+    /// A usable token for `creds`, fetched through `http` from `base_url` when one is due.
+    /// With `rejected`, that token was just refused by WeCom: it is dropped unless another
+    /// caller has already replaced it.
     pub(super) async fn token(
         &self,
+        http: &reqwest::Client,
+        base_url: &str,
         creds: &CorpCredentials,
         rejected: Option<&str>,
     ) -> Result<String, WeComError> {
@@ -203,7 +218,7 @@ impl WeComClient {
                 }
             }
         }
-        let outcome = self.fetch_token(creds, &digest).await;
+        let outcome = fetch_token(http, base_url, creds, &digest).await;
         slot.attempts.fetch_add(1, Ordering::AcqRel);
         match outcome {
             Ok(token) => {
@@ -228,52 +243,51 @@ impl WeComClient {
     }
 
     async fn slot(&self, corp_id: &str) -> Arc<TokenSlot> {
-        self.tokens
+        self.slots
             .lock()
             .await
             .entry(corp_id.to_owned())
             .or_default()
             .clone()
     }
+}
 
-    async fn fetch_token(
-        &self,
-        creds: &CorpCredentials,
-        digest: &[u8; 32],
-    ) -> Result<CachedToken, WeComError> {
-        let fetched_at = Instant::now();
-        let request = self
-            .http
-            .get(format!("{}/cgi-bin/gettoken", self.base_url))
-            .query(&[
-                ("corpid", creds.corp_id.as_str()),
-                ("corpsecret", creds.corp_secret.as_str()),
-            ]);
-        let answer = answer(request, &[&creds.corp_secret]).await?;
-        let value = answer
-            .get("access_token")
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| WeComError::transient("gettoken answered without access_token"))?;
-        // A missing lifetime makes the token single-use rather than trusted for a guess.
-        let lifetime = Duration::from_secs(
-            answer
-                .get("expires_in")
-                .and_then(Value::as_u64)
-                .unwrap_or(0),
-        );
-        tracing::debug!(
-            corp_id = %creds.corp_id,
-            expires_in = lifetime.as_secs(),
-            "fetched a WeCom access token"
-        );
-        Ok(CachedToken::new(
-            value.to_owned(),
-            *digest,
-            fetched_at,
-            lifetime,
-        ))
-    }
+/// `gettoken` for `creds`: a new token, its lifetime counted from before the request.
+async fn fetch_token(
+    http: &reqwest::Client,
+    base_url: &str,
+    creds: &CorpCredentials,
+    digest: &[u8; 32],
+) -> Result<CachedToken, WeComError> {
+    let fetched_at = Instant::now();
+    let request = http.get(format!("{base_url}/cgi-bin/gettoken")).query(&[
+        ("corpid", creds.corp_id.as_str()),
+        ("corpsecret", creds.corp_secret.as_str()),
+    ]);
+    let answer = answer(request, &[&creds.corp_secret]).await?;
+    let value = answer
+        .get("access_token")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| WeComError::transient("gettoken answered without access_token"))?;
+    // A missing lifetime makes the token single-use rather than trusted for a guess.
+    let lifetime = Duration::from_secs(
+        answer
+            .get("expires_in")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+    );
+    tracing::debug!(
+        corp_id = %creds.corp_id,
+        expires_in = lifetime.as_secs(),
+        "fetched a WeCom access token"
+    );
+    Ok(CachedToken::new(
+        value.to_owned(),
+        *digest,
+        fetched_at,
+        lifetime,
+    ))
 }
 
 /// A usable token from `store`: a fresh one; else, when another process holds the refresh

@@ -9,9 +9,8 @@
 
 use super::error::AdminError;
 use super::ports::StaffChange;
-use crate::membership::{
-    CodeConfig, CodeId, DepartmentId, Employment, Family, Shift, StaffId, Switches, WeeklySchedule,
-};
+use crate::ids::{CodeId, DepartmentId, StaffId};
+use crate::membership::{CodeConfig, Employment, Family, Shift, Switches, WeeklySchedule};
 use crate::tenants::{TenantId, TenantProfile, Timezone};
 use crate::wecom::crypto::{CallbackCrypto, CryptoError};
 use serde_json::{Map, Value};

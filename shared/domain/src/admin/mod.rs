@@ -24,18 +24,18 @@ pub use ports::{
     AdminStore, CodeAdds, CodeSummary, ContactWays, ProfileWrite, SecretsChanged, StaffChange,
     StaffRecord, StaffUpdate, StoredProfile, VersionedCode,
 };
-pub use reads::Resumed;
 pub use views::{
-    AddsAgainst, CodePage, CodeSummaryView, DepartmentView, SecretState, SecretsView,
-    StaffCodeView, StaffCodesPage, StaffView, TenantView,
+    exclusion_name, AddsAgainst, CodeAnswer, CodePage, CodeStatus, CodeSummaryView, DeletedCode,
+    DepartmentAnswer, DepartmentView, ExcludedMember, LastPushed, Resumed, RoutingOutcome,
+    SecretState, SecretsView, StaffAnswer, StaffCodeView, StaffCodesPage, StaffView, TenantAnswer,
+    TenantView,
 };
 
-use crate::membership::{
-    self, CodeId, DepartmentId, Employment, Exclusion, Family, Membership, StaffFacts, StaffId,
-    WeeklySchedule,
-};
+use crate::budget::{Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY};
+use crate::codes::CodeSnapshot;
+use crate::ids::{CodeId, StaffId};
+use crate::membership::{self, StaffFacts};
 use crate::reasons::{Cause, Fact, FanOut, FanOutQueue, ReasonQueue, Source};
-use crate::refresh::{CodeSnapshot, Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY};
 use crate::schedules::{plan, Subject};
 use crate::sweep::CreationIntent;
 use crate::tenants::{TenantId, TenantProfile, Timezone};
@@ -43,136 +43,7 @@ use crate::wecom::contact_way::{ContactWayKind, ContactWayScene, CorpCredentials
 use crate::wecom::errors::WeComError;
 use crate::Clock;
 use crate::StoreError;
-use serde::Serialize;
 use std::sync::Arc;
-
-/// The answer to `PUT /admin/tenants/{tenant}`. Holds no secret.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TenantAnswer {
-    pub tenant: TenantId,
-    pub corp_id: String,
-    pub timezone: String,
-    pub company_daily_cap: Option<u32>,
-    /// The profile's version after this write.
-    pub version: u64,
-    /// The fan-out that sends every code of the tenant a reason, when the cap or the timezone
-    /// changed (its id, the fact's key); absent when no code needs a recompute.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fan_out: Option<String>,
-}
-
-/// The answer to `PUT /admin/tenants/{tenant}/staff/{staff}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StaffAnswer {
-    pub staff: StaffId,
-    pub online: bool,
-    pub employment: Employment,
-    /// The departments the staff member is in, when the request set them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub departments: Option<Vec<DepartmentId>>,
-    /// WeCom refused this user for contact ways (only WeCom's answers set it).
-    pub rejected_by_wecom: bool,
-    /// The stored work schedule (absent: none, always on shift).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<WeeklySchedule>,
-    /// The fan-out that sends a reason to every code the staff member may be on, and to every
-    /// code listing a department they joined or left: queued before the answer.
-    pub fan_out: String,
-}
-
-/// The answer to `PUT /admin/tenants/{tenant}/departments/{department}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DepartmentAnswer {
-    pub department: DepartmentId,
-    pub members: Vec<StaffId>,
-    /// Staff who joined or left the department with this request.
-    pub changed: Vec<StaffId>,
-    /// The fan-out that sends a reason to every code listing the department.
-    pub fan_out: String,
-}
-
-/// The answer to `DELETE /admin/tenants/{tenant}/codes/{code}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DeletedCode {
-    pub code: CodeId,
-    /// The WeCom contact way deleted with it (`None` when it was never created).
-    pub config_id: Option<String>,
-}
-
-/// The answer to `PUT /admin/tenants/{tenant}/codes/{code}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CodeAnswer {
-    pub code: CodeId,
-    pub config_id: String,
-    pub version: u64,
-    /// This request created the contact way (HTTP 201).
-    pub created: bool,
-    /// The QR code image URL WeCom answered on creation; WeCom's `get_contact_way` has it later.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub qr_code: Option<String>,
-}
-
-/// The answer to `GET /admin/tenants/{tenant}/codes/{code}`: what the code should route to now,
-/// why members are left out, and whether WeCom already has that list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CodeStatus {
-    pub code: CodeId,
-    pub family: Family,
-    /// The departments the code lists; their members are candidates after the members.
-    pub departments: Vec<DepartmentId>,
-    pub config_id: Option<String>,
-    pub version: u64,
-    /// The list a recompute gives now (the fallback staff when the outcome is `fallback`).
-    pub eligible_now: Vec<StaffId>,
-    pub outcome: RoutingOutcome,
-    pub excluded: Vec<ExcludedMember>,
-    pub last_pushed: Option<LastPushed>,
-    /// WeCom's list (the last push, or the creation's list before any) is `eligible_now` and
-    /// the code is not starved.
-    pub in_sync: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RoutingOutcome {
-    Members,
-    Fallback,
-    Starved,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ExcludedMember {
-    pub staff: StaffId,
-    pub reason: &'static str,
-}
-
-/// The list WeCom routes the code to, by our records.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LastPushed {
-    pub users: Vec<StaffId>,
-    /// When the refresh function's push of `users` was accepted; `None` while the list is the
-    /// one the contact way was created with.
-    pub pushed_at_ms: Option<u64>,
-    /// The last recompute found nobody eligible; WeCom still routes to `users`, because an
-    /// empty list is never pushed.
-    pub starved: bool,
-}
-
-/// The reason's wire name. Spelled out rather than derived so "WeCom" reads as one word.
-pub fn exclusion_name(exclusion: Exclusion) -> &'static str {
-    match exclusion {
-        Exclusion::UnknownStaff => "unknown_staff",
-        Exclusion::Resigned => "resigned",
-        Exclusion::Disabled => "disabled",
-        Exclusion::RejectedByWeCom => "rejected_by_wecom",
-        Exclusion::Offline => "offline",
-        Exclusion::OutsideShift => "outside_shift",
-        Exclusion::AddLimitReached => "add_limit_reached",
-        Exclusion::DailyLimitReached => "daily_limit_reached",
-        Exclusion::CompanyCapReached => "company_cap_reached",
-        Exclusion::OverWeComCap => "over_wecom_cap",
-    }
-}
 
 pub struct Admin<S, Q, W> {
     store: S,
@@ -596,65 +467,6 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
         self.store.delete_code(&tenant, &code).await?;
         tracing::info!(config_id = ?config_id, "code deleted");
         Ok(DeletedCode { code, config_id })
-    }
-
-    /// The code's recompute at this moment, compared with what WeCom last accepted.
-    #[tracing::instrument(skip_all, fields(tenant = %query.tenant, code = %query.code))]
-    pub async fn code_status(&self, query: GetCode) -> Result<CodeStatus, AdminError> {
-        let GetCode { tenant, code } = query;
-        let not_found = || AdminError::not_found(format!("code {code} of tenant {tenant}"));
-        let stored = self
-            .store
-            .code(&tenant, &code)
-            .await?
-            .ok_or_else(not_found)?;
-        let snapshot = self
-            .store
-            .snapshot(&tenant, &code, (self.clock)())
-            .await?
-            .ok_or_else(not_found)?;
-        let facts = snapshot.facts();
-        let excluded = membership::assess(&facts)
-            .into_iter()
-            .filter_map(|(staff, exclusion)| {
-                exclusion.map(|e| ExcludedMember {
-                    staff,
-                    reason: exclusion_name(e),
-                })
-            })
-            .collect();
-        let recomputed = membership::recompute(&facts);
-        let outcome = match recomputed {
-            Membership::Members(_) => RoutingOutcome::Members,
-            Membership::Fallback(_) => RoutingOutcome::Fallback,
-            Membership::Starved => RoutingOutcome::Starved,
-        };
-        let eligible_now = recomputed.users().unwrap_or_default().to_vec();
-        let in_sync = outcome != RoutingOutcome::Starved && snapshot.wecom_has(&eligible_now);
-        let starved = snapshot.last_pushed.as_ref().is_some_and(|p| p.starved);
-        let pushed_at_ms = snapshot
-            .last_pushed
-            .as_ref()
-            .filter(|p| !p.users.is_empty())
-            .map(|p| p.pushed_at_ms);
-        let wecom_list = snapshot.wecom_list().to_vec();
-        let last_pushed = (!wecom_list.is_empty() || starved).then_some(LastPushed {
-            users: wecom_list,
-            pushed_at_ms,
-            starved,
-        });
-        Ok(CodeStatus {
-            code,
-            family: snapshot.code.config.family,
-            departments: snapshot.code.config.departments,
-            config_id: snapshot.code.config_id,
-            version: stored.version,
-            eligible_now,
-            outcome,
-            excluded,
-            last_pushed,
-            in_sync,
-        })
     }
 
     async fn existing_profile(&self, tenant: &TenantId) -> Result<TenantProfile, AdminError> {

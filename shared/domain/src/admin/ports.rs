@@ -1,15 +1,13 @@
 //! What the admin API needs from storage and from WeCom, beyond the ports it shares with the
-//! other functions (`facts::TenantProfiles`, `facts::StaffLedger`, `refresh::CodeFacts`,
+//! other functions (`facts::TenantProfiles`, `facts::StaffLedger`, `codes::CodeFacts`,
 //! `schedules::DueWriter`, `reasons::ReasonQueue`).
 //! `DynamoStore` implements `AdminStore` in `adapters::dynamodb`; `WeComClient` implements
 //! `ContactWays` in `adapters::wecom`; `crate::fakes` has in-memory versions of both for tests.
 
+use crate::codes::{CodeFacts, StoredCode};
 use crate::facts::{StaffLedger, TenantProfiles};
-use crate::membership::{
-    CodeConfig, CodeId, DepartmentId, Employment, Family, StaffFacts, StaffId, Switches,
-    WeeklySchedule,
-};
-use crate::refresh::{CodeFacts, StoredCode};
+use crate::ids::{CodeId, DepartmentId, StaffId};
+use crate::membership::{CodeConfig, Employment, Family, StaffFacts, Switches, WeeklySchedule};
 use crate::schedules::DueWriter;
 use crate::sweep::{CreationIntents, DriftLedger};
 use crate::tenants::{TenantId, TenantProfile};

@@ -1,13 +1,16 @@
-//! The admin API's reads: a tenant, a staff member, a department, and pages of codes.
+//! The admin API's reads: a tenant, a staff member, a department, a code's status, pages of
+//! codes, and the drift report.
 
 use super::views::{
-    AddsAgainst, CodePage, CodeSummaryView, DepartmentView, SecretState, SecretsView,
-    StaffCodeView, StaffCodesPage, StaffView, TenantView,
+    exclusion_name, AddsAgainst, CodePage, CodeStatus, CodeSummaryView, DepartmentView,
+    ExcludedMember, LastPushed, Resumed, RoutingOutcome, SecretState, SecretsView, StaffCodeView,
+    StaffCodesPage, StaffView, TenantView,
 };
 use super::{
-    Admin, AdminError, AdminStore, ContactWays, GetDepartment, GetDrift, GetStaff, GetTenant,
-    ListCodes, ResumeRepair,
+    Admin, AdminError, AdminStore, ContactWays, GetCode, GetDepartment, GetDrift, GetStaff,
+    GetTenant, ListCodes, ResumeRepair,
 };
+use crate::membership::{self, Membership};
 use crate::reasons::ReasonQueue;
 use crate::sweep::{drift_view, DriftView};
 use crate::tenants::tenant_day;
@@ -185,11 +188,63 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             next_cursor,
         })
     }
-}
 
-/// The answer of `POST /admin/tenants/{tenant}/drift/resume`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Resumed {
-    pub tenant: crate::tenants::TenantId,
-    pub resumed: bool,
+    /// The code's recompute at this moment, compared with what WeCom last accepted.
+    #[tracing::instrument(skip_all, fields(tenant = %query.tenant, code = %query.code))]
+    pub async fn code_status(&self, query: GetCode) -> Result<CodeStatus, AdminError> {
+        let GetCode { tenant, code } = query;
+        let not_found = || AdminError::not_found(format!("code {code} of tenant {tenant}"));
+        let stored = self
+            .store
+            .code(&tenant, &code)
+            .await?
+            .ok_or_else(not_found)?;
+        let snapshot = self
+            .store
+            .snapshot(&tenant, &code, (self.clock)())
+            .await?
+            .ok_or_else(not_found)?;
+        let facts = snapshot.facts();
+        let excluded = membership::assess(&facts)
+            .into_iter()
+            .filter_map(|(staff, exclusion)| {
+                exclusion.map(|e| ExcludedMember {
+                    staff,
+                    reason: exclusion_name(e),
+                })
+            })
+            .collect();
+        let recomputed = membership::recompute(&facts);
+        let outcome = match recomputed {
+            Membership::Members(_) => RoutingOutcome::Members,
+            Membership::Fallback(_) => RoutingOutcome::Fallback,
+            Membership::Starved => RoutingOutcome::Starved,
+        };
+        let eligible_now = recomputed.users().unwrap_or_default().to_vec();
+        let in_sync = outcome != RoutingOutcome::Starved && snapshot.wecom_has(&eligible_now);
+        let starved = snapshot.last_pushed.as_ref().is_some_and(|p| p.starved);
+        let pushed_at_ms = snapshot
+            .last_pushed
+            .as_ref()
+            .filter(|p| !p.users.is_empty())
+            .map(|p| p.pushed_at_ms);
+        let wecom_list = snapshot.wecom_list().to_vec();
+        let last_pushed = (!wecom_list.is_empty() || starved).then_some(LastPushed {
+            users: wecom_list,
+            pushed_at_ms,
+            starved,
+        });
+        Ok(CodeStatus {
+            code,
+            family: snapshot.code.config.family,
+            departments: snapshot.code.config.departments,
+            config_id: snapshot.code.config_id,
+            version: stored.version,
+            eligible_now,
+            outcome,
+            excluded,
+            last_pushed,
+            in_sync,
+        })
+    }
 }

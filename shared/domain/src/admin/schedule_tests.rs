@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::fakes::{FakeWeCom, InMemoryQueues, InMemoryStore};
-use crate::membership::{Shift, StaffFacts};
+use crate::membership::{Shift, StaffFacts, WeeklySchedule};
 use crate::schedules::Minute;
 use chrono::{NaiveTime, Weekday};
 use serde_json::json;

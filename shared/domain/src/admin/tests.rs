@@ -1,9 +1,12 @@
 use super::*;
+use crate::codes::PushedList;
 use crate::facts::StaffLedger;
 use crate::fakes::{AdminWorld, FakeBudget};
 use crate::http::ErrorAnswer;
-use crate::membership::{AddCounts, CodeConfig, StaffFacts, Switches, WeeklySchedule};
-use crate::refresh::PushedList;
+use crate::ids::DepartmentId;
+use crate::membership::{
+    AddCounts, CodeConfig, Employment, Exclusion, Family, StaffFacts, Switches, WeeklySchedule,
+};
 use crate::wecom::errors::WeComError;
 use serde_json::json;
 use std::collections::BTreeSet;

@@ -20,7 +20,7 @@ mod ports;
 
 pub use ports::{DirtyMarks, FanOutMarks};
 
-use crate::membership::CodeId;
+use crate::ids::CodeId;
 use crate::reasons::FanOut;
 use crate::tenants::TenantId;
 use crate::wecom::errors::FailureClass;

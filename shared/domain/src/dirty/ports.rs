@@ -1,7 +1,7 @@
 //! Where the dirty set is kept.
 
 use super::DirtyWhy;
-use crate::membership::CodeId;
+use crate::ids::CodeId;
 use crate::reasons::FanOut;
 use crate::tenants::TenantId;
 use crate::StoreError;

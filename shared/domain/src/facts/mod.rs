@@ -13,8 +13,8 @@ pub use quota::{
 };
 pub use staff::{MalformedContactEvent, StaffEvent};
 
+use crate::ids::{CodeId, StaffId};
 use crate::intake::InboxMessage;
-use crate::membership::{CodeId, StaffId};
 use crate::reasons::{Cause, Fact, ReasonQueue, RefreshReason};
 use crate::tenants::{tenant_day, TenantId, TenantProfile};
 use crate::wecom::callback::{CallbackEvent, Envelope};

@@ -3,7 +3,8 @@
 
 use super::{AddFact, ClaimOutcome, CountOutcome, LimitClaim, StaffQuotaReached};
 use crate::dirty::DirtyMarks;
-use crate::membership::{AddCounts, CodeId, DepartmentId, Employment, StaffId, Switches};
+use crate::ids::{CodeId, DepartmentId, StaffId};
+use crate::membership::{AddCounts, Employment, Switches};
 use crate::tenants::{TenantId, TenantProfile};
 use crate::StoreError;
 use std::collections::BTreeSet;

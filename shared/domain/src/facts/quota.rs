@@ -4,7 +4,8 @@
 //! the limit removes the staff member from.
 
 use super::{QuotaLedger, QuotaNotifier, StaffLedger};
-use crate::membership::{AddCounts, CodeId, Limit, StaffId, Switches};
+use crate::ids::{CodeId, StaffId};
+use crate::membership::{AddCounts, Limit, Switches};
 use crate::reasons::{Cause, Fact, ReasonQueue, RefreshReason};
 use crate::tenants::TenantId;
 use crate::StoreError;

@@ -3,7 +3,8 @@
 //! change can reach.
 
 use super::StaffLedger;
-use crate::membership::{CodeId, DepartmentId, Employment, StaffId};
+use crate::ids::{CodeId, DepartmentId, StaffId};
+use crate::membership::Employment;
 use crate::tenants::TenantId;
 use crate::wecom::callback::CallbackEvent;
 use crate::StoreError;

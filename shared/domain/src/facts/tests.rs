@@ -1,7 +1,8 @@
 use super::*;
 use crate::admin::AdminStore;
 use crate::fakes::{InMemoryQueues, InMemoryStore};
-use crate::membership::{CodeConfig, DepartmentId, Employment, Family, Limit, Switches};
+use crate::ids::DepartmentId;
+use crate::membership::{CodeConfig, Employment, Family, Limit, Switches};
 use crate::wecom::callback::write_flat_xml;
 use crate::wecom::crypto::CallbackCrypto;
 use std::collections::{BTreeSet, HashMap};

@@ -1,6 +1,6 @@
 //! The tenants' shared WeCom budget.
 
-use crate::refresh::{reopens_in, Spend, WeComBudget, Window};
+use crate::budget::{reopens_in, Spend, WeComBudget, Window};
 use crate::tenants::TenantId;
 use crate::StoreError;
 use std::sync::{Arc, Mutex, MutexGuard};

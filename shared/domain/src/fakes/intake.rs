@@ -1,8 +1,8 @@
-//! The callback's ports: the tenant directory and the inbox.
+//! The callback's ports: the tenants' callback settings and the inbox.
 
 use crate::intake::Inbox;
 use crate::intake::InboxMessage;
-use crate::tenants::TenantDirectory;
+use crate::tenants::CallbackSettingsSource;
 use crate::tenants::{CallbackSettings, TenantId};
 use crate::StoreError;
 use std::collections::HashMap;
@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Default)]
-pub struct InMemoryTenantDirectory {
+pub struct InMemoryCallbackSettings {
     tenants: Arc<Mutex<HashMap<TenantId, CallbackSettings>>>,
     reads: Arc<AtomicUsize>,
 }
 
-impl InMemoryTenantDirectory {
+impl InMemoryCallbackSettings {
     pub fn insert(&self, tenant: TenantId, settings: CallbackSettings) {
         self.tenants
             .lock()
@@ -29,7 +29,7 @@ impl InMemoryTenantDirectory {
 }
 
 #[async_trait::async_trait]
-impl TenantDirectory for InMemoryTenantDirectory {
+impl CallbackSettingsSource for InMemoryCallbackSettings {
     async fn callback_settings(
         &self,
         tenant: &TenantId,

@@ -1,7 +1,8 @@
 //! The landing page's rotation records.
 
+use crate::ids::CodeId;
 use crate::landing::{Counted, RotationCounter};
-use crate::membership::{CodeId, RotationSlot};
+use crate::membership::RotationSlot;
 use crate::tenants::TenantId;
 use crate::StoreError;
 use std::collections::HashMap;

@@ -5,7 +5,7 @@
 //! - `InMemoryQueues`: refresh reasons, fan-outs, retries, dead letters, notifications;
 //! - `FakeWeCom`: contact ways created, deleted and their lists replaced;
 //! - `FakeBudget`: the tenants' WeCom budget;
-//! - `InMemoryTenantDirectory` and `InMemoryInbox`: the callback's ports (`intake`);
+//! - `InMemoryCallbackSettings` and `InMemoryInbox`: the callback's ports (`intake`);
 //! - `InMemoryRotations`: the landing page's rotation records (`landing`);
 //! - `AdminWorld`: the admin commands on the fakes above.
 //!
@@ -21,7 +21,7 @@ mod wecom;
 
 pub use admin::AdminWorld;
 pub use budget::FakeBudget;
-pub use intake::{InMemoryInbox, InMemoryTenantDirectory};
+pub use intake::{InMemoryCallbackSettings, InMemoryInbox};
 pub use landing::InMemoryRotations;
 pub use queues::InMemoryQueues;
 pub use store::{InMemoryStore, Marks};

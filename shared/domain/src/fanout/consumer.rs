@@ -97,7 +97,7 @@ where
 mod tests {
     use super::*;
     use crate::fakes::{InMemoryQueues, InMemoryStore};
-    use crate::membership::{CodeId, StaffId};
+    use crate::ids::{CodeId, StaffId};
     use crate::reasons::{Cause, Source};
     use crate::tenants::TenantId;
     use std::sync::atomic::{AtomicU64, Ordering};

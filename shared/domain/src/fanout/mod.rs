@@ -18,7 +18,7 @@ mod ports;
 pub use ports::CodeIndex;
 
 use crate::dirty::{DirtyWhy, FanOutMarks};
-use crate::membership::CodeId;
+use crate::ids::CodeId;
 use crate::reasons::{FanOut, FanOutQueue, ReasonQueue};
 use crate::StoreError;
 use std::collections::BTreeSet;

@@ -1,6 +1,6 @@
 //! What the fan-out's expansion needs from the outside world.
 
-use crate::membership::CodeId;
+use crate::ids::CodeId;
 use crate::reasons::Source;
 use crate::tenants::TenantId;
 use crate::StoreError;

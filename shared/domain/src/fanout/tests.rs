@@ -1,7 +1,7 @@
 use super::*;
 use crate::dirty::{DirtyWhy, FanOutMarks};
 use crate::fakes::{InMemoryQueues, InMemoryStore};
-use crate::membership::{DepartmentId, StaffId};
+use crate::ids::{DepartmentId, StaffId};
 use crate::reasons::{Cause, Source};
 use crate::tenants::TenantId;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -49,7 +49,7 @@ impl MessageGroup {
 
     /// The tenant and code a `MessageGroupId` of a code's group names; `None` for any other
     /// group, and for a code id SQS would have refused (only its hash is in the id).
-    pub fn code_of(group_id: &str) -> Option<(TenantId, crate::membership::CodeId)> {
+    pub fn code_of(group_id: &str) -> Option<(TenantId, crate::ids::CodeId)> {
         let mut parts = group_id.splitn(3, '#');
         let (tenant, kind, code) = (parts.next()?, parts.next()?, parts.next()?);
         if kind != "code" {
@@ -57,7 +57,7 @@ impl MessageGroup {
         }
         Some((
             TenantId::parse(tenant).ok()?,
-            crate::membership::CodeId::parse(code).ok()?,
+            crate::ids::CodeId::parse(code).ok()?,
         ))
     }
 

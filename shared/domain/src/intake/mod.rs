@@ -9,7 +9,7 @@ mod ports;
 pub use message::{InboxMessage, MessageGroup};
 pub use ports::Inbox;
 
-use crate::tenants::TenantDirectory;
+use crate::tenants::CallbackSettingsSource;
 use crate::tenants::{CallbackSettings, TenantId};
 use crate::wecom::callback::{CallbackEvent, Envelope, XmlError};
 use crate::wecom::crypto::CryptoError;
@@ -111,7 +111,7 @@ pub struct Intake<D, I> {
     max_age_secs: u64,
 }
 
-impl<D: TenantDirectory, I: Inbox> Intake<D, I> {
+impl<D: CallbackSettingsSource, I: Inbox> Intake<D, I> {
     /// `max_age_secs` bounds how far the signed `timestamp` may be from now, in either
     /// direction, so a captured request cannot be replayed later.
     pub fn new(tenants: D, inbox: I, max_age_secs: u64) -> Self {

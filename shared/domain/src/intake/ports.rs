@@ -1,5 +1,5 @@
 //! What the callback's intake needs from the outside world (the tenant's callback settings
-//! come through `tenants::TenantDirectory`).
+//! come through `tenants::CallbackSettingsSource`).
 
 use super::InboxMessage;
 use crate::StoreError;

@@ -1,5 +1,5 @@
 use super::*;
-use crate::fakes::{InMemoryInbox, InMemoryTenantDirectory};
+use crate::fakes::{InMemoryCallbackSettings, InMemoryInbox};
 use crate::wecom::callback::write_flat_xml;
 use crate::wecom::crypto::CallbackCrypto;
 
@@ -9,10 +9,10 @@ const CORP: &str = "wx5823bf96d3bd56c7";
 const NOW: u64 = 1_700_000_000;
 
 fn intake() -> (
-    Intake<InMemoryTenantDirectory, InMemoryInbox>,
+    Intake<InMemoryCallbackSettings, InMemoryInbox>,
     InMemoryInbox,
 ) {
-    let tenants = InMemoryTenantDirectory::default();
+    let tenants = InMemoryCallbackSettings::default();
     tenants.insert(
         TenantId::parse("acme").expect("valid"),
         CallbackSettings {
@@ -172,7 +172,7 @@ async fn an_unknown_tenant_is_a_client_error() {
 
 #[tokio::test]
 async fn an_oversized_body_is_refused_before_the_tenant_is_read_and_nothing_is_stored() {
-    let tenants = InMemoryTenantDirectory::default();
+    let tenants = InMemoryCallbackSettings::default();
     let inbox = InMemoryInbox::default();
     let intake = Intake::new(tenants.clone(), inbox.clone(), 300);
     let mut request = post(&add_event("wm1"), NOW);
@@ -231,7 +231,7 @@ async fn a_stale_callback_is_refused_alike_for_known_and_unknown_tenants() {
 
 #[test]
 fn a_codes_message_group_names_its_tenant_and_code_and_no_other_group_does() {
-    use crate::membership::CodeId;
+    use crate::ids::CodeId;
     let tenant = TenantId::parse("t1").expect("valid");
     let group = MessageGroup::Code {
         tenant: tenant.clone(),

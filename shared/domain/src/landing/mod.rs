@@ -26,7 +26,8 @@ mod ports;
 
 pub use ports::RotationCounter;
 
-use crate::membership::{CodeId, InvalidCodeId, RotationSlot, StaffId};
+use crate::ids::{CodeId, InvalidCodeId, StaffId};
+use crate::membership::RotationSlot;
 use crate::tenants::{InvalidTenantId, TenantId};
 use crate::StoreError;
 

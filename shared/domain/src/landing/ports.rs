@@ -1,7 +1,7 @@
 //! What the landing page needs: one counted write on the code's rotation.
 
 use super::Counted;
-use crate::membership::CodeId;
+use crate::ids::CodeId;
 use crate::tenants::TenantId;
 use crate::StoreError;
 

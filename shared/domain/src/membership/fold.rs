@@ -26,9 +26,9 @@
 //! add), counting only through the claim that lands.
 
 use super::{
-    candidates, AddCounts, CodeConfig, CodeId, DepartmentId, Employment, Facts, StaffFacts,
-    StaffId, TenantRules, WeeklySchedule,
+    candidates, AddCounts, CodeConfig, Employment, Facts, StaffFacts, TenantRules, WeeklySchedule,
 };
+use crate::ids::{CodeId, DepartmentId, StaffId};
 use chrono::{DateTime, NaiveTime};
 use chrono_tz::Tz;
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -5,14 +5,11 @@
 
 mod fold;
 mod schedule;
-mod staff;
 
 pub use fold::{Fact, LoadedFacts, TenantFacts};
 pub use schedule::{InvalidSchedule, Shift, WeeklySchedule};
-pub use staff::{
-    CodeId, DepartmentId, InvalidCodeId, InvalidDepartmentId, InvalidStaffId, StaffId,
-};
 
+use crate::ids::{DepartmentId, StaffId};
 use chrono::DateTime;
 use chrono_tz::Tz;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -227,7 +224,6 @@ fn exclusion(facts: &Facts<'_>, staff: &StaffId) -> Option<Exclusion> {
     let person = facts.staff.get(staff);
     let adds = facts.adds.get(staff).copied().unwrap_or_default();
     let switches = &facts.code.switches;
-    let reached = |limit: Option<u32>, count: u32| limit.is_some_and(|limit| count >= limit);
     never_eligible(person)
         .or_else(|| {
             let person = person?;
@@ -242,14 +238,9 @@ fn exclusion(facts: &Facts<'_>, staff: &StaffId) -> Option<Exclusion> {
             }
         })
         .or_else(|| {
-            reached(switches.add_limit, adds.on_code_total).then_some(Exclusion::AddLimitReached)
-        })
-        .or_else(|| {
-            reached(switches.daily_limit, adds.on_code).then_some(Exclusion::DailyLimitReached)
-        })
-        .or_else(|| {
-            reached(facts.tenant.company_daily_cap, adds.all_codes)
-                .then_some(Exclusion::CompanyCapReached)
+            limits_reached(switches, facts.tenant, adds)
+                .first()
+                .map(|limit| limit.exclusion())
         })
 }
 
@@ -363,9 +354,20 @@ impl Limit {
     pub fn company_wide(self) -> bool {
         self == Self::CompanyDaily
     }
+
+    /// Why a member who reached it is off the list.
+    fn exclusion(self) -> Exclusion {
+        match self {
+            Self::CodeTotal => Exclusion::AddLimitReached,
+            Self::CodeDaily => Exclusion::DailyLimitReached,
+            Self::CompanyDaily => Exclusion::CompanyCapReached,
+        }
+    }
 }
 
-/// The limits the counts (after an add) have reached on a code with `switches`.
+/// The limits the counts have reached on a code with `switches`, in the order a member's
+/// exclusion names the first: the add limit, the daily limit, the company cap. After an add
+/// they are the limits it crossed; in a recompute, why a member is off the list.
 pub fn limits_reached(switches: &Switches, tenant: TenantRules, counts: AddCounts) -> Vec<Limit> {
     let reached = |limit: Option<u32>, count: u32| limit.is_some_and(|limit| count >= limit);
     let mut limits = Vec::new();

@@ -7,8 +7,8 @@ mod ports;
 
 pub use ports::{FanOutQueue, ReasonQueue};
 
+use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::intake::MessageGroup;
-use crate::membership::{CodeId, DepartmentId, StaffId};
 use crate::tenants::TenantId;
 use sha2::{Digest, Sha256};
 

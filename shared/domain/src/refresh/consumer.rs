@@ -18,11 +18,13 @@
 
 use super::retry::{self, Path, RetriedReason};
 use super::{
-    AcquisitionLinks, CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, Outcome,
-    PutOffCause, RefreshError, RefreshRequest, Refresher, RetryQueues, WeComBudget,
+    AcquisitionLinks, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, Outcome,
+    PutOffCause, RefreshError, RefreshRequest, Refresher, RetryQueues,
 };
 use crate::batch::DeadLetters;
 use crate::batch::PartialBatch;
+use crate::budget::WeComBudget;
+use crate::codes::CodeFacts;
 use crate::dirty::{DirtyMarks, DirtyWhy};
 use crate::lanes::Lane;
 use crate::reasons::Cause;
@@ -381,7 +383,7 @@ fn fail_all(batch: &mut PartialBatch, code: &CodeWork<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::membership::CodeId;
+    use crate::ids::CodeId;
     use crate::reasons::{Cause, RefreshReason};
     use crate::refresh::retry::RetryDelay;
     use crate::tenants::TenantId;

@@ -4,123 +4,29 @@
 //! WeCom first and records second (so the dedupe check never skips a push WeCom did not
 //! receive), and makes no call when the list is unchanged.
 
-mod budget;
 pub mod consumer;
 mod lease;
 mod ports;
 pub mod retry;
 
-pub use budget::{
-    exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, Window, ADD_CONTACT_WAY, CREATE_LINK,
-    DELETE_LINK, DEL_CONTACT_WAY, GET_CONTACT_WAY, UPDATE_CONTACT_WAY,
-};
 pub use lease::{Acquired, FencedWrite, Lease, LeaseTimes};
 pub use ports::{
-    AcquisitionLinks, CodeFacts, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks,
-    RetryQueues, WeComBudget,
+    AcquisitionLinks, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, RetryQueues,
 };
 
+use crate::budget::{reopens_in, Spend, WeComBudget, Window, CREATE_LINK, UPDATE_CONTACT_WAY};
+use crate::codes::{CodeFacts, CodeSnapshot, PushedList};
 use crate::dirty::{DirtyMarks, DirtyWhy};
+use crate::ids::{CodeId, StaffId};
 use crate::lanes::{Lane, LanePolicy};
-use crate::membership::{
-    self, AddCounts, CodeConfig, CodeId, DepartmentId, Facts, Membership, RotationSlot, StaffFacts,
-    StaffId, TenantRules,
-};
+use crate::membership::{Membership, RotationSlot};
 use crate::reasons::{Cause, FanOut, FanOutQueue, Source};
-use crate::tenants::{TenantId, TenantProfile};
-use crate::wecom::contact_way::CorpCredentials;
+use crate::telemetry::name as metric;
+use crate::tenants::TenantId;
 use crate::wecom::errors::{FailureClass, WeComError};
 use crate::Clock;
 use crate::StoreError;
-use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-
-/// A code as the admin configured it, with the WeCom contact way it owns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredCode {
-    pub config: CodeConfig,
-    /// WeCom's id of the contact way; `None` until the admin's create call succeeded.
-    pub config_id: Option<String>,
-    /// The list WeCom created the contact way with: what WeCom holds until the first push.
-    pub created_with: Vec<StaffId>,
-}
-
-/// The list WeCom last accepted for a code.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PushedList {
-    pub users: Vec<StaffId>,
-    pub pushed_at_ms: u64,
-    /// The code was starved at its last recompute (nothing pushed then).
-    pub starved: bool,
-    /// The landing page's rotation written with it (sequenced and quota codes).
-    pub rotation: Option<Vec<RotationSlot>>,
-}
-
-/// Everything a recompute of one code reads, loaded at processing time.
-#[derive(Debug, Clone)]
-pub struct CodeSnapshot {
-    pub profile: TenantProfile,
-    pub code: StoredCode,
-    pub staff: HashMap<StaffId, StaffFacts>,
-    pub adds: HashMap<StaffId, AddCounts>,
-    /// Stored membership of the departments the code lists.
-    pub departments: HashMap<DepartmentId, BTreeSet<StaffId>>,
-    /// The instant the snapshot was read for: "today" and work schedules are read at it.
-    pub now_ms: u64,
-    pub last_pushed: Option<PushedList>,
-    /// When the code was last marked dirty, if it is (`crate::dirty`): its refresh pushes
-    /// whatever the record says, and clears the mark once it completes.
-    pub dirty_since_ms: Option<u64>,
-    /// The acquisition links kept for the staff read (`crate::landing`), by staff member.
-    pub links: HashMap<StaffId, String>,
-}
-
-impl CodeSnapshot {
-    pub fn facts(&self) -> Facts<'_> {
-        Facts {
-            code: &self.code.config,
-            staff: &self.staff,
-            adds: &self.adds,
-            departments: &self.departments,
-            now: self.profile.timezone.at(self.now_ms),
-            tenant: TenantRules {
-                company_daily_cap: self.profile.company_daily_cap,
-            },
-        }
-    }
-
-    /// The list WeCom routes to, by our records: the last push, or before any push the list
-    /// the contact way was created with. A record with no users holds only a starved mark
-    /// (an empty list is never pushed), so WeCom still has the creation's list then.
-    pub fn wecom_list(&self) -> &[StaffId] {
-        match &self.last_pushed {
-            Some(last) if !last.users.is_empty() => &last.users,
-            _ => &self.code.created_with,
-        }
-    }
-
-    /// WeCom already routes to exactly `users`, and the last recompute was not starved (a
-    /// starved code's record must be cleared by a push).
-    pub fn wecom_has(&self, users: &[StaffId]) -> bool {
-        !self.last_pushed.as_ref().is_some_and(|last| last.starved) && self.wecom_list() == users
-    }
-
-    pub fn recompute(&self) -> Membership {
-        membership::recompute(&self.facts())
-    }
-
-    /// The landing page's rotation for `membership` (sequenced and quota codes only).
-    pub fn rotation(&self, membership: &Membership) -> Option<Vec<RotationSlot>> {
-        membership::rotation(&self.facts(), membership)
-    }
-
-    pub fn credentials(&self) -> CorpCredentials {
-        CorpCredentials {
-            corp_id: self.profile.corp_id.clone(),
-            corp_secret: self.profile.corp_secret.clone(),
-        }
-    }
-}
 
 /// One completed push, as recorded after WeCom accepted it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -359,7 +265,20 @@ where
                 PutOffCause::Unsettled | PutOffCause::OutOfTime => {}
             },
         }
-        crate::telemetry::refreshed(asked.tenant, &tally);
+        crate::telemetry::refreshed(
+            asked.tenant,
+            &[
+                (metric::REFRESH_REASONS, tally.reasons),
+                (metric::RECOMPUTES, tally.recomputes),
+                (metric::PUSHES, tally.pushes),
+                (metric::UNCHANGED_LISTS, tally.unchanged),
+                (metric::STARVED_CODES, tally.starved),
+                (metric::BUDGET_REFUSALS, tally.requeued_budget),
+                (metric::WECOM_THROTTLED, tally.requeued_throttled),
+                (metric::BUSY_LEASES, tally.requeued_lease),
+                (metric::SLOW_LANE_REPUBLISHES, tally.to_slow_lane),
+            ],
+        );
         if let (Outcome::Pushed(_), Some(oldest)) = (&outcome, asked.fact_at_ms.iter().min()) {
             let latency_ms = (self.clock)().saturating_sub(*oldest);
             crate::telemetry::fact_to_push(latency_ms, asked.lane);

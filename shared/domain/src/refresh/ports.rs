@@ -1,30 +1,18 @@
-//! What the single writer needs from the outside world: the code's facts and records, its
-//! lease, WeCom, the tenant's budget and the retry queues.
+//! What the single writer needs from the outside world besides the code's facts
+//! (`codes::CodeFacts`) and the tenant's budget (`budget::WeComBudget`): the code's records,
+//! its lease, WeCom and the retry queues.
 
-use super::budget::Spend;
 use super::lease::{Acquired, FencedWrite, Lease};
 use super::retry::{RetriedReason, RetryDelay};
-use super::{CodeSnapshot, PushRecord, Tally};
+use super::{PushRecord, Tally};
+use crate::ids::{CodeId, StaffId};
 use crate::lanes::CodeAge;
-use crate::membership::{CodeId, RotationSlot, StaffId};
+use crate::membership::RotationSlot;
 use crate::tenants::TenantId;
 use crate::wecom::acquisition::AcquisitionLink;
 use crate::wecom::contact_way::CorpCredentials;
 use crate::wecom::errors::WeComError;
 use crate::StoreError;
-
-/// Reads a code's facts.
-#[async_trait::async_trait]
-pub trait CodeFacts: Send + Sync {
-    /// Strongly consistent reads of everything the recompute needs for the tenant's day at
-    /// `now_ms`. `Ok(None)` when the tenant or the code does not exist.
-    async fn snapshot(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        now_ms: u64,
-    ) -> Result<Option<CodeSnapshot>, StoreError>;
-}
 
 /// Keeps a code's "last pushed" record. Every write is fenced on the writer's lease: a
 /// writer that lost its lease gets `FencedWrite::LeaseLost` and nothing is written.
@@ -143,15 +131,6 @@ pub trait CodeLeases: Send + Sync {
         code: &CodeId,
         lease: &Lease,
     ) -> Result<(), StoreError>;
-}
-
-/// The shared budget. Implementations must make `spend` one atomic check-and-charge of both
-/// windows: this is what keeps concurrent workers under the limits.
-#[async_trait::async_trait]
-pub trait WeComBudget: Send + Sync {
-    /// Takes one call to `api` for `tenant` at `now_ms`, or says which window is exhausted
-    /// (then nothing was taken).
-    async fn spend(&self, tenant: &TenantId, api: &str, now_ms: u64) -> Result<Spend, StoreError>;
 }
 
 /// The retry queues and the way back to refresh.fifo.

@@ -153,7 +153,7 @@ impl RetriedReason {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::membership::CodeId;
+    use crate::ids::CodeId;
     use crate::reasons::Cause;
     use crate::tenants::TenantId;
 

@@ -1,9 +1,13 @@
 use super::*;
+use crate::codes::StoredCode;
 use crate::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
 use crate::lanes::CodeAge;
 use crate::lanes::{LanePolicy, LaneSwitch};
+use crate::membership::{CodeConfig, StaffFacts};
 use crate::membership::{Family, Switches};
+use crate::tenants::TenantProfile;
 use crate::tenants::Timezone;
+use std::collections::HashMap;
 
 fn id(raw: &str) -> StaffId {
     StaffId::parse(raw).expect("valid")

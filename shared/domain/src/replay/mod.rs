@@ -18,12 +18,13 @@ mod what_if;
 pub use ports::{CallbackArchive, ReplayPages, ReplayReads, ReplayRuns};
 pub use what_if::{what_if, CodeChange, StaffDelta, WouldBe};
 
+use crate::codes::CodeFacts;
 use crate::facts::{self, FactOutcome, FactRecorder, FactsError, StaffEvent};
 use crate::facts::{FactLedger, QuotaNotifier, StaffLedger, TenantProfiles};
+use crate::ids::CodeId;
 use crate::intake::{InboxMessage, MessageGroup};
-use crate::membership::{CodeId, Employment};
+use crate::membership::Employment;
 use crate::reasons::ReasonQueue;
-use crate::refresh::CodeFacts;
 use crate::tenants::{tenant_day, TenantId};
 use crate::{Clock, StoreError};
 

@@ -4,7 +4,8 @@
 use super::{
     ArchivedCallback, CodeChange, EventLine, Page, Progress, RunStatus, Selection, WouldBe,
 };
-use crate::membership::{CodeId, Employment, StaffId};
+use crate::ids::{CodeId, StaffId};
+use crate::membership::Employment;
 use crate::tenants::TenantId;
 use crate::StoreError;
 

@@ -1,6 +1,7 @@
 use super::*;
-use crate::membership::{CodeConfig, Family, StaffFacts, StaffId, Switches};
-use crate::refresh::{CodeSnapshot, StoredCode};
+use crate::codes::{CodeSnapshot, StoredCode};
+use crate::ids::StaffId;
+use crate::membership::{CodeConfig, Family, StaffFacts, Switches};
 use crate::tenants::{TenantProfile, Timezone};
 use std::collections::HashMap;
 

@@ -1,9 +1,8 @@
 //! The dry run's in-memory recompute: a code's current facts plus the run's would-be facts.
 
-use crate::membership::{
-    limits_reached, recompute, AddCounts, CodeId, Employment, Facts, StaffId, TenantRules,
-};
-use crate::refresh::CodeSnapshot;
+use crate::codes::CodeSnapshot;
+use crate::ids::{CodeId, StaffId};
+use crate::membership::{limits_reached, recompute, AddCounts, Employment, Facts, TenantRules};
 use std::collections::HashMap;
 
 /// Adds the run would count for one staff member, as the code's counters see them.

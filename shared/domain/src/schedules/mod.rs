@@ -24,7 +24,8 @@ mod ports;
 
 pub use ports::{DueIndex, DueWriter, ScheduleFacts};
 
-use crate::membership::{CodeId, Limit, StaffId};
+use crate::ids::{CodeId, StaffId};
+use crate::membership::Limit;
 use crate::reasons::ReasonQueue;
 use crate::reasons::RefreshReason;
 use crate::tenants::TenantId;

@@ -1,7 +1,8 @@
 //! The tick's decisions as pure functions of the clock, the cursor and stored facts.
 
 use super::{LimitReached, Minute, TickSettings};
-use crate::membership::{CodeId, Limit, StaffId, WeeklySchedule};
+use crate::ids::{CodeId, StaffId};
+use crate::membership::{Limit, WeeklySchedule};
 use crate::reasons::{Cause, Fact, RefreshReason};
 use crate::tenants::{TenantId, Timezone};
 use chrono::TimeZone;

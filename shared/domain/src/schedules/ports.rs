@@ -1,7 +1,8 @@
 //! What the schedule tick and the admin API need from the due index and the schedule facts.
 
 use super::{CursorLease, Due, LimitReached, Minute, Subject};
-use crate::membership::{CodeId, StaffId, WeeklySchedule};
+use crate::ids::{CodeId, StaffId};
+use crate::membership::WeeklySchedule;
 use crate::tenants::{TenantId, Timezone};
 use crate::StoreError;
 

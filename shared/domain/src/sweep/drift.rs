@@ -1,7 +1,11 @@
 //! The read-back's pure rules: how WeCom's copy, our record and the recompute are compared,
-//! how many codes a tenant's sample reads, and when the blast-radius guard trips.
+//! how many codes a tenant's sample reads, and when the blast-radius guard trips; and a
+//! tenant's drift as an operator reads it.
 
-use crate::refresh::CodeSnapshot;
+use super::DriftLedger;
+use crate::codes::CodeSnapshot;
+use crate::tenants::TenantId;
+use crate::StoreError;
 use std::collections::BTreeSet;
 
 /// What a read-back found on one code.
@@ -98,4 +102,37 @@ pub fn sample_size(reads_per_hour: u32, period_ms: u64) -> usize {
 pub fn guard_trips(sampled: u32, differing: u32, share_percent: u32, min_sample: u32) -> bool {
     sampled >= min_sample.max(1)
         && u64::from(differing) * 100 > u64::from(share_percent) * u64::from(sampled)
+}
+
+/// A tenant's drift as an operator reads it: the day's report and the guard.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DriftView {
+    pub day: String,
+    pub read: u32,
+    pub differing: u32,
+    pub repaired: u32,
+    pub still_differing: u32,
+    /// Stale records confirmed: still behind the facts after their settle period.
+    pub stale_confirmed: u32,
+    /// Set while the tenant's repair is stopped.
+    pub guard: Option<GuardTrip>,
+}
+
+/// The tenant's drift report for `day` and its guard.
+pub async fn drift_view(
+    ledger: &impl DriftLedger,
+    tenant: &TenantId,
+    day: &str,
+) -> Result<DriftView, StoreError> {
+    let report = ledger.report(tenant, day).await?;
+    let guard = ledger.guard(tenant).await?;
+    Ok(DriftView {
+        day: day.to_owned(),
+        read: report.read,
+        differing: report.differing,
+        repaired: report.repaired,
+        still_differing: report.still_differing(),
+        stale_confirmed: report.stale_confirmed,
+        guard,
+    })
 }

@@ -3,7 +3,7 @@
 
 use super::{DriftCounts, DriftReport, GuardTrip};
 use crate::dirty::{DirtyMark, FanOutMark, StaleSuspect};
-use crate::membership::{CodeId, StaffId};
+use crate::ids::{CodeId, StaffId};
 use crate::tenants::TenantId;
 use crate::wecom::contact_way::CorpCredentials;
 use crate::wecom::errors::WeComError;
@@ -70,9 +70,10 @@ pub trait FanOutIndex: Send + Sync {
     ) -> Result<(), StoreError>;
 }
 
-/// Every tenant, in id order, by a query on a registry the profile writes keep.
+/// Every tenant, in id order (the sweep walks them all), by a query on a registry the
+/// profile writes keep.
 #[async_trait::async_trait]
-pub trait TenantDirectory: Send + Sync {
+pub trait TenantRegistry: Send + Sync {
     async fn tenants_after(
         &self,
         after: Option<&TenantId>,

@@ -1,9 +1,11 @@
 use super::*;
+use crate::codes::{PushedList, StoredCode};
 use crate::dirty::StaleSuspect;
 use crate::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
-use crate::membership::{CodeConfig, Employment, Family, StaffFacts, StaffId, Switches};
-use crate::refresh::{PushedList, StoredCode};
-use crate::tenants::{TenantProfile, Timezone};
+use crate::ids::StaffId;
+use crate::membership::{CodeConfig, Employment, Family, StaffFacts, Switches};
+use crate::reasons::FanOut;
+use crate::tenants::{tenant_day, TenantProfile, Timezone};
 use crate::wecom::errors::WeComError;
 use std::collections::HashMap;
 

@@ -1,5 +1,5 @@
-//! A per-container cache in front of the tenant directory: a warm Lambda answers callbacks
-//! without a DynamoDB read, and a rotated secret is picked up within `ttl`.
+//! A per-container cache in front of the tenants' callback settings: a warm Lambda answers
+//! callbacks without a DynamoDB read, and a rotated secret is picked up within `ttl`.
 //!
 //! Both halves are bounded, and kept apart: the route is public, so anyone can send callbacks
 //! for random tenant ids. Unknown ids are remembered (a flood for one id costs one read per
@@ -7,7 +7,7 @@
 //! memory nor evicts the tenants that exist.
 
 use super::{CallbackSettings, TenantId};
-use crate::tenants::TenantDirectory;
+use crate::tenants::CallbackSettingsSource;
 use crate::StoreError;
 use moka::future::Cache;
 use std::sync::Arc;
@@ -19,13 +19,13 @@ pub const KNOWN_CAPACITY: u64 = 50_000;
 /// Unknown tenant ids a container remembers.
 pub const UNKNOWN_CAPACITY: u64 = 10_000;
 
-pub struct CachedTenantDirectory<D> {
+pub struct CachedCallbackSettings<D> {
     inner: Arc<D>,
     known: Cache<TenantId, CallbackSettings>,
     unknown: Cache<TenantId, ()>,
 }
 
-impl<D: TenantDirectory + 'static> CachedTenantDirectory<D> {
+impl<D: CallbackSettingsSource + 'static> CachedCallbackSettings<D> {
     pub fn new(inner: D, ttl: Duration) -> Self {
         Self::with_capacity(inner, ttl, KNOWN_CAPACITY, UNKNOWN_CAPACITY)
     }
@@ -53,7 +53,7 @@ impl<D: TenantDirectory + 'static> CachedTenantDirectory<D> {
 }
 
 #[async_trait::async_trait]
-impl<D: TenantDirectory + 'static> TenantDirectory for CachedTenantDirectory<D> {
+impl<D: CallbackSettingsSource + 'static> CallbackSettingsSource for CachedCallbackSettings<D> {
     async fn callback_settings(
         &self,
         tenant: &TenantId,
@@ -80,7 +80,7 @@ impl<D: TenantDirectory + 'static> TenantDirectory for CachedTenantDirectory<D> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fakes::InMemoryTenantDirectory;
+    use crate::fakes::InMemoryCallbackSettings;
 
     fn settings() -> CallbackSettings {
         CallbackSettings {
@@ -92,10 +92,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_warm_cache_does_not_read_the_directory_again() {
-        let directory = InMemoryTenantDirectory::default();
+        let directory = InMemoryCallbackSettings::default();
         let tenant = TenantId::parse("t1").expect("valid");
         directory.insert(tenant.clone(), settings());
-        let cache = CachedTenantDirectory::new(directory.clone(), Duration::from_secs(60));
+        let cache = CachedCallbackSettings::new(directory.clone(), Duration::from_secs(60));
         for _ in 0..3 {
             assert!(cache
                 .callback_settings(&tenant)
@@ -108,8 +108,8 @@ mod tests {
 
     #[tokio::test]
     async fn an_unknown_tenant_is_read_once_per_ttl() {
-        let directory = InMemoryTenantDirectory::default();
-        let cache = CachedTenantDirectory::new(directory.clone(), Duration::from_secs(60));
+        let directory = InMemoryCallbackSettings::default();
+        let cache = CachedCallbackSettings::new(directory.clone(), Duration::from_secs(60));
         let nobody = TenantId::parse("nobody").expect("valid");
         for _ in 0..3 {
             assert!(cache
@@ -123,10 +123,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_flood_of_random_ids_stays_within_the_bound_and_keeps_the_known_tenants() {
-        let directory = InMemoryTenantDirectory::default();
+        let directory = InMemoryCallbackSettings::default();
         let tenant = TenantId::parse("real").expect("valid");
         directory.insert(tenant.clone(), settings());
-        let cache = CachedTenantDirectory::with_capacity(
+        let cache = CachedCallbackSettings::with_capacity(
             directory.clone(),
             Duration::from_secs(60),
             100,

@@ -5,7 +5,7 @@ mod day;
 mod ports;
 
 pub use day::{tenant_day, zone_with_the_next_midnight, Timezone, DEFAULT_TIMEZONE};
-pub use ports::TenantDirectory;
+pub use ports::CallbackSettingsSource;
 
 use crate::wecom::crypto::{CallbackCrypto, CryptoError};
 use std::fmt;

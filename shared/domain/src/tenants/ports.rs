@@ -3,9 +3,10 @@
 use super::{CallbackSettings, TenantId};
 use crate::StoreError;
 
-/// Reads a tenant's callback settings. `Ok(None)` means the tenant does not exist.
+/// Where the callback reads a tenant's settings to verify its callbacks. `Ok(None)` means
+/// the tenant does not exist.
 #[async_trait::async_trait]
-pub trait TenantDirectory: Send + Sync {
+pub trait CallbackSettingsSource: Send + Sync {
     async fn callback_settings(
         &self,
         tenant: &TenantId,

@@ -1,5 +1,5 @@
 //! How much a warm callback container grows under a flood of callbacks for random tenant ids
-//! (the route is public). Runs `CachedTenantDirectory` in process over a directory that knows
+//! (the route is public). Runs `CachedCallbackSettings` in process over a directory that knows
 //! no tenant, sends it `--ids` random ids, and prints the resident memory before and after
 //! and the entries the cache holds.
 //!
@@ -7,8 +7,8 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use domain::tenants::cache::CachedTenantDirectory;
-use domain::tenants::TenantDirectory;
+use domain::tenants::cache::CachedCallbackSettings;
+use domain::tenants::CallbackSettingsSource;
 use domain::tenants::{CallbackSettings, TenantId};
 use domain::StoreError;
 use rand::distributions::{Alphanumeric, DistString};
@@ -28,7 +28,7 @@ struct Args {
 struct NoTenants;
 
 #[async_trait::async_trait]
-impl TenantDirectory for NoTenants {
+impl CallbackSettingsSource for NoTenants {
     async fn callback_settings(
         &self,
         _: &TenantId,
@@ -52,7 +52,7 @@ fn resident_mb() -> Result<f64> {
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    let cache = CachedTenantDirectory::new(NoTenants, Duration::from_secs(60));
+    let cache = CachedCallbackSettings::new(NoTenants, Duration::from_secs(60));
     let mut rng = StdRng::seed_from_u64(args.seed);
     let before = resident_mb()?;
     let started = Instant::now();

@@ -5,16 +5,15 @@ use crate::admin::{
     AdminStore, CodeAdds, CodeSummary, ProfileWrite, StaffChange, StaffRecord, StaffUpdate,
     StoredProfile, VersionedCode,
 };
+use crate::codes::{CodeFacts, CodeSnapshot, StoredCode};
 use crate::facts::QuotaLedger;
 use crate::facts::{StaffLedger, TenantProfiles};
 use crate::fanout::CodeIndex;
+use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::lanes::CodeAge;
-use crate::membership::{
-    candidates, CodeConfig, CodeId, DepartmentId, Employment, StaffId, WeeklySchedule,
-};
+use crate::membership::{candidates, CodeConfig, Employment, WeeklySchedule};
 use crate::owed::replan;
 use crate::reasons::Source;
-use crate::refresh::{CodeFacts, CodeSnapshot, StoredCode};
 use crate::schedules::{DueWriter, Minute, Subject};
 use crate::tenants::{TenantId, TenantProfile};
 use crate::StoreError;

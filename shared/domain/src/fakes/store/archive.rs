@@ -1,8 +1,9 @@
 //! The archive of accepted callbacks, in memory.
 
 use super::InMemoryStore;
+use crate::ids::{CodeId, StaffId};
 use crate::intake::InboxMessage;
-use crate::membership::{CodeId, Employment, StaffId};
+use crate::membership::Employment;
 use crate::replay::{
     code_of_group, ArchivedCallback, CallbackArchive, CodeChange, EventLine, Progress, ReplayReads,
     ReplayRuns, RunStatus, Selection, StaffDelta, WouldBe,

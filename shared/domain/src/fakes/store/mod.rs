@@ -6,7 +6,7 @@
 //! - `facts.rs`: `AddLedger`, `QuotaLedger`, `StaffLedger`;
 //! - `refresh.rs`: `CodeRecords`, `CodeLeases`, `FailureMarks`;
 //! - `schedules.rs`: `DueIndex`, `ScheduleFacts`;
-//! - `sweep.rs`: `DirtyIndex`, `FanOutMarks`, `FanOutIndex`, `SweepRuns`, `TenantDirectory`,
+//! - `sweep.rs`: `DirtyIndex`, `FanOutMarks`, `FanOutIndex`, `SweepRuns`, `TenantRegistry`,
 //!   `DriftLedger`.
 
 mod admin;
@@ -17,14 +17,14 @@ mod schedules;
 mod sweep;
 
 use crate::admin::{SecretsChanged, VersionedCode};
+use crate::codes::{CodeSnapshot, PushedList};
 use crate::dirty::DirtyWhy;
 use crate::facts::{AddFact, LimitClaim};
+use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::lanes::CodeAge;
-use crate::membership::{
-    AddCounts, CodeConfig, CodeId, DepartmentId, Employment, StaffFacts, StaffId, WeeklySchedule,
-};
+use crate::membership::{AddCounts, CodeConfig, Employment, StaffFacts, WeeklySchedule};
 use crate::owed::{Owed, WRITES_PER_TRANSACTION};
-use crate::refresh::{CodeSnapshot, Lease, PushRecord, PushedList, Tally};
+use crate::refresh::{Lease, PushRecord, Tally};
 use crate::schedules::{LimitReached, Minute, Subject};
 use crate::tenants::{TenantId, TenantProfile, Timezone};
 use crate::wecom::acquisition::AcquisitionLink;

@@ -1,12 +1,13 @@
 //! The single writer's records: a code's age, its last-pushed record, its lease, its marks.
 
 use super::InMemoryStore;
+use crate::codes::PushedList;
 use crate::dirty::{DirtyMarks, DirtyWhy};
+use crate::ids::{CodeId, StaffId};
 use crate::lanes::CodeAge;
-use crate::membership::{CodeId, RotationSlot, StaffId};
+use crate::membership::RotationSlot;
 use crate::refresh::{
-    Acquired, CodeLeases, CodeRecords, FailureMarks, FencedWrite, Lease, PushRecord, PushedList,
-    Tally,
+    Acquired, CodeLeases, CodeRecords, FailureMarks, FencedWrite, Lease, PushRecord, Tally,
 };
 use crate::tenants::TenantId;
 use crate::wecom::acquisition::AcquisitionLink;

@@ -2,7 +2,8 @@
 
 use super::InMemoryStore;
 use crate::facts::StaffLedger;
-use crate::membership::{CodeId, StaffId, WeeklySchedule};
+use crate::ids::{CodeId, StaffId};
+use crate::membership::WeeklySchedule;
 use crate::schedules::{CursorLease, Due, DueIndex, LimitReached, Minute, ScheduleFacts};
 use crate::tenants::{TenantId, Timezone};
 use crate::StoreError;

@@ -3,12 +3,13 @@
 
 use super::{InMemoryStore, StaffKey};
 use crate::dirty::{DirtyMark, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
+use crate::ids::{CodeId, StaffId};
+use crate::membership::Employment;
 use crate::membership::StaffFacts;
-use crate::membership::{CodeId, Employment, StaffId};
 use crate::reasons::FanOut;
 use crate::sweep::{
     CreationIntent, CreationIntents, DirtyIndex, DriftCounts, DriftLedger, DriftReport,
-    FanOutIndex, GuardTrip, LeavingStaff, LinkRetirements, SweepRuns, TenantDirectory,
+    FanOutIndex, GuardTrip, LeavingStaff, LinkRetirements, SweepRuns, TenantRegistry,
 };
 use crate::tenants::TenantId;
 use crate::StoreError;
@@ -214,7 +215,7 @@ impl SweepRuns for InMemoryStore {
 }
 
 #[async_trait::async_trait]
-impl TenantDirectory for InMemoryStore {
+impl TenantRegistry for InMemoryStore {
     async fn tenants_after(
         &self,
         after: Option<&TenantId>,

@@ -1,11 +1,9 @@
-//! The refresh function's limits on the table: the shared WeCom budget (docs/rules.md rule 6) and
-//! the marks a permanent failure leaves (rule 9; the dirty marks of rule 11 are `dirty.rs`).
+//! The shared WeCom budget on the table (docs/rules.md rule 6, `domain::budget`).
 
 use super::conditions::ConditionalWriteError;
-use super::{get_n, key, keys, n, unavailable, DynamoStore, Item};
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
-use domain::membership::{CodeId, StaffId};
-use domain::refresh::{exhausted, BudgetLimits, BudgetSlot, FailureMarks, Spend, WeComBudget};
+use super::{get_n, key, keys, n, DynamoStore, Item};
+use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use domain::budget::{exhausted, BudgetLimits, BudgetSlot, Spend, WeComBudget};
 use domain::tenants::TenantId;
 use domain::StoreError;
 
@@ -78,9 +76,9 @@ impl WeComBudget for DynamoBudget {
                 Ok(
                     exhausted(self.limits, hour_total, minute_total, now_ms).unwrap_or(
                         Spend::Exhausted {
-                            window: domain::refresh::Window::Minute,
-                            retry_after_ms: domain::refresh::reopens_in(
-                                domain::refresh::Window::Minute,
+                            window: domain::budget::Window::Minute,
+                            retry_after_ms: domain::budget::reopens_in(
+                                domain::budget::Window::Minute,
                                 now_ms,
                             ),
                         },
@@ -88,57 +86,5 @@ impl WeComBudget for DynamoBudget {
                 )
             }
         }
-    }
-}
-
-#[async_trait::async_trait]
-impl FailureMarks for DynamoStore {
-    /// Marks the code item; `snapshot` then answers "no such code", so no reason for it
-    /// reaches WeCom again. Only if the code item still exists (a deleted code stays deleted).
-    async fn mark_code_gone(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        at_ms: u64,
-    ) -> Result<(), StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::code(code))))
-            .update_expression("SET wecom_gone_at_ms = :at")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":at", n(at_ms))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(error) => error.refused_or_unavailable().map(|_| ()),
-        }
-    }
-
-    /// Sets `rejected_by_wecom` on the staff item and nothing else (the admin's writes leave
-    /// it alone, see `AdminStore::update_staff`).
-    async fn mark_staff_unusable(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-        errcode: i64,
-        at_ms: u64,
-    ) -> Result<(), StoreError> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
-            .update_expression(
-                "SET rejected_by_wecom = :yes, rejected_errcode = :errcode, rejected_at_ms = :at",
-            )
-            .expression_attribute_values(":yes", AttributeValue::Bool(true))
-            .expression_attribute_values(":errcode", n(errcode))
-            .expression_attribute_values(":at", n(at_ms))
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        Ok(())
     }
 }

@@ -7,7 +7,11 @@
 //! (`hour_total < per_hour AND minute_n < per_minute`), so both windows are checked and
 //! charged in the same atomic write: two racing workers cannot both take the last unit, and
 //! there is no read before the write. This module holds the pure arithmetic; the adapter is
-//! `adapters::dynamodb::limits` (`DynamoBudget`).
+//! `adapters::dynamodb::budget` (`DynamoBudget`).
+
+mod ports;
+
+pub use ports::WeComBudget;
 
 /// The API whose budget the refresh function spends.
 pub const UPDATE_CONTACT_WAY: &str = "update_contact_way";

@@ -1,0 +1,10 @@
+//! A code as stored and as read for a recompute: what the refresh, the admin API, the sweep
+//! and replay all read, so it sits below all four.
+
+mod ports;
+mod snapshot;
+mod stored;
+
+pub use ports::CodeFacts;
+pub use snapshot::{CodeSnapshot, PushedList};
+pub use stored::StoredCode;
