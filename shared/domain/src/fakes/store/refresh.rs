@@ -104,10 +104,18 @@ impl CodeRecords for InMemoryStore {
         staff: &StaffId,
         link: &AcquisitionLink,
     ) -> Result<AcquisitionLink, StoreError> {
-        Ok(self
-            .available()?
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), staff.clone());
+        // As the table's conditional write on the staff item: no item, no link kept.
+        if !tables.staff.contains_key(&key) {
+            return Err(StoreError::new(
+                "table",
+                "a link for a staff member who is not stored",
+            ));
+        }
+        Ok(tables
             .links
-            .entry((tenant.clone(), staff.clone()))
+            .entry(key)
             .or_insert_with(|| link.clone())
             .clone())
     }

@@ -1,0 +1,30 @@
+//! The contract against the in-memory fakes.
+
+use super::Fixture;
+use crate::fakes::{FakeBudget, InMemoryStore};
+use crate::refresh::BudgetLimits;
+
+struct InMemory {
+    store: InMemoryStore,
+}
+
+impl Fixture for InMemory {
+    type Store = InMemoryStore;
+    type Budget = FakeBudget;
+
+    fn store(&self) -> &InMemoryStore {
+        &self.store
+    }
+
+    fn budget(&self, limits: BudgetLimits) -> FakeBudget {
+        FakeBudget::limited(limits)
+    }
+}
+
+async fn in_memory() -> InMemory {
+    InMemory {
+        store: InMemoryStore::default(),
+    }
+}
+
+crate::store_contract!(in_memory);
