@@ -182,7 +182,7 @@ INVOKE_SHARD := 1
 FUZZ_SHARD := 3
 SHARD_1 := sweep admin_contract admin_lifecycle callback_reconfigured callback_route edits \
 	least_privilege logs_hold_no_secrets path sandbox staff_lifecycle
-SHARD_2 := schedules fan_out landing_page
+SHARD_2 := schedules fan_out landing_page store_contract
 SHARD_3 := operator_metrics refresh_limits path_faults quota_loop refresh_deadline refresh_lanes ops replay
 SHARDED_TESTS := $(foreach shard,$(SHARDS),$(SHARD_$(shard)))
 ifneq ($(sort $(SHARDED_TESTS)) $(words $(SHARDED_TESTS)),$(sort $(ALL_INTEGRATION_TESTS)) $(words $(ALL_INTEGRATION_TESTS)))

@@ -6,6 +6,9 @@ use crate::StoreError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// One hour's item: the hour's total and each minute's counter.
+type HourSpent = (u32, HashMap<String, u32>);
+
 #[derive(Default)]
 struct Left {
     /// Calls left (unlimited when `None`).
@@ -15,7 +18,7 @@ struct Left {
     /// With limits, the budget is kept as the table keeps it (`limited`): per tenant, API and
     /// UTC hour, the hour's total and each minute's counter.
     limits: Option<BudgetLimits>,
-    spent: HashMap<(TenantId, String, u64), (u32, HashMap<String, u32>)>,
+    spent: HashMap<(TenantId, String, u64), HourSpent>,
 }
 
 /// A budget of calls, unlimited until told otherwise. Clones share it.

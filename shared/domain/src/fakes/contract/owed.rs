@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 /// More staff than one transaction's index writes.
 const MANY: usize = WRITES_PER_TRANSACTION + 51;
 
-/// The staff of `staff` whose `codes_of_staff` lists `id`, and whether any lists another.
+/// The staff of `staff` whose `codes_of_staff` lists `id` (none may list another code).
 async fn finding<F: Fixture>(
     fixture: &F,
     tenant: &TenantId,
@@ -123,7 +123,7 @@ pub async fn deleting_a_code_takes_it_out_of_every_index<F: Fixture>(
             .codes_listing_department(&tenant, &sales)
             .await
             .expect("store available"),
-        [id.clone()]
+        std::slice::from_ref(&id)
     );
     store
         .delete_code(&tenant, &id)
