@@ -6,8 +6,9 @@ use crate::admin::{
     AdminStore, ProfileWrite, SecretsChanged, StaffChange, StaffUpdate, StoredProfile,
 };
 use crate::facts::{AddFact, AddLedger, CountOutcome, QuotaLedger, StaffLedger};
-use crate::membership::{CodeId, DepartmentId, Employment};
+use crate::membership::{CodeId, DepartmentId, Employment, WeeklySchedule};
 use crate::refresh::CodeRecords;
+use crate::refresh::FailureMarks;
 use crate::tenants::{TenantId, TenantProfile, Timezone};
 use crate::wecom::acquisition::AcquisitionLink;
 use std::collections::BTreeSet;
@@ -423,6 +424,102 @@ pub async fn an_older_department_list_never_replaces_a_newer_one<F: Fixture>(
     assert!(members(fixture, &tenant, &three).await.contains(&who));
 }
 
+pub async fn an_older_schedule_never_replaces_a_newer_one<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let store = fixture.store();
+    let who = staff("shifted");
+    let never = WeeklySchedule::default();
+    let at = now_ms();
+    assert!(store
+        .set_schedule(&tenant, &who, Some(&never), at)
+        .await
+        .expect("store available"));
+    assert!(
+        !store
+            .set_schedule(&tenant, &who, None, at - 1)
+            .await
+            .expect("store available"),
+        "an older removal is refused"
+    );
+    let schedule = |record: Option<crate::admin::StaffRecord>| {
+        record
+            .expect("the schedule stored the staff member")
+            .facts
+            .schedule
+    };
+    assert_eq!(
+        schedule(
+            store
+                .staff_record(&tenant, &who)
+                .await
+                .expect("store available")
+        ),
+        Some(never)
+    );
+    assert!(store
+        .set_schedule(&tenant, &who, None, at + 1)
+        .await
+        .expect("store available"));
+    assert_eq!(
+        schedule(
+            store
+                .staff_record(&tenant, &who)
+                .await
+                .expect("store available")
+        ),
+        None
+    );
+}
+
+pub async fn wecoms_refusal_of_a_staff_member_survives_every_later_staff_write<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let store = fixture.store();
+    let who = staff("refused");
+    store
+        .mark_staff_unusable(&tenant, &who, 60111, now_ms())
+        .await
+        .expect("store available");
+    let rejected = |record: Option<crate::admin::StaffRecord>| {
+        record
+            .expect("the mark stored the staff member")
+            .facts
+            .rejected_by_wecom
+    };
+    assert!(rejected(
+        store
+            .staff_record(&tenant, &who)
+            .await
+            .expect("store available")
+    ));
+    let change = StaffChange {
+        online: Some(true),
+        employment: Some(Employment::Active),
+    };
+    let Ok(StaffUpdate::Stored(facts)) = store.update_staff(&tenant, &who, &change, now_ms()).await
+    else {
+        panic!("the admin's write is stored");
+    };
+    assert!(facts.rejected_by_wecom && facts.online);
+    store
+        .set_employment(&tenant, &who, Employment::Disabled, now_ms())
+        .await
+        .expect("store available");
+    store
+        .set_schedule(&tenant, &who, None, now_ms())
+        .await
+        .expect("store available");
+    assert!(rejected(
+        store
+            .staff_record(&tenant, &who)
+            .await
+            .expect("store available")
+    ));
+}
+
 pub async fn an_add_delivered_twice_is_counted_once_at_its_first_time<F: Fixture>(
     fixture: &F,
     tenant: TenantId,
@@ -479,6 +576,25 @@ pub async fn an_add_delivered_twice_is_counted_once_at_its_first_time<F: Fixture
             .await
             .expect("store available"),
         2
+    );
+    let other = code("uncounted");
+    let adds = store
+        .adds_on_codes(
+            &tenant,
+            &add.staff,
+            &[add.code.clone(), other.clone()],
+            &add.day,
+        )
+        .await
+        .expect("store available");
+    let read: Vec<(CodeId, u32, u32, bool)> = adds
+        .into_iter()
+        .map(|a| (a.code, a.today, a.total, a.switches.is_some()))
+        .collect();
+    assert_eq!(
+        read,
+        [(add.code.clone(), 2, 2, false), (other, 0, 0, false)],
+        "each code's adds, and no limits for codes not stored"
     );
 }
 

@@ -8,8 +8,9 @@
 //! tenant, asserting only what the ports answer: pagination (`pagination.rs`), refused
 //! conditional writes (`conditions.rs`), edits whose index writes land in owed chunks
 //! (`owed.rs`), the per-code leases and the writes fenced on them (`leases.rs`), and the
-//! shared WeCom budget (`budget.rs`). `store_contract!` makes one test per case, so a case
-//! added to its list runs against both stores.
+//! shared WeCom budget (`budget.rs`), and records read back as written (`records.rs`).
+//! `store_contract!` makes one test per case, so a case added to its list runs against both
+//! stores.
 //!
 //! The cases touch only items under their own tenants, never the table's singletons (the
 //! schedule tick's cursor, the sweep's lease) nor the indexes the deployed functions poll
@@ -21,6 +22,7 @@ mod conditions;
 mod leases;
 mod owed;
 mod pagination;
+mod records;
 #[cfg(test)]
 mod tests;
 
@@ -29,11 +31,14 @@ pub use conditions::*;
 pub use leases::*;
 pub use owed::*;
 pub use pagination::*;
+pub use records::*;
 
 use crate::admin::AdminStore;
+use crate::dirty::DirtyMarks;
 use crate::facts::{AddLedger, QuotaLedger, StaffLedger};
 use crate::membership::{CodeConfig, CodeId, DepartmentId, Family, StaffId, Switches};
-use crate::refresh::{BudgetLimits, CodeLeases, CodeRecords, WeComBudget};
+use crate::refresh::{BudgetLimits, CodeLeases, CodeRecords, FailureMarks, WeComBudget};
+use crate::replay::ReplayRuns;
 use crate::sweep::DriftLedger;
 use crate::tenants::TenantId;
 
@@ -46,6 +51,9 @@ pub trait Fixture: Send + Sync {
         + DriftLedger
         + CodeRecords
         + CodeLeases
+        + FailureMarks
+        + DirtyMarks
+        + ReplayRuns
         + Send
         + Sync;
     type Budget: WeComBudget;
@@ -117,6 +125,8 @@ macro_rules! store_contract {
             a_resigned_staff_member_cannot_be_made_active_or_disabled_again,
             an_older_employment_fact_never_replaces_a_newer_one,
             an_older_department_list_never_replaces_a_newer_one,
+            an_older_schedule_never_replaces_a_newer_one,
+            wecoms_refusal_of_a_staff_member_survives_every_later_staff_write,
             an_add_delivered_twice_is_counted_once_at_its_first_time,
             the_first_link_kept_for_a_staff_member_is_the_one_every_writer_gets,
             a_link_for_a_staff_member_not_stored_is_kept_nowhere,
@@ -125,6 +135,9 @@ macro_rules! store_contract {
             deleting_a_code_takes_it_out_of_every_index,
             a_department_of_more_members_than_one_transaction_takes_is_on_every_members_record,
             a_code_listing_a_department_is_found_from_each_of_its_members_and_no_one_else,
+            a_codes_age_keeps_its_creation_and_moves_with_each_edit,
+            a_drift_report_adds_up_and_a_tripped_guard_holds_until_resumed,
+            a_replay_run_is_created_once_sees_each_callback_once_and_pages_its_codes,
             a_held_lease_is_refused_to_another_writer_until_it_expires,
             a_writer_whose_lease_was_taken_over_has_every_record_write_refused,
             a_record_write_under_a_lease_never_taken_is_refused,

@@ -205,9 +205,12 @@ impl FailureMarks for InMemoryStore {
     ) -> Result<(), StoreError> {
         let mut tables = self.available()?;
         tables.marks.unusable.push(staff.clone());
-        if let Some(facts) = tables.staff.get_mut(&(tenant.clone(), staff.clone())) {
-            facts.rejected_by_wecom = true;
-        }
+        // As the table's update of the staff item: one not stored yet is stored, refused.
+        tables
+            .staff
+            .entry((tenant.clone(), staff.clone()))
+            .or_insert(super::NEW_STAFF)
+            .rejected_by_wecom = true;
         Ok(())
     }
 }
