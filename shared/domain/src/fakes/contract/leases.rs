@@ -1,10 +1,12 @@
 //! The per-code lease (`crate::refresh::lease`): one writer at a time, free again when it
 //! expires or is given back, and every record write fenced on it. The fence is the holder:
-//! a new acquisition is a new holder, so an old holder's writes are refused.
+//! a new acquisition is a new holder, so an old holder's writes are refused. A limit claim
+//! is held the same way: by its owner until its lease ends, taken over only as it was read.
 
 use super::{code, now_ms, staff, Fixture};
+use crate::facts::{ClaimOutcome, LimitClaim, QuotaLedger};
 use crate::lanes::Lane;
-use crate::membership::{CodeId, RotationSlot};
+use crate::membership::{CodeId, Limit, RotationSlot};
 use crate::refresh::{Acquired, CodeLeases, CodeRecords, FencedWrite, Lease, PushRecord};
 use crate::tenants::TenantId;
 
@@ -192,5 +194,95 @@ pub async fn a_released_lease_is_free_at_once_but_a_stale_release_frees_nothing<
     assert_eq!(
         record_writes(fixture, &tenant, &id, &second, at + 4).await,
         [FencedWrite::Written; 3]
+    );
+}
+
+pub async fn a_limit_claim_is_owned_by_its_first_claimer_and_taken_over_only_as_read<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let store = fixture.store();
+    let at = now_ms();
+    // Leases an hour out: the deployed sweep takes over only claims whose lease has ended.
+    let claim = LimitClaim {
+        tenant: tenant.clone(),
+        staff: staff("ann"),
+        limit: Limit::CodeDaily,
+        day: "2026-12-05".into(),
+        code: Some(code("capped")),
+        owner: "add-1".into(),
+        claimed_at_ms: at,
+        lease_until_ms: at + 3_600_000,
+    };
+    let claim_as = |owner: &str| LimitClaim {
+        owner: owner.to_owned(),
+        ..claim.clone()
+    };
+    let outcome =
+        |c: LimitClaim| async move { store.claim_limit(&c).await.expect("store available") };
+    assert_eq!(
+        outcome(claim.clone()).await,
+        ClaimOutcome::Owned { notified: false }
+    );
+    assert_eq!(
+        outcome(claim.clone()).await,
+        ClaimOutcome::Owned { notified: false },
+        "a redelivery of the owner's add still owns it"
+    );
+    assert_eq!(
+        outcome(claim_as("add-2")).await,
+        ClaimOutcome::TakenByAnother
+    );
+    let misread = LimitClaim {
+        lease_until_ms: claim.lease_until_ms + 1,
+        ..claim.clone()
+    };
+    assert!(
+        !store
+            .take_over(&misread, "sweep-1", at + 7_200_000)
+            .await
+            .expect("store available"),
+        "a take-over from a stale read is refused"
+    );
+    assert!(store
+        .take_over(&claim, "sweep-1", at + 7_200_000)
+        .await
+        .expect("store available"));
+    assert!(
+        !store
+            .take_over(&claim, "sweep-2", at + 7_200_000)
+            .await
+            .expect("store available"),
+        "the claim as first read is gone"
+    );
+    store
+        .mark_notified(&claim, 1)
+        .await
+        .expect("a former owner's mark is no error");
+    assert_eq!(
+        outcome(claim_as("sweep-1")).await,
+        ClaimOutcome::Owned { notified: false },
+        "a former owner's mark is not recorded"
+    );
+    assert_eq!(outcome(claim.clone()).await, ClaimOutcome::TakenByAnother);
+    let taken = LimitClaim {
+        owner: "sweep-1".into(),
+        lease_until_ms: at + 7_200_000,
+        ..claim.clone()
+    };
+    store
+        .mark_notified(&taken, 1)
+        .await
+        .expect("store available");
+    assert_eq!(
+        outcome(claim_as("sweep-1")).await,
+        ClaimOutcome::Owned { notified: true }
+    );
+    assert!(
+        !store
+            .take_over(&taken, "sweep-2", at + 9_000_000)
+            .await
+            .expect("store available"),
+        "a notified claim is never taken over"
     );
 }
