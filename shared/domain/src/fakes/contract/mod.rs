@@ -7,15 +7,16 @@
 //! Each case is a function of a `Fixture` (the store and budget under test) and a fresh
 //! tenant, asserting only what the ports answer: pagination (`pagination.rs`), refused
 //! conditional writes (`conditions.rs`), edits whose index writes land in owed chunks
-//! (`owed.rs`), the per-code leases and the writes fenced on them (`leases.rs`), and the
-//! shared WeCom budget (`budget.rs`), and records read back as written (`records.rs`).
-//! `store_contract!` makes one test per case, so a case added to its list runs against both
-//! stores.
+//! (`owed.rs`), the per-code leases, the writes fenced on them and the limit claims
+//! (`leases.rs`), the shared WeCom budget (`budget.rs`), and records read back as written
+//! (`records.rs`). `store_contract!` makes one test per case, so a case added to its list runs
+//! against both stores.
 //!
-//! The cases touch only items under their own tenants, never the table's singletons (the
-//! schedule tick's cursor, the sweep's lease) nor the indexes the deployed functions poll
-//! (dirty marks, open claims, creation intents, resigned staff), so they can run beside the
-//! other integration tests on one world.
+//! The cases touch only items under their own tenants (and replay runs named after them),
+//! never the table's singletons (the schedule tick's cursor, the sweep's lease), and leave
+//! nothing in the indexes the deployed functions poll (dirty marks, open claims, creation
+//! intents, resigned staff, due items): the one limit claim is open for its case's seconds
+//! with its lease an hour out. So they run beside the other integration tests on one world.
 
 mod budget;
 mod conditions;
@@ -92,7 +93,7 @@ fn department(raw: &str) -> DepartmentId {
     DepartmentId::parse(raw).expect("valid department id")
 }
 
-/// `count` staff ids `{prefix}0000`.. in id order.
+/// Staff ids `{prefix}NNNN` for each number of `range`, in id order.
 fn numbered_staff(prefix: &str, range: std::ops::Range<usize>) -> Vec<StaffId> {
     range.map(|i| staff(&format!("{prefix}{i:04}"))).collect()
 }
