@@ -62,6 +62,9 @@ pub trait Fixture: Send + Sync {
     fn store(&self) -> &Self::Store;
     /// A budget with `limits` on the same storage.
     fn budget(&self, limits: BudgetLimits) -> Self::Budget;
+    /// After `transactions` more `TransactWriteItems` succeed, every one fails (as an outage
+    /// or a timed-out function cuts an edit short); `None` heals the store.
+    fn fail_transactions_after(&self, transactions: Option<usize>);
 }
 
 /// A tenant no other case (nor an earlier run on the same table) has written under.
@@ -134,6 +137,7 @@ macro_rules! store_contract {
             a_code_seating_more_staff_than_one_transaction_takes_is_found_from_every_one,
             an_edit_of_a_large_seat_list_moves_every_index_entry_and_a_repeat_changes_nothing,
             deleting_a_code_takes_it_out_of_every_index,
+            an_edit_cut_short_after_storing_its_configuration_is_finished_by_the_next_edit,
             a_department_of_more_members_than_one_transaction_takes_is_on_every_members_record,
             a_code_listing_a_department_is_found_from_each_of_its_members_and_no_one_else,
             a_codes_age_keeps_its_creation_and_moves_with_each_edit,

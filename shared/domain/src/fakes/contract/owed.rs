@@ -156,6 +156,67 @@ pub async fn deleting_a_code_takes_it_out_of_every_index<F: Fixture>(
     assert_eq!(recreated.version, 1);
 }
 
+pub async fn an_edit_cut_short_after_storing_its_configuration_is_finished_by_the_next_edit<
+    F: Fixture,
+>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let store = fixture.store();
+    let id = code("cut");
+    let [a, b, c, d] = [0, 1, 2, 3].map(|i| numbered_staff("k", i * 60..i * 60 + MANY));
+    let everyone = numbered_staff("k", 0..3 * 60 + MANY);
+    let set = |staff: &[StaffId]| staff.iter().cloned().collect::<BTreeSet<_>>();
+    store
+        .put_code(&tenant, &id, &config(a), None, now_ms())
+        .await
+        .expect("store available")
+        .expect("created");
+    // The configuration and what it owes land in the first transaction, the chunks never.
+    fixture.fail_transactions_after(Some(1));
+    let cut = store
+        .put_code(&tenant, &id, &config(b.clone()), Some(1), now_ms())
+        .await;
+    assert!(cut.is_err(), "an edit cut short fails: {cut:?}");
+    fixture.fail_transactions_after(None);
+    let stored = store
+        .code(&tenant, &id)
+        .await
+        .expect("store available")
+        .expect("stored");
+    assert_eq!(
+        (stored.version, stored.code.config),
+        (2, config(b.clone())),
+        "the configuration landed"
+    );
+    store
+        .put_code(&tenant, &id, &config(b.clone()), Some(2), now_ms())
+        .await
+        .expect("store available")
+        .expect("the same edit again");
+    assert_eq!(
+        finding(fixture, &tenant, &everyone, &id).await,
+        set(&b),
+        "a repeat finishes what the edit owed"
+    );
+    fixture.fail_transactions_after(Some(1));
+    let cut = store
+        .put_code(&tenant, &id, &config(c), Some(3), now_ms())
+        .await;
+    assert!(cut.is_err(), "an edit cut short fails: {cut:?}");
+    fixture.fail_transactions_after(None);
+    store
+        .put_code(&tenant, &id, &config(d.clone()), Some(4), now_ms())
+        .await
+        .expect("store available")
+        .expect("another edit from the version stored");
+    assert_eq!(
+        finding(fixture, &tenant, &everyone, &id).await,
+        set(&d),
+        "another edit finishes what the one it replaced owed"
+    );
+}
+
 /// The staff among `staff` whose own record lists `sales`.
 async fn listing<F: Fixture>(
     fixture: &F,

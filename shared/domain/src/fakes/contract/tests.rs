@@ -19,6 +19,10 @@ impl Fixture for InMemory {
     fn budget(&self, limits: BudgetLimits) -> FakeBudget {
         FakeBudget::limited(limits)
     }
+
+    fn fail_transactions_after(&self, transactions: Option<usize>) {
+        self.store.fail_transactions_after(transactions);
+    }
 }
 
 async fn in_memory() -> InMemory {
