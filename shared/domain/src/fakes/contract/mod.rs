@@ -139,6 +139,7 @@ macro_rules! store_contract {
             deleting_a_code_takes_it_out_of_every_index,
             an_edit_cut_short_after_storing_its_configuration_is_finished_by_the_next_edit,
             a_department_of_more_members_than_one_transaction_takes_is_on_every_members_record,
+            a_department_replacement_cut_short_is_finished_by_the_next_one,
             a_code_listing_a_department_is_found_from_each_of_its_members_and_no_one_else,
             a_codes_age_keeps_its_creation_and_moves_with_each_edit,
             a_drift_report_adds_up_and_a_tripped_guard_holds_until_resumed,

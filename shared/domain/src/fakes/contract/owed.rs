@@ -277,6 +277,47 @@ pub async fn a_department_of_more_members_than_one_transaction_takes_is_on_every
     assert!(left.departments.is_empty());
 }
 
+pub async fn a_department_replacement_cut_short_is_finished_by_the_next_one<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let store = fixture.store();
+    let sales = department("77");
+    let [a, b, c] = [0, 1, 2].map(|i| {
+        numbered_staff("r", i * 60..i * 60 + MANY)
+            .into_iter()
+            .collect::<BTreeSet<_>>()
+    });
+    let everyone = numbered_staff("r", 0..2 * 60 + MANY);
+    store
+        .set_department_members(&tenant, &sales, &a, now_ms())
+        .await
+        .expect("store available");
+    fixture.fail_transactions_after(Some(1));
+    let cut = store
+        .set_department_members(&tenant, &sales, &b, now_ms())
+        .await;
+    assert!(cut.is_err(), "a replacement cut short fails: {cut:?}");
+    fixture.fail_transactions_after(None);
+    assert_eq!(
+        store
+            .department_members(&tenant, &sales)
+            .await
+            .expect("store available"),
+        Some(b),
+        "the members landed"
+    );
+    store
+        .set_department_members(&tenant, &sales, &c, now_ms())
+        .await
+        .expect("store available");
+    assert_eq!(
+        listing(fixture, &tenant, &everyone, &sales).await,
+        c,
+        "the next replacement finishes what the one it replaced owed"
+    );
+}
+
 pub async fn a_code_listing_a_department_is_found_from_each_of_its_members_and_no_one_else<
     F: Fixture,
 >(
