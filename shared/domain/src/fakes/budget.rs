@@ -1,9 +1,13 @@
 //! The tenants' shared WeCom budget.
 
-use crate::budget::{reopens_in, Spend, WeComBudget, Window};
+use crate::budget::{exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, WeComBudget, Window};
 use crate::tenants::TenantId;
 use crate::StoreError;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// One hour's item: the hour's total and each minute's counter.
+type HourSpent = (u32, HashMap<String, u32>);
 
 #[derive(Default)]
 struct Left {
@@ -11,6 +15,10 @@ struct Left {
     calls: Option<u32>,
     /// When spent, how long until calls may be made again (the minute's end when `None`).
     retry_after_ms: Option<u64>,
+    /// With limits, the budget is kept as the table keeps it (`limited`): per tenant, API and
+    /// UTC hour, the hour's total and each minute's counter.
+    limits: Option<BudgetLimits>,
+    spent: HashMap<(TenantId, String, u64), HourSpent>,
 }
 
 /// A budget of calls, unlimited until told otherwise. Clones share it.
@@ -30,7 +38,17 @@ impl FakeBudget {
         *budget.left() = Left {
             calls: Some(0),
             retry_after_ms: Some(retry_after_ms),
+            ..Left::default()
         };
+        budget
+    }
+
+    /// A budget of `limits` per tenant and API, spent as `adapters::dynamodb::DynamoBudget`
+    /// spends it: both windows checked and charged at once, a refusal charging nothing and
+    /// naming the full window (the hour's first). The store contract holds the two to it.
+    pub fn limited(limits: BudgetLimits) -> Self {
+        let budget = Self::default();
+        budget.left().limits = Some(limits);
         budget
     }
 
@@ -42,8 +60,27 @@ impl FakeBudget {
 
 #[async_trait::async_trait]
 impl WeComBudget for FakeBudget {
-    async fn spend(&self, _: &TenantId, _: &str, now_ms: u64) -> Result<Spend, StoreError> {
+    async fn spend(&self, tenant: &TenantId, api: &str, now_ms: u64) -> Result<Spend, StoreError> {
         let mut left = self.left();
+        if let Some(limits) = left.limits {
+            let slot = BudgetSlot::at(now_ms);
+            let (hour, minutes) = left
+                .spent
+                .entry((tenant.clone(), api.to_owned(), slot.hour))
+                .or_default();
+            let minute = minutes.entry(slot.minute_counter).or_default();
+            if *hour < limits.per_hour && *minute < limits.per_minute {
+                *hour += 1;
+                *minute += 1;
+                return Ok(Spend::Granted);
+            }
+            return Ok(
+                exhausted(limits, *hour, *minute, now_ms).unwrap_or(Spend::Exhausted {
+                    window: Window::Minute,
+                    retry_after_ms: reopens_in(Window::Minute, now_ms),
+                }),
+            );
+        }
         let retry_after_ms = left.retry_after_ms;
         match left.calls.as_mut() {
             Some(0) => Ok(Spend::Exhausted {

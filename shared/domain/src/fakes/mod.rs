@@ -7,12 +7,15 @@
 //! - `FakeBudget`: the tenants' WeCom budget;
 //! - `InMemoryCallbackSettings` and `InMemoryInbox`: the callback's ports (`intake`);
 //! - `InMemoryRotations`: the landing page's rotation records (`landing`);
-//! - `AdminWorld`: the admin commands on the fakes above.
+//! - `AdminWorld`: the admin commands on the fakes above;
+//! - `contract`: the cases every store must answer alike, run against these fakes and the
+//!   DynamoDB adapter.
 //!
 //! Each records what it was asked and has switches to fail, so a test can assert both.
 
 mod admin;
 mod budget;
+pub mod contract;
 mod intake;
 mod landing;
 mod queues;

@@ -751,11 +751,7 @@ async fn carol_resigned_with_a_link(world: &World, resigned_at_ms: u64) -> Strin
         link_id: "link-carol".into(),
         url: "https://work.weixin.qq.com/ca/link-carol".into(),
     };
-    world
-        .store()
-        .keep_link(&tenant(), &staff("carol"), &link)
-        .await
-        .expect("kept");
+    // Stored first: the table keeps a link only on a stored staff member.
     world
         .store()
         .set_employment(
@@ -766,6 +762,11 @@ async fn carol_resigned_with_a_link(world: &World, resigned_at_ms: u64) -> Strin
         )
         .await
         .expect("set");
+    world
+        .store()
+        .keep_link(&tenant(), &staff("carol"), &link)
+        .await
+        .expect("kept");
     link.link_id
 }
 

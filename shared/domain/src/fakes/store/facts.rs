@@ -163,6 +163,9 @@ impl StaffLedger for InMemoryStore {
         if let Some(at_ms) = tables.employment_at_ms.remove(&old) {
             tables.employment_at_ms.insert(new.clone(), at_ms);
         }
+        if let Some(at_ms) = tables.departments_at_ms.remove(&old) {
+            tables.departments_at_ms.insert(new.clone(), at_ms);
+        }
         if let Some(departments) = tables.staff_departments.remove(&old) {
             for department in &departments {
                 if let Some(members) = tables
@@ -200,12 +203,21 @@ impl StaffLedger for InMemoryStore {
         tenant: &TenantId,
         staff: &StaffId,
         departments: &BTreeSet<DepartmentId>,
-        _at_ms: u64,
+        at_ms: u64,
     ) -> Result<Vec<DepartmentId>, StoreError> {
         let mut tables = self.available()?;
-        tables
-            .staff_departments
-            .insert((tenant.clone(), staff.clone()), departments.clone());
+        let key = (tenant.clone(), staff.clone());
+        // As the table's write conditioned on the list's time: an older list changes nothing.
+        if tables
+            .departments_at_ms
+            .get(&key)
+            .is_some_and(|&set| set > at_ms)
+        {
+            return Ok(Vec::new());
+        }
+        tables.departments_at_ms.insert(key.clone(), at_ms);
+        tables.staff.entry(key.clone()).or_insert(NEW_STAFF);
+        tables.staff_departments.insert(key, departments.clone());
         for department in departments {
             tables
                 .departments
@@ -256,10 +268,10 @@ impl StaffLedger for InMemoryStore {
             },
             |tables| tables.department_owed.entry(owed_key.clone()).or_default(),
             |tables, staff, member| {
-                let departments = tables
-                    .staff_departments
-                    .entry((tenant.clone(), staff.clone()))
-                    .or_default();
+                let key = (tenant.clone(), staff.clone());
+                // The table's update of a member's departments creates their staff item.
+                tables.staff.entry(key.clone()).or_insert(NEW_STAFF);
+                let departments = tables.staff_departments.entry(key).or_default();
                 if member {
                     departments.insert(department.clone());
                 } else {

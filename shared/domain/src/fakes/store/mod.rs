@@ -93,8 +93,9 @@ struct Tables {
     /// The schedule tick's due items, and when each staff member's schedule was set.
     due: BTreeMap<(TenantId, Subject), Minute>,
     schedule_at_ms: HashMap<StaffKey, u64>,
-    /// When each staff member's employment was set.
+    /// When each staff member's employment and departments were set.
     employment_at_ms: HashMap<StaffKey, u64>,
+    departments_at_ms: HashMap<StaffKey, u64>,
     /// A contact way another request stores first, just before the next `set_config_id`.
     race: HashMap<CodeKey, String>,
     /// Members another edit sets on a code just before the next conditional `put_code`.

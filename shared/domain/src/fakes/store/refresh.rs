@@ -105,10 +105,18 @@ impl CodeRecords for InMemoryStore {
         staff: &StaffId,
         link: &AcquisitionLink,
     ) -> Result<AcquisitionLink, StoreError> {
-        Ok(self
-            .available()?
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), staff.clone());
+        // As the table's conditional write on the staff item: no item, no link kept.
+        if !tables.staff.contains_key(&key) {
+            return Err(StoreError::new(
+                "table",
+                "a link for a staff member who is not stored",
+            ));
+        }
+        Ok(tables
             .links
-            .entry((tenant.clone(), staff.clone()))
+            .entry(key)
             .or_insert_with(|| link.clone())
             .clone())
     }
@@ -198,9 +206,12 @@ impl FailureMarks for InMemoryStore {
     ) -> Result<(), StoreError> {
         let mut tables = self.available()?;
         tables.marks.unusable.push(staff.clone());
-        if let Some(facts) = tables.staff.get_mut(&(tenant.clone(), staff.clone())) {
-            facts.rejected_by_wecom = true;
-        }
+        // As the table's update of the staff item: one not stored yet is stored, refused.
+        tables
+            .staff
+            .entry((tenant.clone(), staff.clone()))
+            .or_insert(super::NEW_STAFF)
+            .rejected_by_wecom = true;
         Ok(())
     }
 }

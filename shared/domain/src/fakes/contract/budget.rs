@@ -1,0 +1,115 @@
+//! The shared WeCom budget (docs/rules.md rule 6): both windows checked and charged in one
+//! step, a refusal charging nothing and naming the window that is full and when it reopens.
+
+use super::{now_ms, Fixture};
+use crate::budget::{reopens_in, BudgetLimits, Spend, WeComBudget, Window};
+use crate::tenants::TenantId;
+
+const MINUTE_MS: u64 = 60_000;
+const HOUR_MS: u64 = 60 * MINUTE_MS;
+
+const LIMITS: BudgetLimits = BudgetLimits {
+    per_minute: 3,
+    per_hour: 5,
+};
+
+/// Ten and a half minutes into the next UTC hour: near now (the table collects budget items
+/// two hours after theirs), with room for the minutes the cases step through.
+fn next_hour() -> u64 {
+    (now_ms() / HOUR_MS + 1) * HOUR_MS + 10 * MINUTE_MS + 30_000
+}
+
+async fn spend<B: WeComBudget>(budget: &B, tenant: &TenantId, api: &str, at_ms: u64) -> Spend {
+    budget
+        .spend(tenant, api, at_ms)
+        .await
+        .expect("store available")
+}
+
+fn refused(window: Window, at_ms: u64) -> Spend {
+    Spend::Exhausted {
+        window,
+        retry_after_ms: reopens_in(window, at_ms),
+    }
+}
+
+pub async fn spends_beyond_the_minutes_budget_are_refused_until_the_next_minute<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let budget = fixture.budget(LIMITS);
+    let at = next_hour();
+    for i in 0..3 {
+        assert_eq!(spend(&budget, &tenant, "api", at + i).await, Spend::Granted);
+    }
+    assert_eq!(
+        spend(&budget, &tenant, "api", at + 3).await,
+        refused(Window::Minute, at + 3)
+    );
+    assert_eq!(
+        spend(&budget, &tenant, "api", at + 29_000).await,
+        Spend::Exhausted {
+            window: Window::Minute,
+            retry_after_ms: 1_000
+        },
+        "refused until the minute's end"
+    );
+    assert_eq!(
+        spend(&budget, &tenant, "api", at + 30_000).await,
+        Spend::Granted,
+        "the next minute reopens it"
+    );
+}
+
+pub async fn spends_beyond_the_hours_budget_are_refused_until_the_next_hour<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let budget = fixture.budget(LIMITS);
+    let at = next_hour();
+    let granted = [at, at + 1, at + 2, at + MINUTE_MS, at + MINUTE_MS + 1];
+    for when in granted {
+        assert_eq!(spend(&budget, &tenant, "api", when).await, Spend::Granted);
+    }
+    let later = at + 5 * MINUTE_MS;
+    assert_eq!(
+        spend(&budget, &tenant, "api", later).await,
+        refused(Window::Hour, later),
+        "a fresh minute in a spent hour"
+    );
+    assert_eq!(
+        spend(&budget, &tenant, "api", at + 3).await,
+        refused(Window::Hour, at + 3),
+        "a full minute in a full hour waits for the hour"
+    );
+    let next = (at / HOUR_MS + 1) * HOUR_MS;
+    assert_eq!(
+        spend(&budget, &tenant, "api", next).await,
+        Spend::Granted,
+        "the next hour reopens it"
+    );
+}
+
+pub async fn each_tenant_and_each_api_spends_its_own_budget<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let budget = fixture.budget(LIMITS);
+    let neighbour = super::fresh_tenant();
+    let at = next_hour();
+    for i in 0..3 {
+        assert_eq!(spend(&budget, &tenant, "api", at + i).await, Spend::Granted);
+    }
+    assert_eq!(
+        spend(&budget, &tenant, "api", at + 3).await,
+        refused(Window::Minute, at + 3)
+    );
+    assert_eq!(
+        spend(&budget, &tenant, "other_api", at + 4).await,
+        Spend::Granted
+    );
+    assert_eq!(
+        spend(&budget, &neighbour, "api", at + 5).await,
+        Spend::Granted
+    );
+}

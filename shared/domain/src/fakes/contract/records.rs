@@ -1,0 +1,203 @@
+//! Records read back as they were written: a code's age, the drift read-back's own records,
+//! a replay run's record.
+
+use super::{code, config, now_ms, staff, Fixture};
+use crate::admin::AdminStore;
+use crate::dirty::DirtyMarks;
+use crate::ids::CodeId;
+use crate::lanes::CodeAge;
+use crate::refresh::CodeRecords;
+use crate::replay::{ReplayRuns, Selection};
+use crate::sweep::{DriftCounts, DriftLedger, DriftReport, GuardTrip};
+use crate::tenants::TenantId;
+
+pub async fn a_codes_age_keeps_its_creation_and_moves_with_each_edit<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let store = fixture.store();
+    let id = code("aged");
+    assert_eq!(
+        store.age(&tenant, &id).await.expect("store available"),
+        None
+    );
+    let created = now_ms();
+    store
+        .put_code(&tenant, &id, &config(vec![staff("ann")]), None, created)
+        .await
+        .expect("store available")
+        .expect("created");
+    assert_eq!(
+        store.age(&tenant, &id).await.expect("store available"),
+        Some(CodeAge {
+            created_at_ms: created,
+            updated_at_ms: created,
+        })
+    );
+    store
+        .put_code(
+            &tenant,
+            &id,
+            &config(vec![staff("bob")]),
+            Some(1),
+            created + 500,
+        )
+        .await
+        .expect("store available")
+        .expect("edited");
+    assert_eq!(
+        store.age(&tenant, &id).await.expect("store available"),
+        Some(CodeAge {
+            created_at_ms: created,
+            updated_at_ms: created + 500,
+        })
+    );
+}
+
+pub async fn a_drift_report_adds_up_and_a_tripped_guard_holds_until_resumed<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let store = fixture.store();
+    let day = "2026-12-05";
+    let empty = DriftReport {
+        day: day.to_owned(),
+        ..DriftReport::default()
+    };
+    assert_eq!(
+        store.report(&tenant, day).await.expect("store available"),
+        empty
+    );
+    for (read, differing, stale_confirmed) in [(5, 2, 1), (3, 1, 0)] {
+        let counts = DriftCounts {
+            read,
+            differing,
+            stale_confirmed,
+        };
+        store
+            .add_to_report(&tenant, day, &counts)
+            .await
+            .expect("store available");
+    }
+    store
+        .count_repaired(&tenant, day)
+        .await
+        .expect("store available");
+    assert_eq!(
+        store.report(&tenant, day).await.expect("store available"),
+        DriftReport {
+            day: day.to_owned(),
+            read: 8,
+            differing: 3,
+            repaired: 1,
+            stale_confirmed: 1,
+        }
+    );
+    assert_eq!(
+        store
+            .report(&tenant, "2026-12-06")
+            .await
+            .expect("store available")
+            .read,
+        0,
+        "each day has its own report"
+    );
+    assert_eq!(store.guard(&tenant).await.expect("store available"), None);
+    assert!(
+        !store.resume(&tenant).await.expect("store available"),
+        "nothing to resume"
+    );
+    let trip = GuardTrip {
+        tripped_at_ms: now_ms(),
+        sampled: 10,
+        differing: 7,
+    };
+    store
+        .trip_guard(&tenant, &trip)
+        .await
+        .expect("store available");
+    assert_eq!(
+        store.guard(&tenant).await.expect("store available"),
+        Some(trip)
+    );
+    assert!(store.resume(&tenant).await.expect("store available"));
+    assert_eq!(store.guard(&tenant).await.expect("store available"), None);
+    assert_eq!(
+        store.sample_cursor(&tenant).await.expect("store available"),
+        None
+    );
+    for after in [code("c1"), code("c0")] {
+        store
+            .save_sample_cursor(&tenant, &after)
+            .await
+            .expect("store available");
+        assert_eq!(
+            store.sample_cursor(&tenant).await.expect("store available"),
+            Some(after),
+            "the cursor saved last, even an earlier code"
+        );
+    }
+}
+
+pub async fn a_replay_run_is_created_once_sees_each_callback_once_and_pages_its_codes<
+    F: Fixture,
+>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let store = fixture.store();
+    // Run ids are global: the tenant's makes it unique.
+    let run = format!("run-{tenant}");
+    let selection = Selection {
+        tenant: tenant.clone(),
+        from_ms: now_ms() - 3_600_000,
+        to_ms: now_ms(),
+        code: None,
+        event_type: None,
+    };
+    assert!(store
+        .create(&run, &selection, false, now_ms())
+        .await
+        .expect("store available"));
+    assert!(
+        !store
+            .create(&run, &selection, true, now_ms())
+            .await
+            .expect("store available"),
+        "a run is created once"
+    );
+    assert!(store
+        .first_sight(&run, "key-1")
+        .await
+        .expect("store available"));
+    assert!(!store
+        .first_sight(&run, "key-1")
+        .await
+        .expect("store available"));
+    assert!(store
+        .first_sight(&run, "key-2")
+        .await
+        .expect("store available"));
+    let noted = ["q", "b", "x", "b", "a", "q"].map(code);
+    for id in &noted {
+        store.note_code(&run, id).await.expect("store available");
+    }
+    let mut read: Vec<Vec<CodeId>> = Vec::new();
+    let mut after: Option<CodeId> = None;
+    loop {
+        let page = store
+            .codes(&run, after.as_ref(), 2)
+            .await
+            .expect("store available");
+        if page.is_empty() || read.len() > 10 {
+            break;
+        }
+        after = page.last().cloned();
+        read.push(page);
+    }
+    assert_eq!(
+        read,
+        [vec![code("a"), code("b")], vec![code("q"), code("x")]],
+        "each code once, in code order, pages of at most the limit"
+    );
+}
