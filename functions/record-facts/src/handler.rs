@@ -37,24 +37,12 @@ mod tests {
     use domain::dirty::DirtyWhy;
     use domain::fakes::{InMemoryQueues, InMemoryStore};
     use domain::replay::Archiving;
-    use domain::tenants::{TenantId, TenantProfile};
-    use domain::wecom::reference_vectors::V1;
     use lambda_runtime::Context;
 
     /// The table, with the sample's tenant, and the queues.
     fn fakes() -> (InMemoryStore, InMemoryQueues) {
         let store = InMemoryStore::default();
-        store.insert_profile(
-            &TenantId::parse("demo").expect("valid"),
-            TenantProfile {
-                corp_id: V1.corp_id.into(),
-                callback_token: V1.token.into(),
-                encoding_aes_key: V1.encoding_aes_key.into(),
-                corp_secret: "s".into(),
-                timezone: Default::default(),
-                company_daily_cap: None,
-            },
-        );
+        store.insert_reference_tenant();
         (store, InMemoryQueues::default())
     }
 

@@ -45,8 +45,6 @@ mod tests {
     use domain::fakes::{InMemoryQueues, InMemoryStore};
     use domain::intake::InboxMessage;
     use domain::replay::{CallbackArchive, Page, Phase};
-    use domain::tenants::{TenantId, TenantProfile};
-    use domain::wecom::reference_vectors::V1;
     use lambda_runtime::Context;
 
     type Fixture = Replayer<
@@ -75,18 +73,7 @@ mod tests {
 
     /// The sample's tenant, and the add of the inbox sample archived in the sample's window.
     async fn fixture(store: &InMemoryStore, queues: &InMemoryQueues) -> Fixture {
-        let tenant = TenantId::parse("demo").expect("valid");
-        store.insert_profile(
-            &tenant,
-            TenantProfile {
-                corp_id: V1.corp_id.into(),
-                callback_token: V1.token.into(),
-                encoding_aes_key: V1.encoding_aes_key.into(),
-                corp_secret: "s".into(),
-                timezone: Default::default(),
-                company_daily_cap: None,
-            },
-        );
+        store.insert_reference_tenant();
         let path = format!(
             "{}/../../events/sqs-inbox-add-and-poison.json",
             env!("CARGO_MANIFEST_DIR")

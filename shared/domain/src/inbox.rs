@@ -97,8 +97,6 @@ where
 mod tests {
     use super::*;
     use crate::fakes::{InMemoryQueues, InMemoryStore};
-    use crate::tenants::{TenantId, TenantProfile};
-    use crate::wecom::reference_vectors::V1;
 
     type Recorder = FactRecorder<InMemoryStore, InMemoryStore, InMemoryQueues, InMemoryQueues>;
 
@@ -114,17 +112,7 @@ mod tests {
         InboxExits<InMemoryQueues, InMemoryStore>,
     ) {
         let store = InMemoryStore::default();
-        store.insert_profile(
-            &TenantId::parse("demo").expect("valid"),
-            TenantProfile {
-                corp_id: V1.corp_id.into(),
-                callback_token: V1.token.into(),
-                encoding_aes_key: V1.encoding_aes_key.into(),
-                corp_secret: "s".into(),
-                timezone: Default::default(),
-                company_daily_cap: None,
-            },
-        );
+        store.insert_reference_tenant();
         let queues = InMemoryQueues::default();
         let recorder = FactRecorder::new(
             store.clone(),

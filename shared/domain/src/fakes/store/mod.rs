@@ -283,6 +283,25 @@ impl InMemoryStore {
 
     // ---------------------------------------------------------------- tenants and staff
 
+    /// The tenant the sample events are signed for (`demo`, with the reference vectors' corp,
+    /// token and key), as the handlers' tests and the inbox's need it; returns its id.
+    pub fn insert_reference_tenant(&self) -> TenantId {
+        let vectors = &crate::wecom::reference_vectors::V1;
+        let tenant = TenantId::parse("demo").expect("a valid tenant id");
+        self.insert_profile(
+            &tenant,
+            TenantProfile {
+                corp_id: vectors.corp_id.into(),
+                callback_token: vectors.token.into(),
+                encoding_aes_key: vectors.encoding_aes_key.into(),
+                corp_secret: "s".into(),
+                timezone: Default::default(),
+                company_daily_cap: None,
+            },
+        );
+        tenant
+    }
+
     pub fn insert_profile(&self, tenant: &TenantId, profile: TenantProfile) {
         let mut tables = self.tables();
         tables
