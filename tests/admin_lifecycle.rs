@@ -4,8 +4,8 @@
 
 use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::Result;
+use domain::ids::TenantId;
 use domain::ids::{CodeId, DepartmentId, StaffId};
-use domain::tenants::TenantId;
 use integration_tests::{eventually, LiveTenant, World};
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -7,7 +7,7 @@
 use adapters::dynamodb::DynamoStore;
 use anyhow::{ensure, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
-use domain::tenants::TenantId;
+use domain::ids::TenantId;
 use integration_tests::proxy::FaultProxy;
 use integration_tests::{eventually, LiveTenant, World};
 use serde_json::{json, Value};

@@ -5,7 +5,7 @@
 use adapters::dynamodb::keys;
 use anyhow::{anyhow, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
-use domain::tenants::TenantId;
+use domain::ids::TenantId;
 use integration_tests::World;
 use std::collections::HashMap;
 

@@ -6,10 +6,10 @@
 use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::{ensure, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
+use domain::ids::TenantId;
 use domain::ids::{CodeId, StaffId};
 use domain::lanes::Lane;
 use domain::refresh::{Acquired, CodeLeases, CodeRecords, FencedWrite, Lease, PushRecord};
-use domain::tenants::TenantId;
 use integration_tests::{eventually, now_ms, random_id, LiveTenant, World};
 use std::time::Duration;
 

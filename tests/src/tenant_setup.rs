@@ -5,9 +5,9 @@
 use crate::{random_id, TestTenant, World};
 use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::{ensure, Context, Result};
+use domain::ids::TenantId;
 use domain::ids::{CodeId, StaffId};
 use domain::membership::CodeConfig;
-use domain::tenants::TenantId;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

@@ -227,9 +227,9 @@ mod tests {
     use super::*;
     use domain::fakes::AdminWorld;
     use domain::ids::StaffId;
+    use domain::ids::TenantId;
     use domain::membership::StaffFacts;
     use domain::schedules::Subject;
-    use domain::tenants::TenantId;
     use domain::wecom::errors::WeComError;
     use lambda_http::http::Method;
     use serde_json::{json, Value};

@@ -46,12 +46,12 @@ mod tests {
     use super::*;
     use domain::admin::AdminStore;
     use domain::fakes::{InMemoryQueues, InMemoryStore};
+    use domain::ids::TenantId;
     use domain::ids::{CodeId, StaffId};
     use domain::membership::CodeConfig;
     use domain::reasons::Cause;
     use domain::reasons::FanOut;
     use domain::reasons::Source;
-    use domain::tenants::TenantId;
     use lambda_runtime::Context;
 
     fn clock() -> u64 {

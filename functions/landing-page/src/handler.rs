@@ -109,9 +109,9 @@ pub(crate) async fn handle<C: RotationCounter>(
 mod tests {
     use super::*;
     use domain::fakes::InMemoryRotations;
+    use domain::ids::TenantId;
     use domain::ids::{CodeId, StaffId};
     use domain::membership::RotationSlot;
-    use domain::tenants::TenantId;
 
     fn sample(name: &str) -> Request {
         let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));

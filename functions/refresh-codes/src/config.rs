@@ -2,10 +2,10 @@
 
 use adapters::env::{max_receive_count, parsed, required, EnvError};
 use domain::budget::BudgetLimits;
+use domain::ids::TenantId;
 use domain::lanes::{LanePolicy, LaneSwitch};
 use domain::refresh::retry::RetryDelay;
 use domain::refresh::LeaseTimes;
-use domain::tenants::TenantId;
 use std::time::Duration;
 
 #[derive(Debug)]

@@ -52,12 +52,13 @@ mod tests {
     use domain::codes::{CodeSnapshot, StoredCode};
     use domain::dirty::DirtyWhy;
     use domain::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
+    use domain::ids::TenantId;
     use domain::ids::{CodeId, StaffId};
     use domain::lanes::{CodeAge, LanePolicy, LaneSwitch};
     use domain::membership::{CodeConfig, Family, StaffFacts, Switches};
     use domain::refresh::retry::RetryDelay;
     use domain::refresh::{Lease, LeaseTimes, Refresher};
-    use domain::tenants::{TenantId, TenantProfile};
+    use domain::tenants::TenantProfile;
     use domain::wecom::errors::{FailureClass, WeComError};
     use lambda_runtime::Context;
 

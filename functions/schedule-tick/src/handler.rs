@@ -36,9 +36,9 @@ mod tests {
     use super::*;
     use domain::fakes::InMemoryQueues;
     use domain::fakes::InMemoryStore;
+    use domain::ids::TenantId;
     use domain::ids::{CodeId, StaffId};
     use domain::schedules::{Minute, Subject, TickSettings};
-    use domain::tenants::TenantId;
     use lambda_runtime::Context;
 
     /// Monday 2026-11-30 09:00:30 in Shanghai (01:00:30Z).

@@ -58,8 +58,9 @@ mod tests {
     use domain::dirty::{DirtyMarks, DirtyWhy};
     use domain::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
     use domain::ids::CodeId;
+    use domain::ids::TenantId;
     use domain::sweep::SweepSettings;
-    use domain::tenants::{TenantId, Timezone};
+    use domain::tenants::Timezone;
     use lambda_runtime::Context;
 
     struct Fakes;

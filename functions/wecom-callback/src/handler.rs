@@ -108,7 +108,8 @@ pub(crate) async fn handle<D: CallbackSettingsSource, I: Inbox>(
 mod tests {
     use super::*;
     use domain::fakes::{InMemoryCallbackSettings, InMemoryInbox};
-    use domain::tenants::{CallbackSettings, TenantId};
+    use domain::ids::TenantId;
+    use domain::tenants::CallbackSettings;
 
     fn intake() -> (
         Intake<InMemoryCallbackSettings, InMemoryInbox>,

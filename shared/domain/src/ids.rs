@@ -58,7 +58,12 @@ macro_rules! validated_id {
     };
 }
 
-pub(crate) use validated_id;
+
+validated_id!(
+    /// A tenant id as it appears in `/wecom/{tenant}/callback`, safe inside DynamoDB keys
+    /// and SQS group ids.
+    TenantId, InvalidTenantId, "tenant id", max = 64, also = ['-', '_']
+);
 
 validated_id!(
     /// A WeCom userid, as WeCom accepts them.
@@ -75,3 +80,16 @@ validated_id!(
     /// A WeCom department id (WeCom's are numbers; kept as text as WeCom sends them).
     DepartmentId, InvalidDepartmentId, "department id", max = 32, also = []
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenant_ids_are_limited_to_key_safe_characters() {
+        assert!(TenantId::parse("acme-01_x").is_ok());
+        for bad in ["", "a#b", "a/b", "空", &"a".repeat(65)] {
+            assert_eq!(TenantId::parse(bad), Err(InvalidTenantId), "{bad:?}");
+        }
+    }
+}

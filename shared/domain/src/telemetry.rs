@@ -8,8 +8,8 @@
 //! values (a custom metric each), so they are collected with [`tenant`] and written as a
 //! property of the invocation's documents, searchable in Logs Insights, never a dimension.
 
+use crate::ids::TenantId;
 use crate::lanes::Lane;
-use crate::tenants::TenantId;
 use metrics::{counter, describe_counter, describe_histogram, histogram, Unit};
 use std::collections::BTreeSet;
 use std::sync::Mutex;

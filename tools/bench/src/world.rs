@@ -4,7 +4,7 @@
 use adapters::dynamodb::DynamoStore;
 use anyhow::{anyhow, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
-use domain::tenants::TenantId;
+use domain::ids::TenantId;
 use stack_client::{queue_depth, Stack};
 use std::collections::{BTreeMap, HashMap};
 

@@ -75,7 +75,7 @@ async fn main() -> Result<()> {
 }
 
 async fn drift(ops: &ops::Ops, args: DriftArgs) -> Result<()> {
-    domain::tenants::TenantId::parse(&args.tenant).map_err(|e| anyhow::anyhow!("--tenant: {e}"))?;
+    domain::ids::TenantId::parse(&args.tenant).map_err(|e| anyhow::anyhow!("--tenant: {e}"))?;
     let mut path = format!("/tenants/{}/drift", args.tenant);
     if let Some(day) = &args.day {
         chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d")

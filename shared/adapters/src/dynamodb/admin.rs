@@ -15,9 +15,9 @@ use domain::admin::{
 };
 use domain::facts::StaffLedger;
 use domain::ids::DepartmentId;
+use domain::ids::TenantId;
 use domain::ids::{CodeId, StaffId};
 use domain::membership::{CodeConfig, Employment, WeeklySchedule};
-use domain::tenants::TenantId;
 use domain::StoreError;
 use std::collections::BTreeSet;
 

@@ -4,7 +4,7 @@ use super::conditions::ConditionalWriteError;
 use super::{get_n, key, keys, n, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use domain::budget::{exhausted, BudgetLimits, BudgetSlot, Spend, WeComBudget};
-use domain::tenants::TenantId;
+use domain::ids::TenantId;
 use domain::StoreError;
 
 /// The shared budget on the table: one item per tenant, API and UTC hour.

@@ -12,6 +12,7 @@ use aws_sdk_dynamodb::types::{
 };
 use domain::codes::{CodeFacts, CodeSnapshot, PushedList, StoredCode};
 use domain::facts::StaffLedger;
+use domain::ids::TenantId;
 use domain::ids::{CodeId, DepartmentId, StaffId};
 use domain::lanes::{CodeAge, Lane};
 use domain::membership::{
@@ -19,7 +20,7 @@ use domain::membership::{
 };
 use domain::owed::replan;
 use domain::refresh::{CodeRecords, FencedWrite, Lease, PushRecord, Tally};
-use domain::tenants::{tenant_day, TenantId};
+use domain::tenants::tenant_day;
 use domain::wecom::acquisition::AcquisitionLink;
 use domain::StoreError;
 use futures::{StreamExt, TryStreamExt};

@@ -13,9 +13,9 @@ use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::ReturnValue;
 use domain::dirty::{DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
 use domain::ids::CodeId;
+use domain::ids::TenantId;
 use domain::reasons::FanOut;
 use domain::sweep::{DirtyIndex, FanOutIndex};
-use domain::tenants::TenantId;
 use domain::StoreError;
 
 const MARKED_AT: &str = "marked_at_ms";

@@ -10,12 +10,13 @@
 use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
 use domain::facts::TenantProfiles;
+use domain::ids::TenantId;
 use domain::ids::{CodeId, StaffId};
 use domain::membership::{Limit, WeeklySchedule};
 use domain::schedules::{
     CursorLease, Due, DueIndex, DueWriter, LimitReached, Minute, ScheduleFacts, Subject,
 };
-use domain::tenants::{TenantId, Timezone};
+use domain::tenants::Timezone;
 use domain::StoreError;
 
 const NEXT_MINUTE: &str = "next_minute";

@@ -4,9 +4,9 @@
 use super::conditions::ConditionalWriteError;
 use super::{key, keys, n, unavailable, DynamoStore};
 use aws_sdk_dynamodb::types::AttributeValue;
+use domain::ids::TenantId;
 use domain::ids::{CodeId, StaffId};
 use domain::refresh::FailureMarks;
-use domain::tenants::TenantId;
 use domain::StoreError;
 
 #[async_trait::async_trait]

@@ -1,10 +1,10 @@
 //! How items are keyed. Everything of a tenant lives under one partition key; sort keys
 //! name the item kind first, so a kind can be read with `begins_with`.
 
+use domain::ids::TenantId;
 use domain::ids::{CodeId, DepartmentId, StaffId};
 use domain::membership::Limit;
 use domain::schedules::{Minute, Subject};
-use domain::tenants::TenantId;
 
 pub const PK: &str = "pk";
 pub const SK: &str = "sk";

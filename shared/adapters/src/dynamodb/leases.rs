@@ -10,8 +10,8 @@ use super::conditions::ConditionalWriteError;
 use super::{get_n, key, keys, n, s, unavailable, DynamoStore};
 use aws_sdk_dynamodb::types::{ConditionCheck, ReturnValuesOnConditionCheckFailure};
 use domain::ids::CodeId;
+use domain::ids::TenantId;
 use domain::refresh::{Acquired, CodeLeases, Lease};
-use domain::tenants::TenantId;
 use domain::StoreError;
 
 /// A lease item no refresh touched for a week is collected.

@@ -7,9 +7,9 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use domain::facts::{AddFact, AddLedger, ClaimOutcome, CountOutcome, LimitClaim, QuotaLedger};
+use domain::ids::TenantId;
 use domain::ids::{CodeId, StaffId};
 use domain::membership::{AddCounts, Switches};
-use domain::tenants::TenantId;
 use domain::StoreError;
 
 /// Claims outlive WeCom's and SQS's redelivery windows by far; daily counters outlive the

@@ -25,8 +25,8 @@ pub use budget::DynamoBudget;
 pub use codes::{CodeRecord, SeatChange};
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use domain::ids::TenantId;
 use domain::membership::{Employment, StaffFacts};
-use domain::tenants::TenantId;
 use domain::StoreError;
 use std::collections::HashMap;
 

@@ -12,8 +12,8 @@
 use super::conditions::ConditionalWriteError;
 use super::{get_s, key, keys, n, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use domain::ids::TenantId;
 use domain::owed::{Owed, CHUNKS_IN_FLIGHT, WRITES_PER_TRANSACTION};
-use domain::tenants::TenantId;
 use domain::StoreError;
 use futures::{StreamExt, TryStreamExt};
 use std::collections::BTreeSet;

@@ -4,6 +4,7 @@
 use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, staff_from, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::AttributeValue;
+use domain::ids::TenantId;
 use domain::ids::{CodeId, StaffId};
 use domain::intake::InboxMessage;
 use domain::membership::Employment;
@@ -11,7 +12,6 @@ use domain::replay::{
     code_of_group, ArchivedCallback, CallbackArchive, CodeChange, EventLine, Progress, ReplayReads,
     ReplayRuns, RunStatus, Selection, StaffDelta, WouldBe,
 };
-use domain::tenants::TenantId;
 use domain::StoreError;
 
 const DAY_MS: u64 = 24 * 3600 * 1000;

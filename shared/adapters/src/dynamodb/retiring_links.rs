@@ -6,9 +6,9 @@
 use super::conditions::ConditionalWriteError;
 use super::{employment_name, get_s, key, keys, s, DynamoStore};
 use domain::ids::StaffId;
+use domain::ids::TenantId;
 use domain::membership::Employment;
 use domain::sweep::{LeavingStaff, LinkRetirements};
-use domain::tenants::TenantId;
 use domain::StoreError;
 
 /// The tenant and staff member of an index entry's keys.

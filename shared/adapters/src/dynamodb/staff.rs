@@ -10,10 +10,11 @@ use super::{
 };
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use domain::facts::{StaffLedger, TenantProfiles};
+use domain::ids::TenantId;
 use domain::ids::{CodeId, DepartmentId, StaffId};
 use domain::membership::Employment;
 use domain::owed::replan;
-use domain::tenants::{tenant_day, TenantId};
+use domain::tenants::tenant_day;
 use domain::StoreError;
 use futures::{StreamExt, TryStreamExt};
 use std::collections::BTreeSet;

@@ -7,11 +7,11 @@ use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::ReturnValue;
 use domain::ids::CodeId;
+use domain::ids::TenantId;
 use domain::sweep::{
     CreationIntent, CreationIntents, DriftCounts, DriftLedger, DriftReport, GuardTrip, SweepRuns,
     TenantRegistry,
 };
-use domain::tenants::TenantId;
 use domain::StoreError;
 
 const AFTER_TENANT: &str = "after_tenant";

@@ -5,8 +5,9 @@ use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore};
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use domain::admin::{ProfileWrite, SecretsChanged, StoredProfile};
 use domain::facts::TenantProfiles;
+use domain::ids::TenantId;
 use domain::tenants::CallbackSettingsSource;
-use domain::tenants::{CallbackSettings, TenantId, TenantProfile};
+use domain::tenants::{CallbackSettings, TenantProfile};
 use domain::StoreError;
 
 impl DynamoStore {

@@ -4,9 +4,9 @@ use super::conditions::ConditionalWriteError;
 use super::{corrupt, get_bool, get_n, get_s, key, keys, n, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use domain::ids::CodeId;
+use domain::ids::TenantId;
 use domain::landing::{Counted, RotationCounter};
 use domain::membership::RotationSlot;
-use domain::tenants::TenantId;
 use domain::StoreError;
 
 #[async_trait::async_trait]

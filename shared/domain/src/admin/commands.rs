@@ -9,9 +9,10 @@
 
 use super::error::AdminError;
 use super::ports::StaffChange;
+use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::membership::{CodeConfig, Employment, Family, Shift, Switches, WeeklySchedule};
-use crate::tenants::{TenantId, TenantProfile, Timezone};
+use crate::tenants::{TenantProfile, Timezone};
 use crate::wecom::crypto::{CallbackCrypto, CryptoError};
 use serde_json::{Map, Value};
 use std::collections::{BTreeSet, HashSet};

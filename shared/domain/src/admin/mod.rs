@@ -33,12 +33,13 @@ pub use views::{
 
 use crate::budget::{Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY};
 use crate::codes::CodeSnapshot;
+use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::membership::{self, StaffFacts};
 use crate::reasons::{Cause, Fact, FanOut, FanOutQueue, ReasonQueue, Source};
 use crate::schedules::{plan, Subject};
 use crate::sweep::CreationIntent;
-use crate::tenants::{TenantId, TenantProfile, Timezone};
+use crate::tenants::{TenantProfile, Timezone};
 use crate::wecom::contact_way::{ContactWayKind, ContactWayScene, CorpCredentials, NewContactWay};
 use crate::wecom::errors::WeComError;
 use crate::Clock;

@@ -6,11 +6,12 @@
 
 use crate::codes::{CodeFacts, StoredCode};
 use crate::facts::{StaffLedger, TenantProfiles};
+use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::membership::{CodeConfig, Employment, Family, StaffFacts, Switches, WeeklySchedule};
 use crate::schedules::DueWriter;
 use crate::sweep::{CreationIntents, DriftLedger};
-use crate::tenants::{TenantId, TenantProfile};
+use crate::tenants::TenantProfile;
 use crate::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
 use crate::wecom::errors::WeComError;
 use crate::StoreError;

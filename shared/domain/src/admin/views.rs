@@ -1,9 +1,9 @@
 //! What the admin API answers: the views of its reads and the answers of its writes. None of
 //! them holds a secret.
 
+use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::membership::{Employment, Exclusion, Family, WeeklySchedule};
-use crate::tenants::TenantId;
 use serde::Serialize;
 
 /// `GET /admin/tenants/{tenant}`: the tenant's settings; of each secret only whether it is set

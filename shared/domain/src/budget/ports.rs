@@ -1,7 +1,7 @@
 //! The budget's store: one atomic check-and-charge per call.
 
 use super::Spend;
-use crate::tenants::TenantId;
+use crate::ids::TenantId;
 use crate::StoreError;
 
 /// The shared budget. Implementations must make `spend` one atomic check-and-charge of both

@@ -2,7 +2,7 @@
 
 use super::CodeSnapshot;
 use crate::ids::CodeId;
-use crate::tenants::TenantId;
+use crate::ids::TenantId;
 use crate::StoreError;
 
 /// Reads a code's facts.

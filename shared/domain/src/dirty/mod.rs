@@ -21,8 +21,8 @@ mod ports;
 pub use ports::{DirtyMarks, FanOutMarks};
 
 use crate::ids::CodeId;
+use crate::ids::TenantId;
 use crate::reasons::FanOut;
-use crate::tenants::TenantId;
 use crate::wecom::errors::FailureClass;
 
 /// Why a code was marked dirty.

@@ -2,8 +2,8 @@
 
 use super::DirtyWhy;
 use crate::ids::CodeId;
+use crate::ids::TenantId;
 use crate::reasons::FanOut;
-use crate::tenants::TenantId;
 use crate::StoreError;
 
 /// Marks codes dirty and clears them; the sweep's view of the set is `sweep::DirtyIndex`.

@@ -13,10 +13,11 @@ pub use quota::{
 };
 pub use staff::{MalformedContactEvent, StaffEvent};
 
+use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::intake::InboxMessage;
 use crate::reasons::{Cause, Fact, ReasonQueue, RefreshReason};
-use crate::tenants::{tenant_day, TenantId, TenantProfile};
+use crate::tenants::{tenant_day, TenantProfile};
 use crate::wecom::callback::{CallbackEvent, Envelope};
 use crate::Clock;
 use crate::StoreError;

@@ -3,9 +3,10 @@
 
 use super::{AddFact, ClaimOutcome, CountOutcome, LimitClaim, StaffQuotaReached};
 use crate::dirty::DirtyMarks;
+use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::membership::{AddCounts, Employment, Switches};
-use crate::tenants::{TenantId, TenantProfile};
+use crate::tenants::TenantProfile;
 use crate::StoreError;
 use std::collections::BTreeSet;
 

@@ -4,10 +4,10 @@
 //! the limit removes the staff member from.
 
 use super::{QuotaLedger, QuotaNotifier, StaffLedger};
+use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::membership::{AddCounts, Limit, Switches};
 use crate::reasons::{Cause, Fact, ReasonQueue, RefreshReason};
-use crate::tenants::TenantId;
 use crate::StoreError;
 
 /// "Staff member `staff` reached `limit` on tenant-day `day`" (on `code` for code limits).

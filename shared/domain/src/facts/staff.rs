@@ -3,9 +3,9 @@
 //! change can reach.
 
 use super::StaffLedger;
+use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::membership::Employment;
-use crate::tenants::TenantId;
 use crate::wecom::callback::CallbackEvent;
 use crate::StoreError;
 use std::collections::BTreeSet;

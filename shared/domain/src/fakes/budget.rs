@@ -1,7 +1,7 @@
 //! The tenants' shared WeCom budget.
 
 use crate::budget::{exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, WeComBudget, Window};
-use crate::tenants::TenantId;
+use crate::ids::TenantId;
 use crate::StoreError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

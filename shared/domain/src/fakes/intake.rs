@@ -1,9 +1,10 @@
 //! The callback's ports: the tenants' callback settings and the inbox.
 
+use crate::ids::TenantId;
 use crate::intake::Inbox;
 use crate::intake::InboxMessage;
+use crate::tenants::CallbackSettings;
 use crate::tenants::CallbackSettingsSource;
-use crate::tenants::{CallbackSettings, TenantId};
 use crate::StoreError;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

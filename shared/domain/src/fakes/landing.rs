@@ -1,9 +1,9 @@
 //! The landing page's rotation records.
 
 use crate::ids::CodeId;
+use crate::ids::TenantId;
 use crate::landing::{Counted, RotationCounter};
 use crate::membership::RotationSlot;
-use crate::tenants::TenantId;
 use crate::StoreError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

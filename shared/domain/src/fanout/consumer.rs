@@ -97,9 +97,9 @@ where
 mod tests {
     use super::*;
     use crate::fakes::{InMemoryQueues, InMemoryStore};
+    use crate::ids::TenantId;
     use crate::ids::{CodeId, StaffId};
     use crate::reasons::{Cause, Source};
-    use crate::tenants::TenantId;
     use std::sync::atomic::{AtomicU64, Ordering};
 
     const NOW: u64 = 1_796_000_000_000;

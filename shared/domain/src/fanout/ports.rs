@@ -1,8 +1,8 @@
 //! What the fan-out's expansion needs from the outside world.
 
 use crate::ids::CodeId;
+use crate::ids::TenantId;
 use crate::reasons::Source;
-use crate::tenants::TenantId;
 use crate::StoreError;
 
 /// The indexes that answer which codes a source reaches (queries, never a scan).

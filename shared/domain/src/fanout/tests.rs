@@ -1,9 +1,9 @@
 use super::*;
 use crate::dirty::{DirtyWhy, FanOutMarks};
 use crate::fakes::{InMemoryQueues, InMemoryStore};
+use crate::ids::TenantId;
 use crate::ids::{DepartmentId, StaffId};
 use crate::reasons::{Cause, Source};
-use crate::tenants::TenantId;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// When the expansions under test begin.

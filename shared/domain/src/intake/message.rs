@@ -1,7 +1,7 @@
 //! What the callback function writes to `inbox.fifo`, and how it picks the message group and
 //! the deduplication id.
 
-use crate::tenants::TenantId;
+use crate::ids::TenantId;
 use crate::wecom::callback::CallbackEvent;
 use sha2::{Digest, Sha256};
 

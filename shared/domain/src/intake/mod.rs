@@ -9,8 +9,9 @@ mod ports;
 pub use message::{InboxMessage, MessageGroup};
 pub use ports::Inbox;
 
+use crate::ids::TenantId;
+use crate::tenants::CallbackSettings;
 use crate::tenants::CallbackSettingsSource;
-use crate::tenants::{CallbackSettings, TenantId};
 use crate::wecom::callback::{CallbackEvent, Envelope, XmlError};
 use crate::wecom::crypto::CryptoError;
 use crate::StoreError;

@@ -27,8 +27,8 @@ mod ports;
 pub use ports::RotationCounter;
 
 use crate::ids::{CodeId, InvalidCodeId, StaffId};
+use crate::ids::{InvalidTenantId, TenantId};
 use crate::membership::RotationSlot;
-use crate::tenants::{InvalidTenantId, TenantId};
 use crate::StoreError;
 
 /// What the one write of a visit found.

@@ -2,7 +2,7 @@
 
 use super::Counted;
 use crate::ids::CodeId;
-use crate::tenants::TenantId;
+use crate::ids::TenantId;
 use crate::StoreError;
 
 /// Counts visits against a code's rotation.

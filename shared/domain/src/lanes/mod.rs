@@ -8,7 +8,7 @@
 //! most once per `slow_interval_ms`, requeueing with a delay (never sleeping) in between.
 //! Both lanes spend the same tenant budget (docs/rules.md rule 6).
 
-use crate::tenants::TenantId;
+use crate::ids::TenantId;
 use std::collections::BTreeSet;
 
 /// The lane a refresh runs on.

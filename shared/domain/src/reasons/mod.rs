@@ -7,9 +7,9 @@ mod ports;
 
 pub use ports::{FanOutQueue, ReasonQueue};
 
+use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::intake::MessageGroup;
-use crate::tenants::TenantId;
 use sha2::{Digest, Sha256};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

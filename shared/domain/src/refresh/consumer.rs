@@ -384,9 +384,9 @@ fn fail_all(batch: &mut PartialBatch, code: &CodeWork<'_>) {
 mod tests {
     use super::*;
     use crate::ids::CodeId;
+    use crate::ids::TenantId;
     use crate::reasons::{Cause, RefreshReason};
     use crate::refresh::retry::RetryDelay;
-    use crate::tenants::TenantId;
     use crate::wecom::errors::WeComError;
     use crate::StoreError;
 

@@ -17,12 +17,12 @@ pub use ports::{
 use crate::budget::{reopens_in, Spend, WeComBudget, Window, CREATE_LINK, UPDATE_CONTACT_WAY};
 use crate::codes::{CodeFacts, CodeSnapshot, PushedList};
 use crate::dirty::{DirtyMarks, DirtyWhy};
+use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::lanes::{Lane, LanePolicy};
 use crate::membership::{Membership, RotationSlot};
 use crate::reasons::{Cause, FanOut, FanOutQueue, Source};
 use crate::telemetry::name as metric;
-use crate::tenants::TenantId;
 use crate::wecom::errors::{FailureClass, WeComError};
 use crate::Clock;
 use crate::StoreError;

@@ -5,10 +5,10 @@
 use super::lease::{Acquired, FencedWrite, Lease};
 use super::retry::{RetriedReason, RetryDelay};
 use super::{PushRecord, Tally};
+use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::lanes::CodeAge;
 use crate::membership::RotationSlot;
-use crate::tenants::TenantId;
 use crate::wecom::acquisition::AcquisitionLink;
 use crate::wecom::contact_way::CorpCredentials;
 use crate::wecom::errors::WeComError;

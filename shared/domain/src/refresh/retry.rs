@@ -154,8 +154,8 @@ impl RetriedReason {
 mod tests {
     use super::*;
     use crate::ids::CodeId;
+    use crate::ids::TenantId;
     use crate::reasons::Cause;
-    use crate::tenants::TenantId;
 
     fn reason() -> RefreshReason {
         RefreshReason {

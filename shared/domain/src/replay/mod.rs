@@ -22,10 +22,11 @@ use crate::codes::CodeFacts;
 use crate::facts::{self, FactOutcome, FactRecorder, FactsError, StaffEvent};
 use crate::facts::{FactLedger, QuotaNotifier, StaffLedger, TenantProfiles};
 use crate::ids::CodeId;
+use crate::ids::TenantId;
 use crate::intake::{InboxMessage, MessageGroup};
 use crate::membership::Employment;
 use crate::reasons::ReasonQueue;
-use crate::tenants::{tenant_day, TenantId};
+use crate::tenants::tenant_day;
 use crate::{Clock, StoreError};
 
 /// The longest window one run may select (the archive keeps at most 90 days).

@@ -4,9 +4,9 @@
 use super::{
     ArchivedCallback, CodeChange, EventLine, Page, Progress, RunStatus, Selection, WouldBe,
 };
+use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::membership::Employment;
-use crate::tenants::TenantId;
 use crate::StoreError;
 
 /// The archive of accepted callbacks (docs/rules.md rule 10): the raw envelope as the inbox

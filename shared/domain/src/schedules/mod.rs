@@ -24,11 +24,11 @@ mod ports;
 
 pub use ports::{DueIndex, DueWriter, ScheduleFacts};
 
+use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::membership::Limit;
 use crate::reasons::ReasonQueue;
 use crate::reasons::RefreshReason;
-use crate::tenants::TenantId;
 use crate::Clock;
 use crate::StoreError;
 use futures::stream::{self, StreamExt, TryStreamExt};

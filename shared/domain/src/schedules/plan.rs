@@ -1,10 +1,11 @@
 //! The tick's decisions as pure functions of the clock, the cursor and stored facts.
 
 use super::{LimitReached, Minute, TickSettings};
+use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::membership::{Limit, WeeklySchedule};
 use crate::reasons::{Cause, Fact, RefreshReason};
-use crate::tenants::{TenantId, Timezone};
+use crate::tenants::Timezone;
 use chrono::TimeZone;
 use std::collections::BTreeSet;
 

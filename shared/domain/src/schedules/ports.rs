@@ -1,9 +1,10 @@
 //! What the schedule tick and the admin API need from the due index and the schedule facts.
 
 use super::{CursorLease, Due, LimitReached, Minute, Subject};
+use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::membership::WeeklySchedule;
-use crate::tenants::{TenantId, Timezone};
+use crate::tenants::Timezone;
 use crate::StoreError;
 
 /// The due index and the tick's cursor.

@@ -4,7 +4,7 @@
 
 use super::DriftLedger;
 use crate::codes::CodeSnapshot;
-use crate::tenants::TenantId;
+use crate::ids::TenantId;
 use crate::StoreError;
 use std::collections::BTreeSet;
 

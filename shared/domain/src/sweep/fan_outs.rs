@@ -3,8 +3,8 @@
 
 use super::{FanOutIndex, Run, Sweep, SweepPorts, SweepReport, MARKS_PER_PAGE};
 use crate::dirty::{next_resync_at, DirtyWhy, FanOutMark};
+use crate::ids::TenantId;
 use crate::reasons::{FanOut, FanOutQueue};
-use crate::tenants::TenantId;
 use crate::StoreError;
 use std::collections::HashSet;
 

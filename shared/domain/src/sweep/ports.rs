@@ -3,8 +3,8 @@
 
 use super::{DriftCounts, DriftReport, GuardTrip};
 use crate::dirty::{DirtyMark, FanOutMark, StaleSuspect};
+use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
-use crate::tenants::TenantId;
 use crate::wecom::contact_way::CorpCredentials;
 use crate::wecom::errors::WeComError;
 use crate::StoreError;

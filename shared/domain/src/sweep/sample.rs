@@ -8,7 +8,8 @@ use super::{
 use crate::codes::CodeFacts;
 use crate::dirty::{DirtyMark, DirtyMarks, DirtyWhy, StaleSuspect};
 use crate::ids::CodeId;
-use crate::tenants::{tenant_day, TenantId, Timezone};
+use crate::ids::TenantId;
+use crate::tenants::{tenant_day, Timezone};
 use crate::StoreError;
 use futures::StreamExt;
 

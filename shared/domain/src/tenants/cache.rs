@@ -6,7 +6,8 @@
 //! `ttl`), but in their own small cache, so a flood of random ids neither grows the container's
 //! memory nor evicts the tenants that exist.
 
-use super::{CallbackSettings, TenantId};
+use super::CallbackSettings;
+use crate::ids::TenantId;
 use crate::tenants::CallbackSettingsSource;
 use crate::StoreError;
 use moka::future::Cache;

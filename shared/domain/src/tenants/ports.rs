@@ -1,6 +1,7 @@
 //! What the tenants module needs from the outside world.
 
-use super::{CallbackSettings, TenantId};
+use super::CallbackSettings;
+use crate::ids::TenantId;
 use crate::StoreError;
 
 /// Where the callback reads a tenant's settings to verify its callbacks. `Ok(None)` means

@@ -7,9 +7,10 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use domain::ids::TenantId;
 use domain::tenants::cache::CachedCallbackSettings;
+use domain::tenants::CallbackSettings;
 use domain::tenants::CallbackSettingsSource;
-use domain::tenants::{CallbackSettings, TenantId};
 use domain::StoreError;
 use rand::distributions::{Alphanumeric, DistString};
 use rand::{rngs::StdRng, SeedableRng};

@@ -3,7 +3,7 @@
 
 use super::{now_ms, Fixture};
 use crate::budget::{reopens_in, BudgetLimits, Spend, WeComBudget, Window};
-use crate::tenants::TenantId;
+use crate::ids::TenantId;
 
 const MINUTE_MS: u64 = 60_000;
 const HOUR_MS: u64 = 60 * MINUTE_MS;

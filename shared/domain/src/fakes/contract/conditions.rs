@@ -6,11 +6,12 @@ use crate::admin::{
     AdminStore, ProfileWrite, SecretsChanged, StaffChange, StaffUpdate, StoredProfile,
 };
 use crate::facts::{AddFact, AddLedger, CountOutcome, QuotaLedger, StaffLedger};
+use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId};
 use crate::membership::{Employment, WeeklySchedule};
 use crate::refresh::CodeRecords;
 use crate::refresh::FailureMarks;
-use crate::tenants::{TenantId, TenantProfile, Timezone};
+use crate::tenants::{TenantProfile, Timezone};
 use crate::wecom::acquisition::AcquisitionLink;
 use std::collections::BTreeSet;
 

@@ -6,10 +6,10 @@
 use super::{code, now_ms, staff, Fixture};
 use crate::facts::{ClaimOutcome, LimitClaim, QuotaLedger};
 use crate::ids::CodeId;
+use crate::ids::TenantId;
 use crate::lanes::Lane;
 use crate::membership::{Limit, RotationSlot};
 use crate::refresh::{Acquired, CodeLeases, CodeRecords, FencedWrite, Lease, PushRecord};
-use crate::tenants::TenantId;
 
 const DURATION_MS: u64 = 10_000;
 

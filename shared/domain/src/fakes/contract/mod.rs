@@ -38,12 +38,12 @@ use crate::admin::AdminStore;
 use crate::budget::{BudgetLimits, WeComBudget};
 use crate::dirty::DirtyMarks;
 use crate::facts::{AddLedger, QuotaLedger, StaffLedger};
+use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::membership::{CodeConfig, Family, Switches};
 use crate::refresh::{CodeLeases, CodeRecords, FailureMarks};
 use crate::replay::ReplayRuns;
 use crate::sweep::DriftLedger;
-use crate::tenants::TenantId;
 
 /// A store under contract, and its budget.
 pub trait Fixture: Send + Sync {

@@ -4,9 +4,9 @@
 use super::{code, config, department, now_ms, numbered_staff, Fixture};
 use crate::admin::AdminStore;
 use crate::facts::StaffLedger;
+use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::owed::WRITES_PER_TRANSACTION;
-use crate::tenants::TenantId;
 use std::collections::BTreeSet;
 
 /// More staff than one transaction's index writes.

@@ -4,8 +4,8 @@
 use super::{code, config, now_ms, staff, Fixture};
 use crate::admin::AdminStore;
 use crate::ids::CodeId;
+use crate::ids::TenantId;
 use crate::sweep::DriftLedger;
-use crate::tenants::TenantId;
 
 /// Ids that sort differently by case and punctuation, as the table's byte order does.
 fn mixed_ids(count: usize) -> Vec<CodeId> {

@@ -5,11 +5,11 @@ use super::{code, config, now_ms, staff, Fixture};
 use crate::admin::AdminStore;
 use crate::dirty::DirtyMarks;
 use crate::ids::CodeId;
+use crate::ids::TenantId;
 use crate::lanes::CodeAge;
 use crate::refresh::CodeRecords;
 use crate::replay::{ReplayRuns, Selection};
 use crate::sweep::{DriftCounts, DriftLedger, DriftReport, GuardTrip};
-use crate::tenants::TenantId;
 
 pub async fn a_codes_age_keeps_its_creation_and_moves_with_each_edit<F: Fixture>(
     fixture: &F,

@@ -9,13 +9,14 @@ use crate::codes::{CodeFacts, CodeSnapshot, StoredCode};
 use crate::facts::QuotaLedger;
 use crate::facts::{StaffLedger, TenantProfiles};
 use crate::fanout::CodeIndex;
+use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::lanes::CodeAge;
 use crate::membership::{candidates, CodeConfig, Employment, WeeklySchedule};
 use crate::owed::replan;
 use crate::reasons::Source;
 use crate::schedules::{DueWriter, Minute, Subject};
-use crate::tenants::{TenantId, TenantProfile};
+use crate::tenants::TenantProfile;
 use crate::StoreError;
 use std::collections::{BTreeSet, HashMap};
 

@@ -1,6 +1,7 @@
 //! The archive of accepted callbacks, in memory.
 
 use super::InMemoryStore;
+use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::intake::InboxMessage;
 use crate::membership::Employment;
@@ -8,7 +9,6 @@ use crate::replay::{
     code_of_group, ArchivedCallback, CallbackArchive, CodeChange, EventLine, Progress, ReplayReads,
     ReplayRuns, RunStatus, Selection, StaffDelta, WouldBe,
 };
-use crate::tenants::TenantId;
 use crate::StoreError;
 use std::collections::{BTreeSet, HashMap, HashSet};
 

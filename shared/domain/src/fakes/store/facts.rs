@@ -3,10 +3,10 @@
 use super::{land, InMemoryStore, Seat, NEW_STAFF};
 use crate::facts::StaffLedger;
 use crate::facts::{AddFact, AddLedger, ClaimOutcome, CountOutcome, LimitClaim, QuotaLedger};
+use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::membership::{AddCounts, Employment, Switches};
 use crate::owed::replan;
-use crate::tenants::TenantId;
 use crate::StoreError;
 use std::collections::BTreeSet;
 

@@ -3,13 +3,13 @@
 use super::InMemoryStore;
 use crate::codes::PushedList;
 use crate::dirty::{DirtyMarks, DirtyWhy};
+use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::lanes::CodeAge;
 use crate::membership::RotationSlot;
 use crate::refresh::{
     Acquired, CodeLeases, CodeRecords, FailureMarks, FencedWrite, Lease, PushRecord, Tally,
 };
-use crate::tenants::TenantId;
 use crate::wecom::acquisition::AcquisitionLink;
 use crate::StoreError;
 

@@ -2,10 +2,11 @@
 
 use super::InMemoryStore;
 use crate::facts::StaffLedger;
+use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::membership::WeeklySchedule;
 use crate::schedules::{CursorLease, Due, DueIndex, LimitReached, Minute, ScheduleFacts};
-use crate::tenants::{TenantId, Timezone};
+use crate::tenants::Timezone;
 use crate::StoreError;
 
 #[async_trait::async_trait]

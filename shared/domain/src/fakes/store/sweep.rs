@@ -3,6 +3,7 @@
 
 use super::{InMemoryStore, StaffKey};
 use crate::dirty::{DirtyMark, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
+use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::membership::Employment;
 use crate::membership::StaffFacts;
@@ -11,7 +12,6 @@ use crate::sweep::{
     CreationIntent, CreationIntents, DirtyIndex, DriftCounts, DriftLedger, DriftReport,
     FanOutIndex, GuardTrip, LeavingStaff, LinkRetirements, SweepRuns, TenantRegistry,
 };
-use crate::tenants::TenantId;
 use crate::StoreError;
 use std::collections::HashMap;
 
