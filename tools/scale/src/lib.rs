@@ -2,4 +2,5 @@
 //! read from `template.yaml`, the services' documented limits under virtual time, and the cost
 //! of a simulated month. See tools/scale/README.md.
 
+pub mod cost;
 pub mod settings;
