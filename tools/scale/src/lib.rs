@@ -3,4 +3,6 @@
 //! of a simulated month. See tools/scale/README.md.
 
 pub mod cost;
+pub mod population;
+pub mod profile;
 pub mod settings;
