@@ -6,3 +6,4 @@ pub mod cost;
 pub mod population;
 pub mod profile;
 pub mod settings;
+pub mod show;

@@ -187,6 +187,9 @@ pub struct Campaign {
     pub share_of_day_scans: f64,
     pub peak_scans_per_second: u32,
     pub hot_code_share: f64,
+    /// The zone the spikes' times are in: every campaign tenant peaks at the same instant.
+    #[serde(deserialize_with = "timezone")]
+    pub timezone: Tz,
     pub spikes: Vec<Spike>,
 }
 
