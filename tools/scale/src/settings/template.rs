@@ -157,16 +157,24 @@ impl Template {
     }
 }
 
-/// `Globals.Function`'s keys a function does not set itself (SAM's rule for scalar keys; the
-/// simulation reads no merged list or map).
+/// `Globals.Function` under a function's own properties, as SAM merges them: the function's
+/// scalar wins, maps merge key by key, lists add the global items before the function's.
 fn merge_globals(properties: &mut Node, globals: &Node) {
-    let (Node::Map(own), Node::Map(global)) = (properties, globals) else {
-        return;
-    };
-    for (key, value) in global {
-        if !own.iter().any(|(k, _)| k == key) {
-            own.push((key.clone(), value.clone()));
+    match (properties, globals) {
+        (Node::Map(own), Node::Map(global)) => {
+            for (key, global_value) in global {
+                match own.iter_mut().find(|(k, _)| k == key) {
+                    Some((_, own_value)) => merge_globals(own_value, global_value),
+                    None => own.push((key.clone(), global_value.clone())),
+                }
+            }
         }
+        (Node::List(own), Node::List(global)) => {
+            let mut merged = global.clone();
+            merged.append(own);
+            *own = merged;
+        }
+        _ => {}
     }
 }
 

@@ -138,6 +138,9 @@ fn functions_take_their_timeout_and_memory_from_themselves_or_the_globals() {
     );
     assert_eq!(refresh.architecture, "x86_64");
     assert_eq!(refresh.reserved_concurrency, None);
+    // Globals' variables merge with the function's own (SAM merges maps).
+    assert_eq!(refresh.environment["QRSYNC_CLOCK_OFFSET_SECONDS"], "0");
+    assert_eq!(refresh.environment["SLOW_LANE_SWITCH"], "auto");
     let sweep = settings.function(&settings.sweep.function);
     assert_eq!(sweep.timeout, Duration::from_secs(240));
     assert_eq!(settings.record_facts.inbox_max_receives, 5);
