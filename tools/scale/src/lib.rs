@@ -3,6 +3,7 @@
 //! of a simulated month. See tools/scale/README.md.
 
 pub mod cost;
+pub mod day;
 pub mod population;
 pub mod profile;
 pub mod settings;

@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use qrsync_scale::day::DayCurve;
 use qrsync_scale::population::Population;
 use qrsync_scale::profile::{default_profile_path, Profile};
 use qrsync_scale::settings::{parse_override, project_template, Settings};
@@ -23,6 +24,9 @@ enum Command {
         profile: PathBuf,
         #[arg(long, default_value_t = 30)]
         seed: u64,
+        /// The campaign day (its scans' timezones and clock changes follow the date).
+        #[arg(long, default_value = "2026-11-11")]
+        date: chrono::NaiveDate,
         #[arg(long, default_value_os_t = project_template())]
         template: PathBuf,
         /// A template parameter instead of its default: `--parameter WeComBudgetPerMinute=540`.
@@ -36,6 +40,7 @@ fn main() -> anyhow::Result<()> {
         Command::Profile {
             profile,
             seed,
+            date,
             template,
             parameters,
         } => {
@@ -44,6 +49,10 @@ fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("reading {}", template.display()))?;
             let population = Population::generate(&profile, seed);
             print!("{}", show::population(&profile, &population));
+            print!(
+                "{}",
+                show::day(&profile, &DayCurve::new(&profile, &population), date)
+            );
             print!("{}", show::settings(&settings));
         }
     }

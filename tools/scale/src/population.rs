@@ -43,8 +43,10 @@ pub struct TenantFigures {
     pub company_cap: Option<u32>,
     /// One of the campaign day's tenants.
     pub campaign: bool,
-    /// Its share of the day's scans (all tenants' shares add up to one).
-    pub scan_share: f64,
+    /// Its share of the day's background scans (spread by codes over every tenant)...
+    pub background_scan_share: f64,
+    /// ...and of the campaign's (its campaign tenants', by codes; 0 for the others).
+    pub campaign_scan_share: f64,
     /// Seeds the tenant's codes and staff.
     stream_seed: u64,
 }
@@ -138,7 +140,8 @@ impl Population {
                     timezone: pick_timezone(profile, rng.gen()),
                     company_cap,
                     campaign: false,
-                    scan_share: 0.0,
+                    background_scan_share: 0.0,
+                    campaign_scan_share: 0.0,
                     stream_seed: rng.gen(),
                 }
             })
@@ -159,16 +162,11 @@ impl Population {
             .filter(|t| t.campaign)
             .map(|t| f64::from(t.codes))
             .sum();
-        let to_campaign = if campaign_codes > 0.0 {
-            profile.campaign.share_of_day_scans
-        } else {
-            0.0
-        };
         for tenant in &mut tenants {
             let codes = f64::from(tenant.codes);
-            tenant.scan_share = (1.0 - to_campaign) * codes / all_codes;
+            tenant.background_scan_share = codes / all_codes;
             if tenant.campaign {
-                tenant.scan_share += to_campaign * codes / campaign_codes;
+                tenant.campaign_scan_share = codes / campaign_codes;
             }
         }
         Self { seed, tenants }
@@ -214,10 +212,19 @@ impl Population {
                         .fold(0.0, f64::max),
                     campaign_tenants: u32::try_from(members.iter().filter(|t| t.campaign).count())
                         .unwrap_or(u32::MAX),
-                    scan_share: members.iter().map(|t| t.scan_share).sum(),
+                    scan_share: members.iter().map(|t| t.scan_share(profile)).sum(),
                 }
             })
             .collect()
+    }
+}
+
+/// The campaign's share of the day's scans: none without campaign tenants.
+pub fn campaign_share_of_day(profile: &Profile) -> f64 {
+    if profile.campaign.tenants == 0 {
+        0.0
+    } else {
+        profile.campaign.share_of_day_scans
     }
 }
 
@@ -226,6 +233,12 @@ const CODE_STREAM: u64 = 1;
 const STAFF_STREAM: u64 = 2;
 
 impl TenantFigures {
+    /// Its share of all the day's scans (every tenant's shares add up to one).
+    pub fn scan_share(&self, profile: &Profile) -> f64 {
+        let to_campaign = campaign_share_of_day(profile);
+        (1.0 - to_campaign) * self.background_scan_share + to_campaign * self.campaign_scan_share
+    }
+
     /// Code `index` (0 to `codes - 1`) of this tenant, the same every time it is asked for.
     pub fn code(&self, profile: &Profile, index: u32) -> CodeFigures {
         let mut rng = self.stream(CODE_STREAM, index);
@@ -450,9 +463,15 @@ mod tests {
         assert!(campaign
             .iter()
             .all(|t| profile.size_class[t.class].campaign));
-        let total: f64 = population.tenants.iter().map(|t| t.scan_share).sum();
+        let total: f64 = population
+            .tenants
+            .iter()
+            .map(|t| t.scan_share(&profile))
+            .sum();
         assert!((total - 1.0).abs() < 1e-9, "{total}");
-        let to_campaign: f64 = campaign.iter().map(|t| t.scan_share).sum();
+        let campaign_shares: f64 = campaign.iter().map(|t| t.campaign_scan_share).sum();
+        assert!((campaign_shares - 1.0).abs() < 1e-9, "{campaign_shares}");
+        let to_campaign: f64 = campaign.iter().map(|t| t.scan_share(&profile)).sum();
         assert!(
             to_campaign > profile.campaign.share_of_day_scans,
             "{to_campaign}"

@@ -178,6 +178,8 @@ fn timezone<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Tz, D::Error> {
 pub struct Scans {
     pub day: u64,
     pub adds_per_scan: f64,
+    pub active_from: LocalTime,
+    pub active_until: LocalTime,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -372,6 +374,15 @@ impl Profile {
 
         whole("scans.day", self.scans.day, 0, 1_000_000_000)?;
         real("scans.adds_per_scan", self.scans.adds_per_scan, 0.0, 1.0)?;
+        if self.scans.active_from >= self.scans.active_until {
+            return Err(refuse(
+                "scans.active_from",
+                format!(
+                    "{} is not before active_until {} (the active hours stay within one day)",
+                    self.scans.active_from, self.scans.active_until
+                ),
+            ));
+        }
 
         let k = &self.campaign;
         let eligible: u64 = self
@@ -398,12 +409,14 @@ impl Profile {
         )?;
         share("campaign.hot_code_share", k.hot_code_share)?;
         for (i, spike) in k.spikes.iter().enumerate() {
+            let until_midnight = 1_440 - u64::from(spike.start.minute_of_day);
             whole(
                 &format!("campaign.spikes[{i}].minutes"),
                 u64::from(spike.minutes),
                 1,
-                1_440,
-            )?;
+                until_midnight,
+            )
+            .map_err(|e| refuse(e.field, format!("{} (a spike ends by midnight)", e.problem)))?;
         }
         // Triangular spikes: each carries half its length at the peak rate.
         let in_spikes: f64 = k
@@ -542,6 +555,19 @@ mod tests {
         assert!(error.problem.contains("HH:MM"), "{error}");
         let error = with("name = \"Asia/Tokyo\"", "name = \"Asia/Atlantis\"").unwrap_err();
         assert!(error.problem.contains("IANA"), "{error}");
+    }
+
+    #[test]
+    fn active_hours_out_of_order_and_a_spike_past_midnight_are_refused() {
+        let error = with("active_from = \"08:00\"", "active_from = \"23:00\"").unwrap_err();
+        assert_eq!(error.field, "scans.active_from");
+        let error = with(
+            "{ start = \"20:00\", minutes = 20 }",
+            "{ start = \"23:50\", minutes = 20 }",
+        )
+        .unwrap_err();
+        assert_eq!(error.field, "campaign.spikes[2].minutes");
+        assert!(error.problem.contains("midnight"), "{error}");
     }
 
     #[test]

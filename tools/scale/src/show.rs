@@ -1,6 +1,7 @@
 //! `qrsync-scale profile`: the population a profile and seed give, and the settings read from
 //! the template, as text an operator reads before a run.
 
+use crate::day::DayCurve;
 use crate::population::Population;
 use crate::profile::Profile;
 use crate::settings::Settings;
@@ -89,10 +90,35 @@ pub fn population(profile: &Profile, population: &Population) -> String {
             thousands(u64::from(tenant.codes)),
             thousands(u64::from(tenant.staff)),
             tenant.codes_per_staff,
-            tenant.scan_share * 100.0,
+            tenant.scan_share(profile) * 100.0,
         );
     }
     out
+}
+
+/// The platform's scans per second over the campaign day, hour by hour, and its peak.
+pub fn day(profile: &Profile, curve: &DayCurve, date: chrono::NaiveDate) -> String {
+    let start = curve.day_start(date);
+    let rates: Vec<f64> = (0..86_400)
+        .map(|s| curve.platform_rate(start + chrono::Duration::seconds(s)))
+        .collect();
+    let (peak_second, peak) =
+        rates.iter().copied().enumerate().fold(
+            (0, 0.0),
+            |best, (s, r)| if r > best.1 { (s, r) } else { best },
+        );
+    let hourly: Vec<String> = rates
+        .chunks(3_600)
+        .map(|hour| thousands(hour.iter().sum::<f64>().round() as u64))
+        .collect();
+    format!(
+        "  scans on {date} ({zone}): {total} in the day, peak {peak:.0}/s at {h:02}:{m:02}; by hour: {hourly}\n",
+        zone = profile.campaign.timezone.name(),
+        total = thousands(rates.iter().sum::<f64>().round() as u64),
+        h = peak_second / 3_600,
+        m = peak_second % 3_600 / 60,
+        hourly = hourly.join(" "),
+    )
 }
 
 pub fn settings(settings: &Settings) -> String {
