@@ -230,6 +230,22 @@ pub fn settings(settings: &Settings) -> String {
         settings.tick.rate.as_secs(),
         settings.fan_out.max_receives,
     );
+    let throttles: Vec<String> = settings
+        .api_throttles
+        .iter()
+        .map(|t| {
+            format!(
+                "{} {} {}/s (burst {})",
+                t.http_method, t.resource_path, t.rate_per_second, t.burst
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "  callback: tenant settings cached {} s; API stage throttles: {}",
+        settings.callback.tenant_cache.as_secs(),
+        throttles.join(", "),
+    );
     let a = &settings.account;
     let _ = writeln!(
         out,

@@ -75,6 +75,29 @@ pub struct Settings {
     pub sweep: SweepRunSettings,
     pub record_facts: RecordFactsSettings,
     pub admin: AdminSettings,
+    pub callback: CallbackSettings,
+    /// API Gateway's stage throttles, most specific route last (as the template lists them).
+    pub api_throttles: Vec<ApiThrottle>,
+}
+
+/// The callback function: verifies, persists to the inbox, answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallbackSettings {
+    pub function: String,
+    pub inbox_queue: String,
+    /// How long a warm container trusts a tenant's cached callback settings (a read saved).
+    pub tenant_cache: Duration,
+    pub max_age: Duration,
+}
+
+/// A stage's `MethodSettings` throttle: beyond it API Gateway answers 429 before any function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiThrottle {
+    /// `/*` for every route, or one route (`/~1l~1{tenant}~1{code}`, `/` written `~1`).
+    pub resource_path: String,
+    pub http_method: String,
+    pub rate_per_second: u32,
+    pub burst: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,6 +280,7 @@ impl Settings {
             }
         }
         let account = account(&template)?;
+        let api_throttles = api_throttles(&template)?;
         let wiring = Wiring {
             queues: &queues,
             functions: &functions,
@@ -268,6 +292,8 @@ impl Settings {
             sweep: wiring.sweep()?,
             record_facts: wiring.record_facts()?,
             admin: wiring.admin()?,
+            callback: wiring.callback()?,
+            api_throttles,
             parameters: template.parameters,
             queues,
             functions,
@@ -275,11 +301,15 @@ impl Settings {
         })
     }
 
+    /// # Panics
+    /// When `id` is not a queue of the template (the ids the settings name all are).
     pub fn queue(&self, id: &str) -> &Queue {
         // Every queue a settings struct names was checked to exist when read.
         &self.queues[id]
     }
 
+    /// # Panics
+    /// When `id` is not a function of the template (the ids the settings name all are).
     pub fn function(&self, id: &str) -> &Function {
         &self.functions[id]
     }
@@ -537,6 +567,32 @@ fn account(template: &Template) -> Result<Account, TemplateError> {
     })
 }
 
+fn api_throttles(template: &Template) -> Result<Vec<ApiThrottle>, TemplateError> {
+    let mut out = Vec::new();
+    for api in template
+        .resources
+        .iter()
+        .filter(|r| r.kind == "AWS::Serverless::Api")
+    {
+        let props = View::new(&api.properties, format!("Resources.{}.Properties", api.id));
+        let Some(settings) = props.opt("MethodSettings") else {
+            continue;
+        };
+        for setting in settings.items()? {
+            if setting.opt("ThrottlingRateLimit").is_none() {
+                continue;
+            }
+            out.push(ApiThrottle {
+                resource_path: setting.key("ResourcePath")?.text()?,
+                http_method: setting.key("HttpMethod")?.text()?,
+                rate_per_second: setting.key("ThrottlingRateLimit")?.u32()?,
+                burst: setting.key("ThrottlingBurstLimit")?.u32()?,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// What each function's environment says, turned into the domain's types.
 struct Wiring<'s> {
     queues: &'s BTreeMap<String, Queue>,
@@ -774,6 +830,16 @@ impl Wiring<'_> {
             claim_owner_lease: Duration::from_secs(self.number(f, "CLAIM_OWNER_LEASE_SECONDS")?),
             callback_archive_days: self.number(f, "CALLBACK_ARCHIVE_DAYS")?,
             refresh_queue: self.queue(f, "REFRESH_QUEUE_URL")?,
+        })
+    }
+
+    fn callback(&self) -> Result<CallbackSettings, TemplateError> {
+        let f = self.running("wecom-callback")?;
+        Ok(CallbackSettings {
+            function: f.id.clone(),
+            inbox_queue: self.queue(f, "INBOX_QUEUE_URL")?,
+            tenant_cache: Duration::from_secs(self.number(f, "TENANT_CACHE_SECONDS")?),
+            max_age: Duration::from_secs(self.number(f, "CALLBACK_MAX_AGE_SECONDS")?),
         })
     }
 

@@ -246,3 +246,29 @@ fn a_rate_expression_reads_as_its_period_and_a_cron_is_refused() {
     assert_eq!(rate("rate(2 hours)"), Ok(Duration::from_secs(7_200)));
     assert!(rate("cron(0 9 * * ? *)").is_err());
 }
+
+#[test]
+fn the_callback_path_reads_its_cache_and_the_stages_throttles() {
+    let settings = project();
+    assert_eq!(settings.callback.tenant_cache, Duration::from_secs(60));
+    assert_eq!(
+        settings.callback.inbox_queue,
+        settings.record_facts.inbox_queue
+    );
+    let every_route = &settings.api_throttles[0];
+    assert_eq!(
+        (
+            every_route.resource_path.as_str(),
+            every_route.rate_per_second,
+            every_route.burst
+        ),
+        ("/*", 1_000, 2_000)
+    );
+    let landing = &settings.api_throttles[1];
+    assert_eq!(
+        (landing.http_method.as_str(), landing.rate_per_second),
+        ("GET", 500)
+    );
+    let lowered = overridden("LandingThrottleRatePerSecond", "50").expect("50 is allowed");
+    assert_eq!(lowered.api_throttles[1].rate_per_second, 50);
+}
