@@ -8,8 +8,8 @@
 //! domain code is configured with, built into the domain's own types from the environment
 //! each function is given, under the same variable names as `functions/*/src/config.rs`
 //! reads ([`RefreshSettings`], [`FanOutSettings`], [`TickSettings`], [`SweepRunSettings`],
-//! [`RecordFactsSettings`], [`AdminSettings`]); each function is found by the crate it runs
-//! (`CodeUri`).
+//! [`RecordFactsSettings`], [`AdminSettings`], [`CallbackSettings`]); each function is found
+//! by the crate it runs (`CodeUri`). The API stage's throttles are read too ([`ApiThrottle`]).
 
 mod template;
 mod view;
