@@ -1,0 +1,10 @@
+//! The scale simulation's parts (issue 30, being built): the production profile, the settings
+//! read from `template.yaml`, the services' documented limits under virtual time, and the cost
+//! of a simulated month. See tools/scale/README.md.
+
+pub mod cost;
+pub mod day;
+pub mod population;
+pub mod profile;
+pub mod settings;
+pub mod show;

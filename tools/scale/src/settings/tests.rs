@@ -1,0 +1,274 @@
+use super::*;
+
+fn project_text() -> String {
+    std::fs::read_to_string(project_template()).expect("template.yaml is readable")
+}
+
+fn project() -> Settings {
+    Settings::read(&project_text(), &[]).expect("the project's template reads")
+}
+
+fn overridden(name: &str, value: &str) -> Result<Settings, TemplateError> {
+    Settings::read(&project_text(), &[(name.to_owned(), value.to_owned())])
+}
+
+/// The one block of the template that starts at `marker`, with `from` replaced once in it.
+fn edited(marker: &str, from: &str, to: &str) -> String {
+    let text = project_text();
+    let start = text.find(marker).expect("marker in template.yaml");
+    let offset = text[start..].find(from).expect("value after the marker");
+    let mut out = text;
+    out.replace_range(start + offset..start + offset + from.len(), to);
+    out
+}
+
+#[test]
+fn the_slow_lane_runs_two_batches_at_once_and_the_fast_lane_fifty() {
+    let settings = project();
+    let (_, slow) = settings
+        .source_of(&settings.refresh.slow_queue)
+        .expect("slow lane read");
+    let (_, fast) = settings
+        .source_of(&settings.refresh.fast_queue)
+        .expect("fast lane read");
+    assert_eq!(slow.maximum_concurrency, Some(2));
+    assert_eq!(fast.maximum_concurrency, Some(50));
+    assert_eq!((slow.batch_size, fast.batch_size), (10, 10));
+    assert!(fast.report_batch_item_failures);
+}
+
+#[test]
+fn the_refresh_reads_the_budget_lanes_and_lease_the_parameters_default_to() {
+    let refresh = project().refresh;
+    assert_eq!(
+        refresh.budget,
+        BudgetLimits {
+            per_minute: 9_000,
+            per_hour: 135_000
+        }
+    );
+    assert_eq!(refresh.lanes.switch, LaneSwitch::Auto);
+    assert_eq!(refresh.lanes.quiet_after_ms, 259_200_000);
+    assert_eq!(refresh.lanes.slow_interval_ms, 60_000);
+    assert!(refresh.lanes.fast_tenants.is_empty());
+    assert_eq!(refresh.lease_times.duration_ms, 8_000);
+    assert_eq!(refresh.lease_times.call_ms, 3_500);
+    assert_eq!(refresh.max_receives, 5);
+    let delays: Vec<u64> = refresh
+        .retry_queues
+        .iter()
+        .map(|(d, _)| d.seconds())
+        .collect();
+    assert_eq!(delays, [15, 60, 900]);
+}
+
+#[test]
+fn a_parameter_given_on_the_command_line_replaces_its_default() {
+    let settings = overridden("WeComBudgetPerMinute", "540").expect("540 is allowed");
+    assert_eq!(settings.refresh.budget.per_minute, 540);
+    assert_eq!(settings.admin.budget.per_minute, 540);
+    assert!(settings.parameters["WeComBudgetPerMinute"].overridden);
+}
+
+#[test]
+fn a_parameter_outside_its_bounds_or_unknown_is_refused_by_name() {
+    let too_high = overridden("WeComBudgetPerMinute", "10001").unwrap_err();
+    assert_eq!(too_high.at, "--parameter");
+    assert!(
+        too_high.problem.contains("WeComBudgetPerMinute=10001"),
+        "{too_high}"
+    );
+    assert!(too_high.problem.contains("MaxValue"), "{too_high}");
+    let not_allowed = overridden("SlowLaneSwitch", "sometimes").unwrap_err();
+    assert!(
+        not_allowed.problem.contains("AllowedValues"),
+        "{not_allowed}"
+    );
+    let unknown = overridden("NoSuchKnob", "1").unwrap_err();
+    assert!(unknown.problem.contains("NoSuchKnob"), "{unknown}");
+}
+
+#[test]
+fn the_sweep_fires_at_the_rate_its_period_parameter_chooses_through_the_condition() {
+    assert_eq!(project().sweep.rate, Duration::from_secs(300));
+    let every_minute = overridden("SweepPeriodMinutes", "1").expect("1 is allowed");
+    assert_eq!(every_minute.sweep.rate, Duration::from_secs(60));
+    assert_eq!(every_minute.sweep.settings.period_ms, 60_000);
+    assert_eq!(project().tick.rate, Duration::from_secs(60));
+    assert_eq!(project().sweep.settings.reads_per_tenant_hour, 60);
+}
+
+#[test]
+fn queues_read_as_fifo_or_standard_with_their_timeouts_delays_and_dead_letters() {
+    let settings = project();
+    let refresh = settings.queue(&settings.refresh.fast_queue);
+    assert!(refresh.fifo && refresh.high_throughput && refresh.content_based_deduplication);
+    assert_eq!(refresh.visibility_timeout, Duration::from_secs(60));
+    let redrive = refresh.redrive.as_ref().expect("refresh.fifo dead-letters");
+    assert_eq!(
+        redrive.dead_letter_queue,
+        settings.refresh.dead_letter_queue
+    );
+    assert_eq!(redrive.max_receive_count, 5);
+    let fan_out = settings.queue(&settings.fan_out.queue);
+    assert!(!fan_out.fifo);
+    assert_eq!(fan_out.visibility_timeout, Duration::from_secs(180));
+    let (_, longest_retry) = &settings.refresh.retry_queues[2];
+    assert_eq!(
+        settings.queue(longest_retry).delay,
+        Duration::from_secs(900)
+    );
+    let (function, source) = settings
+        .source_of(&settings.fan_out.queue)
+        .expect("fan-out read");
+    assert_eq!(
+        (source.batch_size, source.maximum_concurrency),
+        (5, Some(20))
+    );
+    assert_eq!(function.timeout, Duration::from_secs(30));
+}
+
+#[test]
+fn functions_take_their_timeout_and_memory_from_themselves_or_the_globals() {
+    let settings = project();
+    let refresh = settings.function(&settings.refresh.function);
+    assert_eq!(
+        (refresh.timeout, refresh.memory_mb),
+        (Duration::from_secs(10), 256)
+    );
+    assert_eq!(refresh.architecture, "x86_64");
+    assert_eq!(refresh.reserved_concurrency, None);
+    // Globals' variables merge with the function's own (SAM merges maps).
+    assert_eq!(refresh.environment["QRSYNC_CLOCK_OFFSET_SECONDS"], "0");
+    assert_eq!(refresh.environment["SLOW_LANE_SWITCH"], "auto");
+    let sweep = settings.function(&settings.sweep.function);
+    assert_eq!(sweep.timeout, Duration::from_secs(240));
+    assert_eq!(settings.record_facts.inbox_max_receives, 5);
+}
+
+#[test]
+fn the_bill_counts_the_templates_alarms_table_and_missing_log_retention() {
+    let account = project().account;
+    assert!(account.alarms >= 20, "{account:?}");
+    assert_eq!(account.dashboards, 1);
+    assert_eq!(account.log_groups_with_retention, 0);
+    assert_eq!(account.nat_gateways, 0);
+    assert!(account.table_on_demand && account.point_in_time_recovery);
+    assert_eq!(account.table_indexes, 1);
+}
+
+#[test]
+fn a_value_changed_in_a_copy_of_the_template_changes_what_is_read() {
+    let text = edited(
+        "        SlowReasons:",
+        "MaximumConcurrency: 2",
+        "MaximumConcurrency: 7",
+    );
+    let settings = Settings::read(&text, &[]).expect("edited template reads");
+    let (_, slow) = settings
+        .source_of(&settings.refresh.slow_queue)
+        .expect("slow lane read");
+    assert_eq!(slow.maximum_concurrency, Some(7));
+    let text = edited(
+        "  RefreshQueue:\n",
+        "VisibilityTimeout: 60",
+        "VisibilityTimeout: 45",
+    );
+    let settings = Settings::read(&text, &[]).expect("edited template reads");
+    assert_eq!(
+        settings
+            .queue(&settings.refresh.fast_queue)
+            .visibility_timeout,
+        Duration::from_secs(45)
+    );
+}
+
+#[test]
+fn a_setting_the_simulation_reads_removed_from_the_template_is_an_error_naming_it() {
+    let text = edited(
+        "  RefreshCodesFunction:",
+        "          WECOM_BUDGET_PER_MINUTE: !Ref WeComBudgetPerMinute\n",
+        "",
+    );
+    let error = Settings::read(&text, &[]).unwrap_err();
+    assert!(error.at.contains("RefreshCodesFunction"), "{error}");
+    assert!(error.at.contains("WECOM_BUDGET_PER_MINUTE"), "{error}");
+}
+
+#[test]
+fn a_retry_queue_whose_delay_disagrees_with_the_domain_is_refused() {
+    let text = edited(
+        "  RefreshRetry60sQueue:",
+        "DelaySeconds: 60",
+        "DelaySeconds: 30",
+    );
+    let error = Settings::read(&text, &[]).unwrap_err();
+    assert!(error.at.contains("RefreshRetry60sQueue"), "{error}");
+}
+
+#[test]
+fn short_and_long_forms_of_the_intrinsic_functions_read_the_same() {
+    let template = |body: &str| {
+        format!(
+            "Parameters:\n  Size: {{ Type: Number, Default: 3 }}\n  Name: {{ Type: String, Default: x }}\n\
+             Conditions:\n  Big: !Not [!Equals [!Ref Size, 1]]\n  Small: {{ 'Fn::Equals': [{{ Ref: Size }}, 1] }}\n\
+             Resources:\n  Q:\n    Type: AWS::SQS::Queue\n    Properties:\n{body}"
+        )
+    };
+    let short = template(
+        "      A: !Ref Size\n      B: !If [Big, !Sub 'n-${Name}-${AWS::StackName}', no]\n      C: !GetAtt Q.Arn\n      D: !Ref AWS::NoValue\n",
+    );
+    let long = template(
+        "      A: { Ref: Size }\n      B: { 'Fn::If': [Small, no, { 'Fn::Sub': 'n-${Name}-${AWS::StackName}' }] }\n      C: { 'Fn::GetAtt': [Q, Arn] }\n",
+    );
+    let read = |text: &str| {
+        let template = Template::parse(text, &[]).expect("parses");
+        template.resources[0].properties.clone()
+    };
+    let expected = Node::Map(vec![
+        ("A".into(), Node::Int(3)),
+        ("B".into(), Node::Text("n-x-${AWS::StackName}".into())),
+        (
+            "C".into(),
+            Node::Attribute {
+                resource: "Q".into(),
+                attribute: "Arn".into(),
+            },
+        ),
+    ]);
+    assert_eq!(read(&short), expected);
+    assert_eq!(read(&long), expected);
+}
+
+#[test]
+fn a_rate_expression_reads_as_its_period_and_a_cron_is_refused() {
+    assert_eq!(rate("rate(1 minute)"), Ok(Duration::from_secs(60)));
+    assert_eq!(rate("rate(2 hours)"), Ok(Duration::from_secs(7_200)));
+    assert!(rate("cron(0 9 * * ? *)").is_err());
+}
+
+#[test]
+fn the_callback_path_reads_its_cache_and_the_stages_throttles() {
+    let settings = project();
+    assert_eq!(settings.callback.tenant_cache, Duration::from_secs(60));
+    assert_eq!(
+        settings.callback.inbox_queue,
+        settings.record_facts.inbox_queue
+    );
+    let every_route = &settings.api_throttles[0];
+    assert_eq!(
+        (
+            every_route.resource_path.as_str(),
+            every_route.rate_per_second,
+            every_route.burst
+        ),
+        ("/*", 1_000, 2_000)
+    );
+    let landing = &settings.api_throttles[1];
+    assert_eq!(
+        (landing.http_method.as_str(), landing.rate_per_second),
+        ("GET", 500)
+    );
+    let lowered = overridden("LandingThrottleRatePerSecond", "50").expect("50 is allowed");
+    assert_eq!(lowered.api_throttles[1].rate_per_second, 50);
+}
