@@ -58,7 +58,6 @@ macro_rules! validated_id {
     };
 }
 
-
 validated_id!(
     /// A tenant id as it appears in `/wecom/{tenant}/callback`, safe inside DynamoDB keys
     /// and SQS group ids.

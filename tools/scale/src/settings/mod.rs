@@ -20,11 +20,11 @@ mod tests;
 pub use template::{Node, Parameter, TemplateError};
 
 use domain::budget::BudgetLimits;
+use domain::ids::TenantId;
 use domain::lanes::{LanePolicy, LaneSwitch};
 use domain::refresh::retry::RetryDelay;
 use domain::refresh::LeaseTimes;
 use domain::sweep::SweepSettings;
-use domain::ids::TenantId;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
