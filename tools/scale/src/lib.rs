@@ -1,3 +1,5 @@
 //! The scale simulation's parts (issue 30, being built): the production profile, the settings
 //! read from `template.yaml`, the services' documented limits under virtual time, and the cost
 //! of a simulated month. See tools/scale/README.md.
+
+pub mod services;
