@@ -886,6 +886,27 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn the_same_seed_throttles_and_retries_the_same_requests_at_the_same_moments() {
+        let mut runs = Vec::new();
+        for _ in 0..2 {
+            let db = db();
+            let t = tenant("heavy");
+            let tasks = burst(
+                &db,
+                (0..3_000).map(|n| ItemKey::code(&t, &code(&format!("c{n}")))),
+            );
+            let attempts: Vec<Option<u32>> = outcomes(tasks)
+                .await
+                .into_iter()
+                .map(|s| s.ok().map(|s| s.attempts))
+                .collect();
+            runs.push((attempts, db.by_second()));
+        }
+        assert!(runs[0].1.len() > 1, "retries spread over seconds");
+        assert_eq!(runs[0], runs[1]);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn the_sdk_gives_up_after_its_third_attempt_having_waited_at_most_one_then_two_seconds() {
         let db = db();
         let t = tenant("heavy");

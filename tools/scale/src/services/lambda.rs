@@ -637,6 +637,51 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn the_same_world_runs_the_same_invocations_at_the_same_moments() {
+        let mut runs = Vec::new();
+        for _ in 0..2 {
+            let w = world(3, &[QueueConfig::fifo("refresh.fifo", VISIBILITY)]);
+            w.account
+                .create_function(function("refresh"))
+                .expect("function");
+            send_many(&w.sqs, "refresh.fifo", &["a", "b", "c", "d", "e"], 6);
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let seen = Arc::clone(&log);
+            let start = Instant::now();
+            let code = handler(move |invocation: Invocation| {
+                let ids: Vec<String> = invocation
+                    .messages
+                    .iter()
+                    .map(|m| m.message_id.clone())
+                    .collect();
+                seen.lock()
+                    .expect("lock")
+                    .push((start.elapsed(), ids.clone()));
+                async move {
+                    tokio::time::sleep(Duration::from_millis(700)).await;
+                    ids.into_iter()
+                        .take(1)
+                        .filter(|id| id.ends_with('7'))
+                        .collect()
+                }
+            });
+            let poller = EventSource::new(EventSourceConfig::new("refresh.fifo", 1, 4), "refresh")
+                .spawn(Arc::clone(&w.account), Arc::clone(&w.sqs), code)
+                .expect("spawn");
+            tokio::time::sleep(Duration::from_secs(300)).await;
+            poller.abort();
+            let counters = w.account.counters("refresh").expect("counters");
+            let entries = log.lock().expect("lock").clone();
+            runs.push((entries, counters.throttles, counters.messages_deleted));
+        }
+        assert!(
+            runs[0].1 > 0,
+            "the account's 3 concurrent executions throttled some"
+        );
+        assert_eq!(runs[0], runs[1]);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn reserved_concurrency_caps_a_function_and_counts_its_throttles() {
         let w = world(1_000, &[QueueConfig::standard("replay", VISIBILITY)]);
         let mut config = function("replay");
