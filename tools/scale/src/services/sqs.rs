@@ -6,7 +6,9 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::{Duration, Instant};
@@ -199,6 +201,11 @@ struct Queue {
     in_flight: BTreeSet<(Instant, u64)>,
     /// When each delayed message becomes visible (for counting delayed messages).
     delayed: BTreeSet<(Instant, u64)>,
+    /// FIFO: each group's messages, and the groups by their first message.
+    groups: HashMap<String, BTreeSet<u64>>,
+    heads: BTreeSet<(u64, String)>,
+    /// FIFO: the last message a receive looks at, once the queue is longer than the look-ahead.
+    lookahead_end: Option<u64>,
     deduplication: HashMap<String, Instant>,
     deduplication_order: VecDeque<(Instant, String)>,
     counters: QueueCounters,
@@ -213,6 +220,9 @@ impl Queue {
             messages: BTreeMap::new(),
             in_flight: BTreeSet::new(),
             delayed: BTreeSet::new(),
+            groups: HashMap::new(),
+            heads: BTreeSet::new(),
+            lookahead_end: None,
             deduplication: HashMap::new(),
             deduplication_order: VecDeque::new(),
             counters: QueueCounters::default(),
@@ -272,7 +282,19 @@ impl Queue {
         if stored.visible_at > stored.sent_at {
             self.delayed.insert((stored.visible_at, seq));
         }
+        if self.config.kind == QueueKind::Fifo {
+            let group = self.groups.entry(stored.group.clone()).or_default();
+            if group.is_empty() {
+                self.heads.insert((seq, stored.group.clone()));
+            }
+            group.insert(seq);
+        }
         self.messages.insert(seq, stored);
+        // Every insert has the highest sequence number yet, so only reaching the look-ahead's
+        // length sets its last message.
+        if self.messages.len() == FIFO_LOOKAHEAD {
+            self.lookahead_end = Some(seq);
+        }
     }
 
     fn remove(&mut self, seq: u64) -> Option<Stored> {
@@ -281,41 +303,117 @@ impl Queue {
             self.in_flight.remove(&(until, seq));
         }
         self.delayed.remove(&(stored.visible_at, seq));
+        if let Some(end) = self.lookahead_end {
+            if seq <= end {
+                // The look-ahead now reaches one message further, if there is one.
+                self.lookahead_end = self
+                    .messages
+                    .range((Bound::Excluded(end), Bound::Unbounded))
+                    .next()
+                    .map(|(next, _)| *next);
+            }
+        }
+        if let Some(group) = self.groups.get_mut(&stored.group) {
+            let was_head = group.first() == Some(&seq);
+            group.remove(&seq);
+            if was_head {
+                self.heads.remove(&(seq, stored.group.clone()));
+                match group.first() {
+                    Some(&next) => {
+                        self.heads.insert((next, stored.group.clone()));
+                    }
+                    None => {
+                        self.groups.remove(&stored.group);
+                    }
+                }
+            }
+        }
         Some(stored)
     }
 
     /// The messages a receive may take, in order, and those due for the dead-letter queue.
     fn pick(&self, max: usize, now: Instant) -> (Vec<u64>, Vec<u64>) {
-        let max_receives = self.config.redrive.as_ref().map(|r| r.max_receive_count);
-        let mut taken = Vec::new();
-        let mut dead = Vec::new();
-        let mut closed_groups: HashSet<&str> = HashSet::new();
-        let scanned = match self.config.kind {
-            QueueKind::Fifo => FIFO_LOOKAHEAD,
-            QueueKind::Standard => usize::MAX,
-        };
-        for (&seq, stored) in self.messages.iter().take(scanned) {
-            if taken.len() == max {
+        match self.config.kind {
+            QueueKind::Fifo => self.pick_fifo(max, now),
+            QueueKind::Standard => self.pick_standard(max, now),
+        }
+    }
+
+    fn due_for_dead_letters(&self, stored: &Stored) -> bool {
+        self.config
+            .redrive
+            .as_ref()
+            .is_some_and(|redrive| stored.receive_count >= redrive.max_receive_count)
+    }
+
+    /// A standard queue: any available message, oldest first. Messages arrive in sequence
+    /// and share the queue's delay, so the first one still delayed ends the search.
+    fn pick_standard(&self, max: usize, now: Instant) -> (Vec<u64>, Vec<u64>) {
+        let (mut taken, mut dead) = (Vec::new(), Vec::new());
+        for (&seq, stored) in &self.messages {
+            if taken.len() == max || stored.visible_at > now {
                 break;
             }
-            let fifo = self.config.kind == QueueKind::Fifo;
-            if fifo && closed_groups.contains(stored.group.as_str()) {
+            if stored.in_flight_until.is_some_and(|until| until > now) {
                 continue;
             }
-            let unavailable =
-                stored.in_flight_until.is_some_and(|until| until > now) || stored.visible_at > now;
-            if unavailable {
-                // On FIFO a message not yet available holds back the rest of its group.
-                if fifo {
-                    closed_groups.insert(stored.group.as_str());
-                }
-                continue;
-            }
-            if max_receives.is_some_and(|max| stored.receive_count >= max) {
+            if self.due_for_dead_letters(stored) {
                 dead.push(seq);
+            } else {
+                taken.push(seq);
+            }
+        }
+        (taken, dead)
+    }
+
+    /// A FIFO queue: the messages of the first `FIFO_LOOKAHEAD` whose group has nothing in
+    /// flight, in queue order, each group up to its first message not available. The groups
+    /// are walked by their first message and merged in sequence, so a receive costs the
+    /// groups it passes over (those in flight), not the messages behind them.
+    fn pick_fifo(&self, max: usize, now: Instant) -> (Vec<u64>, Vec<u64>) {
+        let (mut taken, mut dead) = (Vec::new(), Vec::new());
+        let last = self.lookahead_end.unwrap_or(u64::MAX);
+        let mut heads = self.heads.iter().peekable();
+        // The next message of each group this receive has taken from.
+        let mut continuing: BinaryHeap<Reverse<(u64, &str)>> = BinaryHeap::new();
+        while taken.len() < max {
+            let from_group = continuing.peek().map(|Reverse((seq, _))| *seq);
+            let from_heads = heads.peek().map(|(seq, _)| *seq);
+            let (seq, group) = match (from_group, from_heads) {
+                (Some(g), Some(h)) if g < h => continuing.pop().map(|Reverse(next)| next),
+                (Some(_), None) => continuing.pop().map(|Reverse(next)| next),
+                (_, Some(_)) => heads.next().map(|(seq, group)| (*seq, group.as_str())),
+                (None, None) => None,
+            }
+            .unwrap_or((u64::MAX, ""));
+            if seq > last {
+                break;
+            }
+            let Some(stored) = self.messages.get(&seq) else {
+                break;
+            };
+            if stored.visible_at > now {
+                // Sent later than every message before it, with the queue's delay: so is
+                // everything after it.
+                break;
+            }
+            if stored.in_flight_until.is_some_and(|until| until > now) {
+                // Its group is held: nothing after it in the group is taken.
                 continue;
             }
-            taken.push(seq);
+            if self.due_for_dead_letters(stored) {
+                dead.push(seq);
+            } else {
+                taken.push(seq);
+            }
+            let next = self.groups.get(group).and_then(|seqs| {
+                seqs.range((Bound::Excluded(seq), Bound::Unbounded))
+                    .next()
+                    .copied()
+            });
+            if let Some(next) = next {
+                continuing.push(Reverse((next, group)));
+            }
         }
         (taken, dead)
     }
@@ -675,6 +773,7 @@ impl Sqs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     const VISIBILITY: Duration = Duration::from_secs(60);
 
@@ -730,6 +829,28 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_full_batch_holds_the_first_messages_in_queue_order_whatever_their_groups() {
+        let sqs = fifo();
+        for (group, body) in [
+            ("a", "a0"),
+            ("b", "b0"),
+            ("a", "a1"),
+            ("c", "c0"),
+            ("b", "b1"),
+        ] {
+            send(&sqs, "refresh.fifo", group, body);
+        }
+        assert_eq!(
+            bodies(&sqs.receive("refresh.fifo", 3).expect("receive")),
+            ["a0", "b0", "a1"]
+        );
+        assert_eq!(
+            bodies(&sqs.receive("refresh.fifo", 3).expect("receive")),
+            ["c0"]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn one_groups_backlog_of_120000_messages_holds_back_the_groups_behind_it() {
         let sqs = fifo();
         for chunk in 0..FIFO_LOOKAHEAD / MAX_BATCH {
@@ -742,6 +863,27 @@ mod tests {
         assert_eq!(sqs.receive("refresh.fifo", 10).expect("receive").len(), 10);
         // The hot group is in flight and fills the whole look-ahead: nothing is available.
         assert!(sqs.receive("refresh.fifo", 10).expect("receive").is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deleting_messages_ahead_brings_a_group_behind_into_the_look_ahead() {
+        let sqs = fifo();
+        for chunk in 0..FIFO_LOOKAHEAD / MAX_BATCH {
+            let batch: Vec<Outgoing> = (0..MAX_BATCH)
+                .map(|n| Outgoing::new("hot-code", &format!("{chunk}-{n}")))
+                .collect();
+            sqs.send_batch("refresh.fifo", &batch).expect("send");
+        }
+        send(&sqs, "refresh.fifo", "quiet-code", "behind");
+        let first = sqs.receive("refresh.fifo", 10).expect("receive");
+        let receipts: Vec<Receipt> = first.iter().map(|m| m.receipt).collect();
+        sqs.delete_batch("refresh.fifo", &receipts).expect("delete");
+        let second = sqs.receive("refresh.fifo", 10).expect("receive");
+        assert!(second.iter().all(|m| m.group == "hot-code"));
+        assert_eq!(
+            bodies(&sqs.receive("refresh.fifo", 10).expect("receive")),
+            ["behind"]
+        );
     }
 
     #[tokio::test(start_paused = true)]
