@@ -681,6 +681,88 @@ mod tests {
         assert_eq!(runs[0], runs[1]);
     }
 
+    /// How the next session plugs a domain consumer in: the function's handler calls the
+    /// domain's own `fanout::consume` with the batch, virtual time as its clock and the time
+    /// the invocation has left, and answers its partial batch.
+    #[tokio::test(start_paused = true)]
+    async fn the_domains_fan_out_consumer_runs_as_a_handler_under_virtual_time() {
+        use domain::fakes::{InMemoryQueues, InMemoryStore};
+        use domain::fanout::{consumer, Expander};
+        use domain::ids::{CodeId, StaffId};
+        use domain::reasons::{Cause, FanOut, Source};
+        use domain::tenants::TenantId;
+
+        crate::services::clock::start_at(1_796_000_000_000);
+        let store = InMemoryStore::default();
+        let tenant = TenantId::parse("t1").expect("tenant");
+        let alice = StaffId::parse("alice").expect("staff");
+        let codes: Vec<CodeId> = (0..250)
+            .map(|n| CodeId::parse(&format!("c{n:04}")).expect("code"))
+            .collect();
+        store.seat(&tenant, &alice, &codes.iter().collect::<Vec<_>>());
+        let queues = InMemoryQueues::default();
+        let expander = Arc::new(Expander::new(
+            store.clone(),
+            queues.clone(),
+            queues.clone(),
+            store,
+        ));
+
+        let w = world(1_000, &[QueueConfig::standard("fanout", VISIBILITY)]);
+        w.account
+            .create_function(function("fanout"))
+            .expect("function");
+        let fan_out = FanOut::new(
+            tenant,
+            vec![Source::Staff { staff: alice }],
+            Cause::StaffChanged,
+            42,
+            "staff:alice:42".into(),
+        );
+        let body = serde_json::to_string(&fan_out).expect("JSON");
+        w.sqs
+            .send("fanout", Outgoing::new("", &body))
+            .expect("send");
+        let code = handler(move |invocation: Invocation| {
+            let expander = Arc::clone(&expander);
+            async move {
+                let received: Vec<domain::batch::Received<'_>> = invocation
+                    .messages
+                    .iter()
+                    .map(|m| domain::batch::Received {
+                        message_id: &m.message_id,
+                        group: &m.group,
+                        body: &m.body,
+                        receive_count: m.receive_count,
+                    })
+                    .collect();
+                let time_left_ms = u64::try_from(invocation.time_left().as_millis()).unwrap_or(0);
+                consumer::consume(
+                    &expander,
+                    5,
+                    crate::services::clock::now_ms,
+                    &received,
+                    time_left_ms,
+                )
+                .await
+                .failures()
+            }
+        });
+        EventSource::new(EventSourceConfig::new("fanout", 10, 20), "fanout")
+            .spawn(Arc::clone(&w.account), Arc::clone(&w.sqs), code)
+            .expect("spawn");
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(
+            queues.reasons().len(),
+            250,
+            "one refresh reason per code alice sits on"
+        );
+        assert_eq!(
+            w.account.counters("fanout").map(|c| c.messages_deleted),
+            Ok(1)
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn reserved_concurrency_caps_a_function_and_counts_its_throttles() {
         let w = world(1_000, &[QueueConfig::standard("replay", VISIBILITY)]);
