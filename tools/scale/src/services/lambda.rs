@@ -227,6 +227,14 @@ impl From<SqsError> for LambdaError {
     }
 }
 
+/// What became of one invocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invoked<T> {
+    Done(T),
+    TimedOut,
+    Throttled,
+}
+
 /// An execution environment given to one invocation.
 struct Environment {
     cold: bool,
@@ -344,6 +352,52 @@ impl Account {
         f.counters.mb_ms += billed_ms * u128::from(f.config.memory_mb);
         let total = state.usage.in_use - 1;
         state.usage.change(total, now);
+    }
+
+    /// Runs `code` in `environment` (after its cold start if it is new) until the function's
+    /// timeout, which drops the code and discards the environment: `None` then.
+    async fn run<T, Fut>(
+        &self,
+        function: &FunctionConfig,
+        environment: Environment,
+        code: impl FnOnce(Instant) -> Fut,
+    ) -> Option<T>
+    where
+        Fut: Future<Output = T>,
+    {
+        let started = Instant::now();
+        if environment.cold {
+            tokio::time::sleep(function.cold_start).await;
+        }
+        let deadline = Instant::now() + function.timeout;
+        let answer = tokio::time::timeout(function.timeout, code(deadline)).await;
+        let billed = started.elapsed();
+        let finished = answer.is_ok();
+        if !finished {
+            self.count(&function.name, |c| c.timeouts += 1);
+        }
+        self.release(&function.name, finished, billed);
+        answer.ok()
+    }
+
+    /// One invocation of `function` now: a throttle when its concurrency is used up, else
+    /// `code` given its deadline, cut off at the function's timeout.
+    pub async fn invoke<T, Fut>(
+        &self,
+        function: &str,
+        code: impl FnOnce(Instant) -> Fut,
+    ) -> Result<Invoked<T>, LambdaError>
+    where
+        Fut: Future<Output = T>,
+    {
+        let config = self.function_config(function)?;
+        let Some(environment) = self.try_acquire(function) else {
+            return Ok(Invoked::Throttled);
+        };
+        Ok(match self.run(&config, environment, code).await {
+            Some(answer) => Invoked::Done(answer),
+            None => Invoked::TimedOut,
+        })
     }
 
     fn count(&self, function: &str, update: impl FnOnce(&mut FunctionCounters)) {
@@ -475,26 +529,22 @@ impl Poller {
     }
 
     async fn invoke(&self, batch: Vec<Delivered>, environment: Environment) {
-        let started = Instant::now();
-        if environment.cold {
-            tokio::time::sleep(self.function.cold_start).await;
-        }
-        let invocation = Invocation {
+        let invocation = |deadline| Invocation {
             function: self.function.name.clone(),
             messages: batch.clone(),
-            deadline: Instant::now() + self.function.timeout,
+            deadline,
         };
-        let answer = tokio::time::timeout(self.function.timeout, (self.code)(invocation)).await;
-        let billed = started.elapsed();
-        let Ok(failed) = answer else {
-            // Lambda ends the invocation; nothing is deleted, so every message comes back after
-            // its visibility timeout, and the environment is not reused.
-            self.account.count(&self.function.name, |c| c.timeouts += 1);
-            self.account.release(&self.function.name, false, billed);
-            return;
-        };
-        self.account.release(&self.function.name, true, billed);
-        self.settle(&batch, &failed);
+        let answer = self
+            .account
+            .run(&self.function, environment, |deadline| {
+                (self.code)(invocation(deadline))
+            })
+            .await;
+        // After a timeout nothing is deleted: every message comes back after its visibility
+        // timeout.
+        if let Some(failed) = answer {
+            self.settle(&batch, &failed);
+        }
     }
 
     /// Deletes what the handler did not report as failed (Lambda's partial batch response).

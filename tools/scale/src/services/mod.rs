@@ -1,7 +1,7 @@
 //! The services the simulated day runs against, each with the documented limits that shape
 //! qrsync at production scale (tools/scale/README.md, "The simulated services"): SQS FIFO and
-//! standard queues, Lambda's SQS event source and concurrency, DynamoDB's request units and
-//! partitions, and WeCom's rate windows.
+//! standard queues, Lambda's SQS event source and concurrency, EventBridge Scheduler's rate
+//! schedules, DynamoDB's request units and partitions, and WeCom's rate windows.
 //!
 //! # Virtual time: tokio's paused clock, not turmoil or madsim
 //!
@@ -24,5 +24,6 @@
 pub mod clock;
 pub mod dynamodb;
 pub mod lambda;
+pub mod scheduler;
 pub mod sqs;
 pub mod wecom;
