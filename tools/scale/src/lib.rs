@@ -6,5 +6,6 @@ pub mod cost;
 pub mod day;
 pub mod population;
 pub mod profile;
+pub mod services;
 pub mod settings;
 pub mod show;
