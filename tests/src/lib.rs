@@ -234,20 +234,33 @@ impl World {
     }
 
     /// Every log line a function wrote since `since_ms`, from its CloudWatch Logs group
-    /// (`/aws/lambda/<name>`), following pages.
+    /// (`/aws/lambda/<name>`), following pages. Lambda creates the group with the function's
+    /// first log line, which can reach CloudWatch Logs after the function's other effects, so a
+    /// group not there yet holds no lines (a caller polling for a line then polls again).
     pub async fn function_logs(&self, function_output: &str, since_ms: u64) -> Result<Vec<String>> {
         let logs = aws_sdk_cloudwatchlogs::Client::new(&self.aws);
         let group = format!("/aws/lambda/{}", self.output(function_output));
         let mut lines = Vec::new();
         let mut next = None;
         loop {
-            let page = logs
+            let page = match logs
                 .filter_log_events()
                 .log_group_name(&group)
                 .start_time(i64::try_from(since_ms)?)
                 .set_next_token(next)
                 .send()
-                .await?;
+                .await
+            {
+                Ok(page) => page,
+                Err(error)
+                    if error
+                        .as_service_error()
+                        .is_some_and(|e| e.is_resource_not_found_exception()) =>
+                {
+                    return Ok(lines);
+                }
+                Err(error) => return Err(error.into()),
+            };
             lines.extend(
                 page.events()
                     .iter()
