@@ -4,6 +4,7 @@
 //! that storm it).
 
 use super::answer::answer;
+use crate::clock::host_clock;
 use domain::wecom::contact_way::{CorpCredentials, REDACTED};
 use domain::wecom::errors::WeComError;
 use domain::StoreError;
@@ -13,7 +14,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
 /// Longest early-refresh margin: a token is replaced once less than this remains...
@@ -65,12 +66,6 @@ pub trait TokenStore: Send + Sync {
         -> Result<bool, StoreError>;
     /// Stores a newly fetched token and releases the lock.
     async fn save(&self, corp_id: &str, token: &SharedToken) -> Result<(), StoreError>;
-}
-
-fn wall_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A token as cached for one corp.
@@ -224,7 +219,7 @@ impl Tokens {
             Ok(token) => {
                 if let Some(store) = &self.shared {
                     if let Err(error) = store
-                        .save(&creds.corp_id, &token.to_shared(wall_ms()))
+                        .save(&creds.corp_id, &token.to_shared(host_clock()))
                         .await
                     {
                         tracing::warn!(error = %error, "fetched token not shared");
@@ -305,7 +300,7 @@ async fn shared_token(
             && Some(token.value.as_str()) != rejected
             && now_ms < token.expires_at_ms
     };
-    let now_ms = wall_ms();
+    let now_ms = host_clock();
     let stored = store.load(corp_id).await?;
     if let Some(token) = stored
         .as_ref()
@@ -323,7 +318,7 @@ async fn shared_token(
     }
     for _ in 0..TOKEN_LOCK_POLLS {
         tokio::time::sleep(TOKEN_LOCK_POLL).await;
-        let now_ms = wall_ms();
+        let now_ms = host_clock();
         if let Some(token) = store
             .load(corp_id)
             .await?
