@@ -4,6 +4,7 @@
 
 pub mod cost;
 pub mod day;
+pub mod observe;
 pub mod population;
 pub mod profile;
 pub mod services;
