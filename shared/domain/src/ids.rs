@@ -1,14 +1,17 @@
 //! Ids that arrive from outside (paths, callbacks, admin input) and end up inside DynamoDB
 //! keys, SQS group ids and WeCom's `state`: each is validated once, where it enters.
 
-/// Declares a `String` newtype that can only hold 1 to `$max` ASCII letters and digits plus
+/// Declares a string newtype that can only hold 1 to `$max` ASCII letters and digits plus
 /// the listed punctuation bytes, with its error type, serde through `String`, and `Display`.
 macro_rules! validated_id {
     ($(#[$doc:meta])* $name:ident, $error:ident, $what:literal, max = $max:literal, also = [$($extra:literal),*]) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
         #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
+        // Shared, not owned: an id is cloned into every list, index entry and message that
+        // names it, and one allocation for all of them keeps millions of codes (the scale
+        // simulation's) within memory and their clones cheap.
+        pub struct $name(std::sync::Arc<str>);
 
         #[derive(Debug, Clone, PartialEq, Eq)]
         pub struct $error;
@@ -26,7 +29,7 @@ macro_rules! validated_id {
                 let valid = (1..=$max).contains(&raw.len())
                     && raw.bytes().all(|b| b.is_ascii_alphanumeric() $(|| u32::from(b) == u32::from($extra))*);
                 if valid {
-                    Ok(Self(raw.to_owned()))
+                    Ok(Self(raw.into()))
                 } else {
                     Err($error)
                 }
@@ -46,7 +49,7 @@ macro_rules! validated_id {
 
         impl From<$name> for String {
             fn from(value: $name) -> Self {
-                value.0
+                value.0.as_ref().to_owned()
             }
         }
 

@@ -12,7 +12,7 @@ use crate::fanout::CodeIndex;
 use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::lanes::CodeAge;
-use crate::membership::{candidates, CodeConfig, Employment, WeeklySchedule};
+use crate::membership::{candidates, AddCounts, CodeConfig, Employment, WeeklySchedule};
 use crate::owed::replan;
 use crate::reasons::Source;
 use crate::schedules::{DueWriter, Minute, Subject};
@@ -66,13 +66,20 @@ impl CodeFacts for InMemoryStore {
                 Some(((*s).clone(), facts.clone()))
             })
             .collect();
+        // A fixture's counts (`set_today`) stand for the counters on the snapshot's day; without
+        // one, the counters the counted adds incremented, as the table reads them.
+        let day = crate::tenants::tenant_day(now_ms, profile.timezone);
         let today = people
             .iter()
             .filter_map(|s| {
-                let counts = tables
+                let fixture = tables
                     .today
-                    .get(&(tenant.clone(), code.clone(), (*s).clone()))?;
-                Some(((*s).clone(), *counts))
+                    .get(&(tenant.clone(), code.clone(), (*s).clone()));
+                let counts = match fixture {
+                    Some(counts) => *counts,
+                    None => tables.adds.counts(tenant, code, s, &day),
+                };
+                (counts != AddCounts::default()).then(|| ((*s).clone(), counts))
             })
             .collect();
         Ok(Some(CodeSnapshot {
@@ -117,13 +124,7 @@ impl DueWriter for InMemoryStore {
     }
 
     async fn due_subjects(&self, tenant: &TenantId) -> Result<Vec<Subject>, StoreError> {
-        Ok(self
-            .available()?
-            .due
-            .keys()
-            .filter(|(t, _)| t == tenant)
-            .map(|(_, subject)| subject.clone())
-            .collect())
+        Ok(self.available()?.due.subjects_of(tenant).cloned().collect())
     }
 }
 
@@ -393,11 +394,10 @@ impl AdminStore for InMemoryStore {
             },
             |tables| tables.code_owed.entry(owned_key.clone()).or_default(),
             |tables, seat, put| {
-                let index = tables.code_index.entry(index_key.clone()).or_default();
                 if put {
-                    index.insert(seat.clone());
+                    tables.code_index.insert(&index_key, seat.clone());
                 } else {
-                    index.remove(seat);
+                    tables.code_index.remove(&index_key, seat);
                 }
             },
         )?;
@@ -409,7 +409,7 @@ impl AdminStore for InMemoryStore {
         let key = (tenant.clone(), code.clone());
         tables.codes.remove(&key);
         tables.ages.remove(&key);
-        tables.code_index.remove(&key);
+        tables.code_index.remove_code(&key);
         tables.code_owed.remove(&key);
         tables.pushed.remove(&key);
         tables

@@ -18,6 +18,7 @@ impl AddLedger for InMemoryStore {
             return Ok(CountOutcome::AlreadyCounted { at_ms: *at_ms });
         }
         tables.add_claims.insert(add.business_key(), now_ms);
+        tables.adds.count(add);
         tables.counted.push(add.clone());
         Ok(CountOutcome::Counted { at_ms: now_ms })
     }
@@ -49,17 +50,7 @@ impl QuotaLedger for InMemoryStore {
         staff: &StaffId,
         day: &str,
     ) -> Result<AddCounts, StoreError> {
-        let tables = self.available()?;
-        let count = |keep: &dyn Fn(&AddFact) -> bool| {
-            let adds = tables.counted.iter();
-            let counted = adds.filter(|a| a.tenant == *tenant && a.staff == *staff && keep(a));
-            u32::try_from(counted.count()).unwrap_or(u32::MAX)
-        };
-        Ok(AddCounts {
-            on_code: count(&|a| a.code == *code && a.day == day),
-            all_codes: count(&|a| a.day == day),
-            on_code_total: count(&|a| a.code == *code),
-        })
+        Ok(self.available()?.adds.counts(tenant, code, staff, day))
     }
 
     async fn claim_limit(&self, claim: &LimitClaim) -> Result<ClaimOutcome, StoreError> {
@@ -179,13 +170,11 @@ impl StaffLedger for InMemoryStore {
             tables.staff_departments.insert(new, departments);
         }
         let seat = Seat::Staff(from.clone());
-        let codes = tables.codes_seating(tenant, |s| *s == seat);
+        let codes = tables.codes_seating(tenant, std::slice::from_ref(&seat));
         for code in &codes {
             let key = (tenant.clone(), code.clone());
-            if let Some(seats) = tables.code_index.get_mut(&key) {
-                seats.remove(&seat);
-                seats.insert(Seat::Staff(to.clone()));
-            }
+            tables.code_index.remove(&key, &seat);
+            tables.code_index.insert(&key, Seat::Staff(to.clone()));
             if let Some(stored) = tables.codes.get_mut(&key) {
                 let config = &mut stored.code.config;
                 for id in config.members.iter_mut().chain(config.fallback.iter_mut()) {
@@ -295,10 +284,10 @@ impl StaffLedger for InMemoryStore {
             .get(&(tenant.clone(), staff.clone()))
             .cloned()
             .unwrap_or_default();
-        Ok(tables.codes_seating(tenant, |seat| match seat {
-            Seat::Staff(s) => s == staff,
-            Seat::Department(d) => departments.contains(d),
-        }))
+        let seats: Vec<Seat> = std::iter::once(Seat::Staff(staff.clone()))
+            .chain(departments.into_iter().map(Seat::Department))
+            .collect();
+        Ok(tables.codes_seating(tenant, &seats))
     }
     async fn codes_listing_department(
         &self,
@@ -306,6 +295,8 @@ impl StaffLedger for InMemoryStore {
         department: &DepartmentId,
     ) -> Result<Vec<CodeId>, StoreError> {
         let seat = Seat::Department(department.clone());
-        Ok(self.available()?.codes_seating(tenant, |s| *s == seat))
+        Ok(self
+            .available()?
+            .codes_seating(tenant, std::slice::from_ref(&seat)))
     }
 }

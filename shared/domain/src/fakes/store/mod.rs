@@ -12,12 +12,13 @@
 mod admin;
 mod archive;
 mod facts;
+mod indexes;
 mod refresh;
 mod schedules;
 mod sweep;
 
 use crate::admin::{SecretsChanged, VersionedCode};
-use crate::codes::{CodeSnapshot, PushedList};
+use crate::codes::{CodeSnapshot, PushedList, StoredCode};
 use crate::dirty::DirtyWhy;
 use crate::facts::{AddFact, LimitClaim};
 use crate::ids::TenantId;
@@ -30,7 +31,7 @@ use crate::schedules::{LimitReached, Minute, Subject};
 use crate::tenants::{TenantProfile, Timezone};
 use crate::wecom::acquisition::AcquisitionLink;
 use crate::StoreError;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 type CodeKey = (TenantId, CodeId);
@@ -38,7 +39,7 @@ type StaffKey = (TenantId, StaffId);
 type DepartmentKey = (TenantId, DepartmentId);
 
 /// A code's entry in the staff -> codes or the department -> codes index.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Seat {
     Staff(StaffId),
     Department(DepartmentId),
@@ -90,9 +91,12 @@ struct Tables {
     /// Each staff member's acquisition link (`CodeRecords::keep_link`).
     links: HashMap<StaffKey, AcquisitionLink>,
     today: HashMap<(TenantId, CodeId, StaffId), AddCounts>,
+    /// The counters every counted add increments, as the table keeps them: per staff member
+    /// on a code on a day, per staff member on a day, per staff member on a code.
+    adds: indexes::AddCounters,
     departments: HashMap<DepartmentKey, BTreeSet<StaffId>>,
     /// The schedule tick's due items, and when each staff member's schedule was set.
-    due: BTreeMap<(TenantId, Subject), Minute>,
+    due: indexes::DueTable,
     schedule_at_ms: HashMap<StaffKey, u64>,
     /// When each staff member's employment and departments were set.
     employment_at_ms: HashMap<StaffKey, u64>,
@@ -103,7 +107,7 @@ struct Tables {
     edit_race: HashMap<CodeKey, Vec<StaffId>>,
     /// The staff -> codes and department -> codes indexes, each code's entries, and the index
     /// writes an interrupted edit still owes (`crate::owed`), as the table keeps them.
-    code_index: HashMap<CodeKey, BTreeSet<Seat>>,
+    code_index: indexes::SeatIndex,
     code_owed: HashMap<CodeKey, Owed<Seat>>,
     /// Each staff member's departments (their staff item), and what a department replacement
     /// still owes them.
@@ -199,15 +203,8 @@ impl Tables {
     }
 
     /// The codes whose index lists `seat`, in id order.
-    fn codes_seating(&self, tenant: &TenantId, seat: impl Fn(&Seat) -> bool) -> Vec<CodeId> {
-        let mut codes: Vec<CodeId> = self
-            .code_index
-            .iter()
-            .filter(|((t, _), seats)| t == tenant && seats.iter().any(&seat))
-            .map(|((_, code), _)| code.clone())
-            .collect();
-        codes.sort();
-        codes
+    fn codes_seating(&self, tenant: &TenantId, seats: &[Seat]) -> Vec<CodeId> {
+        self.code_index.codes_with_any(tenant, seats)
     }
 }
 
@@ -417,7 +414,44 @@ impl InMemoryStore {
             .is_some_and(|owed| !owed.is_empty())
     }
 
+    /// Stores the department's members and lists the department on each member's record, as
+    /// a landed `set_department_members` leaves them.
+    pub fn insert_department(
+        &self,
+        tenant: &TenantId,
+        department: &DepartmentId,
+        members: BTreeSet<StaffId>,
+    ) {
+        let mut tables = self.tables();
+        for staff in &members {
+            tables
+                .staff_departments
+                .entry((tenant.clone(), staff.clone()))
+                .or_default()
+                .insert(department.clone());
+        }
+        tables
+            .departments
+            .insert((tenant.clone(), department.clone()), members);
+    }
+
     // ---------------------------------------------------------------- codes and indexes
+
+    /// Stores the code (version 1) with its age and its index entries, as a landed admin write
+    /// leaves them, touching nothing else: the scale simulation loads millions this way.
+    pub fn insert_code(&self, tenant: &TenantId, code: &CodeId, stored: StoredCode, age: CodeAge) {
+        let mut tables = self.tables();
+        let key = (tenant.clone(), code.clone());
+        tables.code_index.replace(&key, seats(&stored.config));
+        tables.ages.insert(key.clone(), age);
+        tables.codes.insert(
+            key,
+            VersionedCode {
+                code: stored,
+                version: 1,
+            },
+        );
+    }
 
     pub fn stored_code(&self, tenant: &TenantId, code: &CodeId) -> Option<VersionedCode> {
         self.tables()
@@ -437,7 +471,7 @@ impl InMemoryStore {
             .insert(tenant.clone(), snapshot.profile.clone());
         tables
             .code_index
-            .insert(key.clone(), seats(&snapshot.code.config));
+            .replace(&key, seats(&snapshot.code.config));
         tables.codes.insert(
             key.clone(),
             VersionedCode {
@@ -554,17 +588,11 @@ impl InMemoryStore {
 
     fn index(&self, tenant: &TenantId, seat: Seat, codes: &[&CodeId]) {
         let mut tables = self.tables();
-        for ((t, _), seats) in tables.code_index.iter_mut() {
-            if t == tenant {
-                seats.remove(&seat);
-            }
-        }
+        tables.code_index.clear_seat(tenant, &seat);
         for code in codes {
             tables
                 .code_index
-                .entry((tenant.clone(), (*code).clone()))
-                .or_default()
-                .insert(seat.clone());
+                .insert(&(tenant.clone(), (*code).clone()), seat.clone());
         }
     }
 
@@ -572,7 +600,7 @@ impl InMemoryStore {
     pub fn staff_seated_on(&self, tenant: &TenantId, code: &CodeId) -> BTreeSet<StaffId> {
         self.tables()
             .code_index
-            .get(&(tenant.clone(), code.clone()))
+            .seats_of(&(tenant.clone(), code.clone()))
             .into_iter()
             .flatten()
             .filter_map(|seat| match seat {
@@ -634,10 +662,7 @@ impl InMemoryStore {
 
     /// The minute the subject's due item is due, if it has one.
     pub fn stored_due(&self, tenant: &TenantId, subject: &Subject) -> Option<Minute> {
-        self.tables()
-            .due
-            .get(&(tenant.clone(), subject.clone()))
-            .copied()
+        self.tables().due.get(&(tenant.clone(), subject.clone()))
     }
 
     pub fn put_due(&self, tenant: &TenantId, subject: Subject, minute: Minute) {

@@ -56,12 +56,11 @@ impl DueIndex for InMemoryStore {
         tables.minutes_read.push(minute);
         Ok(tables
             .due
-            .iter()
-            .filter(|(_, m)| **m == minute)
-            .map(|((tenant, subject), minute)| Due {
+            .due_in(minute)
+            .map(|(tenant, subject)| Due {
                 tenant: tenant.clone(),
                 subject: subject.clone(),
-                minute: *minute,
+                minute,
             })
             .collect())
     }
@@ -69,7 +68,7 @@ impl DueIndex for InMemoryStore {
     async fn reschedule(&self, due: &Due, next: Option<Minute>) -> Result<(), StoreError> {
         let mut tables = self.available()?;
         let key = (due.tenant.clone(), due.subject.clone());
-        if tables.due.get(&key) != Some(&due.minute) {
+        if tables.due.get(&key) != Some(due.minute) {
             return Ok(());
         }
         match next {
