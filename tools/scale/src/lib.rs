@@ -4,7 +4,9 @@
 
 pub mod cost;
 pub mod day;
+pub mod memory;
 pub mod observe;
+pub mod platform;
 pub mod population;
 pub mod profile;
 pub mod services;

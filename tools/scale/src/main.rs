@@ -33,6 +33,16 @@ enum Command {
         #[arg(long = "parameter", value_parser = parse_override)]
         parameters: Vec<(String, String)>,
     },
+    /// Loads the population into the in-memory table and prints what it took (time, memory).
+    Load {
+        #[arg(long, default_value_os_t = default_profile_path())]
+        profile: PathBuf,
+        #[arg(long, default_value_t = 30)]
+        seed: u64,
+        /// Load only the first N tenants (largest first).
+        #[arg(long)]
+        tenants: Option<usize>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -54,6 +64,42 @@ fn main() -> anyhow::Result<()> {
                 show::day(&profile, &DayCurve::new(&profile, &population), date)
             );
             print!("{}", show::settings(&settings));
+        }
+        Command::Load {
+            profile,
+            seed,
+            tenants,
+        } => {
+            let profile = Profile::load(&profile)?;
+            let mut population = Population::generate(&profile, seed);
+            if let Some(n) = tenants {
+                population.tenants.truncate(n);
+            }
+            let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+            let started = std::time::Instant::now();
+            let before = qrsync_scale::memory::resident_bytes();
+            let store = domain::fakes::InMemoryStore::default();
+            let mut codes = 0u64;
+            let mut members = 0u64;
+            runtime.block_on(qrsync_scale::platform::load(
+                &store,
+                &profile,
+                &population,
+                1_794_000_000_000,
+                |_, _, code| {
+                    codes += 1;
+                    members += code.users.len() as u64;
+                },
+            ));
+            let grown = qrsync_scale::memory::resident_bytes().saturating_sub(before);
+            println!(
+                "loaded {} tenants, {codes} codes ({members} listed users) in {:.1} s; resident memory grew {} MB, {} bytes per code",
+                population.tenants.len(),
+                started.elapsed().as_secs_f64(),
+                grown / 1_000_000,
+                grown / codes.max(1)
+            );
+            drop(store);
         }
     }
     Ok(())

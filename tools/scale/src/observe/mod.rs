@@ -33,8 +33,10 @@ pub enum Seen {
 /// attached with `Trace::keeping`, so ports built for a fidelity check cost nothing.
 #[derive(Default)]
 pub struct Trace {
-    sink: Mutex<Option<Box<dyn FnMut(Seen) + Send>>>,
+    sink: Mutex<Option<Sink>>,
 }
+
+type Sink = Box<dyn FnMut(Seen) + Send>;
 
 impl Trace {
     /// A trace that hands every event to `sink`, in the order the ports saw them.

@@ -10,16 +10,17 @@ use crate::schedules::{Minute, Subject};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The staff -> codes and department -> codes indexes: each code's seats, and each seat's
-/// codes, always the same entries seen from either side.
+/// codes, always the same entries seen from either side. Sorted vectors, not trees: a code
+/// has about 20 seats and a seat at most a few thousand codes, and millions of them must fit.
 #[derive(Default)]
 pub(super) struct SeatIndex {
-    by_code: HashMap<CodeKey, BTreeSet<Seat>>,
-    by_seat: HashMap<(TenantId, Seat), BTreeSet<CodeId>>,
+    by_code: HashMap<CodeKey, SortedSet<Seat>>,
+    by_seat: HashMap<(TenantId, Seat), SortedSet<CodeId>>,
 }
 
 impl SeatIndex {
-    pub(super) fn seats_of(&self, key: &CodeKey) -> Option<&BTreeSet<Seat>> {
-        self.by_code.get(key)
+    pub(super) fn seats_of(&self, key: &CodeKey) -> Option<&[Seat]> {
+        self.by_code.get(key).map(|seats| seats.0.as_slice())
     }
 
     pub(super) fn insert(&mut self, key: &CodeKey, seat: Seat) {
@@ -46,12 +47,13 @@ impl SeatIndex {
                 .or_default()
                 .insert(key.1.clone());
         }
-        self.by_code.insert(key.clone(), seats);
+        self.by_code
+            .insert(key.clone(), SortedSet(seats.into_iter().collect()));
     }
 
     pub(super) fn remove_code(&mut self, key: &CodeKey) {
         if let Some(seats) = self.by_code.remove(key) {
-            for seat in &seats {
+            for seat in &seats.0 {
                 self.forget_seat(key, seat);
             }
         }
@@ -62,7 +64,7 @@ impl SeatIndex {
         let mut codes = BTreeSet::new();
         for seat in seats {
             if let Some(found) = self.by_seat.get(&(tenant.clone(), seat.clone())) {
-                codes.extend(found.iter().cloned());
+                codes.extend(found.0.iter().cloned());
             }
         }
         codes.into_iter().collect()
@@ -71,7 +73,7 @@ impl SeatIndex {
     /// Every code of the tenant holding `seat` (a fixture reseats them all).
     pub(super) fn clear_seat(&mut self, tenant: &TenantId, seat: &Seat) {
         if let Some(codes) = self.by_seat.remove(&(tenant.clone(), seat.clone())) {
-            for code in codes {
+            for code in codes.0 {
                 if let Some(seats) = self.by_code.get_mut(&(tenant.clone(), code)) {
                     seats.remove(seat);
                 }
@@ -83,9 +85,32 @@ impl SeatIndex {
         let seat_key = (key.0.clone(), seat.clone());
         if let Some(codes) = self.by_seat.get_mut(&seat_key) {
             codes.remove(&key.1);
-            if codes.is_empty() {
+            if codes.0.is_empty() {
                 self.by_seat.remove(&seat_key);
             }
+        }
+    }
+}
+
+/// A set kept as a sorted vector.
+struct SortedSet<T>(Vec<T>);
+
+impl<T> Default for SortedSet<T> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<T: Ord> SortedSet<T> {
+    fn insert(&mut self, value: T) {
+        if let Err(at) = self.0.binary_search(&value) {
+            self.0.insert(at, value);
+        }
+    }
+
+    fn remove(&mut self, value: &T) {
+        if let Ok(at) = self.0.binary_search(value) {
+            self.0.remove(at);
         }
     }
 }
@@ -235,7 +260,7 @@ mod tests {
         index.remove_code(&(t2.clone(), code("c1")));
         assert!(index.codes_with_any(&t1, &[staff("bob")]).is_empty());
         assert!(index.codes_with_any(&t2, &[staff("alice")]).is_empty());
-        assert_eq!(index.seats_of(&(t1, code("c2"))), Some(&BTreeSet::new()));
+        assert_eq!(index.seats_of(&(t1, code("c2"))), Some(&[][..]));
     }
 
     #[test]

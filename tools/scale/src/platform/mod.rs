@@ -1,0 +1,235 @@
+//! The platform as the table and WeCom hold it when the simulated stretch begins: every
+//! tenant of the population loaded into the store (profile, staff with their schedules,
+//! departments, codes with their index entries, the tick's due items) and each code's
+//! contact way holding the list the domain recomputes from those facts at that instant, as a
+//! platform that had converged before the stretch would.
+//!
+//! Names are short and numbered (`t00042`, `s17`, `c1234`, `d3`): ids are cloned into every
+//! list and message, and the simulation holds millions of them.
+
+use crate::population::{Family as DrawnFamily, Population, StaffFigures, TenantFigures};
+use crate::profile::Profile;
+use chrono::{NaiveTime, Weekday};
+use domain::codes::{CodeFacts, StoredCode};
+use domain::fakes::InMemoryStore;
+use domain::ids::{CodeId, DepartmentId, StaffId, TenantId};
+use domain::lanes::CodeAge;
+use domain::membership::{CodeConfig, Family, Shift, StaffFacts, Switches, WeeklySchedule};
+use domain::schedules::{plan, Subject};
+use domain::tenants::{TenantProfile, Timezone};
+use std::collections::BTreeSet;
+
+/// How long before the stretch a code not edited recently was last edited: beyond the lane
+/// policy's quiet period, as most codes are in steady state.
+const LONG_AGO_MS: u64 = 30 * 24 * 3_600_000;
+/// A recently edited code was edited this long before the stretch.
+const RECENTLY_MS: u64 = 3_600_000;
+
+pub fn tenant_id(tenant: &TenantFigures) -> TenantId {
+    TenantId::parse(&format!("t{:05}", tenant.index)).expect("a numbered tenant id is valid")
+}
+
+pub fn corp_id(tenant: &TenantFigures) -> String {
+    format!("corp{:05}", tenant.index)
+}
+
+pub fn staff_id(index: u32) -> StaffId {
+    StaffId::parse(&format!("s{index}")).expect("a numbered staff id is valid")
+}
+
+pub fn code_id(index: u32) -> CodeId {
+    CodeId::parse(&format!("c{index}")).expect("a numbered code id is valid")
+}
+
+pub fn department_id(index: u32) -> DepartmentId {
+    DepartmentId::parse(&format!("d{index}")).expect("a numbered department id is valid")
+}
+
+/// The contact way of a code: unique across tenants, as WeCom's config ids are.
+pub fn config_id(tenant: &TenantFigures, code: u32) -> String {
+    format!("cw{:05}x{code}", tenant.index)
+}
+
+/// Where a code's list starts: the contact way and the users WeCom holds on it.
+pub struct LoadedCode {
+    pub config_id: String,
+    pub users: Vec<StaffId>,
+}
+
+/// One tenant, loaded.
+pub struct LoadedTenant {
+    pub id: TenantId,
+    pub codes: Vec<LoadedCode>,
+}
+
+/// Loads every tenant of `population` into `store` as of `now_ms`; `each` sees every code's
+/// starting list (the simulated WeCom holds it).
+pub async fn load(
+    store: &InMemoryStore,
+    profile: &Profile,
+    population: &Population,
+    now_ms: u64,
+    mut each: impl FnMut(&TenantFigures, u32, &LoadedCode),
+) {
+    for tenant in &population.tenants {
+        let loaded = load_tenant(store, profile, tenant, now_ms).await;
+        for (index, code) in loaded.codes.iter().enumerate() {
+            each(tenant, index as u32, code);
+        }
+    }
+}
+
+/// Loads one tenant: its profile, staff, departments, schedules and due items, and codes
+/// whose `created_with` is the recompute of their facts at `now_ms` (what WeCom holds).
+pub async fn load_tenant(
+    store: &InMemoryStore,
+    profile: &Profile,
+    tenant: &TenantFigures,
+    now_ms: u64,
+) -> LoadedTenant {
+    let id = tenant_id(tenant);
+    let timezone: Timezone = tenant
+        .timezone
+        .name()
+        .parse()
+        .expect("the profile's zones are IANA names");
+    store.insert_profile(
+        &id,
+        TenantProfile {
+            corp_id: corp_id(tenant),
+            callback_token: SIMULATED_TOKEN.into(),
+            encoding_aes_key: SIMULATED_AES_KEY.into(),
+            corp_secret: "simulated".into(),
+            timezone,
+            company_daily_cap: tenant.company_cap,
+        },
+    );
+    store.insert_tenant(&id, timezone);
+    let staff: Vec<StaffId> = (0..tenant.staff).map(staff_id).collect();
+    let mut departments: Vec<BTreeSet<StaffId>> =
+        vec![BTreeSet::new(); tenant.departments as usize];
+    for index in 0..tenant.staff {
+        let figures = tenant.staff_member(profile, index);
+        let member = &staff[index as usize];
+        departments[figures.department as usize].insert(member.clone());
+        store.insert_staff(&id, member, StaffFacts::ACTIVE_ONLINE);
+        if let Some(schedule) = staff_schedule(profile, &figures) {
+            let edge = plan::next_shift_edge(Some(&schedule), timezone, now_ms);
+            store.insert_schedule(&id, member, schedule);
+            if let Some(edge) = edge {
+                store.put_due(&id, Subject::Shift(member.clone()), edge);
+            }
+        }
+    }
+    for (index, members) in departments.into_iter().enumerate() {
+        store.insert_department(&id, &department_id(index as u32), members);
+    }
+    store.put_due(
+        &id,
+        Subject::Midnight,
+        plan::next_midnight(timezone, now_ms),
+    );
+    let mut codes = Vec::with_capacity(tenant.codes as usize);
+    for index in 0..tenant.codes {
+        let figures = tenant.code(profile, index);
+        let code = code_id(index);
+        let config = CodeConfig {
+            family: match figures.family {
+                DrawnFamily::Native => Family::Native,
+                DrawnFamily::Sequenced => Family::Sequenced,
+                DrawnFamily::Quota => Family::Quota,
+            },
+            members: figures
+                .members
+                .iter()
+                .map(|m| staff[*m as usize].clone())
+                .collect(),
+            departments: Vec::new(),
+            fallback: figures
+                .fallback
+                .map(|f| vec![staff[f as usize].clone()])
+                .unwrap_or_default(),
+            switches: Switches {
+                offline_check: figures.offline_check,
+                add_limit: figures.add_limit,
+                daily_limit: figures.daily_limit,
+                round_limit: figures.round_limit,
+            },
+        };
+        let edited_ms = now_ms.saturating_sub(if figures.recently_edited {
+            RECENTLY_MS
+        } else {
+            LONG_AGO_MS
+        });
+        let config_id = config_id(tenant, index);
+        store.insert_code(
+            &id,
+            &code,
+            StoredCode {
+                config,
+                config_id: Some(config_id.clone()),
+                created_with: Vec::new(),
+            },
+            CodeAge {
+                created_at_ms: edited_ms,
+                updated_at_ms: edited_ms,
+            },
+        );
+        let users = starting_list(store, &id, &code, now_ms).await;
+        store.set_created_with(&id, &code, users.clone());
+        codes.push(LoadedCode { config_id, users });
+    }
+    LoadedTenant { id, codes }
+}
+
+/// The domain's recompute of the code's facts at `now_ms` (empty when starved: the contact
+/// way then holds its creation's list, which the first refresh replaces).
+async fn starting_list(
+    store: &InMemoryStore,
+    tenant: &TenantId,
+    code: &CodeId,
+    now_ms: u64,
+) -> Vec<StaffId> {
+    let snapshot = store
+        .snapshot(tenant, code, now_ms)
+        .await
+        .expect("the in-memory table answers")
+        .expect("the code was just stored");
+    snapshot
+        .recompute()
+        .users()
+        .map(<[StaffId]>::to_vec)
+        .unwrap_or_default()
+}
+
+/// A staff member on a shift works it every day of the week.
+fn staff_schedule(profile: &Profile, figures: &StaffFigures) -> Option<WeeklySchedule> {
+    let shift = &profile.shift[figures.shift?];
+    let time = |minute: u16| {
+        NaiveTime::from_hms_opt(u32::from(minute / 60), u32::from(minute % 60), 0)
+            .expect("the profile's times are checked")
+    };
+    let (start, end) = (
+        time(shift.start.minute_of_day),
+        time(shift.end.minute_of_day),
+    );
+    Some(WeeklySchedule {
+        shifts: [
+            Weekday::Mon,
+            Weekday::Tue,
+            Weekday::Wed,
+            Weekday::Thu,
+            Weekday::Fri,
+            Weekday::Sat,
+            Weekday::Sun,
+        ]
+        .into_iter()
+        .map(|day| Shift { day, start, end })
+        .collect(),
+    })
+}
+
+/// Every simulated tenant signs its callbacks with the reference vectors' token and key:
+/// the crypto costs what it costs, and no tenant's secret is made up.
+pub const SIMULATED_TOKEN: &str = domain::wecom::reference_vectors::V1.token;
+pub const SIMULATED_AES_KEY: &str = domain::wecom::reference_vectors::V1.encoding_aes_key;
