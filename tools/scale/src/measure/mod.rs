@@ -1,0 +1,319 @@
+//! What the report measures, from the outside: the facts as they happened (the truth the
+//! simulated customers and admins create), when WeCom came to hold a list recomputed from
+//! each, and where every scan was routed.
+//!
+//! - **Staleness** of a fact on a code: from the fact to the first moment WeCom holds a list
+//!   recomputed from facts read at or after it: the landing of a push computed from a
+//!   snapshot read after the fact (one writer per code: the last read before a landing is
+//!   the one it was computed from), or, for a refresh that pushed nothing because WeCom
+//!   already held the recompute, the read itself. A fact still waiting when the stretch ends
+//!   counts with its age then, and is reported as waiting.
+//! - **Mis-routed scans**: WeCom routed a scan to a member of the list it held, and by the
+//!   true facts at that instant (the adds that happened, whether or not qrsync has counted
+//!   them yet) the recompute would not list that member.
+
+mod truth;
+
+pub use truth::TrueAdds;
+
+use crate::observe::Seen;
+use domain::ids::{CodeId, StaffId, TenantId};
+use std::collections::HashMap;
+
+type CodeKey = (TenantId, CodeId);
+
+/// One code's facts waiting for WeCom, and the refresh in progress.
+#[derive(Default)]
+struct Track {
+    /// Fact times, milliseconds since the stretch began.
+    waiting: Vec<u32>,
+    /// When the refresh holding the code read its facts, if one is in progress.
+    read_at: Option<u32>,
+    landed_since_read: bool,
+}
+
+/// A refresh that ended without WeCom taking a list: resolved if WeCom holds the recompute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndedWithoutPush {
+    pub tenant: TenantId,
+    pub code: CodeId,
+    pub read_at_ms: u64,
+}
+
+/// Staleness samples and scan routing, by size class.
+#[derive(Debug, Clone, Default)]
+pub struct ClassFigures {
+    /// Milliseconds from each resolved fact to WeCom holding its recompute.
+    pub staleness_ms: Vec<u32>,
+    /// Ages at the end of the facts still waiting then.
+    pub waiting_ms: Vec<u32>,
+    pub scans: u64,
+    pub misrouted: u64,
+}
+
+pub struct Measure {
+    start_ms: u64,
+    class_of: HashMap<TenantId, usize>,
+    config_code: HashMap<String, CodeKey>,
+    codes: HashMap<CodeKey, Track>,
+    ended: Vec<EndedWithoutPush>,
+    pub classes: Vec<ClassFigures>,
+    pub lists_landed: u64,
+}
+
+impl Measure {
+    pub fn new(start_ms: u64, classes: usize) -> Self {
+        Self {
+            start_ms,
+            class_of: HashMap::new(),
+            config_code: HashMap::new(),
+            codes: HashMap::new(),
+            ended: Vec::new(),
+            classes: vec![ClassFigures::default(); classes],
+            lists_landed: 0,
+        }
+    }
+
+    pub fn tenant(&mut self, tenant: &TenantId, class: usize) {
+        self.class_of.insert(tenant.clone(), class);
+    }
+
+    pub fn contact_way(&mut self, config_id: &str, tenant: &TenantId, code: &CodeId) {
+        self.config_code
+            .insert(config_id.to_owned(), (tenant.clone(), code.clone()));
+    }
+
+    fn offset(&self, at_ms: u64) -> u32 {
+        u32::try_from(at_ms.saturating_sub(self.start_ms)).unwrap_or(u32::MAX)
+    }
+
+    /// A fact at `at_ms` that the code's list must reflect.
+    pub fn fact(&mut self, tenant: &TenantId, code: &CodeId, at_ms: u64) {
+        let at = self.offset(at_ms);
+        self.codes
+            .entry((tenant.clone(), code.clone()))
+            .or_default()
+            .waiting
+            .push(at);
+    }
+
+    /// A scan WeCom routed; `listed` is whether the true recompute lists the member.
+    pub fn scan(&mut self, tenant: &TenantId, listed: bool) {
+        if let Some(figures) = self.class_figures(tenant) {
+            figures.scans += 1;
+            figures.misrouted += u64::from(!listed);
+        }
+    }
+
+    fn class_figures(&mut self, tenant: &TenantId) -> Option<&mut ClassFigures> {
+        let class = *self.class_of.get(tenant)?;
+        self.classes.get_mut(class)
+    }
+
+    /// What a port saw. Refreshes that ended without a push are kept for `take_ended`.
+    pub fn seen(&mut self, seen: Seen) {
+        match seen {
+            Seen::SnapshotRead {
+                tenant,
+                code,
+                at_ms,
+            } => {
+                let at = self.offset(at_ms);
+                let track = self.codes.entry((tenant, code)).or_default();
+                track.read_at = Some(at);
+                track.landed_since_read = false;
+            }
+            Seen::ListLanded { config_id, at_ms, .. } => {
+                self.lists_landed += 1;
+                let Some(key) = self.config_code.get(&config_id).cloned() else {
+                    return;
+                };
+                let at = self.offset(at_ms);
+                if let Some(read_at) = self.codes.get(&key).and_then(|t| t.read_at) {
+                    self.resolve(&key, read_at, at);
+                    if let Some(track) = self.codes.get_mut(&key) {
+                        track.landed_since_read = true;
+                    }
+                }
+            }
+            Seen::LeaseReleased {
+                tenant,
+                code,
+                at_ms: _,
+            } => {
+                let key = (tenant, code);
+                let Some(track) = self.codes.get_mut(&key) else {
+                    return;
+                };
+                let read_at = track.read_at.take();
+                if let (Some(read_at), false) = (read_at, track.landed_since_read) {
+                    self.ended.push(EndedWithoutPush {
+                        tenant: key.0,
+                        code: key.1,
+                        read_at_ms: self.start_ms + u64::from(read_at),
+                    });
+                }
+            }
+        }
+    }
+
+    /// The refreshes that ended without a push since the last call.
+    pub fn take_ended(&mut self) -> Vec<EndedWithoutPush> {
+        std::mem::take(&mut self.ended)
+    }
+
+    /// WeCom already held the recompute of the facts read at `read_at_ms`.
+    pub fn held_at_read(&mut self, ended: &EndedWithoutPush) {
+        let at = self.offset(ended.read_at_ms);
+        self.resolve(&(ended.tenant.clone(), ended.code.clone()), at, at);
+    }
+
+    fn resolve(&mut self, key: &CodeKey, read_at: u32, held_at: u32) {
+        let Some(track) = self.codes.get_mut(key) else {
+            return;
+        };
+        let mut resolved = Vec::new();
+        track.waiting.retain(|&fact| {
+            let covered = fact <= read_at;
+            if covered {
+                resolved.push(held_at.saturating_sub(fact));
+            }
+            !covered
+        });
+        if let Some(figures) = self.class_figures(&key.0) {
+            figures.staleness_ms.extend(resolved);
+        }
+    }
+
+    /// Ends the stretch at `end_ms`: every fact still waiting counts with its age then.
+    pub fn close(&mut self, end_ms: u64) -> u64 {
+        let end = self.offset(end_ms);
+        let mut waiting = 0;
+        let keys: Vec<CodeKey> = self.codes.keys().cloned().collect();
+        for key in keys {
+            let Some(track) = self.codes.get_mut(&key) else {
+                continue;
+            };
+            let ages: Vec<u32> = track.waiting.drain(..).map(|f| end.saturating_sub(f)).collect();
+            waiting += ages.len() as u64;
+            if let Some(figures) = self.class_figures(&key.0) {
+                figures.waiting_ms.extend(ages);
+            }
+        }
+        waiting
+    }
+
+    /// Every code that saw a fact or a refresh (the end-of-stretch check reads these).
+    pub fn touched(&self) -> impl Iterator<Item = &CodeKey> {
+        self.codes.keys()
+    }
+}
+
+/// The member WeCom routes a native code's scan to: uniformly among the list it holds.
+pub fn routed_member(held: &[StaffId], draw: f64) -> Option<&StaffId> {
+    if held.is_empty() {
+        return None;
+    }
+    let at = ((draw * held.len() as f64) as usize).min(held.len() - 1);
+    held.get(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids() -> (TenantId, CodeId) {
+        (
+            TenantId::parse("t1").expect("valid"),
+            CodeId::parse("c1").expect("valid"),
+        )
+    }
+
+    fn measure() -> Measure {
+        let (tenant, code) = ids();
+        let mut measure = Measure::new(1_000_000, 1);
+        measure.tenant(&tenant, 0);
+        measure.contact_way("cw1", &tenant, &code);
+        measure
+    }
+
+    #[test]
+    fn a_fact_is_fresh_when_a_push_computed_from_a_later_read_lands() {
+        let (tenant, code) = ids();
+        let mut measure = measure();
+        measure.fact(&tenant, &code, 1_000_500);
+        measure.seen(Seen::SnapshotRead {
+            tenant: tenant.clone(),
+            code: code.clone(),
+            at_ms: 1_002_000,
+        });
+        measure.seen(Seen::ListLanded {
+            config_id: "cw1".into(),
+            users: vec![],
+            at_ms: 1_003_000,
+        });
+        assert_eq!(measure.classes[0].staleness_ms, vec![2_500]);
+    }
+
+    #[test]
+    fn a_fact_after_the_read_waits_for_the_next_refresh_and_counts_its_age_at_the_end() {
+        let (tenant, code) = ids();
+        let mut measure = measure();
+        measure.seen(Seen::SnapshotRead {
+            tenant: tenant.clone(),
+            code: code.clone(),
+            at_ms: 1_002_000,
+        });
+        measure.fact(&tenant, &code, 1_002_500);
+        measure.seen(Seen::ListLanded {
+            config_id: "cw1".into(),
+            users: vec![],
+            at_ms: 1_003_000,
+        });
+        assert!(measure.classes[0].staleness_ms.is_empty());
+        assert_eq!(measure.close(1_010_000), 1);
+        assert_eq!(measure.classes[0].waiting_ms, vec![7_500]);
+    }
+
+    #[test]
+    fn a_refresh_that_pushed_nothing_is_handed_back_and_resolves_at_its_read_when_wecom_held_the_list() {
+        let (tenant, code) = ids();
+        let mut measure = measure();
+        measure.fact(&tenant, &code, 1_000_100);
+        measure.seen(Seen::SnapshotRead {
+            tenant: tenant.clone(),
+            code: code.clone(),
+            at_ms: 1_000_400,
+        });
+        measure.seen(Seen::LeaseReleased {
+            tenant: tenant.clone(),
+            code: code.clone(),
+            at_ms: 1_000_600,
+        });
+        let ended = measure.take_ended();
+        assert_eq!(ended.len(), 1);
+        measure.held_at_read(&ended[0]);
+        assert_eq!(measure.classes[0].staleness_ms, vec![300]);
+        assert!(measure.take_ended().is_empty());
+    }
+
+    #[test]
+    fn scans_count_by_class_and_a_scan_to_an_unlisted_member_is_misrouted() {
+        let (tenant, _) = ids();
+        let mut measure = measure();
+        measure.scan(&tenant, true);
+        measure.scan(&tenant, false);
+        assert_eq!((measure.classes[0].scans, measure.classes[0].misrouted), (2, 1));
+    }
+
+    #[test]
+    fn wecom_routes_among_the_list_it_holds_and_nowhere_when_it_is_empty() {
+        let held: Vec<StaffId> = ["a", "b"]
+            .iter()
+            .map(|s| StaffId::parse(s).expect("valid"))
+            .collect();
+        assert_eq!(routed_member(&held, 0.99).map(StaffId::as_str), Some("b"));
+        assert_eq!(routed_member(&held, 0.0).map(StaffId::as_str), Some("a"));
+        assert!(routed_member(&[], 0.5).is_none());
+    }
+}
