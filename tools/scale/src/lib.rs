@@ -4,6 +4,7 @@
 
 pub mod cost;
 pub mod day;
+pub mod happenings;
 pub mod measure;
 pub mod memory;
 pub mod observe;

@@ -123,7 +123,9 @@ impl Measure {
                 track.read_at = Some(at);
                 track.landed_since_read = false;
             }
-            Seen::ListLanded { config_id, at_ms, .. } => {
+            Seen::ListLanded {
+                config_id, at_ms, ..
+            } => {
                 self.lists_landed += 1;
                 let Some(key) = self.config_code.get(&config_id).cloned() else {
                     return;
@@ -194,7 +196,11 @@ impl Measure {
             let Some(track) = self.codes.get_mut(&key) else {
                 continue;
             };
-            let ages: Vec<u32> = track.waiting.drain(..).map(|f| end.saturating_sub(f)).collect();
+            let ages: Vec<u32> = track
+                .waiting
+                .drain(..)
+                .map(|f| end.saturating_sub(f))
+                .collect();
             waiting += ages.len() as u64;
             if let Some(figures) = self.class_figures(&key.0) {
                 figures.waiting_ms.extend(ages);
@@ -276,7 +282,8 @@ mod tests {
     }
 
     #[test]
-    fn a_refresh_that_pushed_nothing_is_handed_back_and_resolves_at_its_read_when_wecom_held_the_list() {
+    fn a_refresh_that_pushed_nothing_is_handed_back_and_resolves_at_its_read_when_wecom_held_the_list(
+    ) {
         let (tenant, code) = ids();
         let mut measure = measure();
         measure.fact(&tenant, &code, 1_000_100);
@@ -303,7 +310,10 @@ mod tests {
         let mut measure = measure();
         measure.scan(&tenant, true);
         measure.scan(&tenant, false);
-        assert_eq!((measure.classes[0].scans, measure.classes[0].misrouted), (2, 1));
+        assert_eq!(
+            (measure.classes[0].scans, measure.classes[0].misrouted),
+            (2, 1)
+        );
     }
 
     #[test]
