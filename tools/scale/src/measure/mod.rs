@@ -18,7 +18,7 @@ pub use truth::TrueAdds;
 
 use crate::observe::Seen;
 use domain::ids::{CodeId, StaffId, TenantId};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 type CodeKey = (TenantId, CodeId);
 
@@ -57,8 +57,12 @@ pub struct Measure {
     config_code: HashMap<String, CodeKey>,
     codes: HashMap<CodeKey, Track>,
     ended: Vec<EndedWithoutPush>,
+    /// Every waiting fact's time, counted: the oldest is the first key.
+    waiting: BTreeMap<u32, u32>,
+    waiting_count: u64,
     pub classes: Vec<ClassFigures>,
     pub lists_landed: u64,
+    pub facts: u64,
 }
 
 impl Measure {
@@ -69,8 +73,11 @@ impl Measure {
             config_code: HashMap::new(),
             codes: HashMap::new(),
             ended: Vec::new(),
+            waiting: BTreeMap::new(),
+            waiting_count: 0,
             classes: vec![ClassFigures::default(); classes],
             lists_landed: 0,
+            facts: 0,
         }
     }
 
@@ -95,6 +102,9 @@ impl Measure {
             .or_default()
             .waiting
             .push(at);
+        *self.waiting.entry(at).or_default() += 1;
+        self.waiting_count += 1;
+        self.facts += 1;
     }
 
     /// A scan WeCom routed; `listed` is whether the true recompute lists the member.
@@ -182,9 +192,30 @@ impl Measure {
             }
             !covered
         });
+        self.waiting_count -= resolved.len() as u64;
+        for staleness in &resolved {
+            let fact = held_at.saturating_sub(*staleness);
+            if let Some(count) = self.waiting.get_mut(&fact) {
+                *count -= 1;
+                if *count == 0 {
+                    self.waiting.remove(&fact);
+                }
+            }
+        }
         if let Some(figures) = self.class_figures(&key.0) {
             figures.staleness_ms.extend(resolved);
         }
+    }
+
+    /// Facts waiting now, and the age of the oldest at `now_ms`.
+    pub fn waiting_now(&self, now_ms: u64) -> (u64, u64) {
+        let count = self.waiting_count;
+        let oldest = self
+            .waiting
+            .keys()
+            .next()
+            .map_or(0, |first| now_ms.saturating_sub(self.start_ms + u64::from(*first)));
+        (count, oldest)
     }
 
     /// Ends the stretch at `end_ms`: every fact still waiting counts with its age then.
