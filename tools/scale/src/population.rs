@@ -172,6 +172,13 @@ impl Population {
         Self { seed, tenants }
     }
 
+    /// The first `keep` tenants only (a small scenario), their shares of the day unchanged:
+    /// they see the scans they would see on the whole platform.
+    pub fn keep_first(mut self, keep: usize) -> Self {
+        self.tenants.truncate(keep);
+        self
+    }
+
     pub fn total_codes(&self) -> u64 {
         self.tenants.iter().map(|t| u64::from(t.codes)).sum()
     }

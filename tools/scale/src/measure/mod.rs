@@ -54,7 +54,8 @@ pub struct ClassFigures {
 pub struct Measure {
     start_ms: u64,
     class_of: HashMap<TenantId, usize>,
-    config_code: HashMap<String, CodeKey>,
+    /// Which code a contact way belongs to (the platform's config ids name it).
+    code_of_config: fn(&str) -> Option<CodeKey>,
     codes: HashMap<CodeKey, Track>,
     ended: Vec<EndedWithoutPush>,
     /// Every waiting fact's time, counted: the oldest is the first key.
@@ -66,11 +67,11 @@ pub struct Measure {
 }
 
 impl Measure {
-    pub fn new(start_ms: u64, classes: usize) -> Self {
+    pub fn new(start_ms: u64, classes: usize, code_of_config: fn(&str) -> Option<CodeKey>) -> Self {
         Self {
             start_ms,
             class_of: HashMap::new(),
-            config_code: HashMap::new(),
+            code_of_config,
             codes: HashMap::new(),
             ended: Vec::new(),
             waiting: BTreeMap::new(),
@@ -83,11 +84,6 @@ impl Measure {
 
     pub fn tenant(&mut self, tenant: &TenantId, class: usize) {
         self.class_of.insert(tenant.clone(), class);
-    }
-
-    pub fn contact_way(&mut self, config_id: &str, tenant: &TenantId, code: &CodeId) {
-        self.config_code
-            .insert(config_id.to_owned(), (tenant.clone(), code.clone()));
     }
 
     fn offset(&self, at_ms: u64) -> u32 {
@@ -137,7 +133,7 @@ impl Measure {
                 config_id, at_ms, ..
             } => {
                 self.lists_landed += 1;
-                let Some(key) = self.config_code.get(&config_id).cloned() else {
+                let Some(key) = (self.code_of_config)(&config_id) else {
                     return;
                 };
                 let at = self.offset(at_ms);
@@ -267,10 +263,11 @@ mod tests {
     }
 
     fn measure() -> Measure {
-        let (tenant, code) = ids();
-        let mut measure = Measure::new(1_000_000, 1);
+        let (tenant, _) = ids();
+        let mut measure = Measure::new(1_000_000, 1, |config| {
+            (config == "cw1").then(ids)
+        });
         measure.tenant(&tenant, 0);
-        measure.contact_way("cw1", &tenant, &code);
         measure
     }
 

@@ -45,9 +45,28 @@ pub fn department_id(index: u32) -> DepartmentId {
     DepartmentId::parse(&format!("d{index}")).expect("a numbered department id is valid")
 }
 
-/// The contact way of a code: unique across tenants, as WeCom's config ids are.
+/// The contact way of a code: unique across tenants, as WeCom's config ids are, and naming
+/// its code, so the measure needs no map of millions of them.
 pub fn config_id(tenant: &TenantFigures, code: u32) -> String {
-    format!("cw{:05}x{code}", tenant.index)
+    config_id_of(tenant.index, code)
+}
+
+pub fn config_id_of(tenant: u32, code: u32) -> String {
+    format!("cw{tenant:05}x{code}")
+}
+
+pub fn config_id_for(tenant: &TenantId, code: &CodeId) -> String {
+    let (tenant, code) = (tenant.as_str(), code.as_str());
+    format!("cw{}x{}", &tenant[1..], &code[1..])
+}
+
+/// The code a platform contact way belongs to.
+pub fn code_of_config(config_id: &str) -> Option<(TenantId, CodeId)> {
+    let (tenant, code) = config_id.strip_prefix("cw")?.split_once('x')?;
+    Some((
+        TenantId::parse(&format!("t{tenant}")).ok()?,
+        CodeId::parse(&format!("c{code}")).ok()?,
+    ))
 }
 
 /// Where a code's list starts: the contact way and the users WeCom holds on it.
@@ -233,3 +252,18 @@ fn staff_schedule(profile: &Profile, figures: &StaffFigures) -> Option<WeeklySch
 /// the crypto costs what it costs, and no tenant's secret is made up.
 pub const SIMULATED_TOKEN: &str = domain::wecom::reference_vectors::V1.token;
 pub const SIMULATED_AES_KEY: &str = domain::wecom::reference_vectors::V1.encoding_aes_key;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_contact_way_names_its_code_and_back() {
+        let config = config_id_of(42, 1234);
+        assert_eq!(config, "cw00042x1234");
+        let (tenant, code) = code_of_config(&config).expect("a platform contact way");
+        assert_eq!((tenant.as_str(), code.as_str()), ("t00042", "c1234"));
+        assert_eq!(config_id_for(&tenant, &code), config);
+        assert!(code_of_config("cw-7").is_none());
+    }
+}

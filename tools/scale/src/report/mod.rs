@@ -1,0 +1,303 @@
+//! The stretch's report: staleness, routing, the work done, saturation over time, and the
+//! month's cost at list prices, as text an operator reads top to bottom; the chart is drawn
+//! beside it (`chart`).
+
+pub mod chart;
+mod month;
+
+pub use month::{month_usage, MonthScale};
+
+use crate::cost::{month_cost, PRICES_AS_OF, REGION};
+use crate::run::Outcome;
+use std::fmt::Write;
+
+/// The report's text. `chart` names the image drawn beside it, if one was.
+pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about: &str) -> String {
+    let mut out = String::new();
+    let o = outcome;
+    let _ = writeln!(out, "qrsync-scale: a simulated stretch of the campaign day\n");
+    let _ = writeln!(out, "{about}");
+    let _ = writeln!(
+        out,
+        "world: {} tenants, {} codes, {} staff (loaded in {:.0} s); seed {}",
+        thousands(o.tenants as u64),
+        thousands(o.codes),
+        thousands(o.staff),
+        o.load_seconds,
+        o.seed
+    );
+    let h = &o.happened;
+    let _ = writeln!(
+        out,
+        "happened: {} scans ({} on codes WeCom routes nowhere), {} adds, {} breaks, {} resignations, {} department moves; callbacks retried {}, lost {}; admin calls failed {}",
+        thousands(h.scans),
+        thousands(h.scans_nowhere),
+        thousands(h.adds),
+        thousands(h.breaks),
+        thousands(h.resignations),
+        thousands(h.moves),
+        thousands(h.callbacks_retried),
+        thousands(h.callbacks_lost),
+        thousands(h.admin_failures)
+    );
+    let _ = writeln!(
+        out,
+        "run: {:.0} s of wall time, peak resident memory {:.1} GB\n",
+        o.wall_seconds,
+        o.peak_resident_bytes as f64 / 1e9
+    );
+
+    let _ = writeln!(out, "## Staleness: from each fact to WeCom holding a list recomputed from it\n");
+    let _ = writeln!(
+        out,
+        "{:<8} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>11} {:>13}",
+        "class", "facts", "resolved", "p50", "p95", "p99", "max", "waiting", "oldest waits"
+    );
+    let mut all_resolved = Vec::new();
+    let mut all_waiting = Vec::new();
+    for (name, figures) in o.class_names.iter().zip(&o.measure.classes) {
+        all_resolved.extend_from_slice(&figures.staleness_ms);
+        all_waiting.extend_from_slice(&figures.waiting_ms);
+        staleness_row(&mut out, name, &figures.staleness_ms, &figures.waiting_ms);
+    }
+    staleness_row(&mut out, "all", &all_resolved, &all_waiting);
+    let _ = writeln!(
+        out,
+        "  (percentiles count a fact still waiting at the end with its age then: a lower bound)\n"
+    );
+
+    let _ = writeln!(out, "## Routing\n");
+    let _ = writeln!(
+        out,
+        "{:<8} {:>11} {:>30} {:>8}",
+        "class", "scans", "to staff no longer eligible", "share"
+    );
+    let (mut scans, mut misrouted) = (0, 0);
+    for (name, figures) in o.class_names.iter().zip(&o.measure.classes) {
+        scans += figures.scans;
+        misrouted += figures.misrouted;
+        routing_row(&mut out, name, figures.scans, figures.misrouted);
+    }
+    routing_row(&mut out, "all", scans, misrouted);
+    let _ = writeln!(
+        out,
+        "\nend of stretch (after settling): {} codes checked, {} whose WeCom list differs from the recompute of the true facts\n",
+        thousands(o.checked),
+        thousands(o.differ)
+    );
+
+    let _ = writeln!(out, "## Work done\n");
+    let _ = writeln!(
+        out,
+        "lists WeCom took: {}; WeCom calls accepted: {}; refused (45009) by window: {}",
+        thousands(o.measure.lists_landed),
+        thousands(o.wecom.accepted),
+        if o.wecom.refused_by_window.is_empty() {
+            "none".to_owned()
+        } else {
+            o.wecom
+                .refused_by_window
+                .iter()
+                .map(|(w, n)| format!("{w:?} {}", thousands(*n)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    let _ = writeln!(
+        out,
+        "\n{:<26} {:>11} {:>8} {:>9} {:>10} {:>9} {:>10}",
+        "function", "invocations", "cold", "timeouts", "throttles", "peak conc", "GB-s"
+    );
+    for ((name, counters), (_, concurrency)) in o.functions.iter().zip(&o.concurrency) {
+        if counters.invocations == 0 && counters.throttles == 0 {
+            continue;
+        }
+        let peak = concurrency.iter().map(|(_, c)| *c).max().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "{:<26} {:>11} {:>8} {:>9} {:>10} {:>9} {:>10.0}",
+            name,
+            thousands(counters.invocations),
+            thousands(counters.cold_starts),
+            thousands(counters.timeouts),
+            thousands(counters.throttles),
+            peak,
+            counters.gb_seconds()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<34} {:>10} {:>10} {:>10} {:>11} {:>12} {:>10}",
+        "queue", "sent", "received", "deleted", "peak depth", "peak oldest", "at end"
+    );
+    for ((name, counters), (_, samples)) in o.queues.iter().zip(&o.depths) {
+        if counters.messages_sent == 0 && counters.receive_requests == 0 {
+            continue;
+        }
+        let depth = |s: &crate::services::sqs::QueueSample| s.visible + s.in_flight + s.delayed;
+        let peak = samples.iter().map(depth).max().unwrap_or(0);
+        let oldest = samples
+            .iter()
+            .map(|s| s.oldest_age)
+            .max()
+            .unwrap_or_default();
+        let last = samples.last().map(depth).unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "{:<34} {:>10} {:>10} {:>10} {:>11} {:>12} {:>10}",
+            name,
+            thousands(counters.messages_sent),
+            thousands(counters.messages_received),
+            thousands(counters.messages_deleted),
+            thousands(peak as u64),
+            duration(oldest.as_millis() as u64),
+            thousands(last as u64)
+        );
+    }
+    let d = &o.dynamo;
+    let _ = writeln!(
+        out,
+        "\nDynamoDB: {:.0} read units, {} write units, {} throttled attempts, {} requests failed after the SDK's retries, {} transaction conflicts, {} partition splits",
+        d.read_units(),
+        thousands(d.write_units),
+        thousands(d.throttled_attempts),
+        thousands(d.failed_requests),
+        thousands(d.conflicts),
+        o.splits
+    );
+    let mut throttled: Vec<_> = o.throttles.iter().collect();
+    throttled.sort_by(|a, b| b.1.cmp(a.1));
+    for (pattern, count) in throttled.iter().take(8) {
+        let _ = writeln!(
+            out,
+            "  throttled on {} / {}: {}",
+            pattern.pk,
+            pattern.sk,
+            thousands(**count)
+        );
+    }
+    let behind = o.timeline.iter().map(|t| t.1).max().unwrap_or(0);
+    let behind_at_end = o.timeline.last().map_or(0, |t| t.1);
+    let _ = writeln!(
+        out,
+        "\ntick: the cursor at most {behind} minutes behind the clock, {behind_at_end} at the end of the stretch"
+    );
+    for (name, counters) in &o.schedules {
+        let _ = writeln!(
+            out,
+            "  {name}: {} firings, {} runs, {} timed out, {} throttled, {} dropped",
+            counters.firings, counters.runs, counters.timed_out_runs, counters.throttled, counters.dropped
+        );
+    }
+
+    let usage = month_usage(o, scale);
+    let cost = month_cost(&usage);
+    let _ = writeln!(
+        out,
+        "\n## A month at list prices ({REGION}, prices as of {PRICES_AS_OF})\n\n{}\n",
+        scale.explain()
+    );
+    let _ = writeln!(
+        out,
+        "total ${:.0} a month; per tenant-month ${:.3}; per million scans ${:.0}",
+        cost.total_usd,
+        cost.per_tenant_month_usd.unwrap_or(0.0),
+        cost.per_million_scans_usd.unwrap_or(0.0)
+    );
+    for line in cost.top(8) {
+        let _ = writeln!(
+            out,
+            "  {:<12} {:<42} ${:>9.0}  ({:.3e} {})",
+            line.service, line.what, line.usd, line.quantity, line.unit
+        );
+    }
+    if let Some(chart) = chart {
+        let _ = writeln!(
+            out,
+            "\nchart: {chart} (facts waiting and the oldest's age, queue depths, the tick's minutes behind, DynamoDB throttles, per minute)"
+        );
+    }
+    out
+}
+
+fn staleness_row(out: &mut String, name: &str, resolved: &[u32], waiting: &[u32]) {
+    let mut all: Vec<u32> = resolved.iter().chain(waiting).copied().collect();
+    all.sort_unstable();
+    let at = |q: f64| -> String {
+        if all.is_empty() {
+            return "-".into();
+        }
+        let index = ((all.len() as f64 * q).ceil() as usize).clamp(1, all.len()) - 1;
+        duration(u64::from(all[index]))
+    };
+    let oldest = waiting.iter().max().map_or("-".into(), |w| duration(u64::from(*w)));
+    let _ = writeln!(
+        out,
+        "{:<8} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>11} {:>13}",
+        name,
+        thousands(all.len() as u64),
+        thousands(resolved.len() as u64),
+        at(0.50),
+        at(0.95),
+        at(0.99),
+        at(1.0),
+        thousands(waiting.len() as u64),
+        oldest
+    );
+}
+
+fn routing_row(out: &mut String, name: &str, scans: u64, misrouted: u64) {
+    let share = if scans == 0 {
+        0.0
+    } else {
+        misrouted as f64 / scans as f64 * 100.0
+    };
+    let _ = writeln!(
+        out,
+        "{:<8} {:>11} {:>30} {:>7.2}%",
+        name,
+        thousands(scans),
+        thousands(misrouted),
+        share
+    );
+}
+
+/// Milliseconds as the largest sensible unit.
+pub fn duration(ms: u64) -> String {
+    if ms < 1_000 {
+        format!("{ms} ms")
+    } else if ms < 120_000 {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    } else if ms < 7_200_000 {
+        format!("{:.1} min", ms as f64 / 60_000.0)
+    } else {
+        format!("{:.1} h", ms as f64 / 3_600_000.0)
+    }
+}
+
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_with_separators_and_durations_in_their_unit() {
+        assert_eq!(thousands(6_086_958), "6,086,958");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(duration(450), "450 ms");
+        assert_eq!(duration(90_000), "90.0 s");
+        assert_eq!(duration(600_000), "10.0 min");
+        assert_eq!(duration(9_000_000), "2.5 h");
+    }
+}

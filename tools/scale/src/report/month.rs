@@ -1,0 +1,106 @@
+//! The stretch's counted usage, scaled to a month.
+//!
+//! The stretch is the day's busiest hours, not a day: usage that follows the scans and the
+//! staff changes is scaled by the day's scans over the stretch's (`per_day`), usage that
+//! follows the clock (schedules) by the day's length over the stretch's, and both by 30 days.
+//! Scaling the busiest hours by scans overstates the quiet hours' refreshes (shift waves and
+//! midnights are not spread like scans); the report says so next to its figure.
+
+use crate::cost::{DynamoUsage, FunctionUsage, LogsUsage, MonthUsage, SqsRequests};
+use crate::run::Outcome;
+
+/// Bytes CloudWatch Logs ingests per invocation and per message handled [assumption: the
+/// functions log a start and an end line per invocation and one line per message, ~300 bytes
+/// each as JSON].
+const LOG_BYTES_PER_LINE: f64 = 300.0;
+/// The table's bytes per code: the code, its pushed list, its index entries [assumption].
+const TABLE_BYTES_PER_CODE: f64 = 3_000.0;
+/// With no retention set, the logs kept are every earlier month's too: a year's worth on
+/// average over a platform's first two years [assumption].
+const LOG_MONTHS_KEPT: f64 = 12.0;
+const DAYS_PER_MONTH: f64 = 30.0;
+
+#[derive(Debug, Clone)]
+pub struct MonthScale {
+    /// The day's scans over the stretch's.
+    pub per_day: f64,
+    /// The day's length over the stretch's.
+    pub clock_per_day: f64,
+    /// Each function's memory and whether it runs on arm64 (from the template).
+    pub functions: Vec<(String, u32, bool)>,
+    /// FIFO queues, by logical id.
+    pub fifo_queues: Vec<String>,
+}
+
+impl MonthScale {
+    pub fn explain(&self) -> String {
+        format!(
+            "scaled from the stretch: scan- and change-driven usage x {:.1} (the day's scans over the stretch's), schedules x {:.1} (the day's length over the stretch's), x {DAYS_PER_MONTH} days; storage {TABLE_BYTES_PER_CODE} bytes per code, logs {LOG_BYTES_PER_LINE} bytes per line kept {LOG_MONTHS_KEPT} months (no retention is set); CloudWatch metrics and alarms left out",
+            self.per_day, self.clock_per_day
+        )
+    }
+}
+
+pub fn month_usage(outcome: &Outcome, scale: &MonthScale) -> MonthUsage {
+    let events = scale.per_day * DAYS_PER_MONTH;
+    let clock = scale.clock_per_day * DAYS_PER_MONTH;
+    let scaled = |n: u64| (n as f64 * events).round() as u64;
+    let mut log_lines = 0.0;
+    let functions = outcome
+        .functions
+        .iter()
+        .filter_map(|(name, counters)| {
+            let (_, memory_mb, arm64) = scale.functions.iter().find(|(f, _, _)| f == name)?;
+            log_lines += (2 * counters.invocations + counters.messages_deleted) as f64 * events;
+            Some(FunctionUsage {
+                function: name.clone(),
+                arm64: *arm64,
+                memory_mb: *memory_mb,
+                invocations: scaled(counters.invocations),
+                billed_ms: (counters.mb_ms as f64 / f64::from((*memory_mb).max(1)) * events) as u64,
+            })
+        })
+        .collect();
+    let mut sqs = SqsRequests::default();
+    for (name, counters) in &outcome.queues {
+        let billed = scaled(counters.billed_requests());
+        if scale.fifo_queues.contains(name) {
+            sqs.fifo += billed;
+        } else {
+            sqs.standard += billed;
+        }
+    }
+    let callbacks: u64 = outcome
+        .functions
+        .iter()
+        .filter(|(name, _)| name.contains("Callback"))
+        .map(|(_, c)| c.invocations)
+        .sum();
+    let ingested_gb = log_lines * LOG_BYTES_PER_LINE / 1e9;
+    MonthUsage {
+        tenants: outcome.tenants as u64,
+        scans: scaled(outcome.happened.scans),
+        functions,
+        api_rest_requests: scaled(callbacks + outcome.happened.breaks * 2),
+        sqs,
+        dynamo: DynamoUsage {
+            read_units: outcome.dynamo.read_units() * events,
+            write_units: outcome.dynamo.write_units as f64 * events,
+            storage_gb: outcome.codes as f64 * TABLE_BYTES_PER_CODE / 1e9,
+            point_in_time_recovery: false,
+        },
+        logs: LogsUsage {
+            ingested_gb,
+            stored_gb: ingested_gb * LOG_MONTHS_KEPT,
+        },
+        custom_metrics: 0,
+        alarms: 0,
+        dashboards: 0,
+        nat: None,
+        scheduler_invocations: outcome
+            .schedules
+            .iter()
+            .map(|(_, c)| (c.firings as f64 * clock) as u64)
+            .sum(),
+    }
+}
