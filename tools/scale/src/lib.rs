@@ -5,6 +5,7 @@
 pub mod cost;
 pub mod day;
 pub mod observe;
+pub mod plan;
 pub mod population;
 pub mod profile;
 pub mod services;
