@@ -199,6 +199,23 @@ impl Plan {
         )
     }
 
+    /// How long the lanes alone take over `codes` refreshes: a drain takes the longer of its
+    /// budget time and its lane time.
+    fn lanes_lines(&self, codes: u64, indent: &str) -> String {
+        let mut out = String::new();
+        for lane in [&self.inputs.fast_lane, &self.inputs.slow_lane] {
+            if let Some(minutes) = lane_minutes(codes, lane) {
+                let _ = writeln!(
+                    out,
+                    "{indent}on the {} lane, its whole rate for every tenant refreshes them in {} at best",
+                    lane.name,
+                    duration(minutes)
+                );
+            }
+        }
+        out
+    }
+
     fn lane_line(&self, lane: &Lane) -> String {
         match (lane.maximum_concurrency, lane.codes_per_minute()) {
             (Some(concurrency), Some(per_minute)) => format!(
@@ -227,7 +244,7 @@ impl fmt::Display for Plan {
         let _ = writeln!(out, "Capacity plan: {}", self.source);
         let _ = writeln!(
             out,
-            "  {} codes, {} staff, {} departments ({} department listings on codes)",
+            "  {} codes, {} staff; {} departments listed on codes ({} listings)",
             thousands(u64::from(self.codes)),
             thousands(u64::from(self.staff)),
             thousands(u64::from(self.departments)),
@@ -248,7 +265,12 @@ impl fmt::Display for Plan {
         let _ = writeln!(
             out,
             "  min {}  p50 {}  p90 {}  p99 {}  max {}  mean {:.1}",
-            d.min, d.p50, d.p90, d.p99, d.max, d.mean
+            thousands(u64::from(d.min)),
+            thousands(u64::from(d.p50)),
+            thousands(u64::from(d.p90)),
+            thousands(u64::from(d.p99)),
+            thousands(u64::from(d.max)),
+            d.mean
         );
         let widest = d.buckets.iter().map(|b| b.2).max().unwrap_or(1).max(1);
         for &(low, high, staff) in &d.buckets {
@@ -276,6 +298,7 @@ impl fmt::Display for Plan {
             thousands(self.worst_change.pushes)
         );
         let _ = writeln!(out, "    drains in {}", self.drain_line(&self.worst_change));
+        out.push_str(&self.lanes_lines(self.worst_change.pushes, "    "));
         let _ = writeln!(
             out,
             "  a median staff member ({} codes): {}",
@@ -290,16 +313,7 @@ impl fmt::Display for Plan {
             thousands(self.resync.pushes)
         );
         let _ = writeln!(out, "  drains in {}", self.drain_line(&self.resync));
-        for lane in [&self.inputs.fast_lane, &self.inputs.slow_lane] {
-            if let Some(minutes) = lane_minutes(self.resync.pushes, lane) {
-                let _ = writeln!(
-                    out,
-                    "  the {} lane alone refreshes them in {} (if no other tenant used it)",
-                    lane.name,
-                    duration(minutes)
-                );
-            }
-        }
+        out.push_str(&self.lanes_lines(self.resync.pushes, "  "));
 
         if let Some(c) = &self.campaign {
             let _ = writeln!(
@@ -330,20 +344,24 @@ impl fmt::Display for Plan {
             let _ = writeln!(
                 out,
                 "  worst (every crossing by the busiest, {} codes): {} pushes/min ({}), {} pushes/h ({})",
-                d.max,
+                thousands(u64::from(d.max)),
                 count(c.worst_per_minute),
                 percent(c.worst_per_minute, per_minute),
                 count(c.worst_per_hour),
                 percent(c.worst_per_hour, per_hour)
             );
             let needed = c.mean_per_minute.max(c.mean_per_hour / 60.0);
+            // Over an hour the budget passes at most the minute's budget, and at most an
+            // hour's budget spread over 60 minutes.
+            let sustained = per_minute.min(per_hour / 60.0);
             let verdict = if c.mean_per_minute <= per_minute && c.mean_per_hour <= per_hour {
                 "the budget holds the mean campaign".to_owned()
             } else {
                 format!(
-                    "the budget does not hold it: a backlog grows by about {} pushes each minute; \
+                    "the budget does not hold it: sustained it passes {} pushes/min, so a backlog grows by about {} pushes each minute;\n  \
                      the campaign needs a budget of {} pushes/min and {} pushes/h",
-                    count((c.mean_per_minute - per_minute.min(per_hour / 60.0)).max(0.0)),
+                    count(sustained),
+                    count((c.mean_per_minute - sustained).max(0.0)),
                     count(needed),
                     count(c.mean_per_hour)
                 )
@@ -385,11 +403,11 @@ impl fmt::Display for Plan {
         if let Some(slow) = self.inputs.slow_lane.codes_per_minute() {
             let _ = writeln!(
                 out,
-                "  SlowLaneSwitch={}: codes untouched for {} go to the slow lane; this tenant's budget of {}/min is {:.1}x that lane's whole rate",
+                "  SlowLaneSwitch={}: codes untouched for {} go to the slow lane, whose whole rate is {} of this tenant's budget of {}/min",
                 self.inputs.lane_switch,
                 duration(self.inputs.quiet_after_ms as f64 / 60_000.0),
+                percent(slow, f64::from(budget.per_minute)),
                 thousands(u64::from(budget.per_minute)),
-                f64::from(budget.per_minute) / slow
             );
         }
         let _ = writeln!(
