@@ -339,7 +339,26 @@ mod tests {
     }
 
     #[test]
-    fn every_reason_of_the_replay_is_a_push_an_unchanged_refresh_or_still_owed_none() {
+    fn the_prediction_does_not_hang_on_one_draw_of_the_seats_or_the_rounds() {
+        let profile = Profile::load_default().expect("profile");
+        let overrides = budget_overrides(&project_makefile()).expect("the Makefile says");
+        let budget = Settings::read_project(&overrides)
+            .expect("template")
+            .refresh
+            .budget;
+        for seed in 1..=4 {
+            let drive = Drive {
+                seed,
+                ..Drive::phase_one()
+            };
+            let predicted = replay(&profile, &tenant(seed), drive, budget).expect("drains");
+            let off = difference_percent(predicted.minutes, RECORDED.phase_minutes).abs();
+            assert!(off < 10.0, "seed {seed}: {predicted:?}");
+        }
+    }
+
+    #[test]
+    fn every_reason_replayed_ends_as_a_push_or_an_unchanged_refresh() {
         let profile = Profile::load_default().expect("profile");
         let budget = BudgetLimits {
             per_minute: 100,
