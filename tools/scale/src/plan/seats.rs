@@ -121,12 +121,6 @@ impl TenantSeats {
             .iter()
             .zip(&departments_of)
             .map(|(direct, departments)| {
-                if departments.is_empty() {
-                    let mut codes = direct.clone();
-                    codes.sort_unstable();
-                    codes.dedup();
-                    return u32::try_from(codes.len()).unwrap_or(u32::MAX);
-                }
                 let mut codes = direct.clone();
                 for &department in departments {
                     codes.extend_from_slice(&self.listed_on[department as usize]);
