@@ -22,6 +22,7 @@ async fn every_command_has_help() -> Result<()> {
         vec!["dead-letters", "closed", "--help"],
         vec!["replay", "--help"],
         vec!["drift", "--help"],
+        vec!["plan", "--help"],
     ] {
         let (ok, stdout, stderr) = ops_raw(&command).await?;
         ensure!(
@@ -110,6 +111,26 @@ async fn drift_reads_the_sweeps_report_of_a_tenant() -> Result<()> {
     let (ok, _, stderr) =
         ops_raw(&["drift", "--tenant", &live.tenant.id, "--day", "03/12"]).await?;
     assert!(!ok && stderr.contains("--day"), "{stderr}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn plan_reads_a_tenants_seats_from_the_table() -> Result<()> {
+    let world = World::connect().await?;
+    let live = LiveTenant::create(&world, 3).await?;
+    let staff: Vec<&str> = live.staff.iter().map(String::as_str).collect();
+    live.put_code("plan-a", &staff[..2], None).await?;
+    live.put_code("plan-b", &staff[..1], None).await?;
+    let plan = ops(&["plan", "--tenant", &live.tenant.id]).await?;
+    // staff[0] sits on both codes, staff[1] on one, staff[2] on none.
+    assert_eq!(plan["codes"], 2, "{plan}");
+    assert_eq!(plan["staff"], 3, "{plan}");
+    assert_eq!(plan["codes_per_staff"]["max"], 2, "{plan}");
+    assert_eq!(plan["codes_per_staff"]["min"], 0, "{plan}");
+    assert_eq!(plan["worst_staff_change"]["pushes"], 2, "{plan}");
+    let (ok, _, stderr) =
+        ops_raw(&["plan", "--tenant", &live.tenant.id, "--max-items", "2"]).await?;
+    assert!(!ok && stderr.contains("--max-items"), "{stderr}");
     Ok(())
 }
 

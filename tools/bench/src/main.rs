@@ -19,6 +19,7 @@
 mod drift;
 mod report;
 mod sandbox;
+mod scenario;
 mod world;
 
 use anyhow::{bail, Context, Result};
@@ -50,15 +51,15 @@ struct Args {
     target: stack_client::Target,
     /// Seed of every choice the bench makes (members of each code, who changes in each round)
     /// and of the sandbox's random streams.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = scenario::SEED)]
     seed: u64,
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = scenario::STAFF)]
     staff: usize,
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = scenario::CODES)]
     codes: usize,
     /// Members of each code (drawn at random: each staff member sits on about
     /// codes * members / staff codes).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = scenario::MEMBERS)]
     members: usize,
     /// Admin API requests in flight at once while seeding.
     #[arg(long, default_value_t = 8)]
@@ -68,28 +69,28 @@ struct Args {
     #[arg(long, default_value_t = 2)]
     change_concurrency: usize,
     /// The sandbox's update_contact_way limit per minute in phase 1 (above the budget).
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = scenario::LIMIT_1)]
     limit1: u64,
     /// The same in phase 2 (below the budget: WeCom answers 45009).
-    #[arg(long, default_value_t = 400)]
+    #[arg(long, default_value_t = scenario::LIMIT_2)]
     limit2: u64,
     /// Rounds of staff changes in phase 1, and staff changed per round.
-    #[arg(long, default_value_t = 22)]
+    #[arg(long, default_value_t = scenario::ROUNDS_1)]
     rounds1: usize,
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = scenario::ROUND_STAFF_1)]
     round_staff1: usize,
     /// The same in phase 2.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = scenario::ROUNDS_2)]
     rounds2: usize,
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = scenario::ROUND_STAFF_2)]
     round_staff2: usize,
     /// A round starts this long after the previous one started (or when it ends, if later).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = scenario::ROUND_SECS)]
     round_secs: u64,
     /// A round waits until the work queues hold at most this many messages: MiniStack's SQS
     /// scans a whole queue on every send, receive and delete, so a deep backlog slows every
     /// queue operation of the stack (quadratic in the backlog), not just this bench.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = scenario::MAX_QUEUED)]
     max_queued: u64,
     /// How long a phase may take to drain after its last round.
     #[arg(long, default_value_t = 900)]

@@ -5,6 +5,7 @@
 
 mod dead_letters;
 mod ops;
+mod plan;
 mod replay;
 mod status;
 
@@ -50,6 +51,10 @@ enum Command {
     Replay(replay::Args),
     /// The backstop's drift report of a tenant-day (GET /admin/tenants/{tenant}/drift).
     Drift(DriftArgs),
+    /// The capacity planner: a tenant's fan-out, drain times at its WeCom budget, a
+    /// campaign's budget, the sweep's coverage and the platform's ceilings (from the table,
+    /// --synthetic or --bench; settings from template.yaml).
+    Plan(Box<plan::Args>),
 }
 
 #[derive(clap::Args)]
@@ -65,12 +70,14 @@ struct DriftArgs {
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
-    let ops = ops::Ops::connect(&cli.stack, cli.api_url.as_deref(), cli.json).await?;
+    let connect = || ops::Ops::connect(&cli.stack, cli.api_url.as_deref(), cli.json);
     match cli.command {
-        Command::Status => status::run(&ops).await,
-        Command::DeadLetters(command) => dead_letters::run(&ops, command).await,
-        Command::Replay(args) => replay::run(&ops, args).await,
-        Command::Drift(args) => drift(&ops, args).await,
+        Command::Status => status::run(&connect().await?).await,
+        Command::DeadLetters(command) => dead_letters::run(&connect().await?, command).await,
+        Command::Replay(args) => replay::run(&connect().await?, args).await,
+        Command::Drift(args) => drift(&connect().await?, args).await,
+        // A synthetic or bench plan needs no stack: only --tenant connects.
+        Command::Plan(args) => plan::run(*args, &cli.stack, cli.api_url.as_deref(), cli.json).await,
     }
 }
 

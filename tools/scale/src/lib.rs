@@ -8,6 +8,7 @@ pub mod happenings;
 pub mod measure;
 pub mod memory;
 pub mod observe;
+pub mod plan;
 pub mod platform;
 pub mod population;
 pub mod profile;

@@ -240,6 +240,30 @@ const CODE_STREAM: u64 = 1;
 const STAFF_STREAM: u64 = 2;
 
 impl TenantFigures {
+    /// One tenant of the given shape, outside any population (the capacity planner's
+    /// synthetic tenant): its codes and staff are drawn exactly as a generated tenant's are,
+    /// from `seed`. Departments are kept to at least one code's worth of members each, as
+    /// `Population::generate` keeps them.
+    pub fn synthetic(codes: u32, staff: u32, departments: u32, members: Range, seed: u64) -> Self {
+        let staff = staff.max(members.high);
+        let departments = departments.min(staff / members.high).max(1);
+        Self {
+            index: 0,
+            class: 0,
+            codes,
+            staff,
+            departments,
+            members,
+            codes_per_staff: f64::from(codes) * members.uniform_mean() / f64::from(staff),
+            timezone: Tz::Asia__Shanghai,
+            company_cap: None,
+            campaign: false,
+            background_scan_share: 0.0,
+            campaign_scan_share: 0.0,
+            stream_seed: mix(seed),
+        }
+    }
+
     /// Its share of all the day's scans (every tenant's shares add up to one).
     pub fn scan_share(&self, profile: &Profile) -> f64 {
         let to_campaign = campaign_share_of_day(profile);
