@@ -18,12 +18,31 @@ impl AddLedger for InMemoryStore {
             return Ok(CountOutcome::AlreadyCounted { at_ms: *at_ms });
         }
         tables.add_claims.insert(add.business_key(), now_ms);
-        tables.counted.push(add.clone());
+        let (tenant, code, staff) = (&add.tenant, &add.code, &add.staff);
+        let day = add.day.clone();
+        *tables
+            .adds_on_code_today
+            .entry((tenant.clone(), code.clone(), staff.clone(), day.clone()))
+            .or_default() += 1;
+        *tables
+            .adds_all_codes_today
+            .entry((tenant.clone(), staff.clone(), day))
+            .or_default() += 1;
+        *tables
+            .adds_on_code_total
+            .entry((tenant.clone(), code.clone(), staff.clone()))
+            .or_default() += 1;
+        if !tables.history_off {
+            tables.counted.push(add.clone());
+        }
         Ok(CountOutcome::Counted { at_ms: now_ms })
     }
 
     async fn record_ignored(&self, _: &TenantId, kind: &str) -> Result<(), StoreError> {
-        self.available()?.ignored.push(kind.to_owned());
+        let mut tables = self.available()?;
+        if !tables.history_off {
+            tables.ignored.push(kind.to_owned());
+        }
         Ok(())
     }
 }
@@ -50,15 +69,22 @@ impl QuotaLedger for InMemoryStore {
         day: &str,
     ) -> Result<AddCounts, StoreError> {
         let tables = self.available()?;
-        let count = |keep: &dyn Fn(&AddFact) -> bool| {
-            let adds = tables.counted.iter();
-            let counted = adds.filter(|a| a.tenant == *tenant && a.staff == *staff && keep(a));
-            u32::try_from(counted.count()).unwrap_or(u32::MAX)
-        };
+        let (tenant, code, staff, day) = (tenant.clone(), code.clone(), staff.clone(), day);
+        let on_code = (tenant.clone(), code.clone(), staff.clone(), day.to_owned());
+        let all_codes = (tenant.clone(), staff.clone(), day.to_owned());
+        let total = (tenant, code, staff);
         Ok(AddCounts {
-            on_code: count(&|a| a.code == *code && a.day == day),
-            all_codes: count(&|a| a.day == day),
-            on_code_total: count(&|a| a.code == *code),
+            on_code: tables
+                .adds_on_code_today
+                .get(&on_code)
+                .copied()
+                .unwrap_or(0),
+            all_codes: tables
+                .adds_all_codes_today
+                .get(&all_codes)
+                .copied()
+                .unwrap_or(0),
+            on_code_total: tables.adds_on_code_total.get(&total).copied().unwrap_or(0),
         })
     }
 
@@ -155,7 +181,9 @@ impl StaffLedger for InMemoryStore {
         _: u64,
     ) -> Result<Vec<CodeId>, StoreError> {
         let mut tables = self.available()?;
-        tables.renames.push((from.clone(), to.clone()));
+        if !tables.history_off {
+            tables.renames.push((from.clone(), to.clone()));
+        }
         let (old, new) = ((tenant.clone(), from.clone()), (tenant.clone(), to.clone()));
         if let Some(facts) = tables.staff.remove(&old) {
             tables.staff.insert(new.clone(), facts);
