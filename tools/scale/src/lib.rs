@@ -6,6 +6,7 @@ pub mod cost;
 pub mod day;
 pub mod observe;
 pub mod population;
+pub mod ports;
 pub mod profile;
 pub mod services;
 pub mod settings;

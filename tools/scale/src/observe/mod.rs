@@ -29,11 +29,13 @@ pub enum Seen {
     },
 }
 
+type Sink = Box<dyn FnMut(Seen) + Send>;
+
 /// Where the ports report what they saw. `Trace::default()` keeps nothing until a consumer is
 /// attached with `Trace::keeping`, so ports built for a fidelity check cost nothing.
 #[derive(Default)]
 pub struct Trace {
-    sink: Mutex<Option<Box<dyn FnMut(Seen) + Send>>>,
+    sink: Mutex<Option<Sink>>,
 }
 
 impl Trace {
