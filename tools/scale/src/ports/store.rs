@@ -53,6 +53,17 @@
 //! | `FanOutMarks::mark_fan_out` / `clear_fan_out` | UpdateItem +idx (`FANOUT_MARKS`) / DeleteItem `FANOUT_MARK#..` |
 //! | `CallbackArchive::keep` | PutItem `ARCHIVE#t#day / ..` |
 //! | `CallbackArchive::page` | Query of each archive day partition it reads (pages of 1 MB) |
+//! | `SweepRuns::acquire` / `save_cursor` / `release` | UpdateItem `SWEEP / LEASE` |
+//! | `DirtyIndex::due_marks` | Query `gsi1` per dirty shard (4); BatchGetItem S of the marks found |
+//! | `DirtyIndex::mark_suspect` / `resync_sent` / `drop_mark` | UpdateItem `DIRTY#c` +idx (new) / UpdateItem +idx moved / DeleteItem +idx removed |
+//! | `FanOutIndex::due_fan_outs` / `fan_out_resent` | Query `gsi1` `FANOUT_MARKS`; BatchGetItem S / UpdateItem +idx moved |
+//! | `TenantRegistry::tenants_after` | Query `gsi1` `TENANTS` |
+//! | `DriftLedger::sample_cursor` / `report` / `guard` | GetItem S `DRIFT#SAMPLE` / `DRIFT#DAY#day` / `DRIFT#GUARD` |
+//! | `DriftLedger::save_sample_cursor` / `trip_guard` / `add_to_report` / `resume` | PutItem / PutItem / UpdateItem / DeleteItem |
+//! | `DriftLedger::codes_after` | Query E of the tenant's `CODE#` items from `after` (read whole) |
+//! | `CreationIntents::record_intent` / `clear_intent` / `stale_intents` | PutItem +idx / DeleteItem +idx / Query `gsi1` `INTENTS` |
+//! | `LinkRetirements::resigned_before` | Query `gsi1` `STAFF#RESIGNED`; GetItem S per staff member |
+//! | `LinkRetirements::detach_link` / `link_retired` / `nothing_to_retire` | UpdateItem `STAFF#s` (the last +idx removed) |
 //!
 //! Sizes (DynamoDB Developer Guide, "Item sizes and formats"): a string is its name's bytes
 //! plus its UTF-8 bytes, a number its name plus one byte per two digits plus one, a boolean its
@@ -67,7 +78,7 @@ use crate::services::dynamodb::{Consistency, DynamoDb, ItemKey, Request, Touch};
 use adapters::dynamodb::keys;
 use domain::budget::{BudgetLimits, BudgetSlot, Spend, WeComBudget};
 use domain::codes::{CodeFacts, CodeSnapshot, PushedList, StoredCode};
-use domain::dirty::{DirtyMarks, DirtyWhy, FanOutMarks};
+use domain::dirty::{DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
 use domain::facts::{
     AddFact, AddLedger, ClaimOutcome, CountOutcome, LimitClaim, QuotaLedger, StaffLedger,
     TenantProfiles,
@@ -87,6 +98,10 @@ use domain::refresh::{
 };
 use domain::replay::{ArchivedCallback, CallbackArchive, Selection};
 use domain::schedules::{CursorLease, Due, DueIndex, LimitReached, Minute, ScheduleFacts, Subject};
+use domain::sweep::{
+    CreationIntent, CreationIntents, DirtyIndex, DriftCounts, DriftLedger, DriftReport,
+    FanOutIndex, GuardTrip, LeavingStaff, LinkRetirements, SweepRuns, TenantRegistry,
+};
 use domain::tenants::{TenantProfile, Timezone};
 use domain::wecom::acquisition::AcquisitionLink;
 use domain::StoreError;
@@ -568,6 +583,20 @@ fn archive_bytes(message: &InboxMessage, group_id: &str) -> usize {
         size = size.s("code", code.as_str().len());
     }
     size.bytes()
+}
+
+/// An entry of `gsi1`, which projects keys only: its index keys and the table's keys.
+fn index_entry_bytes(entry: &ItemKey, table: &ItemKey) -> usize {
+    Size::of(table)
+        .s(keys::GSI1_PK, entry.pk.len())
+        .s(keys::GSI1_SK, entry.sk.len())
+        .bytes()
+}
+
+/// `touch` writing (putting, moving or deleting) its entry `entry` of `gsi1`.
+fn indexed(touch: Touch, entry: ItemKey) -> Touch {
+    let bytes = index_entry_bytes(&entry, &touch.key);
+    touch.with_index(GSI1, entry, bytes)
 }
 
 /// How many pages a query of `bytes` takes, and the bytes of each.
@@ -1152,9 +1181,7 @@ impl DirtyMarks for MeteredStore {
         let mut touch = Touch::new(dirty_key(tenant, code), dirty_bytes(tenant, code));
         // A renewed mark keeps its index key (`if_not_exists`): only a new one writes an entry.
         if self.data.dirty_mark(tenant, code).is_none() {
-            let entry = dirty_index_key(tenant, code, at_ms);
-            let bytes = key_only_bytes(&entry) + touch.key.pk.len() + touch.key.sk.len();
-            touch = touch.with_index(GSI1, entry, bytes);
+            touch = indexed(touch, dirty_index_key(tenant, code, at_ms));
         }
         self.write(Kind::UpdateItem, touch).await?;
         self.data.mark_dirty(tenant, code, why, at_ms).await
@@ -1172,9 +1199,7 @@ impl DirtyMarks for MeteredStore {
             mark.as_ref().map_or(0, |_| dirty_bytes(tenant, code)),
         );
         if let Some(mark) = mark.filter(|mark| mark.marked_at_ms < began_ms) {
-            let entry = dirty_index_key(tenant, code, mark.due_at_ms);
-            let bytes = key_only_bytes(&entry) + touch.key.pk.len() + touch.key.sk.len();
-            touch = touch.with_index(GSI1, entry, bytes);
+            touch = indexed(touch, dirty_index_key(tenant, code, mark.due_at_ms));
         }
         self.write(Kind::DeleteItem, touch).await?;
         self.data.clear_dirty(tenant, code, began_ms).await
@@ -1324,16 +1349,20 @@ impl QuotaLedger for MeteredStore {
 
     async fn claim_limit(&self, claim: &LimitClaim) -> Result<ClaimOutcome, StoreError> {
         let entry = open_claim_index_key(claim, claim.lease_until_ms);
-        let bytes = limit_claim_bytes(claim);
-        let touch = Touch::new(limit_key(claim), bytes).with_index(GSI1, entry, bytes);
+        let touch = indexed(
+            Touch::new(limit_key(claim), limit_claim_bytes(claim)),
+            entry,
+        );
         self.write(Kind::PutItem, touch).await?;
         self.data.claim_limit(claim).await
     }
 
     async fn mark_notified(&self, claim: &LimitClaim, codes: usize) -> Result<(), StoreError> {
-        let bytes = limit_claim_bytes(claim);
         let entry = open_claim_index_key(claim, claim.lease_until_ms);
-        let touch = Touch::new(limit_key(claim), bytes).with_index(GSI1, entry, bytes);
+        let touch = indexed(
+            Touch::new(limit_key(claim), limit_claim_bytes(claim)),
+            entry,
+        );
         self.write(Kind::UpdateItem, touch).await?;
         self.data.mark_notified(claim, codes).await
     }
@@ -1344,7 +1373,13 @@ impl QuotaLedger for MeteredStore {
         limit: usize,
     ) -> Result<Vec<LimitClaim>, StoreError> {
         let stale = self.data.stale_claims(now_ms_at, limit).await?;
-        let bytes: usize = stale.iter().map(limit_claim_bytes).sum();
+        let bytes: usize = stale
+            .iter()
+            .map(|claim| {
+                let entry = open_claim_index_key(claim, claim.lease_until_ms);
+                index_entry_bytes(&entry, &limit_key(claim))
+            })
+            .sum();
         let start = ItemKey::new(keys::OPEN_CLAIMS, format!("{now_ms_at:013}"));
         self.query(start, bytes, Consistency::Eventual, Some(GSI1))
             .await?;
@@ -1362,14 +1397,9 @@ impl QuotaLedger for MeteredStore {
         owner: &str,
         lease_until_ms: u64,
     ) -> Result<bool, StoreError> {
-        let bytes = limit_claim_bytes(claim);
-        let touch = Touch::new(limit_key(claim), bytes)
-            .with_index(
-                GSI1,
-                open_claim_index_key(claim, claim.lease_until_ms),
-                bytes,
-            )
-            .with_index(GSI1, open_claim_index_key(claim, lease_until_ms), bytes);
+        let touch = Touch::new(limit_key(claim), limit_claim_bytes(claim));
+        let touch = indexed(touch, open_claim_index_key(claim, claim.lease_until_ms));
+        let touch = indexed(touch, open_claim_index_key(claim, lease_until_ms));
         self.write(Kind::UpdateItem, touch).await?;
         self.data.take_over(claim, owner, lease_until_ms).await
     }
@@ -1390,8 +1420,7 @@ impl StaffLedger for MeteredStore {
                 keys::RESIGNED_STAFF,
                 keys::resigned_index_sort(at_ms, tenant, staff),
             );
-            let bytes = key_only_bytes(&entry) + touch.key.pk.len() + touch.key.sk.len();
-            touch = touch.with_index(GSI1, entry, bytes);
+            touch = indexed(touch, entry);
         }
         self.write(Kind::UpdateItem, touch).await?;
         self.data
@@ -1617,7 +1646,8 @@ impl DueIndex for MeteredStore {
         let mut bytes = vec![0; keys::DUE_SHARDS as usize];
         for item in &due {
             let shard = keys::due_shard(&item.tenant, &item.subject) as usize;
-            bytes[shard] += due_bytes(&item.tenant, &item.subject, minute);
+            let entry = due_index_key(&item.tenant, &item.subject, minute);
+            bytes[shard] += index_entry_bytes(&entry, &due_key(&item.tenant, &item.subject));
         }
         let queries = bytes.into_iter().enumerate().map(|(shard, bytes)| {
             let shard = u32::try_from(shard).unwrap_or_default();
@@ -1632,11 +1662,10 @@ impl DueIndex for MeteredStore {
         let (tenant, subject) = (&due.tenant, &due.subject);
         let bytes = due_bytes(tenant, subject, due.minute);
         let old = due_index_key(tenant, subject, due.minute);
-        let touch = Touch::new(due_key(tenant, subject), bytes).with_index(GSI1, old, bytes);
+        let touch = indexed(Touch::new(due_key(tenant, subject), bytes), old);
         match next {
             Some(next) => {
-                let new = due_index_key(tenant, subject, next);
-                let touch = touch.with_index(GSI1, new, bytes);
+                let touch = indexed(touch, due_index_key(tenant, subject, next));
                 self.write(Kind::UpdateItem, touch).await?;
             }
             None => self.write(Kind::DeleteItem, touch).await?,
@@ -1741,7 +1770,7 @@ impl FanOutMarks for MeteredStore {
             .fan_out_mark(&fan_out.tenant, &fan_out.fact_key)
             .is_none()
         {
-            touch = touch.with_index(GSI1, fan_out_index_key(fan_out, at_ms), bytes);
+            touch = indexed(touch, fan_out_index_key(fan_out, at_ms));
         }
         self.write(Kind::UpdateItem, touch).await?;
         self.data.mark_fan_out(fan_out, why, at_ms).await
@@ -1754,7 +1783,7 @@ impl FanOutMarks for MeteredStore {
             .map_or(0, |mark| fan_out_mark_bytes(fan_out, mark.marked_at_ms));
         let mut touch = Touch::new(fan_out_key(fan_out), bytes);
         if let Some(mark) = mark.filter(|mark| mark.marked_at_ms < began_ms) {
-            touch = touch.with_index(GSI1, fan_out_index_key(fan_out, mark.due_at_ms), bytes);
+            touch = indexed(touch, fan_out_index_key(fan_out, mark.due_at_ms));
         }
         self.write(Kind::DeleteItem, touch).await?;
         self.data.clear_fan_out(fan_out, began_ms).await
@@ -1804,6 +1833,438 @@ impl CallbackArchive for MeteredStore {
                 .await?;
         }
         Ok((callbacks, next))
+    }
+}
+
+// ------------------------------------------------------------------------ the sweep
+
+fn sweep_lease_key() -> ItemKey {
+    ItemKey::new(keys::SWEEP_PK, keys::SWEEP_SK)
+}
+
+fn tenant_item_key(tenant: &TenantId, sk: &str) -> ItemKey {
+    ItemKey::new(keys::tenant(tenant), sk)
+}
+
+fn drift_report_bytes(key: &ItemKey) -> usize {
+    ["read", "differing", "repaired", "stale_confirmed"]
+        .into_iter()
+        .fold(Size::of(key), |size, name| size.n(name, 10_000))
+        .n(keys::EXPIRES_AT, SECS)
+        .bytes()
+}
+
+fn guard_bytes(key: &ItemKey) -> usize {
+    Size::of(key)
+        .n("tripped_at_ms", MS)
+        .n("sampled", 1_000)
+        .n("differing", 1_000)
+        .bytes()
+}
+
+fn intent_key(intent: &CreationIntent) -> ItemKey {
+    ItemKey::new(
+        keys::tenant(&intent.tenant),
+        keys::creation_intent(&intent.code, intent.started_at_ms),
+    )
+}
+
+fn intent_index_key(intent: &CreationIntent) -> ItemKey {
+    ItemKey::new(
+        keys::INTENTS,
+        keys::intent_index_sort(intent.started_at_ms, &intent.tenant, &intent_key(intent).sk),
+    )
+}
+
+fn resigned_index_key(tenant: &TenantId, staff: &StaffId, at_ms: u64) -> ItemKey {
+    ItemKey::new(
+        keys::RESIGNED_STAFF,
+        keys::resigned_index_sort(at_ms, tenant, staff),
+    )
+}
+
+impl MeteredStore {
+    async fn sweep_lease_write(&self, owner: &str) -> Result<(), StoreError> {
+        let key = sweep_lease_key();
+        let bytes = Size::of(&key)
+            .s("owner", owner.len())
+            .n("lease_until_ms", MS)
+            .s("after_tenant", 16)
+            .bytes();
+        self.write(Kind::UpdateItem, Touch::new(key, bytes)).await
+    }
+
+    /// A `gsi1` query of `count` entries of `partition`, each like `entry` over `table`.
+    async fn index_query(
+        &self,
+        partition: &str,
+        entries: impl IntoIterator<Item = (ItemKey, ItemKey)>,
+    ) -> Result<(), StoreError> {
+        let bytes = entries
+            .into_iter()
+            .map(|(entry, table)| index_entry_bytes(&entry, &table))
+            .sum();
+        let start = ItemKey::new(partition, "");
+        self.query(start, bytes, Consistency::Eventual, Some(GSI1))
+            .await
+    }
+}
+
+#[async_trait::async_trait]
+impl SweepRuns for MeteredStore {
+    async fn acquire(
+        &self,
+        owner: &str,
+        now_ms_at: u64,
+        lease_until_ms: u64,
+    ) -> Result<Option<Option<TenantId>>, StoreError> {
+        self.sweep_lease_write(owner).await?;
+        SweepRuns::acquire(&self.data, owner, now_ms_at, lease_until_ms).await
+    }
+
+    async fn save_cursor(&self, owner: &str, after: Option<&TenantId>) -> Result<bool, StoreError> {
+        self.sweep_lease_write(owner).await?;
+        self.data.save_cursor(owner, after).await
+    }
+
+    async fn release(&self, owner: &str) -> Result<(), StoreError> {
+        self.sweep_lease_write(owner).await?;
+        SweepRuns::release(&self.data, owner).await
+    }
+}
+
+#[async_trait::async_trait]
+impl DirtyIndex for MeteredStore {
+    /// One `gsi1` query per dirty shard (4), then one batch read of the marks found.
+    async fn due_marks(&self, now_ms_at: u64, limit: usize) -> Result<Vec<DirtyMark>, StoreError> {
+        let marks = self.data.due_marks(now_ms_at, limit).await?;
+        for shard in 0..keys::DIRTY_SHARDS {
+            let partition = keys::dirty_shard(shard);
+            let entries = marks
+                .iter()
+                .map(|mark| {
+                    let entry = dirty_index_key(&mark.tenant, &mark.code, mark.due_at_ms);
+                    (entry, dirty_key(&mark.tenant, &mark.code))
+                })
+                .filter(|(entry, _)| entry.pk == partition);
+            self.index_query(&partition, entries).await?;
+        }
+        let touches = marks
+            .iter()
+            .map(|mark| {
+                Touch::new(
+                    dirty_key(&mark.tenant, &mark.code),
+                    dirty_bytes(&mark.tenant, &mark.code),
+                )
+            })
+            .collect();
+        self.batch_get(touches).await?;
+        Ok(marks)
+    }
+
+    async fn mark_suspect(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        suspect: StaleSuspect,
+        at_ms: u64,
+        due_ms: u64,
+    ) -> Result<(), StoreError> {
+        let bytes = Size(dirty_bytes(tenant, code))
+            .n("suspect_sample_read", 1_000)
+            .n("suspect_sample_drifted", 1_000)
+            .bytes();
+        let mut touch = Touch::new(dirty_key(tenant, code), bytes);
+        if self.data.dirty_mark(tenant, code).is_none() {
+            touch = indexed(touch, dirty_index_key(tenant, code, due_ms));
+        }
+        self.write(Kind::UpdateItem, touch).await?;
+        self.data
+            .mark_suspect(tenant, code, suspect, at_ms, due_ms)
+            .await
+    }
+
+    async fn resync_sent(
+        &self,
+        mark: &DirtyMark,
+        resyncs: u32,
+        next_due_ms: u64,
+    ) -> Result<(), StoreError> {
+        let (tenant, code) = (&mark.tenant, &mark.code);
+        let touch = Touch::new(dirty_key(tenant, code), dirty_bytes(tenant, code));
+        let touch = indexed(touch, dirty_index_key(tenant, code, mark.due_at_ms));
+        let touch = indexed(touch, dirty_index_key(tenant, code, next_due_ms));
+        self.write(Kind::UpdateItem, touch).await?;
+        self.data.resync_sent(mark, resyncs, next_due_ms).await
+    }
+
+    async fn drop_mark(&self, mark: &DirtyMark) -> Result<(), StoreError> {
+        let (tenant, code) = (&mark.tenant, &mark.code);
+        let touch = Touch::new(dirty_key(tenant, code), dirty_bytes(tenant, code));
+        let touch = indexed(touch, dirty_index_key(tenant, code, mark.due_at_ms));
+        self.write(Kind::DeleteItem, touch).await?;
+        self.data.drop_mark(mark).await
+    }
+}
+
+#[async_trait::async_trait]
+impl FanOutIndex for MeteredStore {
+    /// One `gsi1` query of `FANOUT_MARKS`, then one batch read of the marks found.
+    async fn due_fan_outs(
+        &self,
+        now_ms_at: u64,
+        limit: usize,
+    ) -> Result<Vec<FanOutMark>, StoreError> {
+        let marks = self.data.due_fan_outs(now_ms_at, limit).await?;
+        let entries = marks.iter().map(|mark| {
+            (
+                fan_out_index_key(&mark.fan_out, mark.due_at_ms),
+                fan_out_key(&mark.fan_out),
+            )
+        });
+        self.index_query(keys::FAN_OUT_MARKS, entries).await?;
+        let touches = marks
+            .iter()
+            .map(|mark| {
+                Touch::new(
+                    fan_out_key(&mark.fan_out),
+                    fan_out_mark_bytes(&mark.fan_out, mark.marked_at_ms),
+                )
+            })
+            .collect();
+        self.batch_get(touches).await?;
+        Ok(marks)
+    }
+
+    async fn fan_out_resent(
+        &self,
+        mark: &FanOutMark,
+        resends: u32,
+        next_due_ms: u64,
+    ) -> Result<(), StoreError> {
+        let fan_out = &mark.fan_out;
+        let touch = Touch::new(
+            fan_out_key(fan_out),
+            fan_out_mark_bytes(fan_out, mark.marked_at_ms),
+        );
+        let touch = indexed(touch, fan_out_index_key(fan_out, mark.due_at_ms));
+        let touch = indexed(touch, fan_out_index_key(fan_out, next_due_ms));
+        self.write(Kind::UpdateItem, touch).await?;
+        self.data.fan_out_resent(mark, resends, next_due_ms).await
+    }
+}
+
+#[async_trait::async_trait]
+impl TenantRegistry for MeteredStore {
+    /// One `gsi1` query of `TENANTS` (every profile's entry), from after `after`.
+    async fn tenants_after(
+        &self,
+        after: Option<&TenantId>,
+        limit: usize,
+    ) -> Result<Vec<TenantId>, StoreError> {
+        let tenants = self.data.tenants_after(after, limit).await?;
+        let entries = tenants.iter().map(|tenant| {
+            (
+                ItemKey::new(keys::TENANTS_INDEX, tenant.as_str()),
+                tenant_item_key(tenant, keys::PROFILE),
+            )
+        });
+        self.index_query(keys::TENANTS_INDEX, entries).await?;
+        Ok(tenants)
+    }
+}
+
+#[async_trait::async_trait]
+impl DriftLedger for MeteredStore {
+    async fn sample_cursor(&self, tenant: &TenantId) -> Result<Option<CodeId>, StoreError> {
+        let cursor = self.data.sample_cursor(tenant).await?;
+        let key = tenant_item_key(tenant, keys::DRIFT_SAMPLE);
+        let bytes = cursor.as_ref().map_or(0, |code| {
+            Size::of(&key).s("after_code", code.as_str().len()).bytes()
+        });
+        self.get(Touch::new(key, bytes), Consistency::Strong)
+            .await?;
+        Ok(cursor)
+    }
+
+    async fn save_sample_cursor(
+        &self,
+        tenant: &TenantId,
+        after: &CodeId,
+    ) -> Result<(), StoreError> {
+        let key = tenant_item_key(tenant, keys::DRIFT_SAMPLE);
+        let bytes = Size::of(&key).s("after_code", after.as_str().len()).bytes();
+        self.write(Kind::PutItem, Touch::new(key, bytes)).await?;
+        self.data.save_sample_cursor(tenant, after).await
+    }
+
+    /// One query of the tenant's code items (eventually consistent), read whole though only
+    /// their keys are kept; from `after`, which the adapter reads again and drops.
+    async fn codes_after(
+        &self,
+        tenant: &TenantId,
+        after: Option<&CodeId>,
+        limit: usize,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        let codes = self.data.codes_after(tenant, after, limit).await?;
+        let bytes: usize = codes
+            .iter()
+            .chain(after)
+            .map(|code| self.code_touch(tenant, code).bytes)
+            .sum();
+        let start = ItemKey::new(keys::tenant(tenant), keys::CODE_PREFIX);
+        self.send(
+            Kind::Query,
+            Request::Query {
+                start,
+                bytes,
+                consistency: Consistency::Eventual,
+                index: None,
+            },
+        )
+        .await?;
+        Ok(codes)
+    }
+
+    async fn add_to_report(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        counts: &DriftCounts,
+    ) -> Result<(), StoreError> {
+        let key = tenant_item_key(tenant, &keys::drift_report(day));
+        let bytes = drift_report_bytes(&key);
+        self.write(Kind::UpdateItem, Touch::new(key, bytes)).await?;
+        self.data.add_to_report(tenant, day, counts).await
+    }
+
+    async fn report(&self, tenant: &TenantId, day: &str) -> Result<DriftReport, StoreError> {
+        let key = tenant_item_key(tenant, &keys::drift_report(day));
+        let bytes = drift_report_bytes(&key);
+        self.get(Touch::new(key, bytes), Consistency::Strong)
+            .await?;
+        self.data.report(tenant, day).await
+    }
+
+    async fn guard(&self, tenant: &TenantId) -> Result<Option<GuardTrip>, StoreError> {
+        let guard = self.data.guard(tenant).await?;
+        let key = tenant_item_key(tenant, keys::DRIFT_GUARD);
+        let bytes = guard.as_ref().map_or(0, |_| guard_bytes(&key));
+        self.get(Touch::new(key, bytes), Consistency::Strong)
+            .await?;
+        Ok(guard)
+    }
+
+    async fn trip_guard(&self, tenant: &TenantId, trip: &GuardTrip) -> Result<(), StoreError> {
+        let key = tenant_item_key(tenant, keys::DRIFT_GUARD);
+        let bytes = guard_bytes(&key);
+        self.write(Kind::PutItem, Touch::new(key, bytes)).await?;
+        self.data.trip_guard(tenant, trip).await
+    }
+
+    async fn resume(&self, tenant: &TenantId) -> Result<bool, StoreError> {
+        let key = tenant_item_key(tenant, keys::DRIFT_GUARD);
+        let bytes = guard_bytes(&key);
+        self.write(Kind::DeleteItem, Touch::new(key, bytes)).await?;
+        self.data.resume(tenant).await
+    }
+}
+
+#[async_trait::async_trait]
+impl CreationIntents for MeteredStore {
+    async fn record_intent(&self, intent: &CreationIntent) -> Result<(), StoreError> {
+        let key = intent_key(intent);
+        let index = intent_index_key(intent);
+        let bytes = index_entry_bytes(&index, &key);
+        let touch = indexed(Touch::new(key, bytes), index);
+        self.write(Kind::PutItem, touch).await?;
+        self.data.record_intent(intent).await
+    }
+
+    async fn clear_intent(&self, intent: &CreationIntent) -> Result<(), StoreError> {
+        let key = intent_key(intent);
+        let index = intent_index_key(intent);
+        let bytes = index_entry_bytes(&index, &key);
+        let touch = indexed(Touch::new(key, bytes), index);
+        self.write(Kind::DeleteItem, touch).await?;
+        self.data.clear_intent(intent).await
+    }
+
+    /// One `gsi1` query: the intent's tenant, code and time are all in its keys.
+    async fn stale_intents(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<CreationIntent>, StoreError> {
+        let intents = self.data.stale_intents(before_ms, limit).await?;
+        let entries = intents
+            .iter()
+            .map(|intent| (intent_index_key(intent), intent_key(intent)));
+        self.index_query(keys::INTENTS, entries).await?;
+        Ok(intents)
+    }
+}
+
+#[async_trait::async_trait]
+impl LinkRetirements for MeteredStore {
+    /// One `gsi1` query of `STAFF#RESIGNED`, then each staff item read (strongly).
+    async fn resigned_before(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<LeavingStaff>, StoreError> {
+        let leaving = self.data.resigned_before(before_ms, limit).await?;
+        let entries = leaving.iter().map(|staff| {
+            (
+                resigned_index_key(&staff.tenant, &staff.staff, before_ms),
+                staff_key(&staff.tenant, &staff.staff),
+            )
+        });
+        self.index_query(keys::RESIGNED_STAFF, entries).await?;
+        for staff in &leaving {
+            let link = if staff.link_id.is_some() || staff.retiring_link_id.is_some() {
+                LINK_BYTES
+            } else {
+                0
+            };
+            let touch = self.staff_touch(&staff.tenant, &staff.staff, link);
+            self.get(touch, Consistency::Strong).await?;
+        }
+        Ok(leaving)
+    }
+
+    async fn detach_link(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        link_id: &str,
+    ) -> Result<bool, StoreError> {
+        let touch = self.staff_touch(tenant, staff, LINK_BYTES);
+        self.write(Kind::UpdateItem, touch).await?;
+        self.data.detach_link(tenant, staff, link_id).await
+    }
+
+    async fn link_retired(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+        link_id: &str,
+    ) -> Result<(), StoreError> {
+        let touch = self.staff_touch(tenant, staff, keys::RETIRING_LINK_ID.len() + 40);
+        self.write(Kind::UpdateItem, touch).await?;
+        self.data.link_retired(tenant, staff, link_id).await
+    }
+
+    /// Takes the staff item out of `STAFF#RESIGNED` (its entry removed).
+    async fn nothing_to_retire(
+        &self,
+        tenant: &TenantId,
+        staff: &StaffId,
+    ) -> Result<(), StoreError> {
+        let touch = self.staff_touch(tenant, staff, 0);
+        let entry = resigned_index_key(tenant, staff, MS);
+        self.write(Kind::UpdateItem, indexed(touch, entry)).await?;
+        self.data.nothing_to_retire(tenant, staff).await
     }
 }
 

@@ -436,3 +436,50 @@ async fn a_refresh_tells_the_trace_when_it_read_the_snapshot_and_let_the_code_go
         matches!(seen[1], crate::observe::Seen::LeaseReleased { at_ms, .. } if at_ms > START_MS)
     );
 }
+
+/// The sweep's store, budget and queues: this compiles only if `MeteredStore` has every port
+/// `SweepPorts::Store` asks for.
+enum SimulatedSweep {}
+
+impl domain::sweep::SweepPorts for SimulatedSweep {
+    type Store = MeteredStore;
+    type WeCom = FakeWeCom;
+    type Budget = MeteredBudget;
+    type Reasons = InMemoryQueues;
+    type FanOuts = InMemoryQueues;
+    type Notifier = InMemoryQueues;
+}
+
+#[test]
+fn the_metered_store_and_budget_are_what_a_sweep_runs_on() {
+    fn runs_a_sweep<P: domain::sweep::SweepPorts>() -> &'static str {
+        std::any::type_name::<P::Store>()
+    }
+    assert!(runs_a_sweep::<SimulatedSweep>().ends_with("MeteredStore"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_sweeps_due_marks_are_a_query_per_dirty_shard_and_one_batch_read() {
+    let store = store();
+    for i in 0..3 {
+        let code = CodeId::parse(&format!("code-{i}")).expect("valid");
+        DirtyMarks::mark_dirty(&store, &tenant(), &code, DirtyWhy::LastReceive, START_MS)
+            .await
+            .expect("marked");
+    }
+    let before = store.requests().by_kind();
+    assert_eq!(before, sent(&[(Kind::UpdateItem, 3)]));
+    // Each new mark also wrote its index entry: three writes on the table, three on gsi1.
+    assert_eq!(store.meter().total().write_units, 6);
+    let due = store.due_marks(START_MS + 1, 100).await.expect("read");
+    assert_eq!(due.len(), 3);
+    let mut after = store.requests().by_kind();
+    after.remove(&Kind::UpdateItem);
+    assert_eq!(
+        after,
+        sent(&[
+            (Kind::Query, u64::from(keys::DIRTY_SHARDS)),
+            (Kind::BatchGetItem, 1)
+        ])
+    );
+}
