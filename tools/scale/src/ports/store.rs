@@ -74,7 +74,7 @@
 
 use crate::observe::Trace;
 use crate::services::clock::now_ms;
-use crate::services::dynamodb::{Consistency, DynamoDb, ItemKey, Request, Touch};
+use crate::services::dynamodb::{Consistency, DynamoDb, DynamoError, ItemKey, Request, Touch};
 use adapters::dynamodb::keys;
 use domain::budget::{BudgetLimits, BudgetSlot, Spend, WeComBudget};
 use domain::codes::{CodeFacts, CodeSnapshot, PushedList, StoredCode};
@@ -136,21 +136,30 @@ pub enum Kind {
     TransactWriteItems,
 }
 
-/// Requests sent, by kind (each request once, however many attempts the SDK made; the meter
-/// counts throttled attempts).
+/// Requests sent, by kind (each request once), and the attempts the SDK made for them (each
+/// retry of a throttled request one more, as the adapter's `RequestCounter` counts them for the
+/// refresh tally's `store_requests`).
 #[derive(Debug, Clone, Default)]
 pub struct RequestLog {
     sent: Arc<Mutex<BTreeMap<Kind, u64>>>,
+    attempts: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl RequestLog {
-    fn count(&self, kind: Kind) {
+    fn count(&self, kind: Kind, attempts: u32) {
         *self
             .sent
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .entry(kind)
             .or_default() += 1;
+        self.attempts
+            .fetch_add(u64::from(attempts), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Attempts transmitted so far, retries included.
+    pub fn attempts(&self) -> u64 {
+        self.attempts.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Requests sent so far, by kind.
@@ -649,12 +658,14 @@ impl MeteredStore {
     }
 
     async fn send(&self, kind: Kind, request: Request) -> Result<(), StoreError> {
-        self.log.count(kind);
-        self.meter
-            .request(&request)
-            .await
-            .map(|_| ())
-            .map_err(unavailable)
+        let served = self.meter.request(&request).await;
+        let attempts = match &served {
+            Ok(served) => served.attempts,
+            Err(DynamoError::Throttled { attempts, .. }) => *attempts,
+            Err(_) => 1,
+        };
+        self.log.count(kind, attempts);
+        served.map(|_| ()).map_err(unavailable)
     }
 
     async fn get(&self, touch: Touch, consistency: Consistency) -> Result<(), StoreError> {

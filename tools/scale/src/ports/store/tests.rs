@@ -173,6 +173,11 @@ async fn an_unchanged_refresh_sends_the_six_requests_the_adapter_sends() {
         ])
     );
     assert_eq!(store.requests().total(), 6);
+    assert_eq!(
+        store.requests().attempts(),
+        6,
+        "nothing throttled, nothing retried"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -412,6 +417,8 @@ async fn a_request_still_throttled_after_the_sdks_attempts_fails_the_call_and_wr
     assert!(error.to_string().contains("table"), "{error}");
     assert_eq!(store.data().code_lease(&tenant(), &code()), None);
     assert_eq!(throttled.meter().total().failed_requests, 1);
+    assert_eq!(throttled.requests().total(), 1_001);
+    assert_eq!(throttled.requests().attempts(), 1_001);
 }
 
 #[tokio::test(start_paused = true)]
