@@ -748,16 +748,22 @@ impl MeteredStore {
         staff: &StaffId,
         codes: &[CodeId],
     ) -> Result<(), StoreError> {
-        let seated = codes
-            .iter()
-            .filter(|code| self.data.staff_seated_on(tenant, code).contains(staff))
-            .count();
+        let departments = self.data.stored_staff_departments(tenant, staff);
+        // Without departments every code found is one of the staff member's own seats.
+        let seated = if departments.is_empty() {
+            codes.len()
+        } else {
+            codes
+                .iter()
+                .filter(|code| self.data.staff_seated_on(tenant, code).contains(staff))
+                .count()
+        };
         let prefix = keys::seats_of(staff);
         let bytes = Self::seats_bytes(tenant, &prefix, seated);
         self.query_tenant(tenant, &prefix, bytes).await?;
         self.get(self.staff_touch(tenant, staff, 0), Consistency::Strong)
             .await?;
-        for department in self.data.stored_staff_departments(tenant, staff) {
+        for department in departments {
             let listing =
                 StaffLedger::codes_listing_department(&self.data, tenant, &department).await?;
             self.meter_department_seats(tenant, &department, listing.len())

@@ -490,3 +490,25 @@ async fn the_sweeps_due_marks_are_a_query_per_dirty_shard_and_one_batch_read() {
         ])
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_codes_of_a_staff_member_in_a_department_add_a_query_of_the_departments_seats() {
+    let store = store();
+    let member = staff("staff00");
+    let sales = DepartmentId::parse("sales").expect("valid");
+    let departments = BTreeSet::from([sales.clone()]);
+    StaffLedger::set_staff_departments(store.data(), &tenant(), &member, &departments, START_MS)
+        .await
+        .expect("stored");
+    let own = CodeId::parse("own").expect("valid");
+    store.data().seat(&tenant(), &member, &[&own]);
+    store.data().list_department(&tenant(), &sales, &[&code()]);
+    let codes = StaffLedger::codes_of_staff(&store, &tenant(), &member)
+        .await
+        .expect("read");
+    assert_eq!(codes.len(), 2);
+    assert_eq!(
+        store.requests().by_kind(),
+        sent(&[(Kind::Query, 2), (Kind::GetItem, 1)])
+    );
+}
