@@ -36,7 +36,9 @@ impl CodeFacts for InMemoryStore {
         now_ms: u64,
     ) -> Result<Option<CodeSnapshot>, StoreError> {
         let mut tables = self.available()?;
-        tables.snapshots_read.push(code.clone());
+        if !tables.history_off {
+            tables.snapshots_read.push(code.clone());
+        }
         if tables.unreadable_codes.contains(code) {
             return Err(StoreError::new(
                 "table",
@@ -303,12 +305,7 @@ impl AdminStore for InMemoryStore {
         staff: &StaffId,
         day: &str,
     ) -> Result<u32, StoreError> {
-        let tables = self.available()?;
-        let adds = tables
-            .counted
-            .iter()
-            .filter(|a| a.tenant == *tenant && a.staff == *staff && a.day == day);
-        Ok(u32::try_from(adds.count()).unwrap_or(u32::MAX))
+        Ok(self.available()?.adds.all_codes(tenant, staff, day))
     }
 
     async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError> {

@@ -19,12 +19,17 @@ impl AddLedger for InMemoryStore {
         }
         tables.add_claims.insert(add.business_key(), now_ms);
         tables.adds.count(add);
-        tables.counted.push(add.clone());
+        if !tables.history_off {
+            tables.counted.push(add.clone());
+        }
         Ok(CountOutcome::Counted { at_ms: now_ms })
     }
 
     async fn record_ignored(&self, _: &TenantId, kind: &str) -> Result<(), StoreError> {
-        self.available()?.ignored.push(kind.to_owned());
+        let mut tables = self.available()?;
+        if !tables.history_off {
+            tables.ignored.push(kind.to_owned());
+        }
         Ok(())
     }
 }
@@ -146,7 +151,9 @@ impl StaffLedger for InMemoryStore {
         _: u64,
     ) -> Result<Vec<CodeId>, StoreError> {
         let mut tables = self.available()?;
-        tables.renames.push((from.clone(), to.clone()));
+        if !tables.history_off {
+            tables.renames.push((from.clone(), to.clone()));
+        }
         let (old, new) = ((tenant.clone(), from.clone()), (tenant.clone(), to.clone()));
         if let Some(facts) = tables.staff.remove(&old) {
             tables.staff.insert(new.clone(), facts);

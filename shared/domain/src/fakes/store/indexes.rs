@@ -189,6 +189,13 @@ impl AddCounters {
             .or_default() += 1;
     }
 
+    pub(super) fn all_codes(&self, tenant: &TenantId, staff: &StaffId, day: &str) -> u32 {
+        self.all_codes_day
+            .get(&(tenant.clone(), day.to_owned(), staff.clone()))
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// A counter never written counts 0.
     pub(super) fn counts(
         &self,

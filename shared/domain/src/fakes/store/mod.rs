@@ -130,6 +130,10 @@ struct Tables {
     /// events counted as ignored.
     add_claims: HashMap<String, u64>,
     counted: Vec<AddFact>,
+    /// When set (`InMemoryStore::without_history`), the histories kept for tests' asserts
+    /// (`snapshots_read`, `pushes`, `counted`, `ignored`, `minutes_read`, `renames`, the
+    /// `marks` lists) stop growing; the table's contents are kept as ever.
+    history_off: bool,
     ignored: Vec<String>,
     /// Limit claims in the order they were made, and whether each was notified.
     limit_claims: Vec<(LimitClaim, bool)>,
@@ -272,6 +276,15 @@ impl InMemoryStore {
     /// DynamoDB outage or a timed-out function would cut an edit short); `None` heals it.
     pub fn fail_transactions_after(&self, transactions: Option<usize>) {
         self.tables().transactions_left = transactions;
+    }
+
+    /// A table that keeps no histories for asserts, so a long run (millions of refreshes and
+    /// adds) holds only the table's contents: `snapshots_read`, `pushes`, `counted`,
+    /// `ignored`, `minutes_read`, `renames` and `marks` stay empty.
+    pub fn without_history() -> Self {
+        let store = Self::default();
+        store.tables().history_off = true;
+        store
     }
 
     /// Transactions written so far (each a `TransactWriteItems`, one round trip).

@@ -50,7 +50,9 @@ impl CodeRecords for InMemoryStore {
             return Ok(FencedWrite::LeaseLost);
         }
         let mut tables = self.tables();
-        tables.pushes.push(push.clone());
+        if !tables.history_off {
+            tables.pushes.push(push.clone());
+        }
         tables.pushed.insert(
             (tenant.clone(), code.clone()),
             PushedList {
@@ -193,7 +195,10 @@ impl CodeLeases for InMemoryStore {
 #[async_trait::async_trait]
 impl FailureMarks for InMemoryStore {
     async fn mark_code_gone(&self, _: &TenantId, code: &CodeId, _: u64) -> Result<(), StoreError> {
-        self.available()?.marks.gone.push(code.clone());
+        let mut tables = self.available()?;
+        if !tables.history_off {
+            tables.marks.gone.push(code.clone());
+        }
         Ok(())
     }
 
@@ -205,7 +210,9 @@ impl FailureMarks for InMemoryStore {
         _: u64,
     ) -> Result<(), StoreError> {
         let mut tables = self.available()?;
-        tables.marks.unusable.push(staff.clone());
+        if !tables.history_off {
+            tables.marks.unusable.push(staff.clone());
+        }
         // As the table's update of the staff item: one not stored yet is stored, refused.
         tables
             .staff
@@ -226,7 +233,9 @@ impl DirtyMarks for InMemoryStore {
         at_ms: u64,
     ) -> Result<(), StoreError> {
         let mut tables = self.available()?;
-        tables.marks.dirty.push((code.clone(), why));
+        if !tables.history_off {
+            tables.marks.dirty.push((code.clone(), why));
+        }
         let key = (tenant.clone(), code.clone());
         let resyncs = tables.dirty_due.get(&key).map_or(0, |(n, _)| *n);
         tables.dirty.insert(key.clone(), (at_ms, why));

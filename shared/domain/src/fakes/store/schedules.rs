@@ -53,7 +53,9 @@ impl DueIndex for InMemoryStore {
 
     async fn due_in(&self, minute: Minute) -> Result<Vec<Due>, StoreError> {
         let mut tables = self.available()?;
-        tables.minutes_read.push(minute);
+        if !tables.history_off {
+            tables.minutes_read.push(minute);
+        }
         Ok(tables
             .due
             .due_in(minute)

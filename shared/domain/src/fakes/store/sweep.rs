@@ -73,7 +73,9 @@ impl DirtyIndex for InMemoryStore {
         if tables.dirty.contains_key(&key) {
             return Ok(());
         }
-        tables.marks.dirty.push((code.clone(), DirtyWhy::Stale));
+        if !tables.history_off {
+            tables.marks.dirty.push((code.clone(), DirtyWhy::Stale));
+        }
         tables.dirty.insert(key.clone(), (at_ms, DirtyWhy::Stale));
         tables.dirty_due.insert(key.clone(), (0, due_ms));
         tables.dirty_suspects.insert(key, suspect);

@@ -1,0 +1,514 @@
+//! Each operation run through the domain's own code over `MeteredStore`, counting the
+//! requests by kind against what the adapter sends (the table at the top of `store.rs`; the
+//! local world's request interceptor measured 6 for an unchanged refresh and 8 for a push).
+
+use super::*;
+use crate::services::clock;
+use crate::services::dynamodb::DynamoConfig;
+use domain::codes::StoredCode;
+use domain::facts::{FactOutcome, FactRecorder};
+use domain::fakes::{FakeWeCom, InMemoryQueues};
+use domain::fanout::{Expanded, Expander};
+use domain::intake::InboxMessage;
+use domain::lanes::{Lane, LanePolicy, LaneSwitch};
+use domain::membership::{Family, Switches};
+use domain::reasons::Cause;
+use domain::refresh::{LeaseTimes, Outcome, RefreshRequest, Refresher};
+use domain::schedules::{Tick, TickSettings};
+use domain::wecom::callback::{write_flat_xml, CallbackEvent, Envelope};
+use domain::wecom::crypto::CallbackCrypto;
+use std::time::Duration;
+
+/// 20 s into a minute, so the tick's grace (15 s) leaves that minute to walk.
+const START_MS: u64 = 1_796_000_000_000;
+const TOKEN: &str = "tok123";
+const KEY: &str = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C";
+const CORP: &str = "wwcorp";
+
+fn tenant() -> TenantId {
+    TenantId::parse("acme").expect("valid")
+}
+
+fn code() -> CodeId {
+    CodeId::parse("code-1").expect("valid")
+}
+
+fn staff(id: &str) -> StaffId {
+    StaffId::parse(id).expect("valid")
+}
+
+fn members() -> Vec<StaffId> {
+    (0..15).map(|i| staff(&format!("staff{i:02}"))).collect()
+}
+
+fn store() -> MeteredStore {
+    clock::start_at(START_MS);
+    let meter = Arc::new(DynamoDb::new(DynamoConfig::default(), 30));
+    MeteredStore::new(
+        InMemoryStore::without_history(),
+        meter,
+        Arc::new(Trace::default()),
+    )
+}
+
+fn profile() -> TenantProfile {
+    TenantProfile {
+        corp_id: CORP.into(),
+        callback_token: TOKEN.into(),
+        encoding_aes_key: KEY.into(),
+        corp_secret: "secret".into(),
+        timezone: Timezone::default(),
+        company_daily_cap: None,
+    }
+}
+
+/// A native code of 15 online members, created just now (the fast lane), whose last push
+/// holds `pushed`.
+fn load_code(store: &MeteredStore, pushed: Vec<StaffId>) {
+    store
+        .data()
+        .load_snapshot(&tenant(), &code(), &snapshot_of(pushed));
+    store.data().set_age(
+        &tenant(),
+        &code(),
+        CodeAge {
+            created_at_ms: START_MS,
+            updated_at_ms: START_MS,
+        },
+    );
+}
+
+fn snapshot_of(pushed: Vec<StaffId>) -> CodeSnapshot {
+    CodeSnapshot {
+        profile: profile(),
+        code: StoredCode {
+            config: CodeConfig {
+                family: Family::Native,
+                members: members(),
+                departments: vec![],
+                fallback: vec![],
+                switches: Switches {
+                    offline_check: true,
+                    ..Switches::default()
+                },
+            },
+            config_id: Some("cfg-1".into()),
+            created_with: vec![],
+        },
+        staff: members()
+            .into_iter()
+            .map(|member| (member, StaffFacts::ACTIVE_ONLINE))
+            .collect(),
+        adds: HashMap::new(),
+        departments: HashMap::new(),
+        now_ms: START_MS,
+        last_pushed: Some(PushedList {
+            users: pushed,
+            pushed_at_ms: START_MS - 60_000,
+            starved: false,
+            rotation: None,
+        }),
+        dirty_since_ms: None,
+        links: HashMap::new(),
+    }
+}
+
+fn refresher(
+    store: &MeteredStore,
+    limits: BudgetLimits,
+) -> Refresher<MeteredStore, FakeWeCom, MeteredBudget> {
+    let lanes = LanePolicy {
+        switch: LaneSwitch::Auto,
+        quiet_after_ms: 3 * 24 * 3_600_000,
+        fast_tenants: BTreeSet::new(),
+        slow_interval_ms: 60_000,
+    };
+    let lease = LeaseTimes {
+        duration_ms: 8_000,
+        call_ms: 3_500,
+    };
+    Refresher::new(
+        store.clone(),
+        FakeWeCom::default(),
+        MeteredBudget::new(store.clone(), limits),
+        clock::now_ms,
+        lanes,
+        lease,
+    )
+}
+
+async fn refresh(refresher: &Refresher<MeteredStore, FakeWeCom, MeteredBudget>) -> Outcome {
+    let (tenant, code) = (tenant(), code());
+    let fact_at_ms = [clock::now_ms()];
+    refresher
+        .refresh(RefreshRequest {
+            tenant: &tenant,
+            code: &code,
+            fact_at_ms: &fact_at_ms,
+            lane: Lane::Fast,
+            resync: false,
+            deadline_ms: clock::now_ms() + 60_000,
+        })
+        .await
+        .expect("refreshed")
+}
+
+fn sent(counts: &[(Kind, u64)]) -> BTreeMap<Kind, u64> {
+    counts.iter().copied().collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unchanged_refresh_sends_the_six_requests_the_adapter_sends() {
+    let store = store();
+    load_code(&store, members());
+    let outcome = refresh(&refresher(&store, BudgetLimits::default())).await;
+    assert_eq!(outcome, Outcome::Unchanged);
+    // Age, lease, snapshot (its first keys, then 15 people x 4 keys), release, tally.
+    assert_eq!(
+        store.requests().by_kind(),
+        sent(&[
+            (Kind::GetItem, 1),
+            (Kind::BatchGetItem, 2),
+            (Kind::UpdateItem, 3),
+        ])
+    );
+    assert_eq!(store.requests().total(), 6);
+    assert_eq!(
+        store.requests().attempts(),
+        6,
+        "nothing throttled, nothing retried"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_push_sends_eight_requests_its_record_a_transaction_of_three_items() {
+    let store = store();
+    load_code(&store, members()[..14].to_vec());
+    let outcome = refresh(&refresher(&store, BudgetLimits::default())).await;
+    assert_eq!(outcome, Outcome::Pushed(members()));
+    assert_eq!(
+        store.requests().by_kind(),
+        sent(&[
+            (Kind::GetItem, 1),
+            (Kind::BatchGetItem, 2),
+            (Kind::UpdateItem, 4),
+            (Kind::TransactWriteItems, 1),
+        ])
+    );
+    // The record: two puts and the lease's check, each twice a write; the pushed item (15
+    // users) and the push log entry each stay under 1 KB.
+    let usage = store.meter().total();
+    assert_eq!(usage.write_units, 1 + 1 + 3 * 2 + 1 + 1);
+}
+
+/// The local world measured 7 at a commit before the refresh counted its put-off refreshes
+/// per minute (`record_requeues`, an `UpdateItem` after the tally write, so the interceptor
+/// gives it to the next refresh's count): the adapter now sends 8.
+#[tokio::test(start_paused = true)]
+async fn a_refresh_put_off_for_budget_sends_eight_requests_the_last_one_after_its_tally() {
+    let store = store();
+    load_code(&store, members()[..14].to_vec());
+    let spent = BudgetLimits {
+        per_minute: 0,
+        per_hour: 0,
+    };
+    let outcome = refresh(&refresher(&store, spent)).await;
+    assert!(matches!(outcome, Outcome::PutOff { .. }), "{outcome:?}");
+    // Age, lease, snapshot (2), refused spend, release, tally, the minute's requeue count.
+    assert_eq!(
+        store.requests().by_kind(),
+        sent(&[
+            (Kind::GetItem, 1),
+            (Kind::BatchGetItem, 2),
+            (Kind::UpdateItem, 5),
+        ])
+    );
+}
+
+fn stored_add(external: &str) -> InboxMessage {
+    let fields = [
+        ("ToUserName", CORP),
+        ("CreateTime", "1796000000"),
+        ("MsgType", "event"),
+        ("Event", "change_external_contact"),
+        ("ChangeType", "add_external_contact"),
+        ("UserID", "staff00"),
+        ("ExternalUserID", external),
+        ("State", "code-1"),
+    ];
+    let crypto = CallbackCrypto::new(TOKEN, KEY, CORP).expect("valid");
+    let encrypt = crypto.encrypt(&write_flat_xml(&fields));
+    let signature = crypto.sign("1796000000", "n", &encrypt);
+    let envelope = Envelope {
+        to_user_name: CORP.into(),
+        agent_id: None,
+        encrypt,
+    }
+    .to_xml();
+    let event = CallbackEvent::parse(&write_flat_xml(&fields)).expect("valid event");
+    InboxMessage::new(
+        tenant(),
+        &event,
+        envelope,
+        &signature,
+        "1796000000",
+        "n",
+        START_MS,
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_add_recorded_sends_the_profile_read_the_counting_transaction_and_the_quota_reads() {
+    let store = store();
+    load_code(&store, members());
+    let queues = InMemoryQueues::default();
+    let recorder = FactRecorder::new(
+        store.clone(),
+        store.clone(),
+        queues.clone(),
+        queues,
+        clock::now_ms,
+    );
+    let outcome = recorder.record(&stored_add("wm1")).await.expect("recorded");
+    assert!(matches!(outcome, FactOutcome::Add { .. }), "{outcome:?}");
+    // Profile; claim and three counters in one transaction; the code's switches; the three
+    // counters read back.
+    assert_eq!(
+        store.requests().by_kind(),
+        sent(&[
+            (Kind::GetItem, 2),
+            (Kind::TransactWriteItems, 1),
+            (Kind::BatchGetItem, 1),
+        ])
+    );
+    // The transaction's four items at twice a write each.
+    assert_eq!(store.meter().total().write_units, 8);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fan_out_of_a_staff_member_on_a_hundred_codes_is_one_page_of_seats_their_item_and_the_mark_cleared(
+) {
+    let store = store();
+    let member = staff("staff00");
+    store
+        .data()
+        .insert_staff(&tenant(), &member, StaffFacts::ACTIVE_ONLINE);
+    let codes: Vec<CodeId> = (0..100)
+        .map(|i| CodeId::parse(&format!("code-{i:03}")).expect("valid"))
+        .collect();
+    store
+        .data()
+        .seat(&tenant(), &member, &codes.iter().collect::<Vec<_>>());
+    let queues = InMemoryQueues::default();
+    let expander = Expander::new(store.clone(), queues.clone(), queues.clone(), store.clone());
+    let fan_out = FanOut {
+        tenant: tenant(),
+        sources: vec![Source::Staff { staff: member }],
+        cause: Cause::StaffChanged,
+        fact_at_ms: START_MS,
+        fact_key: "staff00-online".into(),
+        sent_through: None,
+    };
+    let expanded = expander
+        .expand(&fan_out, START_MS, || false)
+        .await
+        .expect("expanded");
+    assert_eq!(expanded, Expanded::Done { reasons: 100 });
+    assert_eq!(
+        store.requests().by_kind(),
+        sent(&[(Kind::Query, 1), (Kind::GetItem, 1), (Kind::DeleteItem, 1)])
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tick_over_one_shift_item_reads_the_minutes_eight_shards_and_handles_the_item_in_five_requests(
+) {
+    let store = store();
+    let member = staff("staff00");
+    store.data().insert_tenant(&tenant(), Timezone::default());
+    store
+        .data()
+        .insert_staff(&tenant(), &member, StaffFacts::ACTIVE_ONLINE);
+    store.data().seat(&tenant(), &member, &[&code()]);
+    let minute = Minute::containing(START_MS);
+    store
+        .data()
+        .put_due(&tenant(), Subject::Shift(member), minute);
+    store.data().set_cursor(minute);
+    let tick = Tick::new(
+        store.clone(),
+        store.clone(),
+        InMemoryQueues::default(),
+        clock::now_ms,
+        TickSettings::DEFAULT,
+    );
+    let report = tick
+        .run("run-1", Duration::from_secs(60))
+        .await
+        .expect("ran");
+    assert_eq!((report.minutes_walked, report.due_items), (1, 1));
+    // The run: cursor taken, the minute's 8 shard queries, the cursor moved and given back.
+    // The item: tenant's profile, staff's schedule, their seats and staff item, and its
+    // deletion (no schedule: no next edge).
+    assert_eq!(
+        store.requests().by_kind(),
+        sent(&[
+            (Kind::UpdateItem, 3),
+            (Kind::Query, 8 + 1),
+            (Kind::GetItem, 3),
+            (Kind::DeleteItem, 1),
+        ])
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tenant_wide_fan_out_reads_every_code_item_in_pages_of_a_megabyte() {
+    let store = store();
+    let template = CodeSnapshot {
+        now_ms: START_MS,
+        ..snapshot_of(members())
+    };
+    let codes = 4_000;
+    for i in 0..codes {
+        let code = CodeId::parse(&format!("code-{i:04}")).expect("valid");
+        store.data().load_snapshot(&tenant(), &code, &template);
+    }
+    let found = store
+        .codes_of(&tenant(), &Source::Tenant)
+        .await
+        .expect("read");
+    assert_eq!(found.len(), codes);
+    let one = store.code_touch(&tenant(), &found[0]).bytes;
+    let expected = (codes * one).div_ceil(QUERY_PAGE_BYTES);
+    assert!(expected >= 2, "{codes} codes of {one} bytes fit one page");
+    assert_eq!(
+        store.requests().by_kind(),
+        sent(&[(Kind::Query, u64::try_from(expected).expect("small"))])
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_still_throttled_after_the_sdks_attempts_fails_the_call_and_writes_nothing() {
+    let store = store();
+    load_code(&store, members());
+    let config = DynamoConfig {
+        request_latency: Duration::ZERO,
+        retry: crate::services::dynamodb::RetryPolicy {
+            max_attempts: 1,
+            ..Default::default()
+        },
+        ..DynamoConfig::default()
+    };
+    let throttled = MeteredStore::new(
+        store.data().clone(),
+        Arc::new(DynamoDb::new(config, 1)),
+        Arc::new(Trace::default()),
+    );
+    // A partition takes 1,000 write units a second: the tenant's tallies spend them all.
+    let tally = Tally::default();
+    for _ in 0..1_000 {
+        throttled
+            .record_tally(&tenant(), "2026-11-30", &tally)
+            .await
+            .expect("served");
+    }
+    let failed = CodeLeases::acquire(&throttled, &tenant(), &code(), "me", START_MS, 8_000).await;
+    let error = failed.expect_err("throttled");
+    assert!(error.to_string().contains("table"), "{error}");
+    assert_eq!(store.data().code_lease(&tenant(), &code()), None);
+    assert_eq!(throttled.meter().total().failed_requests, 1);
+    assert_eq!(throttled.requests().total(), 1_001);
+    assert_eq!(throttled.requests().attempts(), 1_001);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refresh_tells_the_trace_when_it_read_the_snapshot_and_let_the_code_go() {
+    clock::start_at(START_MS);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&seen);
+    let trace = Trace::keeping(move |event| sink.lock().expect("lock").push(event));
+    let store = MeteredStore::new(
+        InMemoryStore::without_history(),
+        Arc::new(DynamoDb::new(DynamoConfig::default(), 30)),
+        Arc::new(trace),
+    );
+    load_code(&store, members());
+    refresh(&refresher(&store, BudgetLimits::default())).await;
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        matches!(seen[0], crate::observe::Seen::SnapshotRead { at_ms, .. } if at_ms > START_MS)
+    );
+    assert!(
+        matches!(seen[1], crate::observe::Seen::LeaseReleased { at_ms, .. } if at_ms > START_MS)
+    );
+}
+
+/// The sweep's store, budget and queues: this compiles only if `MeteredStore` has every port
+/// `SweepPorts::Store` asks for.
+enum SimulatedSweep {}
+
+impl domain::sweep::SweepPorts for SimulatedSweep {
+    type Store = MeteredStore;
+    type WeCom = FakeWeCom;
+    type Budget = MeteredBudget;
+    type Reasons = InMemoryQueues;
+    type FanOuts = InMemoryQueues;
+    type Notifier = InMemoryQueues;
+}
+
+#[test]
+fn the_metered_store_and_budget_are_what_a_sweep_runs_on() {
+    fn runs_a_sweep<P: domain::sweep::SweepPorts>() -> &'static str {
+        std::any::type_name::<P::Store>()
+    }
+    assert!(runs_a_sweep::<SimulatedSweep>().ends_with("MeteredStore"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_sweeps_due_marks_are_a_query_per_dirty_shard_and_one_batch_read() {
+    let store = store();
+    for i in 0..3 {
+        let code = CodeId::parse(&format!("code-{i}")).expect("valid");
+        DirtyMarks::mark_dirty(&store, &tenant(), &code, DirtyWhy::LastReceive, START_MS)
+            .await
+            .expect("marked");
+    }
+    let before = store.requests().by_kind();
+    assert_eq!(before, sent(&[(Kind::UpdateItem, 3)]));
+    // Each new mark also wrote its index entry: three writes on the table, three on gsi1.
+    assert_eq!(store.meter().total().write_units, 6);
+    let due = store.due_marks(START_MS + 1, 100).await.expect("read");
+    assert_eq!(due.len(), 3);
+    let mut after = store.requests().by_kind();
+    after.remove(&Kind::UpdateItem);
+    assert_eq!(
+        after,
+        sent(&[
+            (Kind::Query, u64::from(keys::DIRTY_SHARDS)),
+            (Kind::BatchGetItem, 1)
+        ])
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_codes_of_a_staff_member_in_a_department_add_a_query_of_the_departments_seats() {
+    let store = store();
+    let member = staff("staff00");
+    let sales = DepartmentId::parse("sales").expect("valid");
+    let departments = BTreeSet::from([sales.clone()]);
+    StaffLedger::set_staff_departments(store.data(), &tenant(), &member, &departments, START_MS)
+        .await
+        .expect("stored");
+    let own = CodeId::parse("own").expect("valid");
+    store.data().seat(&tenant(), &member, &[&own]);
+    store.data().list_department(&tenant(), &sales, &[&code()]);
+    let codes = StaffLedger::codes_of_staff(&store, &tenant(), &member)
+        .await
+        .expect("read");
+    assert_eq!(codes.len(), 2);
+    assert_eq!(
+        store.requests().by_kind(),
+        sent(&[(Kind::Query, 2), (Kind::GetItem, 1)])
+    );
+}
