@@ -11,6 +11,7 @@ pub mod observe;
 pub mod plan;
 pub mod platform;
 pub mod population;
+pub mod ports;
 pub mod profile;
 pub mod services;
 pub mod settings;
