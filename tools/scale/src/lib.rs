@@ -16,3 +16,4 @@ pub mod profile;
 pub mod services;
 pub mod settings;
 pub mod show;
+pub mod world;

@@ -1,0 +1,142 @@
+use super::*;
+use crate::services::sqs::QueueSample;
+use domain::admin::{PutCode, PutStaff, PutTenant};
+use domain::ids::{CodeId, TenantId};
+use serde_json::json;
+
+/// Monday 2026-11-30 08:40 in Shanghai (00:40Z): no shift edge or midnight near.
+const START_MS: u64 = 1_796_000_000_000;
+const STAFF: usize = 20;
+const CODES: usize = 50;
+const MEMBERS: usize = 12;
+
+fn tenant() -> TenantId {
+    TenantId::parse("t1").expect("tenant")
+}
+
+fn staff_id(n: usize) -> String {
+    format!("s{n:02}")
+}
+
+fn code_id(n: usize) -> CodeId {
+    CodeId::parse(&format!("c{n:02}")).expect("code")
+}
+
+/// A tenant of 20 staff and 50 codes, each code listing 12 of them with the offline check on,
+/// created through the admin API (its contact ways on the simulated WeCom).
+async fn tenant_with_codes(world: &World<InMemoryStore>) {
+    let admin = world.admin().expect("admin");
+    let profile = json!({
+        "corp_id": "wx5823bf96d3bd56c7",
+        "corp_secret": "secret",
+        "callback_token": "QDG6eK",
+        "encoding_aes_key": "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C",
+        "timezone": "Asia/Shanghai",
+    });
+    admin
+        .put_tenant(PutTenant::parse("t1", &profile.to_string()).expect("body"))
+        .await
+        .expect("tenant");
+    for n in 0..STAFF {
+        let body = json!({ "online": true }).to_string();
+        admin
+            .put_staff(PutStaff::parse("t1", &staff_id(n), &body).expect("body"))
+            .await
+            .expect("staff");
+    }
+    for n in 0..CODES {
+        let members: Vec<String> = (0..MEMBERS).map(|k| staff_id((n + k) % STAFF)).collect();
+        let body = json!({
+            "family": "native",
+            "members": members,
+            "switches": { "offline_check": true },
+        });
+        admin
+            .put_code(PutCode::parse("t1", code_id(n).as_str(), &body.to_string()).expect("body"))
+            .await
+            .expect("code");
+    }
+}
+
+/// Every code's list on WeCom, and the recompute of its stored facts now.
+async fn lists_and_recomputes(world: &World<InMemoryStore>) -> Vec<(Vec<String>, Vec<String>)> {
+    let mut out = Vec::new();
+    for n in 0..CODES {
+        let snapshot = world
+            .store
+            .snapshot(&tenant(), &code_id(n), clock::now_ms())
+            .await
+            .expect("readable")
+            .expect("stored");
+        let config_id = snapshot.code.config_id.clone().expect("a contact way");
+        let recomputed = snapshot
+            .recompute()
+            .users()
+            .map(|users| users.iter().map(ToString::to_string).collect())
+            .unwrap_or_default();
+        out.push((world.holds(&config_id), recomputed));
+    }
+    out
+}
+
+/// Whether code `n` lists staff member `s`.
+fn code_lists(n: usize, s: usize) -> bool {
+    (0..MEMBERS).any(|k| (n + k) % STAFF == s)
+}
+
+fn empty(sample: &QueueSample) -> bool {
+    sample.visible + sample.in_flight + sample.delayed == 0
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_staff_member_going_offline_leaves_every_list_through_the_simulated_functions() {
+    clock::start_at(START_MS);
+    let settings = Settings::read_project(&[]).expect("the project's template");
+    let mut world = World::build(settings, InMemoryStore::default(), WorldOptions::default())
+        .expect("the world builds");
+    world.start().expect("started");
+    tenant_with_codes(&world).await;
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let refresh = world.settings.refresh.function.clone();
+    let before = world.account.counters(&refresh).expect("counters");
+
+    let offline = json!({ "online": false }).to_string();
+    world
+        .admin()
+        .expect("admin")
+        .put_staff(PutStaff::parse("t1", &staff_id(3), &offline).expect("body"))
+        .await
+        .expect("staff goes offline");
+    tokio::time::sleep(Duration::from_secs(300)).await;
+
+    let lists = lists_and_recomputes(&world).await;
+    for (n, (held, recomputed)) in lists.iter().enumerate() {
+        assert_eq!(held, recomputed, "code {n}: WeCom holds the recompute");
+        assert!(!held.contains(&staff_id(3)), "code {n}: s03 is offline");
+        assert_eq!(held.len(), MEMBERS - usize::from(code_lists(n, 3)));
+    }
+    let after = world.account.counters(&refresh).expect("counters");
+    let of_s03 = u64::try_from((0..CODES).filter(|n| code_lists(*n, 3)).count()).expect("small");
+    assert_eq!(of_s03, 28);
+    assert!(
+        after.invocations > before.invocations,
+        "the refresh function ran"
+    );
+    assert!(
+        after.messages_deleted >= before.messages_deleted + of_s03,
+        "one reason per code of s03"
+    );
+    assert_eq!((after.timeouts, after.order_violations), (0, 0));
+    let fan_out = world
+        .account
+        .counters(&world.settings.fan_out.function)
+        .expect("counters");
+    assert!(
+        fan_out.invocations >= 1,
+        "the fan-out function expanded the change"
+    );
+    for (queue, sample) in world.sqs.sample() {
+        assert!(empty(&sample), "{queue} is empty: {sample:?}");
+    }
+    world.stop();
+}
