@@ -2,6 +2,8 @@ use super::*;
 use crate::services::sqs::QueueSample;
 use domain::admin::{PutCode, PutStaff, PutTenant};
 use domain::ids::{CodeId, TenantId};
+use domain::wecom::callback::{write_flat_xml, CallbackEvent, Envelope};
+use domain::wecom::crypto::CallbackCrypto;
 use serde_json::json;
 
 /// Monday 2026-11-30 08:40 in Shanghai (00:40Z): no shift edge or midnight near.
@@ -22,15 +24,19 @@ fn code_id(n: usize) -> CodeId {
     CodeId::parse(&format!("c{n:02}")).expect("code")
 }
 
+const CORP_ID: &str = "wx5823bf96d3bd56c7";
+const TOKEN: &str = "QDG6eK";
+const AES_KEY: &str = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C";
+
 /// A tenant of 20 staff and 50 codes, each code listing 12 of them with the offline check on,
 /// created through the admin API (its contact ways on the simulated WeCom).
 async fn tenant_with_codes(world: &World<InMemoryStore>) {
     let admin = world.admin().expect("admin");
     let profile = json!({
-        "corp_id": "wx5823bf96d3bd56c7",
+        "corp_id": CORP_ID,
         "corp_secret": "secret",
-        "callback_token": "QDG6eK",
-        "encoding_aes_key": "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C",
+        "callback_token": TOKEN,
+        "encoding_aes_key": AES_KEY,
         "timezone": "Asia/Shanghai",
     });
     admin
@@ -137,6 +143,109 @@ async fn a_staff_member_going_offline_leaves_every_list_through_the_simulated_fu
     );
     for (queue, sample) in world.sqs.sample() {
         assert!(empty(&sample), "{queue} is empty: {sample:?}");
+    }
+    world.stop();
+}
+
+/// What WeCom posts when `staff` adds a customer through `code`, as the callback function
+/// stores it once verified: sealed with the tenant's key, signed with its token.
+fn add_callback(code: &CodeId, staff: &str, customer: &str) -> InboxMessage {
+    let now_secs = (clock::now_ms() / 1000).to_string();
+    let plaintext = write_flat_xml(&[
+        ("ToUserName", CORP_ID),
+        ("FromUserName", "sys"),
+        ("CreateTime", &now_secs),
+        ("MsgType", "event"),
+        ("Event", "change_external_contact"),
+        ("ChangeType", "add_external_contact"),
+        ("UserID", staff),
+        ("ExternalUserID", customer),
+        ("State", code.as_str()),
+    ]);
+    let crypto = CallbackCrypto::new(TOKEN, AES_KEY, CORP_ID).expect("the tenant's key");
+    let encrypt = crypto.encrypt_with_random(&[7; 16], &plaintext);
+    let signature = crypto.sign(&now_secs, "nonce", &encrypt);
+    let envelope = Envelope {
+        to_user_name: CORP_ID.to_owned(),
+        agent_id: None,
+        encrypt,
+    };
+    let event = CallbackEvent::parse(&plaintext).expect("an event");
+    InboxMessage::new(
+        tenant(),
+        &event,
+        envelope.to_xml(),
+        &signature,
+        &now_secs,
+        "nonce",
+        clock::now_ms(),
+    )
+}
+
+/// The callback's way to a refresh: WeCom's post persisted by the callback function, recorded
+/// by record-facts (the add counted, the daily limit claimed, `StaffQuotaReached` published to
+/// the bus's queue) and the code's reasons refreshed. The list itself is not asserted:
+/// `InMemoryStore` does not fold the adds it counts into a snapshot's day counts (its
+/// `set_today` sets them), so its recompute never sees the limit reached.
+#[tokio::test(start_paused = true)]
+async fn an_add_over_the_daily_limit_goes_from_the_callback_through_record_facts_to_a_refresh() {
+    clock::start_at(START_MS);
+    let settings = Settings::read_project(&[]).expect("the project's template");
+    let mut world = World::build(settings, InMemoryStore::default(), WorldOptions::default())
+        .expect("the world builds");
+    world.start().expect("started");
+    tenant_with_codes(&world).await;
+    let limited = json!({ "switches": { "daily_limit": 1 } }).to_string();
+    world
+        .admin()
+        .expect("admin")
+        .put_code(PutCode::parse("t1", code_id(0).as_str(), &limited).expect("body"))
+        .await
+        .expect("code edited");
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let refresh = world.settings.refresh.function.clone();
+    let before = world.account.counters(&refresh).expect("counters");
+
+    let answer = world
+        .deliver_callback(&add_callback(&code_id(0), &staff_id(0), "customer-1"))
+        .await;
+    assert_eq!(answer, CallbackAnswer::Persisted);
+    tokio::time::sleep(Duration::from_secs(120)).await;
+
+    let callback = &world.settings.callback.function;
+    assert_eq!(
+        world.account.counters(callback).map(|c| c.invocations),
+        Ok(1)
+    );
+    let record_facts = &world.settings.record_facts.function;
+    assert_eq!(
+        world
+            .account
+            .counters(record_facts)
+            .map(|c| c.messages_deleted),
+        Ok(1)
+    );
+    let counted = world.store.counted();
+    assert_eq!(counted.len(), 1);
+    assert_eq!(
+        (counted[0].code.as_str(), counted[0].staff.as_str()),
+        ("c00", "s00")
+    );
+    assert_eq!(
+        world.store.limit_claims().len(),
+        1,
+        "the daily limit claimed"
+    );
+    assert_eq!(world.quota_events.put_events(), 1, "one StaffQuotaReached");
+    let after = world.account.counters(&refresh).expect("counters");
+    assert!(
+        after.messages_deleted > before.messages_deleted,
+        "the add's reasons were refreshed"
+    );
+    for (queue, sample) in world.sqs.sample() {
+        let expected = usize::from(queue == "QuotaNotificationsQueue");
+        assert_eq!(sample.visible, expected, "{queue}: {sample:?}");
+        assert_eq!(sample.in_flight + sample.delayed, 0, "{queue}: {sample:?}");
     }
     world.stop();
 }
