@@ -139,6 +139,12 @@ impl FakeWeCom {
         self.state().forgets_history = true;
     }
 
+    /// WeCom holds `users` on the contact way already, as if pushed before (no call made or
+    /// recorded): a world set up in the state its day starts from.
+    pub fn hold(&self, config_id: &str, users: Vec<String>) {
+        self.state().holds.insert(config_id.to_owned(), users);
+    }
+
     /// What WeCom holds for the contact way now, as a read-back would answer (no read counted).
     pub fn holds(&self, config_id: &str) -> Vec<String> {
         Self::list_of(&self.state(), config_id)
@@ -367,10 +373,15 @@ mod tests {
         );
         assert_eq!(
             wecom.pushes(),
-            [("cw-1".to_owned(), alice)],
+            [("cw-1".to_owned(), alice.clone())],
             "kept until forgotten"
         );
         assert!(wecom.links().is_empty());
         assert_eq!(second.link_id, "link-2", "links are still numbered");
+        wecom.hold("cw-9", alice.clone());
+        assert_eq!(
+            ContactWayReader::users(&wecom, &corp(), "cw-9").await,
+            Ok(alice)
+        );
     }
 }

@@ -249,3 +249,47 @@ async fn an_add_over_the_daily_limit_goes_from_the_callback_through_record_facts
     }
     world.stop();
 }
+
+/// The offline scenario on a fresh paused runtime: every list WeCom came to hold, with when.
+fn lists_landed_in_one_run(seed: u64) -> Vec<crate::observe::Seen> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        clock::start_at(START_MS);
+        let landed = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&landed);
+        let options = WorldOptions {
+            seed,
+            trace: Arc::new(Trace::keeping(move |seen| {
+                sink.lock().expect("lock").push(seen);
+            })),
+            ..WorldOptions::default()
+        };
+        let settings = Settings::read_project(&[]).expect("the project's template");
+        let mut world =
+            World::build(settings, InMemoryStore::default(), options).expect("the world builds");
+        world.start().expect("started");
+        tenant_with_codes(&world).await;
+        let offline = json!({ "online": false }).to_string();
+        world
+            .admin()
+            .expect("admin")
+            .put_staff(PutStaff::parse("t1", &staff_id(3), &offline).expect("body"))
+            .await
+            .expect("staff goes offline");
+        tokio::time::sleep(Duration::from_secs(300)).await;
+        world.stop();
+        let landed = landed.lock().expect("lock").clone();
+        landed
+    })
+}
+
+#[test]
+fn the_same_seed_lands_the_same_lists_at_the_same_moments() {
+    let first = lists_landed_in_one_run(7);
+    assert!(first.len() >= 28, "the offline member's codes were pushed");
+    assert_eq!(first, lists_landed_in_one_run(7));
+}
