@@ -83,10 +83,13 @@ fn received(message: &Delivered) -> Received<'_> {
 pub(super) fn start_event_sources<S: SimStore>(
     world: &World<S>,
 ) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    // One consumer for every refresh source, as one container serves them all: its budget
+    // is the tenant's one budget, whichever queue a reason came from.
+    let refresh = Arc::new(refresh_consumer(world));
     let mut tasks = Vec::new();
     for function in world.settings.functions.values() {
         for source in &function.queue_sources {
-            let Some(code) = handler_for(world, &function.package, &source.queue)? else {
+            let Some(code) = handler_for(world, &refresh, &function.package, &source.queue)? else {
                 continue;
             };
             let config = EventSourceConfig::new(
@@ -109,19 +112,20 @@ pub const UNWIRED_CONSUMERS: [&str; 1] = ["replay"];
 
 fn handler_for<S: SimStore>(
     world: &World<S>,
+    refresh: &Arc<RefreshConsumer<SimRefresh<S>>>,
     package: &str,
     queue: &str,
 ) -> anyhow::Result<Option<Handler>> {
     Ok(match package {
-        "refresh-codes" => Some(refresh_codes(world, queue)),
+        "refresh-codes" => Some(refresh_codes(world, Arc::clone(refresh), queue)),
         "record-facts" => Some(record_facts(world)?),
         "fan-out" => Some(fan_out_handler(world)),
         _ => None,
     })
 }
 
-/// refresh-codes: `RefreshConsumer::consume`, each message's inlet told from its source queue.
-fn refresh_codes<S: SimStore>(world: &World<S>, queue: &str) -> Handler {
+/// The refresh function's consumer, as `functions/refresh-codes/src/main.rs` builds it.
+fn refresh_consumer<S: SimStore>(world: &World<S>) -> RefreshConsumer<SimRefresh<S>> {
     let settings = &world.settings.refresh;
     let sqs = &world.sqs;
     let refresher = Refresher::new(
@@ -136,7 +140,7 @@ fn refresh_codes<S: SimStore>(world: &World<S>, queue: &str) -> Handler {
         Arc::clone(sqs),
         &settings.fan_out_queue,
     ));
-    let consumer = Arc::new(RefreshConsumer::<SimRefresh<S>> {
+    RefreshConsumer::<SimRefresh<S>> {
         refresher,
         dead_letters: SimDeadLetters::new(Arc::clone(sqs), &settings.dead_letter_queue),
         retries: SimRetryQueues::new(
@@ -146,7 +150,16 @@ fn refresh_codes<S: SimStore>(world: &World<S>, queue: &str) -> Handler {
             settings.retry_queues.clone(),
         ),
         max_receives: settings.max_receives,
-    });
+    }
+}
+
+/// refresh-codes: `RefreshConsumer::consume`, each message's inlet told from its source queue.
+fn refresh_codes<S: SimStore>(
+    world: &World<S>,
+    consumer: Arc<RefreshConsumer<SimRefresh<S>>>,
+    queue: &str,
+) -> Handler {
+    let settings = &world.settings.refresh;
     let inlets = QueueInlets::new(
         &settings.slow_queue,
         settings

@@ -76,7 +76,9 @@ pub trait SimStore:
     + 'static
 {
     type Budget: WeComBudget + Clone + 'static;
-    /// A budget of `limits` per tenant and API, spent as the table spends it.
+    /// A budget of `limits` per tenant and API, spent as the table spends it. The world asks
+    /// once per function (refresh, admin, the sweep's read-back), each on its own APIs, so a
+    /// budget that counts apart from the others (`FakeBudget`) spends as the shared table does.
     fn budget(&self, limits: BudgetLimits) -> Self::Budget;
 }
 
