@@ -31,9 +31,6 @@ pub enum Seen {
 
 /// Where the ports report what they saw. `Trace::default()` keeps nothing until a consumer is
 /// attached with `Trace::keeping`, so ports built for a fidelity check cost nothing.
-/// What a trace hands its events to.
-type Sink = Box<dyn FnMut(Seen) + Send>;
-
 #[derive(Default)]
 pub struct Trace {
     sink: Mutex<Option<Sink>>,
