@@ -182,13 +182,11 @@ fn add_callback(code: &CodeId, staff: &str, customer: &str) -> InboxMessage {
     )
 }
 
-/// The callback's way to a refresh: WeCom's post persisted by the callback function, recorded
+/// The callback's way to the list: WeCom's post persisted by the callback function, recorded
 /// by record-facts (the add counted, the daily limit claimed, `StaffQuotaReached` published to
-/// the bus's queue) and the code's reasons refreshed. The list itself is not asserted:
-/// `InMemoryStore` does not fold the adds it counts into a snapshot's day counts (its
-/// `set_today` sets them), so its recompute never sees the limit reached.
+/// the bus's queue), and the code refreshed without the member who reached the limit.
 #[tokio::test(start_paused = true)]
-async fn an_add_over_the_daily_limit_goes_from_the_callback_through_record_facts_to_a_refresh() {
+async fn an_add_over_the_daily_limit_goes_from_the_callback_through_record_facts_to_the_list() {
     clock::start_at(START_MS);
     let settings = Settings::read_project(&[]).expect("the project's template");
     let mut world = World::build(settings, InMemoryStore::default(), WorldOptions::default())
@@ -205,6 +203,12 @@ async fn an_add_over_the_daily_limit_goes_from_the_callback_through_record_facts
     tokio::time::sleep(Duration::from_secs(120)).await;
     let refresh = world.settings.refresh.function.clone();
     let before = world.account.counters(&refresh).expect("counters");
+    let config_id = world
+        .store
+        .stored_code(&tenant(), &code_id(0))
+        .and_then(|code| code.code.config_id)
+        .expect("a contact way");
+    assert!(world.holds(&config_id).contains(&staff_id(0)));
 
     let answer = world
         .deliver_callback(&add_callback(&code_id(0), &staff_id(0), "customer-1"))
@@ -242,6 +246,14 @@ async fn an_add_over_the_daily_limit_goes_from_the_callback_through_record_facts
         after.messages_deleted > before.messages_deleted,
         "the add's reasons were refreshed"
     );
+    let held = world.holds(&config_id);
+    assert!(
+        !held.contains(&staff_id(0)),
+        "s00 reached the limit: {held:?}"
+    );
+    assert_eq!(held.len(), MEMBERS - 1);
+    let (held, recomputed) = lists_and_recomputes(&world).await.swap_remove(0);
+    assert_eq!(held, recomputed);
     for (queue, sample) in world.sqs.sample() {
         let expected = usize::from(queue == "QuotaNotificationsQueue");
         assert_eq!(sample.visible, expected, "{queue}: {sample:?}");
