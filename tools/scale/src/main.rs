@@ -6,6 +6,9 @@ use qrsync_scale::day::DayCurve;
 use qrsync_scale::population::Population;
 use qrsync_scale::profile::{default_profile_path, Profile};
 use qrsync_scale::settings::{parse_override, project_template, Settings};
+use qrsync_scale::ports::wecom::EgressIps;
+use qrsync_scale::report::{self, chart, MonthScale};
+use qrsync_scale::run::{RunOptions, Stretch};
 use qrsync_scale::show;
 use std::path::PathBuf;
 
@@ -33,6 +36,8 @@ enum Command {
         #[arg(long = "parameter", value_parser = parse_override)]
         parameters: Vec<(String, String)>,
     },
+    /// Runs a stretch of the campaign day through the domain's own code and prints the report.
+    Run(RunArgs),
     /// Loads the population into the in-memory table and prints what it took (time, memory).
     Load {
         #[arg(long, default_value_os_t = default_profile_path())]
@@ -45,8 +50,111 @@ enum Command {
     },
 }
 
+#[derive(clap::Args)]
+struct RunArgs {
+    #[arg(long, default_value_os_t = default_profile_path())]
+    profile: PathBuf,
+    #[arg(long, default_value_t = 30)]
+    seed: u64,
+    /// The campaign day.
+    #[arg(long, default_value = "2026-11-11")]
+    date: chrono::NaiveDate,
+    /// The stretch, in the campaign's zone (the profile's `campaign.timezone`).
+    #[arg(long, default_value = "08:45")]
+    from: chrono::NaiveTime,
+    #[arg(long, default_value = "10:30")]
+    until: chrono::NaiveTime,
+    /// Minutes qrsync is left to catch up after the stretch, with nothing new happening.
+    #[arg(long, default_value_t = 10)]
+    settle_minutes: u64,
+    /// Keep only the first N tenants (a small scenario).
+    #[arg(long)]
+    tenants: Option<usize>,
+    /// Where the functions' WeCom calls leave from: `pool` (no VPC, today) or `nat:N`.
+    #[arg(long, default_value = "pool", value_parser = parse_egress)]
+    egress: EgressIps,
+    #[arg(long, default_value_os_t = project_template())]
+    template: PathBuf,
+    /// A template parameter instead of its default: `--parameter WeComBudgetPerMinute=540`.
+    #[arg(long = "parameter", value_parser = parse_override)]
+    parameters: Vec<(String, String)>,
+    /// Where the report and its chart are written (`<out>.txt`, `<out>.svg`); stdout too.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+fn parse_egress(raw: &str) -> Result<EgressIps, String> {
+    match raw {
+        "pool" => Ok(EgressIps::Pool),
+        _ => raw
+            .strip_prefix("nat:")
+            .and_then(|n| n.parse::<u32>().ok())
+            .filter(|n| (1..=64).contains(n))
+            .map(EgressIps::Fixed)
+            .ok_or_else(|| format!("{raw:?}: `pool` or `nat:N` with N from 1 to 64")),
+    }
+}
+
+fn run(args: RunArgs) -> anyhow::Result<()> {
+    let profile = Profile::load(&args.profile)?;
+    let settings = Settings::read_file(&args.template, &args.parameters)
+        .with_context(|| format!("reading {}", args.template.display()))?;
+    let options = RunOptions {
+        seed: args.seed,
+        stretch: Stretch {
+            date: args.date,
+            from: args.from,
+            until: args.until,
+            settle: std::time::Duration::from_secs(args.settle_minutes * 60),
+        },
+        egress: args.egress,
+        tenants: args.tenants,
+        add_after: std::time::Duration::from_secs(20),
+    };
+    let scale = MonthScale::of(&profile, &settings);
+    let outcome = qrsync_scale::run::run(&profile, settings, &options)?;
+    let about = format!(
+        "stretch: {} {}-{} {} (then {} min to settle); egress {:?}; template {}{}",
+        args.date,
+        args.from.format("%H:%M"),
+        args.until.format("%H:%M"),
+        profile.campaign.timezone,
+        args.settle_minutes,
+        args.egress,
+        args.template.display(),
+        if args.parameters.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " with {}",
+                args.parameters
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    );
+    let scale = scale.with_stretch(&outcome, &profile);
+    let chart = match &args.out {
+        Some(out) => {
+            let path = out.with_extension("svg");
+            chart::draw(&outcome, &path)?;
+            Some(path.display().to_string())
+        }
+        None => None,
+    };
+    let text = report::render(&outcome, &scale, chart.as_deref(), &about);
+    print!("{text}");
+    if let Some(out) = &args.out {
+        std::fs::write(out.with_extension("txt"), &text)?;
+    }
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Run(args) => run(args)?,
         Command::Profile {
             profile,
             seed,

@@ -35,6 +35,12 @@ struct WeComState {
     links_deleted: Vec<String>,
     links_fail: Option<WeComError>,
     link_deletes_fail: Option<WeComError>,
+    /// When on, none of the histories above grows with a call (`calls`, `accepted`, `links`,
+    /// `links_deleted`): a simulation makes millions of calls. What WeCom holds stays known.
+    forgets_history: bool,
+    /// Each contact way's last accepted list: what WeCom holds now, with or without history.
+    holds: HashMap<String, Vec<String>>,
+    links_created: usize,
 }
 
 /// WeCom's contact ways: numbers them `cw-1`, `cw-2`... and remembers what was asked. Deleting
@@ -126,6 +132,51 @@ impl FakeWeCom {
     pub fn pushes(&self) -> Vec<(String, Vec<String>)> {
         self.state().accepted.clone()
     }
+
+    /// From now on, keeps no history of calls, lists, links (`calls`, `lists`, `pushes`,
+    /// `links`, `links_deleted` stay as they are); what each contact way holds is still kept.
+    pub fn forget_history(&self) {
+        self.state().forgets_history = true;
+    }
+
+    /// WeCom holds `users` on the contact way already, as if pushed before (no call made or
+    /// recorded): a world set up in the state its day starts from.
+    pub fn hold(&self, config_id: &str, users: Vec<String>) {
+        self.state().holds.insert(config_id.to_owned(), users);
+    }
+
+    /// What WeCom took last for the contact way (pushed, or `hold`), `None` when it holds
+    /// only what it was created with or was changed behind qrsync's back.
+    pub fn held(&self, config_id: &str) -> Option<Vec<String>> {
+        let state = self.state();
+        if state.changed.contains_key(config_id) {
+            return None;
+        }
+        state.holds.get(config_id).cloned()
+    }
+
+    /// What WeCom holds for the contact way now, as a read-back would answer (no read counted).
+    pub fn holds(&self, config_id: &str) -> Vec<String> {
+        Self::list_of(&self.state(), config_id)
+    }
+
+    /// The list changed behind our back, else the last accepted, else what it was created
+    /// with (`cw-N`), else none.
+    fn list_of(state: &WeComState, config_id: &str) -> Vec<String> {
+        if let Some(users) = state.changed.get(config_id) {
+            return users.clone();
+        }
+        if let Some(users) = state.holds.get(config_id) {
+            return users.clone();
+        }
+        let created = config_id
+            .strip_prefix("cw-")
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| state.created.get(n.checked_sub(1)?));
+        created
+            .map(|(_, way)| way.users.clone())
+            .unwrap_or_default()
+    }
 }
 
 #[async_trait::async_trait]
@@ -171,7 +222,9 @@ impl ContactWayPusher for FakeWeCom {
         users: &[String],
     ) -> Result<(), WeComError> {
         let mut state = self.state();
-        state.calls.push((config_id.to_owned(), users.to_vec()));
+        if !state.forgets_history {
+            state.calls.push((config_id.to_owned(), users.to_vec()));
+        }
         if let Some(error) = state.scripted.pop_front() {
             return Err(error);
         }
@@ -190,7 +243,10 @@ impl ContactWayPusher for FakeWeCom {
             });
         }
         state.changed.remove(config_id);
-        state.accepted.push((config_id.to_owned(), users.to_vec()));
+        state.holds.insert(config_id.to_owned(), users.to_vec());
+        if !state.forgets_history {
+            state.accepted.push((config_id.to_owned(), users.to_vec()));
+        }
         Ok(())
     }
 }
@@ -202,19 +258,7 @@ impl ContactWayReader for FakeWeCom {
     async fn users(&self, _: &CorpCredentials, config_id: &str) -> Result<Vec<String>, WeComError> {
         let mut state = self.state();
         state.reads += 1;
-        if let Some(users) = state.changed.get(config_id) {
-            return Ok(users.clone());
-        }
-        if let Some((_, users)) = state.accepted.iter().rev().find(|(id, _)| id == config_id) {
-            return Ok(users.clone());
-        }
-        let created = config_id
-            .strip_prefix("cw-")
-            .and_then(|n| n.parse::<usize>().ok())
-            .and_then(|n| state.created.get(n.checked_sub(1)?));
-        Ok(created
-            .map(|(_, way)| way.users.clone())
-            .unwrap_or_default())
+        Ok(Self::list_of(&state, config_id))
     }
 }
 
@@ -282,8 +326,11 @@ impl AcquisitionLinks for FakeWeCom {
         if let Some(error) = state.links_fail.clone() {
             return Err(error);
         }
-        let link_id = format!("link-{}", state.links.len() + 1);
-        state.links.push((link_id.clone(), user.to_owned()));
+        state.links_created += 1;
+        let link_id = format!("link-{}", state.links_created);
+        if !state.forgets_history {
+            state.links.push((link_id.clone(), user.to_owned()));
+        }
         Ok(AcquisitionLink {
             url: format!("https://work.weixin.qq.com/ca/{link_id}"),
             link_id,
@@ -295,7 +342,56 @@ impl AcquisitionLinks for FakeWeCom {
         if let Some(error) = state.link_deletes_fail.clone() {
             return Err(error);
         }
-        state.links_deleted.push(link_id.to_owned());
+        if !state.forgets_history {
+            state.links_deleted.push(link_id.to_owned());
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corp() -> CorpCredentials {
+        CorpCredentials {
+            corp_id: "corp".into(),
+            corp_secret: "secret".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_fake_that_forgets_history_still_answers_what_each_contact_way_holds() {
+        let wecom = FakeWeCom::default();
+        let alice = vec!["alice".to_owned()];
+        wecom
+            .replace_users(&corp(), "cw-1", &alice)
+            .await
+            .expect("accepted");
+        wecom.forget_history();
+        let bob = vec!["bob".to_owned()];
+        wecom
+            .replace_users(&corp(), "cw-1", &bob)
+            .await
+            .expect("accepted");
+        wecom.create_link(&corp(), "bob").await.expect("created");
+        let second = wecom.create_link(&corp(), "carol").await.expect("created");
+        assert_eq!(wecom.holds("cw-1"), bob);
+        assert_eq!(
+            ContactWayReader::users(&wecom, &corp(), "cw-1").await,
+            Ok(bob)
+        );
+        assert_eq!(
+            wecom.pushes(),
+            [("cw-1".to_owned(), alice.clone())],
+            "kept until forgotten"
+        );
+        assert!(wecom.links().is_empty());
+        assert_eq!(second.link_id, "link-2", "links are still numbered");
+        wecom.hold("cw-9", alice.clone());
+        assert_eq!(
+            ContactWayReader::users(&wecom, &corp(), "cw-9").await,
+            Ok(alice)
+        );
     }
 }

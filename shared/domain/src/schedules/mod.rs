@@ -34,7 +34,7 @@ use crate::StoreError;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use std::collections::BTreeSet;
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const MS_PER_MINUTE: u64 = 60_000;
 
@@ -213,7 +213,6 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue> Tick<I, F, Q> {
     /// the cursor on the minute in hand, which the next run walks again.
     #[tracing::instrument(skip_all, fields(owner = %owner))]
     pub async fn run(&self, owner: &str, budget: Duration) -> Result<TickReport, StoreError> {
-        let started = Instant::now();
         let now_ms = (self.clock)();
         let mut report = TickReport::default();
         let next = match self
@@ -227,9 +226,7 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue> Tick<I, F, Q> {
                 return Ok(report);
             }
         };
-        let walked = self
-            .walk(owner, next, now_ms, started, budget, &mut report)
-            .await;
+        let walked = self.walk(owner, next, now_ms, budget, &mut report).await;
         // A lease left behind only delays the next run until it expires.
         if let Err(e) = self.index.release(owner).await {
             tracing::warn!(error = %e, "could not release the tick's cursor; it frees itself when the lease ends");
@@ -242,7 +239,6 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue> Tick<I, F, Q> {
         owner: &str,
         stored: Option<Minute>,
         now_ms: u64,
-        started: Instant,
         budget: Duration,
         report: &mut TickReport,
     ) -> Result<(), StoreError> {
@@ -254,7 +250,9 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue> Tick<I, F, Q> {
         let mut cursor = stored;
         let mut minute = window.first;
         while minute <= window.last && report.minutes_walked < self.settings.max_minutes {
-            if started.elapsed() + self.settings.reserve > budget {
+            // Elapsed on the run's own clock, which a simulation runs in virtual time.
+            let elapsed = Duration::from_millis((self.clock)().saturating_sub(now_ms));
+            if elapsed + self.settings.reserve > budget {
                 break;
             }
             let (reasons, due, retried) = self.walk_minute(minute).await?;

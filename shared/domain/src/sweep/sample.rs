@@ -35,10 +35,13 @@ impl<P: SweepPorts> Sweep<P> {
                 .tenants_after(after.as_ref(), TENANTS_PER_PAGE)
                 .await?;
             let deadline_ms = run.deadline_ms;
-            let sampled: Vec<SweepReport> = futures::stream::iter(&tenants)
+            // Owned ids: a closure over borrowed ones makes the run's future one the compiler
+            // cannot prove `Send` for generic ports (rust-lang/rust#102211), which the
+            // simulation (tools/scale) spawns.
+            let sampled: Vec<SweepReport> = futures::stream::iter(tenants.iter().cloned())
                 .map(|tenant| async move {
                     let mut report = SweepReport::default();
-                    if let Err(error) = self.sample_tenant(&mut report, tenant, deadline_ms).await {
+                    if let Err(error) = self.sample_tenant(&mut report, &tenant, deadline_ms).await {
                         tracing::warn!(tenant = %tenant, error = %error, "tenant not sampled; the next run tries again");
                     }
                     report

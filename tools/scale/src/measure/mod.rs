@@ -206,11 +206,9 @@ impl Measure {
     /// Facts waiting now, and the age of the oldest at `now_ms`.
     pub fn waiting_now(&self, now_ms: u64) -> (u64, u64) {
         let count = self.waiting_count;
-        let oldest = self
-            .waiting
-            .keys()
-            .next()
-            .map_or(0, |first| now_ms.saturating_sub(self.start_ms + u64::from(*first)));
+        let oldest = self.waiting.keys().next().map_or(0, |first| {
+            now_ms.saturating_sub(self.start_ms + u64::from(*first))
+        });
         (count, oldest)
     }
 
@@ -264,9 +262,7 @@ mod tests {
 
     fn measure() -> Measure {
         let (tenant, _) = ids();
-        let mut measure = Measure::new(1_000_000, 1, |config| {
-            (config == "cw1").then(ids)
-        });
+        let mut measure = Measure::new(1_000_000, 1, |config| (config == "cw1").then(ids));
         measure.tenant(&tenant, 0);
         measure
     }

@@ -2285,5 +2285,7 @@ impl LinkRetirements for MeteredStore {
     }
 }
 
+mod admin;
+
 #[cfg(test)]
 mod tests;

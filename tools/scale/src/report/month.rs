@@ -33,12 +33,51 @@ pub struct MonthScale {
 }
 
 impl MonthScale {
+    /// The functions and queues as the template declares them; the stretch's share of the
+    /// day comes with `with_stretch`.
+    pub fn of(profile: &crate::profile::Profile, settings: &crate::settings::Settings) -> Self {
+        let _ = profile;
+        Self {
+            per_day: 1.0,
+            clock_per_day: 1.0,
+            functions: settings
+                .functions
+                .values()
+                .map(|f| (f.id.clone(), f.memory_mb, f.architecture == "arm64"))
+                .collect(),
+            fifo_queues: settings
+                .queues
+                .values()
+                .filter(|q| q.fifo)
+                .map(|q| q.id.clone())
+                .collect(),
+        }
+    }
+
+    /// The day's scans over the stretch's, and the day's length over the stretch's.
+    pub fn with_stretch(mut self, outcome: &Outcome, profile: &crate::profile::Profile) -> Self {
+        let stretch_ms = outcome.end_ms.saturating_sub(outcome.start_ms).max(1) as f64;
+        self.clock_per_day = 86_400_000.0 / stretch_ms;
+        self.per_day = if outcome.happened.scans == 0 {
+            self.clock_per_day
+        } else {
+            profile.scans.day as f64 * outcome_share(outcome) / outcome.happened.scans as f64
+        };
+        self
+    }
+
     pub fn explain(&self) -> String {
         format!(
             "scaled from the stretch: scan- and change-driven usage x {:.1} (the day's scans over the stretch's), schedules x {:.1} (the day's length over the stretch's), x {DAYS_PER_MONTH} days; storage {TABLE_BYTES_PER_CODE} bytes per code, logs {LOG_BYTES_PER_LINE} bytes per line kept {LOG_MONTHS_KEPT} months (no retention is set); CloudWatch metrics and alarms left out",
             self.per_day, self.clock_per_day
         )
     }
+}
+
+/// The share of the platform's scans the simulated tenants get (1 unless a small scenario
+/// kept only some tenants).
+fn outcome_share(outcome: &Outcome) -> f64 {
+    outcome.scan_share
 }
 
 pub fn month_usage(outcome: &Outcome, scale: &MonthScale) -> MonthUsage {

@@ -47,6 +47,8 @@ pub struct Outcome {
     pub end_ms: u64,
     pub settled_ms: u64,
     pub tenants: usize,
+    /// The simulated tenants' share of the platform's scans (1 with every tenant).
+    pub scan_share: f64,
     pub codes: u64,
     pub staff: u64,
     pub class_names: Vec<String>,
@@ -144,8 +146,7 @@ pub(super) async fn drive(
     });
     let sink = Arc::clone(&shared);
     let trace = Arc::new(Trace::keeping(move |seen| lock(&sink.measure).seen(seen)));
-    let data = InMemoryStore::default();
-    data.without_history();
+    let data = InMemoryStore::without_history();
     let dynamo = Arc::new(DynamoDb::new(DynamoConfig::default(), options.seed));
     let store = MeteredStore::new(data.clone(), Arc::clone(&dynamo), Arc::clone(&trace));
 
@@ -205,7 +206,7 @@ pub(super) async fn drive(
         }
         settle_ended(&world, &data, &shared).await;
         now_ms += 1_000;
-        tokio::time::sleep_until(tokio::time::Instant::now() + Duration::from_millis(now_ms - clock::now_ms())).await;
+        tokio::time::sleep_until(tokio::time::Instant::now() + Duration::from_millis(now_ms.saturating_sub(clock::now_ms()))).await;
     }
     let settled_ms = end_ms + u64::try_from(stretch.settle.as_millis())?;
     while clock::now_ms() < settled_ms {
@@ -260,21 +261,23 @@ pub(super) async fn drive(
     let wecom = world.wecom.service().counters();
     let happened = lock(&shared.happened).clone();
     drop(world);
-    let shared = Arc::try_unwrap(shared)
-        .map_err(|_| anyhow::anyhow!("a task still holds the measure"))?;
+    // Tasks still waiting (a callback's retry, a break's end) hold the trace: take what the
+    // measure gathered, not the measure's owner.
+    let measure = std::mem::replace(
+        &mut *lock(&shared.measure),
+        Measure::new(start_ms, 0, code_of_config),
+    );
     Ok(Outcome {
         seed: options.seed,
         start_ms,
         end_ms,
         settled_ms,
         tenants: tenants.len(),
+        scan_share: population.tenants.iter().map(|t| t.scan_share(profile)).sum(),
         codes,
         staff,
         class_names: profile.size_class.iter().map(|c| c.name.clone()).collect(),
-        measure: shared
-            .measure
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
+        measure,
         waiting_at_end,
         checked,
         differ,

@@ -263,6 +263,15 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Adds `other`'s counts to these.
+    pub fn absorb(&mut self, other: &Usage) {
+        self.read_half_units += other.read_half_units;
+        self.write_units += other.write_units;
+        self.throttled_attempts += other.throttled_attempts;
+        self.failed_requests += other.failed_requests;
+        self.conflicts += other.conflicts;
+    }
+
     pub fn read_units(&self) -> f64 {
         #[allow(clippy::cast_precision_loss)]
         let halves = self.read_half_units as f64;

@@ -1,0 +1,154 @@
+use super::*;
+use crate::observe::Seen;
+use crate::services::wecom::{Latency, Limits, WeComConfig, Window};
+use domain::wecom::contact_way::{ContactWayKind, ContactWayScene};
+use std::sync::Mutex;
+use tokio::time::{Duration, Instant};
+
+const LATENCY: Duration = Duration::from_millis(100);
+
+fn corp(id: &str) -> CorpCredentials {
+    CorpCredentials {
+        corp_id: id.to_owned(),
+        corp_secret: "secret".to_owned(),
+    }
+}
+
+/// A WeCom whose every call takes exactly 100 ms, with the windows given.
+fn service(limits: Limits) -> Arc<WeCom> {
+    let config = WeComConfig {
+        limits,
+        latency: Latency {
+            median: LATENCY,
+            p99: LATENCY,
+        },
+    };
+    Arc::new(WeCom::new(config, 3))
+}
+
+fn limits(corp_per_minute: u32, ip_per_minute: u32) -> Limits {
+    Limits {
+        corp_per_minute,
+        ip_per_minute,
+        ..Limits::PUBLISHED
+    }
+}
+
+fn wecom(limits: Limits, egress: EgressIps) -> (SimWeCom, Arc<Mutex<Vec<Seen>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&seen);
+    let trace = Trace::keeping(move |event| sink.lock().expect("lock").push(event));
+    let contact_ways = FakeWeCom::default();
+    contact_ways.forget_history();
+    let wecom = SimWeCom::new(contact_ways, service(limits), egress, Arc::new(trace));
+    (wecom, seen)
+}
+
+fn users(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| (*n).to_owned()).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_accepted_update_lands_after_wecoms_latency_and_is_traced_at_that_moment() {
+    clock::start_at(1_796_000_000_000);
+    let (wecom, seen) = wecom(Limits::PUBLISHED, EgressIps::Pool);
+    let start = Instant::now();
+    wecom
+        .replace_users(&corp("corp-a"), "cw-1", &users(&["alice", "bob"]))
+        .await
+        .expect("accepted");
+    assert_eq!(start.elapsed(), LATENCY);
+    assert_eq!(wecom.holds("cw-1"), users(&["alice", "bob"]));
+    assert_eq!(
+        *seen.lock().expect("lock"),
+        [Seen::ListLanded {
+            config_id: "cw-1".into(),
+            users: users(&["alice", "bob"]),
+            at_ms: 1_796_000_000_100,
+        }]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_update_over_the_corps_minute_is_the_clients_45009_and_changes_nothing() {
+    clock::start_at(1_796_000_000_000);
+    let (wecom, seen) = wecom(limits(2, 20_000), EgressIps::Pool);
+    let a = corp("corp-a");
+    for list in [["alice"], ["bob"]] {
+        wecom
+            .replace_users(&a, "cw-1", &users(&list))
+            .await
+            .expect("accepted");
+    }
+    let refused = wecom.replace_users(&a, "cw-1", &users(&["carol"])).await;
+    assert_eq!(refused, Err(WeComError::Throttled { errcode: 45009 }));
+    assert_eq!(wecom.holds("cw-1"), users(&["bob"]));
+    assert_eq!(
+        seen.lock().expect("lock").len(),
+        2,
+        "only accepted lists land"
+    );
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    wecom
+        .replace_users(&a, "cw-1", &users(&["carol"]))
+        .await
+        .expect("the next minute opens the window");
+}
+
+#[tokio::test(start_paused = true)]
+async fn corps_behind_one_nat_address_share_its_window_and_in_the_pool_they_do_not() {
+    for (egress, refused) in [(EgressIps::Fixed(1), true), (EgressIps::Pool, false)] {
+        clock::start_at(1_796_000_000_000);
+        let (wecom, _) = wecom(limits(10, 3), egress);
+        for id in ["corp-a", "corp-a", "corp-b"] {
+            wecom
+                .users(&corp(id), "cw-1")
+                .await
+                .expect("within every window");
+        }
+        let fourth = wecom.users(&corp("corp-b"), "cw-1").await;
+        assert_eq!(fourth.is_err(), refused, "{egress:?}");
+        let by_window = wecom.service.counters().refused_by_window;
+        assert_eq!(by_window.contains_key(&Window::IpMinute), refused);
+    }
+}
+
+#[test]
+fn a_corp_always_leaves_from_the_same_nat_address_and_corps_spread_over_them() {
+    let fixed = EgressIps::Fixed(4);
+    assert_eq!(fixed.address_of("corp-a"), fixed.address_of("corp-a"));
+    let used: std::collections::BTreeSet<String> = (0..100)
+        .map(|n| fixed.address_of(&format!("corp-{n}")))
+        .collect();
+    assert_eq!(used.len(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn listing_contact_ways_is_one_call_per_page_of_a_thousand() {
+    clock::start_at(1_796_000_000_000);
+    let (wecom, _) = wecom(Limits::PUBLISHED, EgressIps::Pool);
+    let a = corp("corp-a");
+    let way = NewContactWay {
+        kind: ContactWayKind::Multi,
+        scene: ContactWayScene::QrCode,
+        state: "code-1".into(),
+        users: users(&["alice"]),
+        remark: None,
+        skip_verify: true,
+    };
+    for _ in 0..1_001 {
+        wecom
+            .contact_ways()
+            .create(&a, &way)
+            .await
+            .expect("created");
+    }
+    let before = wecom.service.counters().accepted;
+    let ids = wecom
+        .created_between(&a, 0, u64::MAX)
+        .await
+        .expect("listed");
+    assert_eq!(ids.len(), 1_001);
+    assert_eq!(wecom.service.counters().accepted - before, 2);
+    assert_eq!(wecom.state_of(&a, "cw-7").await.as_deref(), Ok("code-1"));
+}
