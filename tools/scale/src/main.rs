@@ -4,11 +4,11 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use qrsync_scale::day::DayCurve;
 use qrsync_scale::population::Population;
-use qrsync_scale::profile::{default_profile_path, Profile};
-use qrsync_scale::settings::{parse_override, project_template, Settings};
 use qrsync_scale::ports::wecom::EgressIps;
+use qrsync_scale::profile::{default_profile_path, Profile};
 use qrsync_scale::report::{self, chart, MonthScale};
 use qrsync_scale::run::{RunOptions, Stretch};
+use qrsync_scale::settings::{parse_override, project_template, Settings};
 use qrsync_scale::show;
 use std::path::PathBuf;
 

@@ -31,7 +31,12 @@ pub fn draw(outcome: &Outcome, path: &Path) -> anyhow::Result<()> {
         .map(|(queue, samples)| {
             let points = samples
                 .iter()
-                .map(|s| (minutes(s.at_ms), (s.visible + s.in_flight + s.delayed) as f64))
+                .map(|s| {
+                    (
+                        minutes(s.at_ms),
+                        (s.visible + s.in_flight + s.delayed) as f64,
+                    )
+                })
                 .collect::<Vec<_>>();
             (queue.clone(), points)
         })
@@ -108,7 +113,10 @@ where
     for (n, (name, points)) in series.iter().enumerate() {
         let color = Palette99::pick(n).to_rgba();
         chart
-            .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                color.stroke_width(2),
+            ))
             .map_err(|e| anyhow::anyhow!("{e}"))?
             .label(name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));

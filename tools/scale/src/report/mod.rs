@@ -15,7 +15,10 @@ use std::fmt::Write;
 pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about: &str) -> String {
     let mut out = String::new();
     let o = outcome;
-    let _ = writeln!(out, "qrsync-scale: a simulated stretch of the campaign day\n");
+    let _ = writeln!(
+        out,
+        "qrsync-scale: a simulated stretch of the campaign day\n"
+    );
     let _ = writeln!(out, "{about}");
     let _ = writeln!(
         out,
@@ -47,7 +50,10 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
         o.peak_resident_bytes as f64 / 1e9
     );
 
-    let _ = writeln!(out, "## Staleness: from each fact to WeCom holding a list recomputed from it\n");
+    let _ = writeln!(
+        out,
+        "## Staleness: from each fact to WeCom holding a list recomputed from it\n"
+    );
     let _ = writeln!(
         out,
         "{:<8} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>11} {:>13}",
@@ -186,7 +192,11 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
         let _ = writeln!(
             out,
             "  {name}: {} firings, {} runs, {} timed out, {} throttled, {} dropped",
-            counters.firings, counters.runs, counters.timed_out_runs, counters.throttled, counters.dropped
+            counters.firings,
+            counters.runs,
+            counters.timed_out_runs,
+            counters.throttled,
+            counters.dropped
         );
     }
 
@@ -230,7 +240,10 @@ fn staleness_row(out: &mut String, name: &str, resolved: &[u32], waiting: &[u32]
         let index = ((all.len() as f64 * q).ceil() as usize).clamp(1, all.len()) - 1;
         duration(u64::from(all[index]))
     };
-    let oldest = waiting.iter().max().map_or("-".into(), |w| duration(u64::from(*w)));
+    let oldest = waiting
+        .iter()
+        .max()
+        .map_or("-".into(), |w| duration(u64::from(*w)));
     let _ = writeln!(
         out,
         "{:<8} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>11} {:>13}",
@@ -279,7 +292,7 @@ pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

@@ -101,6 +101,26 @@ struct Shared {
     measure: Mutex<Measure>,
     truth: Mutex<Truth>,
     happened: Mutex<Happened>,
+    /// Happenings still under way outside qrsync (a customer about to add, a break not over,
+    /// WeCom retrying a callback): the stretch is not drained while any is.
+    under_way: std::sync::atomic::AtomicU64,
+}
+
+impl Shared {
+    /// Runs `work` as a task counted as under way until it ends.
+    fn spawn(self: &Arc<Self>, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.under_way.fetch_add(1, SeqCst);
+        let shared = Arc::clone(self);
+        tokio::spawn(async move {
+            work.await;
+            shared.under_way.fetch_sub(1, SeqCst);
+        });
+    }
+
+    fn quiet(&self) -> bool {
+        self.under_way.load(std::sync::atomic::Ordering::SeqCst) == 0
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -140,9 +160,14 @@ pub(super) async fn drive(
     clock::start_at(start_ms);
 
     let shared = Arc::new(Shared {
-        measure: Mutex::new(Measure::new(start_ms, profile.size_class.len(), code_of_config)),
+        measure: Mutex::new(Measure::new(
+            start_ms,
+            profile.size_class.len(),
+            code_of_config,
+        )),
         truth: Mutex::new(Truth::default()),
         happened: Mutex::new(Happened::default()),
+        under_way: std::sync::atomic::AtomicU64::new(0),
     });
     let sink = Arc::clone(&shared);
     let trace = Arc::new(Trace::keeping(move |seen| lock(&sink.measure).seen(seen)));
@@ -186,7 +211,9 @@ pub(super) async fn drive(
     let mut world = World::build(settings, store, world_options)?;
     world.start()?;
     let world = Arc::new(world);
-    let sampler = world.sqs.spawn_sampler(Duration::from_millis(SAMPLE_EVERY_MS));
+    let sampler = world
+        .sqs
+        .spawn_sampler(Duration::from_millis(SAMPLE_EVERY_MS));
     let mut happenings = Happenings::new(profile, population, options.seed);
     let mut timeline = Vec::new();
     let mut zones: Vec<Tz> = tenants.iter().map(|t| t.zone).collect();
@@ -206,7 +233,11 @@ pub(super) async fn drive(
         }
         settle_ended(&world, &data, &shared).await;
         now_ms += 1_000;
-        tokio::time::sleep_until(tokio::time::Instant::now() + Duration::from_millis(now_ms.saturating_sub(clock::now_ms()))).await;
+        tokio::time::sleep_until(
+            tokio::time::Instant::now()
+                + Duration::from_millis(now_ms.saturating_sub(clock::now_ms())),
+        )
+        .await;
     }
     let settled_ms = end_ms + u64::try_from(stretch.settle.as_millis())?;
     while clock::now_ms() < settled_ms {
@@ -214,8 +245,12 @@ pub(super) async fn drive(
             timeline.push(sample(&data, &shared, clock::now_ms()));
         }
         settle_ended(&world, &data, &shared).await;
+        if drained(&world, &shared) {
+            break;
+        }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    let settled_ms = clock::now_ms();
     settle_ended(&world, &data, &shared).await;
     world.stop();
     sampler.abort();
@@ -232,7 +267,12 @@ pub(super) async fn drive(
         .settings
         .functions
         .keys()
-        .filter_map(|name| Some((name.clone(), world.account.concurrency_by_second(name).ok()?)))
+        .filter_map(|name| {
+            Some((
+                name.clone(),
+                world.account.concurrency_by_second(name).ok()?,
+            ))
+        })
         .collect();
     let queues = world
         .settings
@@ -273,7 +313,11 @@ pub(super) async fn drive(
         end_ms,
         settled_ms,
         tenants: tenants.len(),
-        scan_share: population.tenants.iter().map(|t| t.scan_share(profile)).sum(),
+        scan_share: population
+            .tenants
+            .iter()
+            .map(|t| t.scan_share(profile))
+            .sum(),
         codes,
         staff,
         class_names: profile.size_class.iter().map(|c| c.name.clone()).collect(),
@@ -299,6 +343,26 @@ pub(super) async fn drive(
     })
 }
 
+/// Nothing under way outside qrsync, no message in a queue a function consumes (dead letters
+/// and the platform's quota events stay where they are), no fact waiting.
+fn drained(world: &World<MeteredStore>, shared: &Shared) -> bool {
+    let consumed = |queue: &str| {
+        world
+            .settings
+            .functions
+            .values()
+            .any(|f| f.queue_sources.iter().any(|source| source.queue == queue))
+    };
+    shared.quiet()
+        && lock(&shared.measure).waiting_now(0).0 == 0
+        && world
+            .sqs
+            .sample()
+            .iter()
+            .filter(|(queue, _)| consumed(queue))
+            .all(|(_, s)| s.visible + s.in_flight + s.delayed == 0)
+}
+
 fn at_ms(ms: u64) -> DateTime<Utc> {
     Utc.timestamp_millis_opt(i64::try_from(ms).unwrap_or(i64::MAX))
         .single()
@@ -306,9 +370,9 @@ fn at_ms(ms: u64) -> DateTime<Utc> {
 }
 
 fn sample(data: &InMemoryStore, shared: &Shared, now_ms: u64) -> (u64, u64, u64, u64) {
-    let behind = data
-        .cursor()
-        .map_or(0, |cursor| (now_ms / 60_000).saturating_sub(cursor.as_u64()));
+    let behind = data.cursor().map_or(0, |cursor| {
+        (now_ms / 60_000).saturating_sub(cursor.as_u64())
+    });
     let (waiting, oldest) = lock(&shared.measure).waiting_now(now_ms);
     (now_ms, behind, waiting, oldest)
 }
@@ -378,7 +442,13 @@ async fn facts_on_codes_of(
 }
 
 /// What WeCom holds for the code: the last list it took, or the one it was created with.
-fn held(world: &World<MeteredStore>, data: &InMemoryStore, tenant: &TenantId, code: &CodeId, config_id: &str) -> Vec<StaffId> {
+fn held(
+    world: &World<MeteredStore>,
+    data: &InMemoryStore,
+    tenant: &TenantId,
+    code: &CodeId,
+    config_id: &str,
+) -> Vec<StaffId> {
     match world.wecom.contact_ways().held(config_id) {
         Some(users) => users
             .iter()
@@ -393,7 +463,12 @@ fn held(world: &World<MeteredStore>, data: &InMemoryStore, tenant: &TenantId, co
 
 /// The recompute of the code by the true facts now: the stored facts with the adds as they
 /// happened and the resignations as they happened.
-async fn true_recompute(data: &InMemoryStore, shared: &Shared, tenant: &TenantId, code: &CodeId) -> Option<Vec<StaffId>> {
+async fn true_recompute(
+    data: &InMemoryStore,
+    shared: &Shared,
+    tenant: &TenantId,
+    code: &CodeId,
+) -> Option<Vec<StaffId>> {
     let mut snapshot = data.snapshot(tenant, code, clock::now_ms()).await.ok()??;
     {
         let truth = lock(&shared.truth);
@@ -408,7 +483,13 @@ async fn true_recompute(data: &InMemoryStore, shared: &Shared, tenant: &TenantId
             }
         }
     }
-    Some(snapshot.recompute().users().map(<[StaffId]>::to_vec).unwrap_or_default())
+    Some(
+        snapshot
+            .recompute()
+            .users()
+            .map(<[StaffId]>::to_vec)
+            .unwrap_or_default(),
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -436,9 +517,15 @@ async fn happen(
                 .await
                 .is_some_and(|users| users.contains(&member));
             lock(&shared.measure).scan(&view.id, listed);
-            let (world, data, tenants, shared) = (Arc::clone(world), data.clone(), Arc::clone(tenants), Arc::clone(shared));
+            let (world, data, tenants, shared) = (
+                Arc::clone(world),
+                data.clone(),
+                Arc::clone(tenants),
+                Arc::clone(shared),
+            );
             let after = options.add_after;
-            tokio::spawn(async move {
+            let spawner = Arc::clone(&shared);
+            spawner.spawn(async move {
                 tokio::time::sleep(after).await;
                 let view = &tenants[tenant as usize];
                 add(&world, &data, &shared, view, &code_id, &member).await;
@@ -446,8 +533,14 @@ async fn happen(
         }
         Happening::Break { tenant, staff } => {
             lock(&shared.happened).breaks += 1;
-            let (world, data, tenants, shared) = (Arc::clone(world), data.clone(), Arc::clone(tenants), Arc::clone(shared));
-            tokio::spawn(async move {
+            let (world, data, tenants, shared) = (
+                Arc::clone(world),
+                data.clone(),
+                Arc::clone(tenants),
+                Arc::clone(shared),
+            );
+            let spawner = Arc::clone(&shared);
+            spawner.spawn(async move {
                 let view = &tenants[tenant as usize];
                 let staff = platform::staff_id(staff);
                 set_online(&world, &data, &shared, view, &staff, false).await;
@@ -459,9 +552,14 @@ async fn happen(
             lock(&shared.happened).resignations += 1;
             let view = &tenants[tenant as usize];
             let staff = platform::staff_id(staff);
-            lock(&shared.truth).resigned.insert((view.id.clone(), staff.clone()));
+            lock(&shared.truth)
+                .resigned
+                .insert((view.id.clone(), staff.clone()));
             facts_on_codes_of(data, shared, &view.id, &staff, clock::now_ms(), false).await;
-            let message = contact_callback(view, &[("ChangeType", "delete_user"), ("UserID", staff.as_str())]);
+            let message = contact_callback(
+                view,
+                &[("ChangeType", "delete_user"), ("UserID", staff.as_str())],
+            );
             spawn_callback(world, shared, message);
         }
         Happening::DepartmentMove { tenant, staff, to } => {
@@ -492,13 +590,29 @@ async fn add(
     code: &CodeId,
     member: &StaffId,
 ) {
-    let switches = data.code_switches(&view.id, code).await.ok().flatten().unwrap_or_default();
+    let switches = data
+        .code_switches(&view.id, code)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     let crossed = {
         let mut truth = lock(&shared.truth);
-        let before = limits_reached(&switches, view.rules, truth.adds.counts(&view.id, code, member));
+        let before = limits_reached(
+            &switches,
+            view.rules,
+            truth.adds.counts(&view.id, code, member),
+        );
         truth.adds.add(&view.id, code, member);
-        let after = limits_reached(&switches, view.rules, truth.adds.counts(&view.id, code, member));
-        after.into_iter().filter(|limit| !before.contains(limit)).collect::<Vec<_>>()
+        let after = limits_reached(
+            &switches,
+            view.rules,
+            truth.adds.counts(&view.id, code, member),
+        );
+        after
+            .into_iter()
+            .filter(|limit| !before.contains(limit))
+            .collect::<Vec<_>>()
     };
     lock(&shared.happened).adds += 1;
     let now = clock::now_ms();
@@ -542,8 +656,9 @@ async fn set_online(
 
 /// WeCom posts the callback, and posts it again after an error, up to its tries.
 fn spawn_callback(world: &Arc<World<MeteredStore>>, shared: &Arc<Shared>, message: InboxMessage) {
-    let (world, shared) = (Arc::clone(world), Arc::clone(shared));
-    tokio::spawn(async move {
+    let (world, spawner) = (Arc::clone(world), Arc::clone(shared));
+    let shared = Arc::clone(shared);
+    spawner.spawn(async move {
         for attempt in 1..=CALLBACK_TRIES {
             if world.deliver_callback(&message).await == CallbackAnswer::Persisted {
                 return;
@@ -587,8 +702,12 @@ fn sealed(view: &TenantView, fields: &[(&str, &str)]) -> InboxMessage {
     ];
     all.extend_from_slice(fields);
     let plaintext = write_flat_xml(&all);
-    let crypto = CallbackCrypto::new(platform::SIMULATED_TOKEN, platform::SIMULATED_AES_KEY, &view.corp)
-        .expect("the reference key is valid");
+    let crypto = CallbackCrypto::new(
+        platform::SIMULATED_TOKEN,
+        platform::SIMULATED_AES_KEY,
+        &view.corp,
+    )
+    .expect("the reference key is valid");
     let encrypt = crypto.encrypt_with_random(&[7; 16], &plaintext);
     let signature = crypto.sign(&now_secs, "nonce", &encrypt);
     let envelope = Envelope {
@@ -597,7 +716,15 @@ fn sealed(view: &TenantView, fields: &[(&str, &str)]) -> InboxMessage {
         encrypt,
     };
     let event = CallbackEvent::parse(&plaintext).expect("a flat event parses");
-    InboxMessage::new(view.id.clone(), &event, envelope.to_xml(), &signature, &now_secs, "nonce", now_ms)
+    InboxMessage::new(
+        view.id.clone(),
+        &event,
+        envelope.to_xml(),
+        &signature,
+        &now_secs,
+        "nonce",
+        now_ms,
+    )
 }
 
 /// Refreshes that ended without a push: resolved where WeCom holds the recompute.
@@ -611,7 +738,12 @@ async fn settle_ended(world: &World<MeteredStore>, data: &InMemoryStore, shared:
             .await
             .ok()
             .flatten()
-            .map(|s| s.recompute().users().map(<[StaffId]>::to_vec).unwrap_or_default());
+            .map(|s| {
+                s.recompute()
+                    .users()
+                    .map(<[StaffId]>::to_vec)
+                    .unwrap_or_default()
+            });
         if recomputed.as_deref() == Some(held.as_slice()) {
             lock(&shared.measure).held_at_read(&ended);
         }
@@ -619,7 +751,11 @@ async fn settle_ended(world: &World<MeteredStore>, data: &InMemoryStore, shared:
 }
 
 /// Every code that saw a fact or a refresh: does WeCom hold the recompute of its true facts?
-async fn end_check(world: &World<MeteredStore>, data: &InMemoryStore, shared: &Shared) -> (u64, u64) {
+async fn end_check(
+    world: &World<MeteredStore>,
+    data: &InMemoryStore,
+    shared: &Shared,
+) -> (u64, u64) {
     let touched: Vec<(TenantId, CodeId)> = lock(&shared.measure).touched().cloned().collect();
     let (mut checked, mut differ) = (0, 0);
     for (tenant, code) in touched {

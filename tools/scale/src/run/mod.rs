@@ -10,10 +10,10 @@
 
 mod drive;
 
-pub use drive::Outcome;
+pub use drive::{Happened, Outcome};
 
-use crate::ports::wecom::EgressIps;
 use crate::population::Population;
+use crate::ports::wecom::EgressIps;
 use crate::profile::Profile;
 use crate::settings::Settings;
 use chrono::{NaiveDate, NaiveTime};

@@ -59,11 +59,8 @@ impl AdminStore for MeteredStore {
         tenant: &TenantId,
         staff: &StaffId,
     ) -> Result<Option<StaffRecord>, StoreError> {
-        self.get(
-            Touch::new(staff_key(tenant, staff), 0),
-            Consistency::Strong,
-        )
-        .await?;
+        self.get(Touch::new(staff_key(tenant, staff), 0), Consistency::Strong)
+            .await?;
         self.data.staff_record(tenant, staff).await
     }
 
