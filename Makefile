@@ -17,7 +17,7 @@ LOCAL_AWS := AWS_ENDPOINT_URL=http://127.0.0.1:$(QRSYNC_AWS_PORT) AWS_ACCESS_KEY
 	AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 
 .PHONY: help tools build local up deploy deploy-built down down-shards lint docs unit integration fuzz test demo bench \
-	bench-drift bench-landing clean lambda-image invoke invoke-test
+	scale bench-drift bench-landing clean lambda-image invoke invoke-test
 
 ## help: every target with the first line of its doc (the `## target:` comments of this file)
 help:
@@ -267,6 +267,18 @@ bench: tools
 		$(MAKE) deploy || { $(MAKE) down; exit 1; }
 	$(LOCAL_AWS) QRSYNC_SANDBOX_URL=http://127.0.0.1:$(QRSYNC_SANDBOX_PORT) \
 		$(BIN)/qrsync-bench $(BENCH_ARGS); status=$$?; $(MAKE) down; exit $$status
+
+## scale: the platform at production scale, simulated (tools/scale): report and chart in target/scale/
+## A release build of qrsync-scale (no local world, no Docker), then the default stretch of the
+## campaign day (tools/scale/profile.toml, seed 30, settings read from template.yaml) through the
+## domain's own code under virtual time; the report is printed and written to
+## target/scale/report.txt beside its chart, report.svg. Options go in SCALE_ARGS (e.g.
+## SCALE_ARGS="--seed 31 --parameter WeComBudgetPerMinute=540"; `qrsync-scale run --help`).
+SCALE_ARGS ?=
+scale:
+	cargo build --release --locked -p qrsync-scale
+	@mkdir -p target/scale
+	target/release/qrsync-scale run --out target/scale/report $(SCALE_ARGS)
 
 ## bench-drift: the sweep measured: drifted contact ways in a tenant of 2,000 codes, until repaired
 ## tools/bench/src/drift.rs: a tenant of 2,000 codes (--codes) seeded, DRIFT_CODES of their
