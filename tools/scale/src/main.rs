@@ -183,13 +183,12 @@ fn main() -> anyhow::Result<()> {
             if let Some(n) = tenants {
                 population.tenants.truncate(n);
             }
-            let runtime = tokio::runtime::Builder::new_current_thread().build()?;
             let started = std::time::Instant::now();
             let before = qrsync_scale::memory::resident_bytes();
             let store = domain::fakes::InMemoryStore::default();
             let mut codes = 0u64;
             let mut members = 0u64;
-            runtime.block_on(qrsync_scale::platform::load(
+            qrsync_scale::platform::load(
                 &store,
                 &profile,
                 &population,
@@ -198,7 +197,7 @@ fn main() -> anyhow::Result<()> {
                     codes += 1;
                     members += code.users.len() as u64;
                 },
-            ));
+            );
             let grown = qrsync_scale::memory::resident_bytes().saturating_sub(before);
             println!(
                 "loaded {} tenants, {codes} codes ({members} listed users) in {:.1} s; resident memory grew {} MB, {} bytes per code",

@@ -4,20 +4,22 @@
 //! contact way holding the list the domain recomputes from those facts at that instant, as a
 //! platform that had converged before the stretch would.
 //!
-//! Names are short and numbered (`t00042`, `s17`, `c1234`, `d3`): ids are cloned into every
-//! list and message, and the simulation holds millions of them.
+//! Names are short and numbered (`t00042`, `s00017`, `c001234`, `d3`): ids are cloned into
+//! every list and message, and the simulation holds millions of them.
 
 use crate::population::{Family as DrawnFamily, Population, StaffFigures, TenantFigures};
 use crate::profile::Profile;
 use chrono::{NaiveTime, Weekday};
-use domain::codes::{CodeFacts, StoredCode};
+use domain::codes::StoredCode;
 use domain::fakes::InMemoryStore;
 use domain::ids::{CodeId, DepartmentId, StaffId, TenantId};
 use domain::lanes::CodeAge;
-use domain::membership::{CodeConfig, Family, Shift, StaffFacts, Switches, WeeklySchedule};
+use domain::membership::{
+    recompute, CodeConfig, Facts, Family, Shift, StaffFacts, Switches, TenantRules, WeeklySchedule,
+};
 use domain::schedules::{plan, Subject};
 use domain::tenants::{TenantProfile, Timezone};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 /// How long before the stretch a code not edited recently was last edited: beyond the lane
 /// policy's quiet period, as most codes are in steady state.
@@ -33,12 +35,13 @@ pub fn corp_id(tenant: &TenantFigures) -> String {
     format!("corp{:05}", tenant.index)
 }
 
+/// Fixed width, so the index's sorted entries take each new id at their end.
 pub fn staff_id(index: u32) -> StaffId {
-    StaffId::parse(&format!("s{index}")).expect("a numbered staff id is valid")
+    StaffId::parse(&format!("s{index:05}")).expect("a numbered staff id is valid")
 }
 
 pub fn code_id(index: u32) -> CodeId {
-    CodeId::parse(&format!("c{index}")).expect("a numbered code id is valid")
+    CodeId::parse(&format!("c{index:06}")).expect("a numbered code id is valid")
 }
 
 pub fn department_id(index: u32) -> DepartmentId {
@@ -52,7 +55,7 @@ pub fn config_id(tenant: &TenantFigures, code: u32) -> String {
 }
 
 pub fn config_id_of(tenant: u32, code: u32) -> String {
-    format!("cw{tenant:05}x{code}")
+    format!("cw{tenant:05}x{code:06}")
 }
 
 pub fn config_id_for(tenant: &TenantId, code: &CodeId) -> String {
@@ -83,7 +86,7 @@ pub struct LoadedTenant {
 
 /// Loads every tenant of `population` into `store` as of `now_ms`; `each` sees every code's
 /// starting list (the simulated WeCom holds it).
-pub async fn load(
+pub fn load(
     store: &InMemoryStore,
     profile: &Profile,
     population: &Population,
@@ -91,7 +94,7 @@ pub async fn load(
     mut each: impl FnMut(&TenantFigures, u32, &LoadedCode),
 ) {
     for tenant in &population.tenants {
-        let loaded = load_tenant(store, profile, tenant, now_ms).await;
+        let loaded = load_tenant(store, profile, tenant, now_ms);
         for (index, code) in loaded.codes.iter().enumerate() {
             each(tenant, index as u32, code);
         }
@@ -100,7 +103,7 @@ pub async fn load(
 
 /// Loads one tenant: its profile, staff, departments, schedules and due items, and codes
 /// whose `created_with` is the recompute of their facts at `now_ms` (what WeCom holds).
-pub async fn load_tenant(
+pub fn load_tenant(
     store: &InMemoryStore,
     profile: &Profile,
     tenant: &TenantFigures,
@@ -125,20 +128,22 @@ pub async fn load_tenant(
     );
     store.insert_tenant(&id, timezone);
     let staff: Vec<StaffId> = (0..tenant.staff).map(staff_id).collect();
+    let mut facts_of: HashMap<StaffId, StaffFacts> = HashMap::with_capacity(staff.len());
     let mut departments: Vec<BTreeSet<StaffId>> =
         vec![BTreeSet::new(); tenant.departments as usize];
     for index in 0..tenant.staff {
         let figures = tenant.staff_member(profile, index);
         let member = &staff[index as usize];
         departments[figures.department as usize].insert(member.clone());
-        store.insert_staff(&id, member, StaffFacts::ACTIVE_ONLINE);
+        let mut facts = StaffFacts::ACTIVE_ONLINE;
         if let Some(schedule) = staff_schedule(profile, &figures) {
-            let edge = plan::next_shift_edge(Some(&schedule), timezone, now_ms);
-            store.insert_schedule(&id, member, schedule);
-            if let Some(edge) = edge {
+            if let Some(edge) = plan::next_shift_edge(Some(&schedule), timezone, now_ms) {
                 store.put_due(&id, Subject::Shift(member.clone()), edge);
             }
+            facts.schedule = Some(schedule);
         }
+        store.insert_staff(&id, member, facts.clone());
+        facts_of.insert(member.clone(), facts);
     }
     for (index, members) in departments.into_iter().enumerate() {
         store.insert_department(&id, &department_id(index as u32), members);
@@ -148,6 +153,11 @@ pub async fn load_tenant(
         Subject::Midnight,
         plan::next_midnight(timezone, now_ms),
     );
+    let (no_adds, no_departments) = (HashMap::new(), HashMap::new());
+    let rules = TenantRules {
+        company_daily_cap: tenant.company_cap,
+    };
+    let now = timezone.at(now_ms);
     let mut codes = Vec::with_capacity(tenant.codes as usize);
     for index in 0..tenant.codes {
         let figures = tenant.code(profile, index);
@@ -181,44 +191,35 @@ pub async fn load_tenant(
             LONG_AGO_MS
         });
         let config_id = config_id(tenant, index);
+        // The domain's recompute of the facts just stored (no adds yet today, no departments
+        // listed), read from the loader's own copy rather than a snapshot of each code.
+        let users = recompute(&Facts {
+            code: &config,
+            staff: &facts_of,
+            adds: &no_adds,
+            departments: &no_departments,
+            tenant: rules,
+            now,
+        })
+        .users()
+        .map(<[StaffId]>::to_vec)
+        .unwrap_or_default();
         store.insert_code(
             &id,
             &code,
             StoredCode {
                 config,
                 config_id: Some(config_id.clone()),
-                created_with: Vec::new(),
+                created_with: users.clone(),
             },
             CodeAge {
                 created_at_ms: edited_ms,
                 updated_at_ms: edited_ms,
             },
         );
-        let users = starting_list(store, &id, &code, now_ms).await;
-        store.set_created_with(&id, &code, users.clone());
         codes.push(LoadedCode { config_id, users });
     }
     LoadedTenant { id, codes }
-}
-
-/// The domain's recompute of the code's facts at `now_ms` (empty when starved: the contact
-/// way then holds its creation's list, which the first refresh replaces).
-async fn starting_list(
-    store: &InMemoryStore,
-    tenant: &TenantId,
-    code: &CodeId,
-    now_ms: u64,
-) -> Vec<StaffId> {
-    let snapshot = store
-        .snapshot(tenant, code, now_ms)
-        .await
-        .expect("the in-memory table answers")
-        .expect("the code was just stored");
-    snapshot
-        .recompute()
-        .users()
-        .map(<[StaffId]>::to_vec)
-        .unwrap_or_default()
 }
 
 /// A staff member on a shift works it every day of the week.
@@ -260,9 +261,9 @@ mod tests {
     #[test]
     fn a_contact_way_names_its_code_and_back() {
         let config = config_id_of(42, 1234);
-        assert_eq!(config, "cw00042x1234");
+        assert_eq!(config, "cw00042x001234");
         let (tenant, code) = code_of_config(&config).expect("a platform contact way");
-        assert_eq!((tenant.as_str(), code.as_str()), ("t00042", "c1234"));
+        assert_eq!((tenant.as_str(), code.as_str()), ("t00042", "c001234"));
         assert_eq!(config_id_for(&tenant, &code), config);
         assert!(code_of_config("cw-7").is_none());
     }

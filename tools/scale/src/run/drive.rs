@@ -179,7 +179,7 @@ pub(super) async fn drive(
     let mut tenants = Vec::with_capacity(population.tenants.len());
     let (mut codes, mut staff) = (0u64, 0u64);
     for tenant in &population.tenants {
-        let loaded = platform::load_tenant(&data, profile, tenant, start_ms).await;
+        let loaded = platform::load_tenant(&data, profile, tenant, start_ms);
         lock(&shared.measure).tenant(&loaded.id, tenant.class);
         codes += loaded.codes.len() as u64;
         staff += u64::from(tenant.staff);

@@ -513,13 +513,6 @@ impl InMemoryStore {
         };
     }
 
-    /// The list the code's contact way was created with (what WeCom holds until a push).
-    pub fn set_created_with(&self, tenant: &TenantId, code: &CodeId, users: Vec<StaffId>) {
-        if let Some(stored) = self.tables().codes.get_mut(&(tenant.clone(), code.clone())) {
-            stored.code.created_with = users;
-        }
-    }
-
     pub fn set_age(&self, tenant: &TenantId, code: &CodeId, age: CodeAge) {
         self.tables()
             .ages
