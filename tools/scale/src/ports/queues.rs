@@ -39,6 +39,11 @@ impl SimReasonQueue {
     }
 }
 
+/// One SQS API call's time (`services::sqs::REQUEST_LATENCY`), waited before it is sent.
+async fn call() {
+    tokio::time::sleep(crate::services::sqs::REQUEST_LATENCY).await;
+}
+
 fn reason_message(reason: &RefreshReason) -> Outgoing {
     Outgoing::new(&reason.group_id(), &reason.to_json()).deduplicated_by(&reason.deduplication_id())
 }
@@ -46,6 +51,7 @@ fn reason_message(reason: &RefreshReason) -> Outgoing {
 #[async_trait::async_trait]
 impl ReasonQueue for SimReasonQueue {
     async fn send(&self, reason: &RefreshReason) -> Result<(), StoreError> {
+        call().await;
         self.sqs
             .send(&self.queue, reason_message(reason))
             .map_err(unavailable("refresh queue"))?;
@@ -56,6 +62,7 @@ impl ReasonQueue for SimReasonQueue {
     async fn send_all(&self, reasons: &[RefreshReason]) -> Result<(), StoreError> {
         for chunk in reasons.chunks(MAX_BATCH) {
             let messages: Vec<Outgoing> = chunk.iter().map(reason_message).collect();
+            call().await;
             self.sqs
                 .send_batch(&self.queue, &messages)
                 .map_err(unavailable("refresh queue"))?;
@@ -84,6 +91,7 @@ impl SimFanOutQueue {
 #[async_trait::async_trait]
 impl FanOutQueue for SimFanOutQueue {
     async fn send(&self, fan_out: &FanOut) -> Result<(), StoreError> {
+        call().await;
         self.sqs
             .send(&self.queue, Outgoing::new("", &fan_out.to_json()))
             .map_err(unavailable("fan-out queue"))?;
@@ -119,6 +127,7 @@ impl domain::batch::DeadLetters for SimDeadLetters {
         _reason: &str,
     ) -> Result<(), StoreError> {
         let group = if group.is_empty() { "unknown" } else { group };
+        call().await;
         self.sqs
             .send(
                 &self.queue,
@@ -154,7 +163,8 @@ impl SimRetryQueues {
         }
     }
 
-    fn send(&self, queue: &str, reason: &RetriedReason) -> Result<(), StoreError> {
+    async fn send(&self, queue: &str, reason: &RetriedReason) -> Result<(), StoreError> {
+        call().await;
         let message = Outgoing::new(&reason.reason.group_id(), &reason.to_json())
             .deduplicated_by(&reason.deduplication_id());
         self.sqs
@@ -173,15 +183,15 @@ impl RetryQueues for SimRetryQueues {
             .find(|(d, _)| *d == delay)
             .map(|(_, queue)| queue.as_str())
             .ok_or_else(|| StoreError::new("retry queue", "no queue for this delay"))?;
-        self.send(queue, reason)
+        self.send(queue, reason).await
     }
 
     async fn forward(&self, reason: &RetriedReason) -> Result<(), StoreError> {
-        self.send(&self.refresh_queue, reason)
+        self.send(&self.refresh_queue, reason).await
     }
 
     async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError> {
-        self.send(&self.slow_queue, reason)
+        self.send(&self.slow_queue, reason).await
     }
 }
 
@@ -207,6 +217,7 @@ impl Inbox for SimInbox {
     async fn persist(&self, message: &InboxMessage) -> Result<(), StoreError> {
         let outgoing = Outgoing::new(&message.group_id(), &message.to_json())
             .deduplicated_by(message.deduplication_id());
+        call().await;
         self.sqs
             .send(&self.queue, outgoing)
             .map_err(unavailable("inbox queue"))?;
@@ -247,6 +258,9 @@ impl QuotaNotifier for QuotaEvents {
         let detail =
             serde_json::to_value(event).map_err(|e| StoreError::new("quota event bus", e))?;
         self.put_events.fetch_add(1, Ordering::Relaxed);
+        // PutEvents: one API call, as long as an SQS one [assumption]; the rule's delivery to
+        // the queue is EventBridge's, not the caller's.
+        call().await;
         if let Some(queue) = &self.target_queue {
             let envelope = serde_json::json!({
                 "source": adapters::eventbridge::SOURCE,

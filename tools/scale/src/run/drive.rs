@@ -225,7 +225,11 @@ pub(super) async fn drive(
         let at = at_ms(now_ms);
         if now_ms % 60_000 == 0 {
             shift_edges(profile, &tenants, &zones, &data, &shared, at, now_ms).await;
-            timeline.push(sample(&data, &shared, now_ms));
+            let sampled = sample(&data, &shared, now_ms);
+            if (now_ms - start_ms) % (5 * 60_000) == 0 {
+                progress(&world, zone, sampled, wall.elapsed());
+            }
+            timeline.push(sampled);
         }
         for happening in happenings.second(at) {
             let draw = happenings.uniform();
@@ -361,6 +365,23 @@ fn drained(world: &World<MeteredStore>, shared: &Shared) -> bool {
             .iter()
             .filter(|(queue, _)| consumed(queue))
             .all(|(_, s)| s.visible + s.in_flight + s.delayed == 0)
+}
+
+/// A line on stderr every five simulated minutes, for whoever waits on a long run.
+fn progress(world: &World<MeteredStore>, zone: Tz, sampled: (u64, u64, u64, u64), wall: Duration) {
+    let (at, behind, waiting, oldest) = sampled;
+    let queued: usize = world
+        .sqs
+        .sample()
+        .iter()
+        .map(|(_, s)| s.visible + s.in_flight + s.delayed)
+        .sum();
+    eprintln!(
+        "{} after {:.0} s: {waiting} facts waiting (oldest {} s), {queued} messages queued, the tick {behind} min behind",
+        at_ms(at).with_timezone(&zone).format("%H:%M"),
+        wall.as_secs_f64(),
+        oldest / 1000
+    );
 }
 
 fn at_ms(ms: u64) -> DateTime<Utc> {

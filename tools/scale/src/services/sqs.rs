@@ -477,6 +477,12 @@ impl State {
 
 /// Every queue of the simulated account. Message ids are `m<n>` in send order, so a seed
 /// gives the same ids on every run.
+/// How long one SQS API call (a send, a batch send) takes from the caller's side
+/// [assumption: AWS publishes no latency; ~10 ms within a region is what SDK clients see].
+/// The ports wait it before each call, so a sender's throughput is bounded as on AWS: a tick
+/// sending one message per code sends about 100 a second.
+pub const REQUEST_LATENCY: std::time::Duration = std::time::Duration::from_millis(10);
+
 pub struct Sqs {
     state: Mutex<State>,
 }
