@@ -18,6 +18,7 @@ pub use truth::TrueAdds;
 
 use crate::observe::Seen;
 use domain::ids::{CodeId, StaffId, TenantId};
+use domain::refresh::Tally;
 use std::collections::{BTreeMap, HashMap};
 
 type CodeKey = (TenantId, CodeId);
@@ -49,6 +50,8 @@ pub struct ClassFigures {
     pub waiting_ms: Vec<u32>,
     pub scans: u64,
     pub misrouted: u64,
+    /// What the refresh invocations did for the class's tenants, summed.
+    pub refreshes: Tally,
 }
 
 pub struct Measure {
@@ -142,6 +145,11 @@ impl Measure {
                     if let Some(track) = self.codes.get_mut(&key) {
                         track.landed_since_read = true;
                     }
+                }
+            }
+            Seen::Tallied { tenant, tally } => {
+                if let Some(figures) = self.class_figures(&tenant) {
+                    add_tally(&mut figures.refreshes, &tally);
                 }
             }
             Seen::LeaseReleased {
@@ -238,6 +246,19 @@ impl Measure {
     pub fn touched(&self) -> impl Iterator<Item = &CodeKey> {
         self.codes.keys()
     }
+}
+
+fn add_tally(sum: &mut Tally, one: &Tally) {
+    sum.reasons += one.reasons;
+    sum.recomputes += one.recomputes;
+    sum.pushes += one.pushes;
+    sum.unchanged += one.unchanged;
+    sum.starved += one.starved;
+    sum.requeued_budget += one.requeued_budget;
+    sum.requeued_throttled += one.requeued_throttled;
+    sum.requeued_lease += one.requeued_lease;
+    sum.to_slow_lane += one.to_slow_lane;
+    sum.slow_interval_waits += one.slow_interval_waits;
 }
 
 /// The member WeCom routes a native code's scan to: uniformly among the list it holds.

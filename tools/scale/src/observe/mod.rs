@@ -4,6 +4,7 @@
 //! moment WeCom holds a list recomputed from it) and mis-assignments.
 
 use domain::ids::{CodeId, TenantId};
+use domain::refresh::Tally;
 use std::sync::Mutex;
 
 /// One port-level event the report reads, in virtual epoch milliseconds.
@@ -21,6 +22,8 @@ pub enum Seen {
         users: Vec<String>,
         at_ms: u64,
     },
+    /// `CodeRecords::record_tally`: what one refresh invocation did for the tenant.
+    Tallied { tenant: TenantId, tally: Tally },
     /// `CodeLeases::release`: the refresh of this code is over.
     LeaseReleased {
         tenant: TenantId,
@@ -59,6 +62,13 @@ impl Trace {
             config_id: config_id.to_owned(),
             users: users.to_vec(),
             at_ms,
+        });
+    }
+
+    pub fn tallied(&self, tenant: &TenantId, tally: &Tally) {
+        self.see(|| Seen::Tallied {
+            tenant: tenant.clone(),
+            tally: *tally,
         });
     }
 

@@ -1092,6 +1092,7 @@ impl CodeRecords for MeteredStore {
         let bytes = tally_bytes(&key);
         self.write(Kind::UpdateItem, Touch::new(key, bytes)).await?;
         self.data.record_tally(tenant, day, tally).await?;
+        self.trace.tallied(tenant, tally);
         if tally.requeued_budget + tally.requeued_throttled > 0 {
             // The platform's per-minute count of put-off refreshes (`record_requeues`).
             let minute = now_ms() / 60_000;

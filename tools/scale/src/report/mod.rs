@@ -95,6 +95,43 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
     let _ = writeln!(out, "## Work done\n");
     let _ = writeln!(
         out,
+        "{:<8} {:>10} {:>10} {:>9} {:>10} {:>8} {:>10} {:>10} {:>8} {:>9} {:>9}",
+        "class",
+        "reasons",
+        "recomputes",
+        "pushes",
+        "unchanged",
+        "starved",
+        "put off",
+        "45009/33",
+        "lease",
+        "to slow",
+        "slow wait"
+    );
+    for (name, figures) in o.class_names.iter().zip(&o.measure.classes) {
+        let t = &figures.refreshes;
+        let _ = writeln!(
+            out,
+            "{:<8} {:>10} {:>10} {:>9} {:>10} {:>8} {:>10} {:>10} {:>8} {:>9} {:>9}",
+            name,
+            thousands(u64::from(t.reasons)),
+            thousands(u64::from(t.recomputes)),
+            thousands(u64::from(t.pushes)),
+            thousands(u64::from(t.unchanged)),
+            thousands(u64::from(t.starved)),
+            thousands(u64::from(t.requeued_budget)),
+            thousands(u64::from(t.requeued_throttled)),
+            thousands(u64::from(t.requeued_lease)),
+            thousands(u64::from(t.to_slow_lane)),
+            thousands(u64::from(t.slow_interval_waits))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  (the refresh function's own tally: put off = its tenant's budget spent)\n"
+    );
+    let _ = writeln!(
+        out,
         "lists WeCom took: {}; WeCom calls accepted: {}; refused (45009) by window: {}",
         thousands(o.measure.lists_landed),
         thousands(o.wecom.accepted),
