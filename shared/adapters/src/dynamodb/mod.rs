@@ -83,6 +83,16 @@ impl DynamoStore {
             .sent
             .load(std::sync::atomic::Ordering::Relaxed)
     }
+
+    /// `requests_sent` by operation (`GetItem`, `TransactWriteItems`...), for comparing with
+    /// what the scale simulation meters for the same domain call (`tests/scale_fidelity.rs`).
+    pub fn requests_by_operation(&self) -> std::collections::BTreeMap<String, u64> {
+        self.requests
+            .by_operation
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// Counts the requests a client transmits, for the refresh tally's `store_requests` (the
@@ -95,6 +105,8 @@ struct RequestCounter {
     sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// `sent` as it will be once the last tally write has gone out.
     at_last_tally: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// `sent` by operation, named by the request's `X-Amz-Target` (`DynamoDB_20120810.GetItem`).
+    by_operation: std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>,
 }
 
 impl RequestCounter {
@@ -115,11 +127,19 @@ impl aws_sdk_dynamodb::config::Intercept for RequestCounter {
 
     fn read_before_transmit(
         &self,
-        _context: &aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef<'_>,
+        context: &aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef<'_>,
         _runtime_components: &aws_sdk_dynamodb::config::RuntimeComponents,
         _cfg: &mut aws_sdk_dynamodb::config::ConfigBag,
     ) -> Result<(), aws_sdk_dynamodb::error::BoxError> {
         self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let target = context.request().headers().get("x-amz-target");
+        let operation = target.map_or("unknown", |t| t.rsplit('.').next().unwrap_or(t));
+        *self
+            .by_operation
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(operation.to_owned())
+            .or_default() += 1;
         Ok(())
     }
 }

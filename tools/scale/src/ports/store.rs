@@ -24,6 +24,7 @@
 //! | `CodeRecords::record_tally` | UpdateItem `STATS#REFRESH#day`; when requeued for budget or throttle, UpdateItem `REQUEUES#shard / MINUTE#m` |
 //! | `CodeRecords::record_push` | TransactWriteItems [Put `PUSHED#c`, Put `PUSHLOG#c#..`, ConditionCheck `LEASE#c`] |
 //! | `CodeRecords::record_starved`, `record_rotation` | TransactWriteItems [Update `PUSHED#c`, ConditionCheck `LEASE#c`] |
+//! | `RotationCounter::count_visit` (the landing page) | UpdateItem `PUSHED#c` (refused or not) |
 //! | `CodeRecords::keep_link` | UpdateItem `STAFF#s` |
 //! | `FailureMarks::mark_code_gone` / `mark_staff_unusable` | UpdateItem `CODE#c` / `STAFF#s` |
 //! | `DirtyMarks::mark_dirty` | UpdateItem `DIRTY#c` +idx (`gsi1` dirty shard) |
@@ -87,6 +88,7 @@ use domain::fakes::{FakeBudget, InMemoryStore};
 use domain::fanout::CodeIndex;
 use domain::ids::{CodeId, DepartmentId, StaffId, TenantId};
 use domain::intake::{InboxMessage, MessageGroup};
+use domain::landing::{Counted, RotationCounter};
 use domain::lanes::CodeAge;
 use domain::membership::{
     candidates, AddCounts, CodeConfig, Employment, RotationSlot, StaffFacts, Switches,
@@ -631,7 +633,13 @@ pub struct MeteredStore {
     meter: Arc<DynamoDb>,
     trace: Arc<Trace>,
     log: RequestLog,
+    /// The landing page's counter on each `PUSHED#` record, with the push it counts since
+    /// (`pushed_at_ms`): the in-memory store keeps no visits.
+    visits: Arc<Mutex<VisitCounters>>,
 }
+
+/// Each code's landing-page counter: (the push it counts since, visits).
+type VisitCounters = HashMap<(TenantId, CodeId), (u64, u64)>;
 
 impl MeteredStore {
     pub fn new(data: InMemoryStore, meter: Arc<DynamoDb>, trace: Arc<Trace>) -> Self {
@@ -640,6 +648,7 @@ impl MeteredStore {
             meter,
             trace,
             log: RequestLog::default(),
+            visits: Arc::default(),
         }
     }
 
@@ -1228,6 +1237,49 @@ impl DirtyMarks for MeteredStore {
         let bytes = Size::of(&key).n("repaired", 100).bytes();
         self.write(Kind::UpdateItem, Touch::new(key, bytes)).await?;
         self.data.count_repaired(tenant, day).await
+    }
+}
+
+// ------------------------------------------------------------------------ the landing page
+
+#[async_trait::async_trait]
+impl RotationCounter for MeteredStore {
+    /// One conditional `UpdateItem` on `PUSHED#c` (`ADD visits`), refused or not: the adapter
+    /// tells a missing, native or starved record apart from the refusal's old item. The
+    /// counter starts again with each push, which writes the record whole.
+    async fn count_visit(&self, tenant: &TenantId, code: &CodeId) -> Result<Counted, StoreError> {
+        let pushed = self.data.stored_pushed(tenant, code);
+        let bytes = pushed.as_ref().map_or(0, |pushed| {
+            Size(pushed_list_bytes(tenant, code, pushed))
+                .n("visits", 1_000)
+                .bytes()
+        });
+        let touch = Touch::new(ItemKey::pushed(tenant, code), bytes);
+        self.write(Kind::UpdateItem, touch).await?;
+        let Some(pushed) = pushed else {
+            return Ok(Counted::NoSuchCode);
+        };
+        if pushed.starved {
+            return Ok(Counted::Starved);
+        }
+        let Some(rotation) = pushed.rotation else {
+            return Ok(Counted::NotRotating);
+        };
+        let mut visits = self
+            .visits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let counter = visits
+            .entry((tenant.clone(), code.clone()))
+            .or_insert((pushed.pushed_at_ms, 0));
+        if counter.0 != pushed.pushed_at_ms {
+            *counter = (pushed.pushed_at_ms, 0);
+        }
+        counter.1 += 1;
+        Ok(Counted::Visit {
+            number: counter.1,
+            rotation,
+        })
     }
 }
 

@@ -512,3 +512,45 @@ async fn the_codes_of_a_staff_member_in_a_department_add_a_query_of_the_departme
         sent(&[(Kind::Query, 2), (Kind::GetItem, 1)])
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_landing_visit_is_one_conditional_update_and_counts_on_from_the_last_push() {
+    let rotating = store();
+    let rotation: Vec<RotationSlot> = members()[..2]
+        .iter()
+        .map(|member| RotationSlot {
+            staff: member.clone(),
+            takes: 1,
+            link: Some(format!("https://work.weixin.qq.com/ca/{member}")),
+        })
+        .collect();
+    let mut snapshot = snapshot_of(members()[..2].to_vec());
+    if let Some(pushed) = snapshot.last_pushed.as_mut() {
+        pushed.rotation = Some(rotation);
+    }
+    rotating.data().load_snapshot(&tenant(), &code(), &snapshot);
+    let page = domain::landing::LandingPage::new(rotating.clone());
+    let mut picked = Vec::new();
+    for _ in 0..3 {
+        match page.visit("acme", "code-1").await.expect("counted") {
+            domain::landing::Landing::Chat { staff, number, .. } => picked.push((staff, number)),
+            other => panic!("{other:?}"),
+        }
+    }
+    let numbers: Vec<u64> = picked.iter().map(|(_, number)| *number).collect();
+    assert_eq!(numbers, [1, 2, 3]);
+    assert_ne!(picked[0].0, picked[1].0, "the rotation moves on");
+    assert_eq!(
+        rotating.requests().by_kind(),
+        sent(&[(Kind::UpdateItem, 3)])
+    );
+    // A native code's visit is refused by the condition, still one request.
+    let native = store();
+    load_code(&native, members());
+    let landing = domain::landing::LandingPage::new(native.clone())
+        .visit("acme", "code-1")
+        .await
+        .expect("counted");
+    assert_eq!(landing, domain::landing::Landing::NotOnLandingPage);
+    assert_eq!(native.requests().by_kind(), sent(&[(Kind::UpdateItem, 1)]));
+}
