@@ -262,17 +262,18 @@ impl AdminStore for InMemoryStore {
     ) -> Result<(Vec<CodeSummary>, bool), StoreError> {
         let tables = self.available()?;
         let mut codes: Vec<CodeSummary> = tables
-            .codes
-            .iter()
-            .filter(|((t, code), _)| t == tenant && after.is_none_or(|after| code > after))
-            .map(|((_, code), stored)| CodeSummary {
-                code: code.clone(),
-                family: stored.code.config.family,
-                config_id: stored.code.config_id.clone(),
-                version: stored.version,
+            .tenant_codes_after(tenant, after, limit.saturating_add(1))
+            .into_iter()
+            .filter_map(|code| {
+                let stored = tables.codes.get(&(tenant.clone(), code.clone()))?;
+                Some(CodeSummary {
+                    code: code.clone(),
+                    family: stored.code.config.family,
+                    config_id: stored.code.config_id.clone(),
+                    version: stored.version,
+                })
             })
             .collect();
-        codes.sort_by(|a, b| a.code.cmp(&b.code));
         let more = codes.len() > limit;
         codes.truncate(limit);
         Ok((codes, more))
@@ -310,14 +311,11 @@ impl AdminStore for InMemoryStore {
 
     async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError> {
         let tables = self.available()?;
-        let mut codes: Vec<CodeId> = tables
-            .codes
-            .keys()
-            .filter(|(t, _)| t == tenant)
-            .map(|(_, code)| code.clone())
-            .collect();
-        codes.sort();
-        Ok(codes)
+        Ok(tables
+            .tenant_codes_after(tenant, None, usize::MAX)
+            .into_iter()
+            .cloned()
+            .collect())
     }
 
     async fn code(
@@ -387,6 +385,7 @@ impl AdminStore for InMemoryStore {
             plan,
             |tables| {
                 tables.ages.insert(key.clone(), age);
+                tables.stored_code_id(&key.0, &key.1);
                 tables.codes.insert(key, stored);
             },
             |tables| tables.code_owed.entry(owned_key.clone()).or_default(),
@@ -405,6 +404,9 @@ impl AdminStore for InMemoryStore {
         let mut tables = self.available()?;
         let key = (tenant.clone(), code.clone());
         tables.codes.remove(&key);
+        if let Some(codes) = tables.tenant_codes.get_mut(tenant) {
+            codes.remove(code);
+        }
         tables.ages.remove(&key);
         tables.code_index.remove_code(&key);
         tables.code_owed.remove(&key);

@@ -85,6 +85,9 @@ struct Tables {
     corp_claims: HashMap<String, TenantId>,
     staff: HashMap<StaffKey, StaffFacts>,
     codes: HashMap<CodeKey, VersionedCode>,
+    /// Each tenant's code ids in order, as the table's sort key orders them (`CODE#` items):
+    /// a tenant's page of codes reads that tenant's ids, not every code of every tenant.
+    tenant_codes: HashMap<TenantId, BTreeSet<CodeId>>,
     /// When each code was created and last edited (`CodeRecords::age`).
     ages: HashMap<CodeKey, CodeAge>,
     pushed: HashMap<CodeKey, PushedList>,
@@ -207,6 +210,28 @@ impl Tables {
     }
 
     /// The codes whose index lists `seat`, in id order.
+    fn stored_code_id(&mut self, tenant: &TenantId, code: &CodeId) {
+        self.tenant_codes
+            .entry(tenant.clone())
+            .or_default()
+            .insert(code.clone());
+    }
+
+    /// Up to `limit` of the tenant's code ids after `after`, in order.
+    fn tenant_codes_after(
+        &self,
+        tenant: &TenantId,
+        after: Option<&CodeId>,
+        limit: usize,
+    ) -> Vec<&CodeId> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let Some(codes) = self.tenant_codes.get(tenant) else {
+            return Vec::new();
+        };
+        let from = after.map_or(Unbounded, |after| Excluded(after.clone()));
+        codes.range((from, Unbounded)).take(limit).collect()
+    }
+
     fn codes_seating(&self, tenant: &TenantId, seats: &[Seat]) -> Vec<CodeId> {
         self.code_index.codes_with_any(tenant, seats)
     }
@@ -457,6 +482,7 @@ impl InMemoryStore {
         let key = (tenant.clone(), code.clone());
         tables.code_index.replace(&key, seats(&stored.config));
         tables.ages.insert(key.clone(), age);
+        tables.stored_code_id(tenant, code);
         tables.codes.insert(
             key,
             VersionedCode {
@@ -485,6 +511,7 @@ impl InMemoryStore {
         tables
             .code_index
             .replace(&key, seats(&snapshot.code.config));
+        tables.stored_code_id(tenant, code);
         tables.codes.insert(
             key.clone(),
             VersionedCode {

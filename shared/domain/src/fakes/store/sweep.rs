@@ -261,15 +261,11 @@ impl DriftLedger for InMemoryStore {
         limit: usize,
     ) -> Result<Vec<CodeId>, StoreError> {
         let tables = self.available()?;
-        let mut codes: Vec<CodeId> = tables
-            .codes
-            .keys()
-            .filter(|(t, c)| t == tenant && after.is_none_or(|after| c > after))
-            .map(|(_, c)| c.clone())
-            .collect();
-        codes.sort();
-        codes.truncate(limit);
-        Ok(codes)
+        Ok(tables
+            .tenant_codes_after(tenant, after, limit)
+            .into_iter()
+            .cloned()
+            .collect())
     }
 
     async fn add_to_report(
