@@ -4,11 +4,11 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use qrsync_scale::day::DayCurve;
 use qrsync_scale::population::Population;
-use qrsync_scale::profile::{default_profile_path, Profile};
-use qrsync_scale::settings::{parse_override, project_template, Settings};
 use qrsync_scale::ports::wecom::EgressIps;
+use qrsync_scale::profile::{default_profile_path, Profile};
 use qrsync_scale::report::{self, chart, MonthScale};
 use qrsync_scale::run::{RunOptions, Stretch};
+use qrsync_scale::settings::{parse_override, project_template, Settings};
 use qrsync_scale::show;
 use std::path::PathBuf;
 
@@ -38,6 +38,13 @@ enum Command {
     },
     /// Runs a stretch of the campaign day through the domain's own code and prints the report.
     Run(RunArgs),
+    /// Runs `make bench`'s tenant and phase 1 through the simulated deployment and prints the
+    /// drain time and pushes per minute next to the bench's recorded figures.
+    Bench {
+        /// A template parameter besides the Makefile's bench budget: `--parameter Name=value`.
+        #[arg(long = "parameter", value_parser = parse_override)]
+        parameters: Vec<(String, String)>,
+    },
     /// Loads the population into the in-memory table and prints what it took (time, memory).
     Load {
         #[arg(long, default_value_os_t = default_profile_path())]
@@ -155,6 +162,18 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Run(args) => run(args)?,
+        Command::Bench { parameters } => {
+            use qrsync_scale::plan::{bench, simulated};
+            let mut overrides = bench::budget_overrides(&bench::project_makefile())
+                .map_err(|e| anyhow::anyhow!(e))?;
+            overrides.extend(parameters);
+            print!(
+                "{}",
+                simulated::comparison_text(&simulated::phase_one_on(Settings::read_project(
+                    &overrides
+                )?)?)
+            );
+        }
         Command::Profile {
             profile,
             seed,
