@@ -430,7 +430,7 @@ pub fn comparison_text(simulated: &Simulated) -> String {
     let r = RECORDED;
     let pct = bench::difference_percent;
     let mut out = format!(
-        "make bench, phase 1, run through the simulated deployment at {}/min (the Makefile's BENCH_BUDGET_PER_MINUTE)\n\
+        "make bench, phase 1, run through the simulated deployment at a budget of {}/min (the refresh function's, as built)\n\
          tenant: {} staff, {} codes of {} members (the bench's own draws, seed {}); seeded in {:.1} virtual min\n\
          drive: {} staff changes in {} rounds, {} reasons\n\n",
         simulated.budget_per_minute,
