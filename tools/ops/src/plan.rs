@@ -119,7 +119,7 @@ pub async fn run(args: Args, stack: &str, api_url: Option<&str>, json: bool) -> 
     // `qrsync-scale` (the domain's own functions on the simulated services).
     let simulated = if args.bench {
         let settings = settings.clone();
-        Some(tokio::task::spawn_blocking(move || simulated::phase_one_on(settings)).await??)
+        Some(tokio::task::spawn_blocking(move || simulated::phases_on(settings, true)).await??)
     } else {
         None
     };

@@ -38,8 +38,8 @@ enum Command {
     },
     /// Runs a stretch of the campaign day through the domain's own code and prints the report.
     Run(RunArgs),
-    /// Runs `make bench`'s tenant and phase 1 through the simulated deployment and prints the
-    /// drain time and pushes per minute next to the bench's recorded figures.
+    /// Runs `make bench`'s tenant and both phases through the simulated deployment and prints
+    /// the drain time and pushes per minute next to the bench's recorded figures.
     Bench {
         /// A template parameter besides the Makefile's bench budget: `--parameter Name=value`.
         #[arg(long = "parameter", value_parser = parse_override)]
@@ -169,9 +169,10 @@ fn main() -> anyhow::Result<()> {
             overrides.extend(parameters);
             print!(
                 "{}",
-                simulated::comparison_text(&simulated::phase_one_on(Settings::read_project(
-                    &overrides
-                )?)?)
+                simulated::comparison_text(&simulated::phases_on(
+                    Settings::read_project(&overrides)?,
+                    true
+                )?)
             );
         }
         Command::Profile {

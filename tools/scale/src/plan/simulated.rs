@@ -81,6 +81,8 @@ pub struct Simulated {
     pub tally: Tally,
     /// Codes whose WeCom list differs from the recompute of their final facts.
     pub differ: usize,
+    /// Phase 2, when it was asked for.
+    pub phase_two: Option<PhaseTwo>,
     /// The run's own wall time, seconds.
     pub wall_secs: f64,
 }
@@ -126,24 +128,25 @@ const CORP_ID: &str = "wwbenchsimulated0001";
 /// clock), so it may be called from inside another runtime.
 pub fn phase_one() -> anyhow::Result<Simulated> {
     let overrides = bench::budget_overrides(&bench::project_makefile()).map_err(|e| anyhow!(e))?;
-    phase_one_on(Settings::read_project(&overrides)?)
+    phases_on(Settings::read_project(&overrides)?, false)
 }
 
-/// The same on a deployment read elsewhere (another template, other parameters).
-pub fn phase_one_on(settings: Settings) -> anyhow::Result<Simulated> {
+/// The same on a deployment read elsewhere (another template, other parameters), and phase 2
+/// after phase 1 when `with_phase_two`.
+pub fn phases_on(settings: Settings, with_phase_two: bool) -> anyhow::Result<Simulated> {
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .start_paused(true)
             .build()
             .context("a runtime for the simulated bench")?;
-        runtime.block_on(simulate(settings))
+        runtime.block_on(simulate(settings, with_phase_two))
     })
     .join()
     .map_err(|_| anyhow!("the simulated bench panicked"))?
 }
 
-async fn simulate(settings: Settings) -> anyhow::Result<Simulated> {
+async fn simulate(settings: Settings, with_phase_two: bool) -> anyhow::Result<Simulated> {
     let wall = Instant::now();
     clock::start_at(START_MS);
     let budget_per_minute = settings.refresh.budget.per_minute;
@@ -167,12 +170,8 @@ async fn simulate(settings: Settings) -> anyhow::Result<Simulated> {
         trace,
         ..WorldOptions::default()
     };
-    // The sandbox's phase-1 limit per corp and API, a minute's and an hour's (`set_limits`).
-    options.wecom.limits = Limits {
-        corp_per_minute: u32::try_from(scenario::LIMIT_1).unwrap_or(u32::MAX),
-        corp_per_hour: u32::try_from(scenario::LIMIT_1 * 60).unwrap_or(u32::MAX),
-        ..options.wecom.limits
-    };
+    // The sandbox's phase-1 limit per corp and API, above the budget.
+    options.wecom.limits = corp_limits(scenario::LIMIT_1);
     let mut world = World::build(settings, store, options)?;
     world.start()?;
 
@@ -185,74 +184,180 @@ async fn simulate(settings: Settings) -> anyhow::Result<Simulated> {
     }
     let seeding_minutes = (clock::now_ms() - seeding_started) as f64 / MINUTE_MS as f64;
 
-    let tally_before = world.store.data().tally();
-    let started = tokio::time::Instant::now();
-    let started_ms = clock::now_ms();
     let mut online: BTreeMap<String, bool> = plan.staff.iter().map(|s| (s.clone(), true)).collect();
-    let (mut changes, mut reasons_sent) = (0usize, 0u64);
-    for round in 0..scenario::ROUNDS_1 {
-        tokio::time::sleep_until(
-            started + Duration::from_secs(scenario::ROUND_SECS * round as u64),
-        )
-        .await;
-        while queued(&world) > scenario::MAX_QUEUED {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-        let chosen: Vec<(String, bool)> = plan
-            .staff
-            .choose_multiple(&mut rng, scenario::ROUND_STAFF_1.min(plan.staff.len()))
-            .map(|staff| (staff.clone(), !online[staff]))
-            .collect();
-        let admin = world.admin()?;
-        for (staff, now_online) in chosen {
-            let body = json!({ "online": now_online }).to_string();
-            let command = || PutStaff::parse(TENANT, &staff, &body);
-            put(&format!("PUT staff {staff}"), || async {
-                admin.put_staff(command()?).await.map(drop)
-            })
-            .await?;
-            reasons_sent += plan.codes_of(&staff);
-            online.insert(staff, now_online);
-            changes += 1;
-        }
-    }
-    if !drained(&world).await {
-        bail!("phase 1 did not drain");
-    }
-    let ended_ms = clock::now_ms();
-    let tally = difference(world.store.data().tally(), tally_before);
-    let differ = differing(&world, &plan).await?;
-    world.stop();
-
-    let landed = landed
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
-    let per_minute = per_minute(&landed, started_ms, ended_ms);
-    let warm: &[u64] = if per_minute.len() > 2 {
-        &per_minute[1..per_minute.len() - 1]
-    } else {
-        &[]
+    let mut drive = Drive {
+        world: &world,
+        plan: &plan,
+        rng: &mut rng,
+        online: &mut online,
+        landed: &landed,
     };
+    let one = drive
+        .phase("phase 1", scenario::ROUNDS_1, scenario::ROUND_STAFF_1)
+        .await?;
+    let differ = differing(&world, &plan).await?;
+    let phase_two = if with_phase_two {
+        // The sandbox's phase-2 limit, below the budget: WeCom answers 45009.
+        world
+            .wecom
+            .service()
+            .set_limits(corp_limits(scenario::LIMIT_2));
+        let refused_before = refused(&world);
+        let mut drive = Drive {
+            world: &world,
+            plan: &plan,
+            rng: &mut rng,
+            online: &mut online,
+            landed: &landed,
+        };
+        let two = drive
+            .phase("phase 2", scenario::ROUNDS_2, scenario::ROUND_STAFF_2)
+            .await?;
+        Some(PhaseTwo {
+            refused_45009: refused(&world) - refused_before,
+            differ: differing(&world, &plan).await?,
+            measured: two,
+        })
+    } else {
+        None
+    };
+    world.stop();
     Ok(Simulated {
         budget_per_minute,
         staff: plan.staff.len(),
         codes: plan.codes.len(),
         seeding_minutes,
-        changes,
-        reasons_sent,
-        phase_minutes: (ended_ms - started_ms) as f64 / MINUTE_MS as f64,
-        pushes_per_warm_minute: if warm.is_empty() {
-            0.0
-        } else {
-            warm.iter().sum::<u64>() as f64 / warm.len() as f64
-        },
-        warm_minutes: warm.len(),
-        per_minute,
-        tally,
+        changes: one.changes,
+        reasons_sent: one.reasons_sent,
+        phase_minutes: one.minutes,
+        pushes_per_warm_minute: one.pushes_per_warm_minute,
+        warm_minutes: one.warm_minutes,
+        per_minute: one.per_minute,
+        tally: one.tally,
         differ,
+        phase_two,
         wall_secs: wall.elapsed().as_secs_f64(),
     })
+}
+
+/// WeCom's limits per corp and API as the sandbox's `set_limits(limit, limit * 60)` sets them.
+fn corp_limits(per_minute: u64) -> Limits {
+    Limits {
+        corp_per_minute: u32::try_from(per_minute).unwrap_or(u32::MAX),
+        corp_per_hour: u32::try_from(per_minute * 60).unwrap_or(u32::MAX),
+        ..Limits::PUBLISHED
+    }
+}
+
+/// Calls WeCom refused for a window (45009) so far.
+fn refused(world: &World<MeteredStore>) -> u64 {
+    world
+        .wecom
+        .service()
+        .counters()
+        .refused_by_window
+        .values()
+        .sum()
+}
+
+/// One phase as measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    pub changes: usize,
+    pub reasons_sent: u64,
+    pub minutes: f64,
+    pub per_minute: Vec<u64>,
+    pub pushes_per_warm_minute: f64,
+    pub warm_minutes: usize,
+    pub tally: Tally,
+}
+
+/// Phase 2: the sandbox's limit below the budget.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseTwo {
+    pub measured: Measured,
+    pub refused_45009: u64,
+    pub differ: usize,
+}
+
+/// What a phase's rounds work on: the world, the bench's draws so far and its staff's flags.
+struct Drive<'a> {
+    world: &'a World<MeteredStore>,
+    plan: &'a Plan,
+    rng: &'a mut StdRng,
+    online: &'a mut BTreeMap<String, bool>,
+    landed: &'a Mutex<Vec<u64>>,
+}
+
+impl Drive<'_> {
+    /// `Bench::phase`: the rounds, each held while the work queues are deep, then the drain.
+    async fn phase(
+        &mut self,
+        name: &str,
+        rounds: usize,
+        round_staff: usize,
+    ) -> anyhow::Result<Measured> {
+        let world = self.world;
+        let tally_before = world.store.data().tally();
+        let started = tokio::time::Instant::now();
+        let started_ms = clock::now_ms();
+        let (mut changes, mut reasons_sent) = (0usize, 0u64);
+        for round in 0..rounds {
+            tokio::time::sleep_until(
+                started + Duration::from_secs(scenario::ROUND_SECS * round as u64),
+            )
+            .await;
+            while queued(world) > scenario::MAX_QUEUED {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            let chosen: Vec<(String, bool)> = self
+                .plan
+                .staff
+                .choose_multiple(self.rng, round_staff.min(self.plan.staff.len()))
+                .map(|staff| (staff.clone(), !self.online[staff]))
+                .collect();
+            let admin = world.admin()?;
+            for (staff, now_online) in chosen {
+                let body = json!({ "online": now_online }).to_string();
+                let command = || PutStaff::parse(TENANT, &staff, &body);
+                put(&format!("PUT staff {staff}"), || async {
+                    admin.put_staff(command()?).await.map(drop)
+                })
+                .await?;
+                reasons_sent += self.plan.codes_of(&staff);
+                self.online.insert(staff, now_online);
+                changes += 1;
+            }
+        }
+        if !drained(world).await {
+            bail!("{name} did not drain");
+        }
+        let ended_ms = clock::now_ms();
+        let landed = self
+            .landed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let per_minute = per_minute(&landed, started_ms, ended_ms);
+        let warm: &[u64] = if per_minute.len() > 2 {
+            &per_minute[1..per_minute.len() - 1]
+        } else {
+            &[]
+        };
+        Ok(Measured {
+            changes,
+            reasons_sent,
+            minutes: (ended_ms - started_ms) as f64 / MINUTE_MS as f64,
+            pushes_per_warm_minute: if warm.is_empty() {
+                0.0
+            } else {
+                warm.iter().sum::<u64>() as f64 / warm.len() as f64
+            },
+            warm_minutes: warm.len(),
+            per_minute,
+            tally: difference(world.store.data().tally(), tally_before),
+        })
+    }
 }
 
 /// The tenant, its staff and its codes through the admin API, as the bench seeds them.
@@ -496,15 +601,67 @@ pub fn comparison_text(simulated: &Simulated) -> String {
         0,
     );
     out.push_str(&format!(
-        "\n  warm minutes: {} (recorded 22); requeues for budget {} (recorded 21,033); codes differing {}\n  \
-         (recorded figures: docs/local-world.md, \"Benchmark: make bench\"; simulated in {:.1} s of wall time)\n",
+        "\n  warm minutes: {} (recorded 22); requeues for budget {} (recorded 21,033); codes differing {}\n",
         simulated.warm_minutes,
         simulated.tally.requeued_budget,
         simulated.differ,
+    ));
+    if let Some(two) = &simulated.phase_two {
+        let m = &two.measured;
+        out.push_str(&format!(
+            "\nphase 2: WeCom's limit at {}/min, below the budget; {} staff changes, {} reasons\n",
+            scenario::LIMIT_2,
+            m.changes,
+            m.reasons_sent
+        ));
+        let mut line = |name: &str, predicted: f64, recorded: f64, decimals: usize| {
+            out.push_str(&format!(
+                "  {name:<34} {predicted:>10.decimals$} {recorded:>10.decimals$} {:>+7.1}%\n",
+                pct(predicted, recorded)
+            ));
+        };
+        let r2 = RECORDED_PHASE_TWO;
+        line("drain time (min)", m.minutes, r2.phase_minutes, 1);
+        line(
+            "pushes per warm minute",
+            m.pushes_per_warm_minute,
+            r2.pushes_per_warm_minute,
+            1,
+        );
+        line(
+            "reasons driven",
+            m.reasons_sent as f64,
+            r2.reasons as f64,
+            0,
+        );
+        line("pushes", f64::from(m.tally.pushes), r2.pushes as f64, 0);
+        line(
+            "45009 answers",
+            two.refused_45009 as f64,
+            RECORDED_PHASE_TWO_45009,
+            0,
+        );
+        out.push_str(&format!(
+            "\n  warm minutes: {} (recorded 4); codes differing {}\n",
+            m.warm_minutes, two.differ
+        ));
+    }
+    out.push_str(&format!(
+        "  (recorded figures: docs/local-world.md, \"Benchmark: make bench\"; simulated in {:.1} s of wall time)\n",
         simulated.wall_secs
     ));
     out
 }
+
+/// docs/local-world.md's phase 2 (the sandbox's limit at 400, the budget 540).
+pub const RECORDED_PHASE_TWO: bench::Recorded = bench::Recorded {
+    phase_minutes: 5.7,
+    pushes_per_warm_minute: 400.0,
+    reasons: 3_988,
+    pushes: 2_387,
+    unchanged: 1_600,
+};
+const RECORDED_PHASE_TWO_45009: f64 = 646.0;
 
 #[cfg(test)]
 mod tests {
@@ -527,6 +684,28 @@ mod tests {
             "pushes per warm minute: {simulated:?}"
         );
         assert_eq!(simulated.differ, 0, "every list converged");
+    }
+
+    #[test]
+    fn the_recorded_phase_two_is_still_what_docs_local_world_says() {
+        let page = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/local-world.md"),
+        )
+        .expect("docs/local-world.md");
+        for figure in [
+            "5.7 phase 2",
+            "400 in each of 4",
+            "3,988 / 3,996",
+            "3,988 / 2,387 / 1,600",
+            "646 (all requeued",
+            "21,770 / 12,935",
+            "21,735 / 21,809",
+        ] {
+            assert!(
+                page.contains(figure),
+                "docs/local-world.md no longer says {figure}"
+            );
+        }
     }
 
     #[test]
