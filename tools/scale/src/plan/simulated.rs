@@ -1,4 +1,4 @@
-//! `make bench`'s phase 1 run through the simulated deployment (issue 30, items 4 and 6): the
+//! `make bench`'s phases run through the simulated deployment (issue 30, items 4 and 6): the
 //! bench's tenant created through the admin API on the world built from `template.yaml` (the
 //! Makefile's bench budget applied), the bench's rounds of staff changes sent the way the bench
 //! sends them, and the domain's own functions draining them under virtual time. What comes out
@@ -25,10 +25,13 @@
 //! Pushes per warm minute: the lists WeCom accepted during the phase, per wall-clock minute,
 //! from the first minute with one to the last, less those two (`Phase::warm`).
 //!
+//! Phase 2 (`phases_on(_, true)`) follows on the same world: WeCom's limit lowered to the
+//! bench's phase-2 limit (`WeCom::set_limits`, as the sandbox's control API sets it), its rounds
+//! drawn on from the same generator. Its figures are printed, not asserted (see the README).
+//!
 //! Left out: the admin API's own latency and its concurrency (the simulated commands run one at
 //! a time; a staff change's answer comes in milliseconds of virtual time, not the emulator's
-//! seconds), and phase 2 (its lower WeCom limit would need the simulated WeCom's limits
-//! changed between phases).
+//! seconds).
 
 use super::bench::{self, scenario, RECORDED};
 use crate::observe::{Seen, Trace};
