@@ -604,7 +604,8 @@ pub fn comparison_text(simulated: &Simulated) -> String {
         0,
     );
     out.push_str(&format!(
-        "\n  warm minutes: {} (recorded 22); requeues for budget {} (recorded 21,033); codes differing {}\n",
+        "\n  pushes per minute: {:?}\n  warm minutes: {} (recorded 22); requeues for budget {} (recorded 21,033); codes differing {}\n",
+        simulated.per_minute,
         simulated.warm_minutes,
         simulated.tally.requeued_budget,
         simulated.differ,
@@ -645,8 +646,8 @@ pub fn comparison_text(simulated: &Simulated) -> String {
             0,
         );
         out.push_str(&format!(
-            "\n  warm minutes: {} (recorded 4); codes differing {}\n",
-            m.warm_minutes, two.differ
+            "\n  pushes per minute: {:?}\n  warm minutes: {} (recorded 4); codes differing {}\n",
+            m.per_minute, m.warm_minutes, two.differ
         ));
     }
     out.push_str(&format!(
