@@ -197,6 +197,13 @@ fn as_json(
                 "unchanged": s.tally.unchanged, "requeued_budget": s.tally.requeued_budget,
                 "per_minute": s.per_minute, "codes_differing": s.differ,
             },
+            "phase_two": s.phase_two.as_ref().map(|two| serde_json::json!({
+                "minutes": two.measured.minutes, "pushes_per_warm_minute": two.measured.pushes_per_warm_minute,
+                "reasons": two.measured.reasons_sent, "pushes": two.measured.tally.pushes,
+                "refused_45009": two.refused_45009, "per_minute": two.measured.per_minute,
+                "codes_differing": two.differ,
+                "recorded": { "minutes": simulated::RECORDED_PHASE_TWO.phase_minutes, "pushes_per_warm_minute": simulated::RECORDED_PHASE_TWO.pushes_per_warm_minute, "reasons": simulated::RECORDED_PHASE_TWO.reasons, "pushes": simulated::RECORDED_PHASE_TWO.pushes },
+            })),
             "recorded": { "minutes": bench::RECORDED.phase_minutes, "pushes_per_warm_minute": bench::RECORDED.pushes_per_warm_minute, "reasons": bench::RECORDED.reasons, "pushes": bench::RECORDED.pushes, "unchanged": bench::RECORDED.unchanged },
         })),
         "bench": replayed.map(|p| serde_json::json!({

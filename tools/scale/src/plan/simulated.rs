@@ -84,6 +84,8 @@ pub struct Simulated {
     pub tally: Tally,
     /// Codes whose WeCom list differs from the recompute of their final facts.
     pub differ: usize,
+    /// Phase 1's sends the FIFO queues dropped as repeats.
+    pub deduplicated: u64,
     /// Phase 2, when it was asked for.
     pub phase_two: Option<PhaseTwo>,
     /// The run's own wall time, seconds.
@@ -237,6 +239,7 @@ async fn simulate(settings: Settings, with_phase_two: bool) -> anyhow::Result<Si
         warm_minutes: one.warm_minutes,
         per_minute: one.per_minute,
         tally: one.tally,
+        deduplicated: one.deduplicated,
         differ,
         phase_two,
         wall_secs: wall.elapsed().as_secs_f64(),
@@ -250,6 +253,17 @@ fn corp_limits(per_minute: u64) -> Limits {
         corp_per_hour: u32::try_from(per_minute * 60).unwrap_or(u32::MAX),
         ..Limits::PUBLISHED
     }
+}
+
+/// Sends every queue dropped as repeats so far.
+fn deduplicated(world: &World<MeteredStore>) -> u64 {
+    world
+        .settings
+        .queues
+        .keys()
+        .filter_map(|queue| world.sqs.counters(queue).ok())
+        .map(|counters| counters.deduplicated)
+        .sum()
 }
 
 /// Calls WeCom refused for a window (45009) so far.
@@ -273,6 +287,8 @@ pub struct Measured {
     pub pushes_per_warm_minute: f64,
     pub warm_minutes: usize,
     pub tally: Tally,
+    /// Sends the FIFO queues dropped as repeats within their deduplication window.
+    pub deduplicated: u64,
 }
 
 /// Phase 2: the sandbox's limit below the budget.
@@ -302,6 +318,7 @@ impl Drive<'_> {
     ) -> anyhow::Result<Measured> {
         let world = self.world;
         let tally_before = world.store.data().tally();
+        let deduplicated_before = deduplicated(world);
         let started = tokio::time::Instant::now();
         let started_ms = clock::now_ms();
         let (mut changes, mut reasons_sent) = (0usize, 0u64);
@@ -359,6 +376,7 @@ impl Drive<'_> {
             warm_minutes: warm.len(),
             per_minute,
             tally: difference(world.store.data().tally(), tally_before),
+            deduplicated: deduplicated(world) - deduplicated_before,
         })
     }
 }
@@ -604,8 +622,9 @@ pub fn comparison_text(simulated: &Simulated) -> String {
         0,
     );
     out.push_str(&format!(
-        "\n  pushes per minute: {:?}\n  warm minutes: {} (recorded 22); requeues for budget {} (recorded 21,033); codes differing {}\n",
+        "\n  pushes per minute: {:?}\n  sends dropped as repeats by the FIFO queues: {}\n  warm minutes: {} (recorded 22); requeues for budget {} (recorded 21,033); codes differing {}\n",
         simulated.per_minute,
+        simulated.deduplicated,
         simulated.warm_minutes,
         simulated.tally.requeued_budget,
         simulated.differ,
