@@ -2,14 +2,18 @@
 //! come from the deployed table (`--tenant`: the staff -> codes and department -> codes
 //! indexes, read-only, paginated, bounded), from a profile on the command line (`--synthetic`)
 //! or are the bench's (`--bench`); the budget, lanes and sweep from `template.yaml`, as the
-//! simulation reads them.
+//! simulation reads them. With `--bench` the one-tenant prediction is the simulation's own run
+//! of the bench (`qrsync_scale::plan::simulated`, the deployment's functions under virtual
+//! time), printed before the count model's replay.
 
 use crate::ops::Ops;
 use adapters::dynamodb::keys;
 use anyhow::{anyhow, bail, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::ids::{CodeId, DepartmentId, StaffId, TenantId};
-use qrsync_scale::plan::{self, bench, seats::TenantSeats, synthetic::Synthetic, CampaignInput};
+use qrsync_scale::plan::{
+    self, bench, seats::TenantSeats, simulated, synthetic::Synthetic, CampaignInput,
+};
 use qrsync_scale::profile::Profile;
 use qrsync_scale::settings::{parse_override, Settings};
 use std::collections::HashMap;
@@ -111,6 +115,14 @@ pub async fn run(args: Args, stack: &str, api_url: Option<&str>, json: bool) -> 
         )
     };
     let budget = inputs.budget;
+    // The bench's tenant and phase 1 through the simulated deployment: the same model as
+    // `qrsync-scale` (the domain's own functions on the simulated services).
+    let simulated = if args.bench {
+        let settings = settings.clone();
+        Some(tokio::task::spawn_blocking(move || simulated::phases_on(settings, true)).await??)
+    } else {
+        None
+    };
     let planned = plan::plan(&source, &seats, inputs);
     let replayed = if args.bench {
         Some(
@@ -128,10 +140,17 @@ pub async fn run(args: Args, stack: &str, api_url: Option<&str>, json: bool) -> 
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&as_json(&planned, replayed.as_ref()))?
+            serde_json::to_string_pretty(&as_json(
+                &planned,
+                replayed.as_ref(),
+                simulated.as_ref()
+            ))?
         );
     } else {
         print!("{planned}");
+        if let Some(simulated) = &simulated {
+            print!("\n{}", simulated::comparison_text(simulated));
+        }
         if let Some(replayed) = &replayed {
             print!("{}", bench_text(replayed, budget));
         }
@@ -139,7 +158,11 @@ pub async fn run(args: Args, stack: &str, api_url: Option<&str>, json: bool) -> 
     Ok(())
 }
 
-fn as_json(planned: &plan::Plan, replayed: Option<&bench::Prediction>) -> serde_json::Value {
+fn as_json(
+    planned: &plan::Plan,
+    replayed: Option<&bench::Prediction>,
+    simulated: Option<&simulated::Simulated>,
+) -> serde_json::Value {
     let d = &planned.distribution;
     let drain = |d: &plan::arithmetic::Drain| serde_json::json!({ "pushes": d.pushes, "minutes": d.minutes, "hour_binds": d.hour_binds });
     serde_json::json!({
@@ -167,6 +190,22 @@ fn as_json(planned: &plan::Plan, replayed: Option<&bench::Prediction>) -> serde_
             "fast": planned.inputs.fast_lane.codes_per_minute(),
             "slow": planned.inputs.slow_lane.codes_per_minute(),
         },
+        "bench_simulated": simulated.map(|s| serde_json::json!({
+            "predicted": {
+                "minutes": s.phase_minutes, "pushes_per_warm_minute": s.pushes_per_warm_minute,
+                "warm_minutes": s.warm_minutes, "reasons": s.reasons_sent, "pushes": s.tally.pushes,
+                "unchanged": s.tally.unchanged, "requeued_budget": s.tally.requeued_budget,
+                "per_minute": s.per_minute, "codes_differing": s.differ,
+            },
+            "phase_two": s.phase_two.as_ref().map(|two| serde_json::json!({
+                "minutes": two.measured.minutes, "pushes_per_warm_minute": two.measured.pushes_per_warm_minute,
+                "reasons": two.measured.reasons_sent, "pushes": two.measured.tally.pushes,
+                "refused_45009": two.refused_45009, "per_minute": two.measured.per_minute,
+                "codes_differing": two.differ,
+                "recorded": { "minutes": simulated::RECORDED_PHASE_TWO.phase_minutes, "pushes_per_warm_minute": simulated::RECORDED_PHASE_TWO.pushes_per_warm_minute, "reasons": simulated::RECORDED_PHASE_TWO.reasons, "pushes": simulated::RECORDED_PHASE_TWO.pushes },
+            })),
+            "recorded": { "minutes": bench::RECORDED.phase_minutes, "pushes_per_warm_minute": bench::RECORDED.pushes_per_warm_minute, "reasons": bench::RECORDED.reasons, "pushes": bench::RECORDED.pushes, "unchanged": bench::RECORDED.unchanged },
+        })),
         "bench": replayed.map(|p| serde_json::json!({
             "predicted": { "minutes": p.minutes, "pushes_per_warm_minute": p.pushes_per_warm_minute, "reasons": p.reasons, "pushes": p.pushes, "unchanged": p.unchanged },
             "recorded": { "minutes": bench::RECORDED.phase_minutes, "pushes_per_warm_minute": bench::RECORDED.pushes_per_warm_minute, "reasons": bench::RECORDED.reasons, "pushes": bench::RECORDED.pushes, "unchanged": bench::RECORDED.unchanged },
@@ -182,7 +221,7 @@ fn bench_text(p: &bench::Prediction, budget: domain::budget::BudgetLimits) -> St
     };
     let mut out = String::new();
     out.push_str(&format!(
-        "\nmake bench, phase 1, replayed reason by reason at {}/min (the Makefile's BENCH_BUDGET_PER_MINUTE)\n",
+        "\nmake bench, phase 1, replayed reason by reason (the count model, for comparison) at {}/min (the Makefile's BENCH_BUDGET_PER_MINUTE)\n",
         thousands(u64::from(budget.per_minute))
     ));
     out.push_str(&format!(

@@ -38,6 +38,13 @@ enum Command {
     },
     /// Runs a stretch of the campaign day through the domain's own code and prints the report.
     Run(RunArgs),
+    /// Runs `make bench`'s tenant and both phases through the simulated deployment and prints
+    /// the drain time and pushes per minute next to the bench's recorded figures.
+    Bench {
+        /// A template parameter besides the Makefile's bench budget: `--parameter Name=value`.
+        #[arg(long = "parameter", value_parser = parse_override)]
+        parameters: Vec<(String, String)>,
+    },
     /// Loads the population into the in-memory table and prints what it took (time, memory).
     Load {
         #[arg(long, default_value_os_t = default_profile_path())]
@@ -155,6 +162,19 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Run(args) => run(args)?,
+        Command::Bench { parameters } => {
+            use qrsync_scale::plan::{bench, simulated};
+            let mut overrides = bench::budget_overrides(&bench::project_makefile())
+                .map_err(|e| anyhow::anyhow!(e))?;
+            overrides.extend(parameters);
+            print!(
+                "{}",
+                simulated::comparison_text(&simulated::phases_on(
+                    Settings::read_project(&overrides)?,
+                    true
+                )?)
+            );
+        }
         Command::Profile {
             profile,
             seed,

@@ -24,7 +24,7 @@
 // constants go unread in this crate.
 #[allow(dead_code)]
 #[path = "../../../bench/src/scenario.rs"]
-mod scenario;
+pub(crate) mod scenario;
 
 use crate::population::TenantFigures;
 use crate::profile::{Profile, Range};

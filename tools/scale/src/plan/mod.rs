@@ -10,6 +10,7 @@
 pub mod arithmetic;
 pub mod bench;
 pub mod seats;
+pub mod simulated;
 pub mod synthetic;
 
 use crate::services::wecom::{Limits, WeComConfig};

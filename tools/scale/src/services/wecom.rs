@@ -122,6 +122,8 @@ pub struct WeComCounters {
 }
 
 struct State {
+    /// The config's limits until `set_limits` changes them.
+    limits: Limits,
     corps: HashMap<(String, String), Windows>,
     ips: HashMap<(String, String), Windows>,
     counters: WeComCounters,
@@ -138,6 +140,7 @@ impl WeCom {
         Self {
             config,
             state: Mutex::new(State {
+                limits: config.limits,
                 corps: HashMap::new(),
                 ips: HashMap::new(),
                 counters: WeComCounters::default(),
@@ -169,9 +172,9 @@ impl WeCom {
     pub fn admit(&self, corp: &str, ip: &str, api: &str) -> Result<(), Refused> {
         let now_ms = super::clock::epoch_ms_at(Instant::now());
         let (minute, hour) = (now_ms / MINUTE_MS, now_ms / HOUR_MS);
-        let limits = self.config.limits;
         let mut guard = self.lock();
         let state = &mut *guard;
+        let limits = state.limits;
         let corp_windows = state
             .corps
             .entry((corp.to_owned(), api.to_owned()))
@@ -233,6 +236,12 @@ impl WeCom {
     pub fn counters(&self) -> WeComCounters {
         self.lock().counters.clone()
     }
+
+    /// Changes the limits from the next call on, as the bench's sandbox does between its
+    /// phases (calls already counted in the current windows stay counted).
+    pub fn set_limits(&self, limits: Limits) {
+        self.lock().limits = limits;
+    }
 }
 
 #[cfg(test)]
@@ -245,6 +254,23 @@ mod tests {
     fn wecom() -> WeCom {
         crate::services::clock::start_at(0);
         WeCom::new(WeComConfig::default(), 9)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn limits_lowered_mid_window_refuse_from_the_next_call_counting_the_calls_already_taken()
+    {
+        let wecom = wecom();
+        for _ in 0..3 {
+            assert_eq!(wecom.admit("corp", IP, UPDATE), Ok(()));
+        }
+        wecom.set_limits(Limits {
+            corp_per_minute: 4,
+            ..Limits::PUBLISHED
+        });
+        assert_eq!(wecom.admit("corp", IP, UPDATE), Ok(()));
+        let refused = wecom.admit("corp", IP, UPDATE).expect_err("the fifth call");
+        assert_eq!(refused.window, Window::CorpMinute);
+        assert_eq!(wecom.counters().accepted, 4);
     }
 
     /// Calls `count` times now; the first refusal, if any, and how many were accepted.
