@@ -67,12 +67,12 @@ struct RunArgs {
     #[arg(long, default_value = "2026-11-11")]
     date: chrono::NaiveDate,
     /// The stretch, in the campaign's zone (the profile's `campaign.timezone`).
-    #[arg(long, default_value = "08:45")]
+    #[arg(long, default_value = "08:50")]
     from: chrono::NaiveTime,
-    #[arg(long, default_value = "10:30")]
+    #[arg(long, default_value = "09:20")]
     until: chrono::NaiveTime,
     /// Minutes qrsync is left to catch up after the stretch, with nothing new happening.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 5)]
     settle_minutes: u64,
     /// Keep only the first N tenants (a small scenario).
     #[arg(long)]
@@ -85,6 +85,9 @@ struct RunArgs {
     /// A template parameter instead of its default: `--parameter WeComBudgetPerMinute=540`.
     #[arg(long = "parameter", value_parser = parse_override)]
     parameters: Vec<(String, String)>,
+    /// The run stops early, saying so in its report, once its resident memory passes this.
+    #[arg(long, default_value_t = 15.0)]
+    max_memory_gb: f64,
     /// Where the report and its chart are written (`<out>.txt`, `<out>.svg`); stdout too.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -117,6 +120,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         egress: args.egress,
         tenants: args.tenants,
         add_after: std::time::Duration::from_secs(20),
+        memory_limit_bytes: (args.max_memory_gb.clamp(0.5, 1024.0) * 1e9) as u64,
     };
     let scale = MonthScale::of(&profile, &settings);
     let outcome = qrsync_scale::run::run(&profile, settings, &options)?;

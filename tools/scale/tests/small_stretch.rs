@@ -30,6 +30,7 @@ fn stretch(seed: u64, from: (u32, u32), until: (u32, u32), settle_minutes: u64) 
         egress: EgressIps::Pool,
         tenants: None,
         add_after: Duration::from_secs(20),
+        memory_limit_bytes: 4_000_000_000,
     };
     let settings = Settings::read_project(&[]).expect("the project's template");
     run(&profile(), settings, &options).expect("the stretch runs")

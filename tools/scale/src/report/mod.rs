@@ -49,6 +49,9 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
         o.wall_seconds,
         o.peak_resident_bytes as f64 / 1e9
     );
+    if let Some(stopped) = &o.stopped {
+        let _ = writeln!(out, "NOTE: the run {stopped}\n");
+    }
 
     let _ = writeln!(
         out,

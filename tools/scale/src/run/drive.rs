@@ -71,6 +71,8 @@ pub struct Outcome {
     /// Each sample: (minute's start, minutes the tick's cursor is behind, facts waiting, the
     /// oldest waiting fact's age in ms).
     pub timeline: Vec<(u64, u64, u64, u64)>,
+    /// Why the run stopped before the stretch's end, if it did.
+    pub stopped: Option<String>,
     pub load_seconds: f64,
     pub wall_seconds: f64,
     pub peak_resident_bytes: u64,
@@ -221,6 +223,7 @@ pub(super) async fn drive(
     zones.dedup();
 
     let mut now_ms = start_ms;
+    let mut stopped = None;
     while now_ms < end_ms {
         let at = at_ms(now_ms);
         if now_ms % 60_000 == 0 {
@@ -230,6 +233,16 @@ pub(super) async fn drive(
                 progress(&world, zone, sampled, wall.elapsed());
             }
             timeline.push(sampled);
+            let resident = memory::resident_bytes();
+            if resident > options.memory_limit_bytes {
+                stopped = Some(format!(
+                    "stopped at {} with {:.1} GB resident, over the run's limit of {:.1} GB (--max-memory-gb): what the stretch held until then is reported, nothing was left to settle",
+                    at.with_timezone(&zone).format("%H:%M"),
+                    resident as f64 / 1e9,
+                    options.memory_limit_bytes as f64 / 1e9
+                ));
+                break;
+            }
         }
         for happening in happenings.second(at) {
             let draw = happenings.uniform();
@@ -243,7 +256,16 @@ pub(super) async fn drive(
         )
         .await;
     }
-    let settled_ms = end_ms + u64::try_from(stretch.settle.as_millis())?;
+    let end_ms = if stopped.is_some() {
+        clock::now_ms()
+    } else {
+        end_ms
+    };
+    let settled_ms = if stopped.is_some() {
+        end_ms
+    } else {
+        end_ms + u64::try_from(stretch.settle.as_millis())?
+    };
     while clock::now_ms() < settled_ms {
         if clock::now_ms() % 60_000 < 1_000 {
             timeline.push(sample(&data, &shared, clock::now_ms()));
@@ -341,6 +363,7 @@ pub(super) async fn drive(
         wecom,
         schedules,
         timeline,
+        stopped,
         load_seconds,
         wall_seconds: wall.elapsed().as_secs_f64(),
         peak_resident_bytes: memory::peak_resident_bytes(),

@@ -39,6 +39,8 @@ pub struct RunOptions {
     pub tenants: Option<usize>,
     /// A customer adds the staff member this long after the scan [assumption].
     pub add_after: Duration,
+    /// The run stops early (and says so) once its resident memory passes this.
+    pub memory_limit_bytes: u64,
 }
 
 /// Runs the stretch; the population is generated from `profile` and the seed.

@@ -181,10 +181,12 @@ impl std::fmt::Display for SqsError {
 
 impl std::error::Error for SqsError {}
 
+/// Shared strings (`Arc<str>`): a message's group and deduplication id are kept in several
+/// indexes, and a backlog of millions of messages must fit in memory.
 struct Stored {
-    id: String,
-    group: String,
-    body: String,
+    id: Arc<str>,
+    group: Arc<str>,
+    body: Box<str>,
     sent_at: Instant,
     visible_at: Instant,
     receive_count: u32,
@@ -202,12 +204,12 @@ struct Queue {
     /// When each delayed message becomes visible (for counting delayed messages).
     delayed: BTreeSet<(Instant, u64)>,
     /// FIFO: each group's messages, and the groups by their first message.
-    groups: HashMap<String, BTreeSet<u64>>,
-    heads: BTreeSet<(u64, String)>,
+    groups: HashMap<Arc<str>, BTreeSet<u64>>,
+    heads: BTreeSet<(u64, Arc<str>)>,
     /// FIFO: the last message a receive looks at, once the queue is longer than the look-ahead.
     lookahead_end: Option<u64>,
-    deduplication: HashMap<String, Instant>,
-    deduplication_order: VecDeque<(Instant, String)>,
+    deduplication: HashMap<Arc<str>, Instant>,
+    deduplication_order: VecDeque<(Instant, Arc<str>)>,
     counters: QueueCounters,
     samples: Vec<QueueSample>,
     arrivals: Arc<Notify>,
@@ -249,24 +251,25 @@ impl Queue {
         if self.config.kind == QueueKind::Fifo {
             self.forget_expired_deduplication_ids(now);
             if let Some(dedup) = &message.deduplication_id {
-                if self.deduplication.contains_key(dedup) {
+                if self.deduplication.contains_key(dedup.as_str()) {
                     self.counters.deduplicated += 1;
                     return false;
                 }
-                self.deduplication.insert(dedup.clone(), now);
-                self.deduplication_order.push_back((now, dedup.clone()));
+                let dedup: Arc<str> = dedup.as_str().into();
+                self.deduplication.insert(Arc::clone(&dedup), now);
+                self.deduplication_order.push_back((now, dedup));
             }
         }
-        let group = match self.config.kind {
-            QueueKind::Fifo => message.group.clone(),
-            QueueKind::Standard => String::new(),
+        let group: Arc<str> = match self.config.kind {
+            QueueKind::Fifo => message.group.as_str().into(),
+            QueueKind::Standard => "".into(),
         };
         self.insert(
             seq,
             Stored {
-                id,
+                id: id.into(),
                 group,
-                body: message.body.clone(),
+                body: message.body.as_str().into(),
                 sent_at: now,
                 visible_at: now + self.config.delay,
                 receive_count: 0,
@@ -382,7 +385,7 @@ impl Queue {
             let (seq, group) = match (from_group, from_heads) {
                 (Some(g), Some(h)) if g < h => continuing.pop().map(|Reverse(next)| next),
                 (Some(_), None) => continuing.pop().map(|Reverse(next)| next),
-                (_, Some(_)) => heads.next().map(|(seq, group)| (*seq, group.as_str())),
+                (_, Some(_)) => heads.next().map(|(seq, group)| (*seq, group.as_ref())),
                 (None, None) => None,
             }
             .unwrap_or((u64::MAX, ""));
@@ -579,9 +582,9 @@ impl Sqs {
             stored.in_flight_until = Some(now + visibility);
             source.in_flight.insert((now + visibility, seq));
             delivered.push(Delivered {
-                message_id: stored.id.clone(),
-                group: stored.group.clone(),
-                body: stored.body.clone(),
+                message_id: stored.id.to_string(),
+                group: stored.group.to_string(),
+                body: stored.body.to_string(),
                 receive_count: stored.receive_count,
                 sent_at: stored.sent_at,
                 receipt: Receipt {
@@ -613,7 +616,7 @@ impl Sqs {
                 seq,
                 Stored {
                     id,
-                    group: String::new(),
+                    group: "".into(),
                     body,
                     sent_at,
                     visible_at: sent_at,
