@@ -435,7 +435,11 @@ async fn a_refresh_tells_the_trace_when_it_read_the_snapshot_and_let_the_code_go
     load_code(&store, members());
     refresh(&refresher(&store, BudgetLimits::default())).await;
     let seen = seen.lock().expect("lock");
-    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert!(
+        matches!(&seen[2], crate::observe::Seen::Tallied { tally, .. } if tally.unchanged == 1),
+        "{seen:?}"
+    );
     assert!(
         matches!(seen[0], crate::observe::Seen::SnapshotRead { at_ms, .. } if at_ms > START_MS)
     );
