@@ -62,6 +62,22 @@ pub struct Tally {
     pub slow_interval_waits: u32,
 }
 
+impl Tally {
+    /// Adds `other`'s counts to these (a day's total of many refreshes).
+    pub fn absorb(&mut self, other: &Tally) {
+        self.reasons += other.reasons;
+        self.recomputes += other.recomputes;
+        self.pushes += other.pushes;
+        self.unchanged += other.unchanged;
+        self.starved += other.starved;
+        self.requeued_budget += other.requeued_budget;
+        self.requeued_throttled += other.requeued_throttled;
+        self.requeued_lease += other.requeued_lease;
+        self.to_slow_lane += other.to_slow_lane;
+        self.slow_interval_waits += other.slow_interval_waits;
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Pushed(Vec<StaffId>),

@@ -149,7 +149,7 @@ impl Measure {
             }
             Seen::Tallied { tenant, tally } => {
                 if let Some(figures) = self.class_figures(&tenant) {
-                    add_tally(&mut figures.refreshes, &tally);
+                    figures.refreshes.absorb(&tally);
                 }
             }
             Seen::LeaseReleased {
@@ -246,19 +246,6 @@ impl Measure {
     pub fn touched(&self) -> impl Iterator<Item = &CodeKey> {
         self.codes.keys()
     }
-}
-
-fn add_tally(sum: &mut Tally, one: &Tally) {
-    sum.reasons += one.reasons;
-    sum.recomputes += one.recomputes;
-    sum.pushes += one.pushes;
-    sum.unchanged += one.unchanged;
-    sum.starved += one.starved;
-    sum.requeued_budget += one.requeued_budget;
-    sum.requeued_throttled += one.requeued_throttled;
-    sum.requeued_lease += one.requeued_lease;
-    sum.to_slow_lane += one.to_slow_lane;
-    sum.slow_interval_waits += one.slow_interval_waits;
 }
 
 /// The member WeCom routes a native code's scan to: uniformly among the list it holds.

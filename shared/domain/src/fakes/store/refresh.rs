@@ -125,17 +125,7 @@ impl CodeRecords for InMemoryStore {
 
     async fn record_tally(&self, _: &TenantId, _: &str, tally: &Tally) -> Result<(), StoreError> {
         let mut tables = self.available()?;
-        let total = &mut tables.tally;
-        total.reasons += tally.reasons;
-        total.recomputes += tally.recomputes;
-        total.pushes += tally.pushes;
-        total.unchanged += tally.unchanged;
-        total.starved += tally.starved;
-        total.requeued_budget += tally.requeued_budget;
-        total.requeued_throttled += tally.requeued_throttled;
-        total.requeued_lease += tally.requeued_lease;
-        total.to_slow_lane += tally.to_slow_lane;
-        total.slow_interval_waits += tally.slow_interval_waits;
+        tables.tally.absorb(tally);
         Ok(())
     }
 }
