@@ -10,8 +10,9 @@ macro_rules! validated_id {
         #[serde(try_from = "String", into = "String")]
         // Shared, not owned: an id is cloned into every list, index entry and message that
         // names it, and one allocation for all of them keeps millions of codes (the scale
-        // simulation's) within memory and their clones cheap.
-        pub struct $name(std::sync::Arc<str>);
+        // simulation's) within memory and their clones cheap. `ArcStr`, not `Arc<str>`: one
+        // word per clone instead of two (the count and the text share the allocation).
+        pub struct $name(arcstr::ArcStr);
 
         #[derive(Debug, Clone, PartialEq, Eq)]
         pub struct $error;
@@ -36,7 +37,7 @@ macro_rules! validated_id {
             }
 
             pub fn as_str(&self) -> &str {
-                &self.0
+                self.0.as_str()
             }
         }
 
@@ -49,7 +50,7 @@ macro_rules! validated_id {
 
         impl From<$name> for String {
             fn from(value: $name) -> Self {
-                value.0.as_ref().to_owned()
+                value.0.as_str().to_owned()
             }
         }
 

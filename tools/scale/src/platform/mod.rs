@@ -72,6 +72,31 @@ pub fn code_of_config(config_id: &str) -> Option<(TenantId, CodeId)> {
     ))
 }
 
+/// The numbered ids, made once and shared by every tenant: tenants number their staff and
+/// codes alike, so one tenant's `c001234` and another's are one allocation, not 6 million.
+#[derive(Default)]
+pub struct Names {
+    staff: Vec<StaffId>,
+    codes: Vec<CodeId>,
+}
+
+impl Names {
+    pub fn staff(&mut self, index: u32) -> StaffId {
+        numbered(&mut self.staff, index, staff_id)
+    }
+
+    pub fn code(&mut self, index: u32) -> CodeId {
+        numbered(&mut self.codes, index, code_id)
+    }
+}
+
+fn numbered<T: Clone>(made: &mut Vec<T>, index: u32, make: fn(u32) -> T) -> T {
+    while made.len() <= index as usize {
+        made.push(make(made.len() as u32));
+    }
+    made[index as usize].clone()
+}
+
 /// Where a code's list starts: the contact way and the users WeCom holds on it.
 pub struct LoadedCode {
     pub config_id: String,
@@ -93,8 +118,9 @@ pub fn load(
     now_ms: u64,
     mut each: impl FnMut(&TenantFigures, u32, &LoadedCode),
 ) {
+    let mut names = Names::default();
     for tenant in &population.tenants {
-        let loaded = load_tenant(store, profile, tenant, now_ms);
+        let loaded = load_tenant(store, profile, tenant, now_ms, &mut names);
         for (index, code) in loaded.codes.iter().enumerate() {
             each(tenant, index as u32, code);
         }
@@ -108,6 +134,7 @@ pub fn load_tenant(
     profile: &Profile,
     tenant: &TenantFigures,
     now_ms: u64,
+    names: &mut Names,
 ) -> LoadedTenant {
     let id = tenant_id(tenant);
     let timezone: Timezone = tenant
@@ -127,7 +154,7 @@ pub fn load_tenant(
         },
     );
     store.insert_tenant(&id, timezone);
-    let staff: Vec<StaffId> = (0..tenant.staff).map(staff_id).collect();
+    let staff: Vec<StaffId> = (0..tenant.staff).map(|index| names.staff(index)).collect();
     let mut facts_of: HashMap<StaffId, StaffFacts> = HashMap::with_capacity(staff.len());
     let mut departments: Vec<BTreeSet<StaffId>> =
         vec![BTreeSet::new(); tenant.departments as usize];
@@ -161,7 +188,7 @@ pub fn load_tenant(
     let mut codes = Vec::with_capacity(tenant.codes as usize);
     for index in 0..tenant.codes {
         let figures = tenant.code(profile, index);
-        let code = code_id(index);
+        let code = names.code(index);
         let config = CodeConfig {
             family: match figures.family {
                 DrawnFamily::Native => Family::Native,

@@ -180,8 +180,9 @@ pub(super) async fn drive(
     let loading = std::time::Instant::now();
     let mut tenants = Vec::with_capacity(population.tenants.len());
     let (mut codes, mut staff) = (0u64, 0u64);
+    let mut names = platform::Names::default();
     for tenant in &population.tenants {
-        let loaded = platform::load_tenant(&data, profile, tenant, start_ms);
+        let loaded = platform::load_tenant(&data, profile, tenant, start_ms, &mut names);
         lock(&shared.measure).tenant(&loaded.id, tenant.class);
         codes += loaded.codes.len() as u64;
         staff += u64::from(tenant.staff);

@@ -4,6 +4,7 @@
 //! and dead-letter queues, and the requests SQS bills. Where each behaviour comes from:
 //! docs/aws-semantics.md §1 and tools/scale/README.md, "The simulated services".
 
+use arcstr::ArcStr;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::cmp::Reverse;
@@ -181,11 +182,11 @@ impl std::fmt::Display for SqsError {
 
 impl std::error::Error for SqsError {}
 
-/// Shared strings (`Arc<str>`): a message's group and deduplication id are kept in several
-/// indexes, and a backlog of millions of messages must fit in memory.
+/// Kept small: a backlog of millions of messages must fit in memory. The id is its first
+/// sequence number (`m<id>` when delivered); the group is shared with the group's index.
 struct Stored {
-    id: Arc<str>,
-    group: Arc<str>,
+    id: u64,
+    group: ArcStr,
     body: Box<str>,
     sent_at: Instant,
     visible_at: Instant,
@@ -203,13 +204,15 @@ struct Queue {
     in_flight: BTreeSet<(Instant, u64)>,
     /// When each delayed message becomes visible (for counting delayed messages).
     delayed: BTreeSet<(Instant, u64)>,
-    /// FIFO: each group's messages, and the groups by their first message.
-    groups: HashMap<Arc<str>, BTreeSet<u64>>,
-    heads: BTreeSet<(u64, Arc<str>)>,
+    /// FIFO: each group's messages in sequence (a queue, not a tree: most groups hold one
+    /// message), and the groups by their first message.
+    groups: HashMap<ArcStr, VecDeque<u64>>,
+    heads: BTreeSet<(u64, ArcStr)>,
     /// FIFO: the last message a receive looks at, once the queue is longer than the look-ahead.
     lookahead_end: Option<u64>,
-    deduplication: HashMap<Arc<str>, Instant>,
-    deduplication_order: VecDeque<(Instant, Arc<str>)>,
+    /// Accepted deduplication ids by their fingerprint (`fingerprint`).
+    deduplication: HashMap<u128, Instant>,
+    deduplication_order: VecDeque<(Instant, u128)>,
     counters: QueueCounters,
     samples: Vec<QueueSample>,
     arrivals: Arc<Notify>,
@@ -247,27 +250,30 @@ impl Queue {
     }
 
     /// Adds one message; false when FIFO deduplication dropped it.
-    fn enqueue(&mut self, seq: u64, id: String, message: &Outgoing, now: Instant) -> bool {
+    fn enqueue(&mut self, seq: u64, message: &Outgoing, now: Instant) -> bool {
         if self.config.kind == QueueKind::Fifo {
             self.forget_expired_deduplication_ids(now);
             if let Some(dedup) = &message.deduplication_id {
-                if self.deduplication.contains_key(dedup.as_str()) {
+                let dedup = fingerprint(dedup);
+                if self.deduplication.contains_key(&dedup) {
                     self.counters.deduplicated += 1;
                     return false;
                 }
-                let dedup: Arc<str> = dedup.as_str().into();
-                self.deduplication.insert(Arc::clone(&dedup), now);
+                self.deduplication.insert(dedup, now);
                 self.deduplication_order.push_back((now, dedup));
             }
         }
-        let group: Arc<str> = match self.config.kind {
-            QueueKind::Fifo => message.group.as_str().into(),
-            QueueKind::Standard => "".into(),
+        let group = match self.config.kind {
+            QueueKind::Fifo => match self.groups.get_key_value(message.group.as_str()) {
+                Some((group, _)) => group.clone(),
+                None => ArcStr::from(message.group.as_str()),
+            },
+            QueueKind::Standard => ArcStr::new(),
         };
         self.insert(
             seq,
             Stored {
-                id: id.into(),
+                id: seq,
                 group,
                 body: message.body.as_str().into(),
                 sent_at: now,
@@ -290,7 +296,8 @@ impl Queue {
             if group.is_empty() {
                 self.heads.insert((seq, stored.group.clone()));
             }
-            group.insert(seq);
+            // Every insert has the highest sequence number yet: the group stays in order.
+            group.push_back(seq);
         }
         self.messages.insert(seq, stored);
         // Every insert has the highest sequence number yet, so only reaching the look-ahead's
@@ -317,11 +324,13 @@ impl Queue {
             }
         }
         if let Some(group) = self.groups.get_mut(&stored.group) {
-            let was_head = group.first() == Some(&seq);
-            group.remove(&seq);
+            let was_head = group.front() == Some(&seq);
+            if let Ok(at) = group.binary_search(&seq) {
+                group.remove(at);
+            }
             if was_head {
                 self.heads.remove(&(seq, stored.group.clone()));
-                match group.first() {
+                match group.front() {
                     Some(&next) => {
                         self.heads.insert((next, stored.group.clone()));
                     }
@@ -409,11 +418,10 @@ impl Queue {
             } else {
                 taken.push(seq);
             }
-            let next = self.groups.get(group).and_then(|seqs| {
-                seqs.range((Bound::Excluded(seq), Bound::Unbounded))
-                    .next()
-                    .copied()
-            });
+            let next = self
+                .groups
+                .get(group)
+                .and_then(|seqs| seqs.get(seqs.partition_point(|&s| s <= seq)).copied());
             if let Some(next) = next {
                 continuing.push(Reverse((next, group)));
             }
@@ -458,6 +466,24 @@ impl Queue {
         self.samples.push(sample);
         sample
     }
+}
+
+fn message_id(id: u64) -> String {
+    format!("m{id}")
+}
+
+/// A deduplication id as the queue keeps it: 128 bits of two SipHash passes (deterministic
+/// within a build), not the id's up to 128 characters, since millions are held at once. Two ids
+/// sharing a fingerprint (odds below 10^-24 at these counts) would drop a message SQS keeps.
+fn fingerprint(id: &str) -> u128 {
+    use std::hash::{Hash, Hasher};
+    let half = |salt: u8| {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        salt.hash(&mut hasher);
+        id.hash(&mut hasher);
+        hasher.finish()
+    };
+    (u128::from(half(0)) << 64) | u128::from(half(1))
 }
 
 fn billed_chunks(bytes: usize) -> u64 {
@@ -543,8 +569,7 @@ impl Sqs {
         target.counters.send_requests += billed_chunks(bytes);
         let mut ids = Vec::with_capacity(messages.len());
         for (seq, message) in (first_seq..).zip(messages) {
-            let id = format!("m{seq}");
-            ids.push(target.enqueue(seq, id.clone(), message, now).then_some(id));
+            ids.push(target.enqueue(seq, message, now).then(|| message_id(seq)));
         }
         target.arrivals.notify_waiters();
         Ok(ids)
@@ -582,7 +607,7 @@ impl Sqs {
             stored.in_flight_until = Some(now + visibility);
             source.in_flight.insert((now + visibility, seq));
             delivered.push(Delivered {
-                message_id: stored.id.to_string(),
+                message_id: message_id(stored.id),
                 group: stored.group.to_string(),
                 body: stored.body.to_string(),
                 receive_count: stored.receive_count,
@@ -596,7 +621,7 @@ impl Sqs {
                 && duplicates_per_million > 0
                 && state.rng.gen_range(0..1_000_000) < duplicates_per_million
             {
-                duplicates.push((stored.id.clone(), stored.body.clone(), stored.sent_at));
+                duplicates.push((stored.id, stored.body.clone(), stored.sent_at));
             }
         }
         let bytes: usize = delivered.iter().map(|m| m.body.len()).sum();
@@ -616,7 +641,7 @@ impl Sqs {
                 seq,
                 Stored {
                     id,
-                    group: "".into(),
+                    group: ArcStr::new(),
                     body,
                     sent_at,
                     visible_at: sent_at,
