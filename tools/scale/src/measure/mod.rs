@@ -114,8 +114,13 @@ impl Measure {
         }
     }
 
+    /// The tenant's size class.
+    pub fn class_of(&self, tenant: &TenantId) -> Option<usize> {
+        self.class_of.get(tenant).copied()
+    }
+
     fn class_figures(&mut self, tenant: &TenantId) -> Option<&mut ClassFigures> {
-        let class = *self.class_of.get(tenant)?;
+        let class = self.class_of(tenant)?;
         self.classes.get_mut(class)
     }
 

@@ -695,8 +695,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_bench_run_through_the_simulation_drains_and_pushes_within_ten_percent_of_the_record() {
-        let simulated = phase_one().expect("the simulated bench runs");
+    fn the_bench_run_through_the_simulation_drains_and_pushes_within_ten_percent_of_the_record_in_both_phases(
+    ) {
+        let overrides = bench::budget_overrides(&bench::project_makefile()).expect("the budget");
+        let settings = Settings::read_project(&overrides).expect("the template");
+        let simulated = phases_on(settings, true).expect("the simulated bench runs");
         println!("{}", comparison_text(&simulated));
         let off = |p: f64, r: f64| bench::difference_percent(p, r).abs();
         assert!(
@@ -711,6 +714,19 @@ mod tests {
             "pushes per warm minute: {simulated:?}"
         );
         assert_eq!(simulated.differ, 0, "every list converged");
+        let two = simulated.phase_two.as_ref().expect("phase 2 ran");
+        assert!(
+            off(two.measured.minutes, RECORDED_PHASE_TWO.phase_minutes) < 10.0,
+            "phase 2 drain time: {two:?}"
+        );
+        assert!(
+            off(
+                two.measured.pushes_per_warm_minute,
+                RECORDED_PHASE_TWO.pushes_per_warm_minute
+            ) < 10.0,
+            "phase 2 pushes per warm minute: {two:?}"
+        );
+        assert_eq!(two.differ, 0, "every list converged after phase 2");
     }
 
     #[test]

@@ -149,6 +149,28 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
                 .join(", ")
         }
     );
+    let refused: Vec<String> = o
+        .class_names
+        .iter()
+        .zip(&o.refused_by_class)
+        .filter(|(_, (tenants, _))| *tenants > 0)
+        .map(|(name, (tenants, answers))| {
+            format!(
+                "{name} {} tenants, {} answers",
+                thousands(*tenants),
+                thousands(*answers)
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "45009 by tenant (corp window or the corp's share of its IP's): {}",
+        if refused.is_empty() {
+            "none".to_owned()
+        } else {
+            refused.join("; ")
+        }
+    );
     let _ = writeln!(
         out,
         "\n{:<26} {:>11} {:>8} {:>9} {:>10} {:>9} {:>10}",
@@ -240,6 +262,8 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
         );
     }
 
+    sweep_lines(&mut out, o);
+
     let usage = month_usage(o, scale);
     let cost = month_cost(&usage);
     let _ = writeln!(
@@ -268,6 +292,38 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
         );
     }
     out
+}
+
+/// The sweep's coverage: what its runs read back in the stretch, and how long reading back
+/// every code takes at that rate.
+fn sweep_lines(out: &mut String, o: &Outcome) {
+    let s = &o.sweep;
+    let _ = writeln!(
+        out,
+        "\nsweep: {} runs ({} found the lease held, {} ran out of time); {} tenant samples of {} tenants; {} contact ways read back, {} differing, {} repairs started, {} resyncs sent",
+        s.runs,
+        s.held_elsewhere,
+        s.out_of_time,
+        thousands(s.tenants_sampled),
+        thousands(o.tenants as u64),
+        thousands(s.read_back),
+        thousands(s.differing),
+        thousands(s.repairs_started),
+        thousands(s.resyncs_sent)
+    );
+    let stretch_ms = o.settled_ms.saturating_sub(o.start_ms).max(1);
+    if s.read_back > 0 {
+        let full_ms = o.codes as f64 / s.read_back as f64 * stretch_ms as f64;
+        let _ = writeln!(
+            out,
+            "  coverage: {:.3}% of the {} codes read back in the stretch; at that rate every code once in {}",
+            100.0 * s.read_back as f64 / o.codes.max(1) as f64,
+            thousands(o.codes),
+            duration(full_ms as u64)
+        );
+    } else {
+        let _ = writeln!(out, "  coverage: no contact way read back in the stretch");
+    }
 }
 
 fn staleness_row(out: &mut String, name: &str, resolved: &[u32], waiting: &[u32]) {

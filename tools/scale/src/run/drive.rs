@@ -16,7 +16,7 @@ use crate::services::scheduler::ScheduleCounters;
 use crate::services::sqs::{QueueCounters, QueueSample};
 use crate::services::wecom::WeComCounters;
 use crate::settings::Settings;
-use crate::world::{CallbackAnswer, World, WorldOptions};
+use crate::world::{CallbackAnswer, SweepTotals, World, WorldOptions};
 use anyhow::Context;
 use chrono::{DateTime, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
@@ -29,7 +29,7 @@ use domain::intake::InboxMessage;
 use domain::membership::{limits_reached, Employment, TenantRules};
 use domain::wecom::callback::{write_flat_xml, CallbackEvent, Envelope};
 use domain::wecom::crypto::CallbackCrypto;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -67,6 +67,9 @@ pub struct Outcome {
     pub throttles: BTreeMap<KeyPattern, u64>,
     pub splits: u64,
     pub wecom: WeComCounters,
+    /// Per size class: tenants WeCom answered 45009 at least once, and those answers.
+    pub refused_by_class: Vec<(u64, u64)>,
+    pub sweep: SweepTotals,
     pub schedules: Vec<(String, ScheduleCounters)>,
     /// Each sample: (minute's start, minutes the tick's cursor is behind, facts waiting, the
     /// oldest waiting fact's age in ms).
@@ -326,6 +329,7 @@ pub(super) async fn drive(
             .absorb(&usage);
     }
     let wecom = world.wecom.service().counters();
+    let sweep = lock(&world.sweeps).clone();
     let happened = lock(&shared.happened).clone();
     drop(world);
     // Tasks still waiting (a callback's retry, a break's end) hold the trace: take what the
@@ -334,6 +338,18 @@ pub(super) async fn drive(
         &mut *lock(&shared.measure),
         Measure::new(start_ms, 0, code_of_config),
     );
+    let mut refused_by_class = vec![(0, 0); profile.size_class.len()];
+    let tenant_of_corp: HashMap<&str, &TenantId> =
+        tenants.iter().map(|t| (t.corp.as_str(), &t.id)).collect();
+    for (corp, answers) in &wecom.refused_by_corp {
+        let class = tenant_of_corp
+            .get(corp.as_str())
+            .and_then(|tenant| measure.class_of(tenant));
+        if let Some(figures) = class.and_then(|class| refused_by_class.get_mut(class)) {
+            figures.0 += 1;
+            figures.1 += answers;
+        }
+    }
     Ok(Outcome {
         seed: options.seed,
         start_ms,
@@ -362,6 +378,8 @@ pub(super) async fn drive(
         throttles: dynamo.throttles_by_pattern(),
         splits: dynamo.splits(),
         wecom,
+        refused_by_class,
+        sweep,
         schedules,
         timeline,
         stopped,

@@ -27,7 +27,7 @@ use domain::refresh::consumer::{Delivery, RefreshConsumer, RefreshPorts};
 use domain::refresh::Refresher;
 use domain::replay::Archiving;
 use domain::schedules::{Tick, TickSettings};
-use domain::sweep::{Sweep, SweepPorts};
+use domain::sweep::{Sweep, SweepPorts, SweepReport};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -298,6 +298,32 @@ fn schedule_tick<S: SimStore>(world: &World<S>) -> ScheduledCode {
     })
 }
 
+/// What the sweep's runs reported, summed: the report's coverage of the read-back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepTotals {
+    pub runs: u64,
+    pub held_elsewhere: u64,
+    pub out_of_time: u64,
+    pub tenants_sampled: u64,
+    pub read_back: u64,
+    pub differing: u64,
+    pub repairs_started: u64,
+    pub resyncs_sent: u64,
+}
+
+impl SweepTotals {
+    fn add(&mut self, report: &SweepReport) {
+        self.runs += 1;
+        self.held_elsewhere += u64::from(report.held_elsewhere);
+        self.out_of_time += u64::from(report.out_of_time);
+        self.tenants_sampled += u64::from(report.tenants_sampled);
+        self.read_back += u64::from(report.read_back);
+        self.differing += u64::from(report.differing);
+        self.repairs_started += u64::from(report.repairs_started);
+        self.resyncs_sent += u64::from(report.resyncs_sent);
+    }
+}
+
 /// sweep: one `Sweep::run` per invocation, its read-back spending its own budget
 /// (`functions/sweep/src/config.rs`: the reads per tenant-hour, in one minute at most the
 /// default budget's minute).
@@ -324,14 +350,21 @@ fn sweep<S: SimStore>(world: &World<S>) -> ScheduledCode {
         settings: settings.settings,
     });
     let runs = Arc::new(AtomicU64::new(0));
+    let totals = Arc::clone(&world.sweeps);
     scheduled(move |deadline| {
         let sweep = Arc::clone(&sweep);
+        let totals = Arc::clone(&totals);
         let owner = format!("sweep-{}", runs.fetch_add(1, Ordering::Relaxed));
         async move {
             sweep
                 .run(&owner, budget_to(deadline))
                 .await
-                .map(|_| ())
+                .map(|report| {
+                    totals
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .add(&report);
+                })
                 .map_err(|error| error.to_string())
         }
     })

@@ -14,7 +14,8 @@ mod functions;
 mod tests;
 
 pub use functions::{
-    SimRefresh, SimSweep, FAN_OUT_RESERVE_MS, REFRESH_FINISH_RESERVE_MS, UNWIRED_CONSUMERS,
+    SimRefresh, SimSweep, SweepTotals, FAN_OUT_RESERVE_MS, REFRESH_FINISH_RESERVE_MS,
+    UNWIRED_CONSUMERS,
 };
 
 use crate::observe::Trace;
@@ -153,6 +154,8 @@ pub struct World<S: SimStore> {
     pub quota_events: QuotaEvents,
     /// The tick's and the sweep's schedules, by function.
     pub schedules: BTreeMap<String, Arc<Schedule>>,
+    /// What the sweep's runs reported, summed.
+    pub sweeps: Arc<Mutex<SweepTotals>>,
     options: WorldOptions,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -197,6 +200,7 @@ impl<S: SimStore> World<S> {
             wecom,
             quota_events,
             schedules: BTreeMap::new(),
+            sweeps: Arc::default(),
             options,
             tasks: Mutex::new(Vec::new()),
         })
