@@ -1,4 +1,4 @@
-//! The scale simulation's parts (issue 30, being built): the production profile, the settings
+//! The scale simulation's parts: the production profile, the settings
 //! read from `template.yaml`, the services' documented limits under virtual time, and the cost
 //! of a simulated month. See tools/scale/README.md.
 

@@ -1,4 +1,4 @@
-//! `qrsync-scale`: wiring only (issue 30, being built).
+//! `qrsync-scale`: wiring only.
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -13,7 +13,7 @@ use qrsync_scale::show;
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(about = "The platform at production scale, simulated (issue 30; being built)")]
+#[command(about = "The platform at production scale, simulated (issue 30)")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
