@@ -670,6 +670,7 @@ async fn tick_item<S: Side>(side: &S, fixture: &Fixture) -> Counts {
         store.clone(),
         store.clone(),
         side.reasons(),
+        side.fan_outs(),
         side.clock(),
         settings,
     );

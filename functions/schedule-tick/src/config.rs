@@ -6,6 +6,7 @@ use adapters::env::{required, EnvError};
 pub struct Config {
     pub table_name: String,
     pub refresh_queue_url: String,
+    pub fan_out_queue_url: String,
 }
 
 impl Config {
@@ -13,6 +14,7 @@ impl Config {
         Ok(Self {
             table_name: required("TABLE_NAME")?,
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,
+            fan_out_queue_url: required("FAN_OUT_QUEUE_URL")?,
         })
     }
 }

@@ -7,7 +7,7 @@
 //! again. A failure while handling one item only moves that item to a later minute.
 
 use adapters::clock::time_to_deadline;
-use domain::reasons::ReasonQueue;
+use domain::reasons::{FanOutQueue, ReasonQueue};
 use domain::schedules::{DueIndex, ScheduleFacts, Tick, TickReport};
 use lambda_runtime::{Error, LambdaEvent};
 use serde_json::Value;
@@ -16,13 +16,14 @@ use std::time::{Duration, SystemTime};
 /// A run's time when the invocation carries no deadline (a hand-run `sam local invoke`).
 const FALLBACK_BUDGET: Duration = Duration::from_secs(30);
 
-pub(crate) async fn handle<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue>(
-    tick: &Tick<I, F, Q>,
+pub(crate) async fn handle<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue, O: FanOutQueue>(
+    tick: &Tick<I, F, Q, O>,
     event: LambdaEvent<Value>,
 ) -> Result<TickReport, Error> {
     let budget = time_to_deadline(event.context.deadline, SystemTime::now(), FALLBACK_BUDGET);
     let report = tick.run(&event.context.request_id, budget).await?;
     domain::telemetry::tick_reasons(report.reasons_sent as u64);
+    domain::telemetry::tick_fan_outs(report.fan_outs_sent as u64);
     if report.minutes_behind > 0 {
         tracing::warn!(?report, "schedule tick is behind; the next runs catch up");
     } else {
@@ -76,12 +77,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn when_a_shift_edge_is_due_the_sample_tick_sends_its_code_a_reason() {
+    async fn when_a_shift_edge_is_due_the_sample_tick_sends_a_fan_out_of_its_staff_member() {
         let (store, tenant) = staff_due_at_0900();
         let queue = InMemoryQueues::default();
         let tick = Tick::new(
             store.clone(),
             store.clone(),
+            queue.clone(),
             queue.clone(),
             clock,
             TickSettings::DEFAULT,
@@ -89,10 +91,15 @@ mod tests {
 
         let report = handle(&tick, sample("req-1")).await.expect("ran");
 
-        assert_eq!(report.reasons_sent, 1);
-        let reasons = queue.reasons();
-        assert_eq!(reasons[0].tenant, tenant);
-        assert_eq!(reasons[0].code.as_str(), "welcome");
+        assert_eq!((report.reasons_sent, report.fan_outs_sent), (0, 1));
+        let fan_outs = queue.fan_outs();
+        assert_eq!(fan_outs[0].tenant, tenant);
+        assert_eq!(
+            fan_outs[0].sources,
+            vec![domain::reasons::Source::Staff {
+                staff: StaffId::parse("alice").expect("valid")
+            }]
+        );
         assert_eq!(store.cursor_lease().0.as_deref(), Some("req-1"));
     }
 
@@ -105,6 +112,7 @@ mod tests {
             store.clone(),
             store.clone(),
             queue.clone(),
+            queue.clone(),
             clock,
             TickSettings::DEFAULT,
         );
@@ -112,6 +120,6 @@ mod tests {
         let report = handle(&tick, sample("req-1")).await.expect("ran");
 
         assert!(report.held_elsewhere);
-        assert!(queue.reasons().is_empty());
+        assert!(queue.fan_outs().is_empty());
     }
 }

@@ -4,7 +4,7 @@ mod config;
 mod handler;
 
 use adapters::dynamodb::DynamoStore;
-use adapters::sqs::SqsReasonQueue;
+use adapters::sqs::{SqsFanOutQueue, SqsReasonQueue};
 use domain::schedules::{Tick, TickSettings};
 use lambda_runtime::{run, service_fn, Error};
 
@@ -15,11 +15,14 @@ async fn main() -> Result<(), Error> {
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
-    let reasons = SqsReasonQueue::new(aws_sdk_sqs::Client::new(&aws), config.refresh_queue_url);
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let reasons = SqsReasonQueue::new(sqs.clone(), config.refresh_queue_url);
+    let fan_outs = SqsFanOutQueue::new(sqs, config.fan_out_queue_url);
     let tick = Tick::new(
         store.clone(),
         store,
         reasons,
+        fan_outs,
         adapters::clock::system_clock,
         TickSettings::DEFAULT,
     );

@@ -63,6 +63,7 @@ pub mod name {
     pub const DRIFT_GUARD_TRIPPED: &str = "DriftGuardTripped";
     pub const FAN_OUT_REASONS: &str = "FanOutReasons";
     pub const TICK_REASONS: &str = "TickReasons";
+    pub const TICK_FAN_OUTS: &str = "TickFanOuts";
     pub const ALARM_MESSAGES_POSTED: &str = "AlarmMessagesPosted";
     /// Admin API answers, by status class (dimension `Status`: `2xx`, `4xx`, `5xx`).
     pub const ADMIN_ANSWERS: &str = "AdminAnswers";
@@ -97,6 +98,7 @@ const COUNTS: &[&str] = &[
     name::DRIFT_GUARD_TRIPPED,
     name::FAN_OUT_REASONS,
     name::TICK_REASONS,
+    name::TICK_FAN_OUTS,
     name::ALARM_MESSAGES_POSTED,
     name::ADMIN_ANSWERS,
 ];
@@ -211,6 +213,12 @@ pub fn fan_out_reasons(sent: u64) {
 /// Refresh reasons the schedule tick sent.
 pub fn tick_reasons(sent: u64) {
     counter!(name::TICK_REASONS).increment(sent);
+}
+
+/// Fan-outs the tick sent (one per shift edge, one per rollover with staff back from the
+/// company cap).
+pub fn tick_fan_outs(sent: u64) {
+    counter!(name::TICK_FAN_OUTS).increment(sent);
 }
 
 /// An admin API answer with `status`.

@@ -297,14 +297,6 @@ impl ScheduleFacts for DynamoStore {
             .and_then(|raw| serde_json::from_str(raw).ok()))
     }
 
-    async fn codes_of_staff(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-    ) -> Result<Vec<CodeId>, StoreError> {
-        DynamoStore::codes_of_staff(self, tenant, staff).await
-    }
-
     async fn limits_reached(
         &self,
         tenant: &TenantId,

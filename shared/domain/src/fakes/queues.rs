@@ -21,6 +21,8 @@ struct Queued {
     /// How many more reasons are taken before every send fails (`None`: no limit).
     sends_left: Option<usize>,
     fan_outs: Vec<FanOut>,
+    /// Fan-out sends fail while on (reasons are `sends_left`'s).
+    fan_outs_off: bool,
     delayed: Vec<(RetriedReason, RetryDelay)>,
     forwarded: Vec<RetriedReason>,
     slowed: Vec<RetriedReason>,
@@ -55,6 +57,11 @@ impl InMemoryQueues {
     /// Reasons sending fails while on.
     pub fn set_unavailable(&self, unavailable: bool) {
         self.queued().sends_left = unavailable.then_some(0);
+    }
+
+    /// Fan-out sending fails while on.
+    pub fn set_fan_outs_unavailable(&self, unavailable: bool) {
+        self.queued().fan_outs_off = unavailable;
     }
 
     /// After `reasons` more reasons are taken every send fails; `None` heals it.
@@ -138,7 +145,16 @@ impl ReasonQueue for InMemoryQueues {
 #[async_trait::async_trait]
 impl FanOutQueue for InMemoryQueues {
     async fn send(&self, fan_out: &FanOut) -> Result<(), StoreError> {
-        self.queued().fan_outs.push(fan_out.clone());
+        {
+            let mut queued = self.queued();
+            if queued.fan_outs_off {
+                return Err(StoreError::new(
+                    "fan-out queue",
+                    "the fake queue is switched off",
+                ));
+            }
+            queued.fan_outs.push(fan_out.clone());
+        }
         let Some(index) = &self.index else {
             return Ok(());
         };

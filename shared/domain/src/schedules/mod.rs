@@ -13,6 +13,13 @@
 //! and for each due item sends its reasons first and moves the item to its next moment second
 //! (a crash in between sends the reasons again: harmless, the refresh coalesces and dedupes).
 //!
+//! The tick's work per item is bounded, whatever the staff member's codes: a shift edge is one
+//! `FanOut` of the staff member (the fan-out function pages their codes, as it does for the
+//! admin API's staff changes), and a midnight is the day's claimed codes plus one `FanOut` of the
+//! staff back from the company cap. The tick checks its deadline before each item, so a run
+//! that cannot finish a minute (a 09:00 wave) stops inside it: the items it handled have moved
+//! to their next moment, the cursor stays on the minute, and the next run finds only the rest.
+//!
 //! - `plan`: the pure part (which minutes a tick may walk, next moments, what a rollover
 //!   brings back, the reasons to send);
 //! - the ports below: `DueIndex` (the tick's view of the index and its cursor), `DueWriter`
@@ -27,8 +34,7 @@ pub use ports::{DueIndex, DueWriter, ScheduleFacts};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::membership::Limit;
-use crate::reasons::ReasonQueue;
-use crate::reasons::RefreshReason;
+use crate::reasons::{FanOutQueue, ReasonQueue, RefreshReason};
 use crate::Clock;
 use crate::StoreError;
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -154,8 +160,8 @@ pub struct TickSettings {
     pub lease_ms: u64,
     /// Due items, and reasons of one item, in flight at once.
     pub concurrency: usize,
-    /// Stop walking when this much of the run's time is left (the rest is for finishing the
-    /// minute in hand and releasing the cursor).
+    /// Start no item when this much of the run's time is left (the rest is for finishing the
+    /// items in hand, moving the cursor and releasing it).
     pub reserve: Duration,
 }
 
@@ -179,26 +185,45 @@ pub struct TickReport {
     pub minutes_walked: u64,
     pub due_items: usize,
     pub reasons_sent: usize,
+    pub fan_outs_sent: usize,
+    /// The run's time ran out inside a minute: the cursor stays on it for the next run.
+    pub stopped_inside_minute: bool,
     /// Items whose handling failed and that were moved to a later minute to be tried again.
     pub retried: usize,
     /// Complete minutes still to walk after this run (a lag worth alerting on when it grows).
     pub minutes_behind: u64,
 }
 
-pub struct Tick<I, F, Q> {
+pub struct Tick<I, F, Q, O> {
     index: I,
     facts: F,
     reasons: Q,
+    fan_outs: O,
     clock: Clock,
     settings: TickSettings,
 }
 
-impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue> Tick<I, F, Q> {
-    pub fn new(index: I, facts: F, reasons: Q, clock: Clock, settings: TickSettings) -> Self {
+/// What handling one due item sent.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sent {
+    reasons: usize,
+    fan_outs: usize,
+}
+
+impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue, O: FanOutQueue> Tick<I, F, Q, O> {
+    pub fn new(
+        index: I,
+        facts: F,
+        reasons: Q,
+        fan_outs: O,
+        clock: Clock,
+        settings: TickSettings,
+    ) -> Self {
         Self {
             index,
             facts,
             reasons,
+            fan_outs,
             clock,
             settings,
         }
@@ -206,7 +231,7 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue> Tick<I, F, Q> {
 
     /// One run: takes the cursor (or leaves it to the run that holds it), walks the complete
     /// minutes from it, at most `max_minutes` and within `budget`, moving it after each
-    /// minute, and gives it back. `owner` names this run (the Lambda request id).
+    /// minute walked whole, and gives it back. `owner` names this run (the Lambda request id).
     ///
     /// A storage or queue failure while handling one item moves that item a minute later
     /// and the walk goes on; a failure to read a minute or to move an item stops the run with
@@ -249,16 +274,25 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue> Tick<I, F, Q> {
         }
         let mut cursor = stored;
         let mut minute = window.first;
-        while minute <= window.last && report.minutes_walked < self.settings.max_minutes {
-            // Elapsed on the run's own clock, which a simulation runs in virtual time.
+        // Elapsed on the run's own clock, which a simulation runs in virtual time.
+        let out_of_time = || {
             let elapsed = Duration::from_millis((self.clock)().saturating_sub(now_ms));
-            if elapsed + self.settings.reserve > budget {
+            elapsed + self.settings.reserve > budget
+        };
+        while minute <= window.last && report.minutes_walked < self.settings.max_minutes {
+            if out_of_time() {
                 break;
             }
-            let (reasons, due, retried) = self.walk_minute(minute).await?;
-            report.due_items += due;
-            report.reasons_sent += reasons;
-            report.retried += retried;
+            let walked = self.walk_minute(minute, &out_of_time).await?;
+            report.due_items += walked.handled;
+            report.reasons_sent += walked.sent.reasons;
+            report.fan_outs_sent += walked.sent.fan_outs;
+            report.retried += walked.retried;
+            if walked.left > 0 {
+                tracing::info!(%minute, handled = walked.handled, left = walked.left, "out of time inside a minute; the next run goes on with it");
+                report.stopped_inside_minute = true;
+                break;
+            }
             if !self.index.advance(owner, cursor, minute.next()).await? {
                 tracing::warn!(%minute, "another run took the cursor; stopping");
                 break;
@@ -271,11 +305,16 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue> Tick<I, F, Q> {
         Ok(())
     }
 
-    /// Handles every item due in `minute`; answers (reasons sent, items, items retried).
-    async fn walk_minute(&self, minute: Minute) -> Result<(usize, usize, usize), StoreError> {
+    /// Handles the items due in `minute`, starting none once `out_of_time` says so.
+    async fn walk_minute(
+        &self,
+        minute: Minute,
+        out_of_time: &(dyn Fn() -> bool + Sync),
+    ) -> Result<MinuteWalked, StoreError> {
         let items = self.index.due_in(minute).await?;
         let count = items.len();
-        let outcomes: Vec<(Due, Result<usize, StoreError>)> = stream::iter(items)
+        let outcomes: Vec<(Due, Result<Sent, StoreError>)> = stream::iter(items)
+            .take_while(|_| std::future::ready(!out_of_time()))
             .map(|due| async move {
                 let handled = self.handle(&due).await;
                 (due, handled)
@@ -283,10 +322,14 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue> Tick<I, F, Q> {
             .buffer_unordered(self.settings.concurrency)
             .collect()
             .await;
-        let (mut reasons, mut retried) = (0, 0);
-        for (due, handled) in outcomes {
-            match handled {
-                Ok(sent) => reasons += sent,
+        let handled = outcomes.len();
+        let (mut sent, mut retried) = (Sent::default(), 0);
+        for (due, outcome) in outcomes {
+            match outcome {
+                Ok(item) => {
+                    sent.reasons += item.reasons;
+                    sent.fan_outs += item.fan_outs;
+                }
                 Err(error) => {
                     // Its reasons may be half sent; trying the whole item again next minute
                     // sends them again, which is harmless.
@@ -297,24 +340,28 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue> Tick<I, F, Q> {
                 }
             }
         }
-        Ok((reasons, count, retried))
+        Ok(MinuteWalked {
+            handled,
+            left: count - handled,
+            sent,
+            retried,
+        })
     }
 
-    /// Sends the item's reasons, then moves it to its next moment. Answers the reasons sent.
-    async fn handle(&self, due: &Due) -> Result<usize, StoreError> {
+    /// Sends the item's reasons and fan-outs, then moves it to its next moment.
+    async fn handle(&self, due: &Due) -> Result<Sent, StoreError> {
         let now_ms = (self.clock)();
         let Some(timezone) = self.facts.timezone(&due.tenant).await? else {
             tracing::info!(tenant = %due.tenant, "due item of a tenant that does not exist; deleted");
             self.index.reschedule(due, None).await?;
-            return Ok(0);
+            return Ok(Sent::default());
         };
-        let (reasons, next) = match &due.subject {
+        let (reasons, fan_out, next) = match &due.subject {
             Subject::Shift(staff) => {
                 let schedule = self.facts.schedule(&due.tenant, staff).await?;
-                let codes = self.facts.codes_of_staff(&due.tenant, staff).await?;
-                let reasons = plan::shift_reasons(&due.tenant, staff, due.minute, codes);
+                let fan_out = plan::shift_fan_out(&due.tenant, staff, due.minute);
                 let next = plan::next_shift_edge(schedule.as_ref(), timezone, now_ms);
-                (reasons, next)
+                (Vec::new(), Some(fan_out), next)
             }
             Subject::Midnight => {
                 let (first_day, last_day) = plan::days_ended(due.minute, now_ms, timezone);
@@ -323,24 +370,45 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue> Tick<I, F, Q> {
                     .limits_reached(&due.tenant, &first_day, &last_day)
                     .await?;
                 let back = plan::rollover(&claims);
-                let mut codes: BTreeSet<CodeId> = back.codes;
-                for staff in &back.staff_on_every_code {
-                    codes.extend(self.facts.codes_of_staff(&due.tenant, staff).await?);
-                }
+                let codes: BTreeSet<CodeId> = back.codes;
                 let reasons = plan::rollover_reasons(&due.tenant, &last_day, due.minute, codes);
+                let fan_out = plan::rollover_fan_out(
+                    &due.tenant,
+                    &last_day,
+                    due.minute,
+                    back.staff_on_every_code,
+                );
                 tracing::info!(tenant = %due.tenant, first_day, last_day, claims = claims.len(), codes = reasons.len(), "day rolled over");
-                (reasons, Some(plan::next_midnight(timezone, now_ms)))
+                (
+                    reasons,
+                    fan_out,
+                    Some(plan::next_midnight(timezone, now_ms)),
+                )
             }
         };
-        let sent = reasons.len();
         stream::iter(reasons.iter().map(Ok))
             .try_for_each_concurrent(self.settings.concurrency, |reason: &RefreshReason| {
                 self.reasons.send(reason)
             })
             .await?;
+        if let Some(fan_out) = &fan_out {
+            self.fan_outs.send(fan_out).await?;
+        }
         self.index.reschedule(due, next).await?;
-        Ok(sent)
+        Ok(Sent {
+            reasons: reasons.len(),
+            fan_outs: usize::from(fan_out.is_some()),
+        })
     }
+}
+
+/// One minute's walk: items handled (their reasons sent, or retried later), items left for
+/// the next run, what was sent.
+struct MinuteWalked {
+    handled: usize,
+    left: usize,
+    sent: Sent,
+    retried: usize,
 }
 
 #[cfg(test)]

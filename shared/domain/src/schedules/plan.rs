@@ -4,7 +4,7 @@ use super::{LimitReached, Minute, TickSettings};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::membership::{Limit, WeeklySchedule};
-use crate::reasons::{Cause, Fact, RefreshReason};
+use crate::reasons::{Cause, Fact, FanOut, RefreshReason, Source};
 use crate::tenants::Timezone;
 use chrono::TimeZone;
 use std::collections::BTreeSet;
@@ -114,22 +114,42 @@ pub fn rollover(claims: &[LimitReached]) -> Rollover {
     back
 }
 
-/// One reason per code the staff member sits on. The fact is the edge itself: the same edge
-/// sent twice (a crash, a retry) is deduplicated by refresh.fifo.
-pub fn shift_reasons(
+/// The fan-out that tells every code the staff member sits on about a shift edge. The fact is
+/// the edge itself: its reasons are alike for the same edge sent twice (a crash, a retry, the
+/// fan-out queue's at-least-once delivery), so refresh.fifo deduplicates them.
+pub fn shift_fan_out(tenant: &TenantId, staff: &StaffId, edge: Minute) -> FanOut {
+    FanOut::new(
+        tenant.clone(),
+        vec![Source::Staff {
+            staff: staff.clone(),
+        }],
+        Cause::ShiftChanged,
+        edge.start_ms(),
+        format!("shift:{staff}:{edge}"),
+    )
+}
+
+/// The fan-out that tells every code of the staff back from the company cap about the day's
+/// end (none when nobody is); the same fact as the day's claimed codes' reasons.
+pub fn rollover_fan_out(
     tenant: &TenantId,
-    staff: &StaffId,
-    edge: Minute,
-    codes: impl IntoIterator<Item = CodeId>,
-) -> Vec<RefreshReason> {
-    let shift_changed = Fact {
-        tenant: tenant.clone(),
-        cause: Cause::ShiftChanged,
-        at_ms: edge.start_ms(),
-        key: format!("shift:{staff}:{edge}"),
-    };
-    let codes: Vec<CodeId> = codes.into_iter().collect();
-    shift_changed.reasons(&codes).collect()
+    last_day: &str,
+    midnight: Minute,
+    staff: impl IntoIterator<Item = StaffId>,
+) -> Option<FanOut> {
+    let sources: Vec<Source> = staff
+        .into_iter()
+        .map(|staff| Source::Staff { staff })
+        .collect();
+    (!sources.is_empty()).then(|| {
+        FanOut::new(
+            tenant.clone(),
+            sources,
+            Cause::DayRolledOver,
+            midnight.start_ms(),
+            rollover_key(last_day),
+        )
+    })
 }
 
 /// One reason per code a rollover may change; the fact is the end of `last_day`.
@@ -143,10 +163,14 @@ pub fn rollover_reasons(
         tenant: tenant.clone(),
         cause: Cause::DayRolledOver,
         at_ms: midnight.start_ms(),
-        key: format!("day-rolled-over:{last_day}"),
+        key: rollover_key(last_day),
     };
     let codes: Vec<CodeId> = codes.into_iter().collect();
     day_rolled_over.reasons(&codes).collect()
+}
+
+fn rollover_key(last_day: &str) -> String {
+    format!("day-rolled-over:{last_day}")
 }
 
 pub(super) fn utc(at_ms: u64) -> chrono::DateTime<chrono::Utc> {

@@ -1,8 +1,8 @@
 //! What the schedule tick and the admin API need from the due index and the schedule facts.
 
 use super::{CursorLease, Due, LimitReached, Minute, Subject};
+use crate::ids::StaffId;
 use crate::ids::TenantId;
-use crate::ids::{CodeId, StaffId};
 use crate::membership::WeeklySchedule;
 use crate::tenants::Timezone;
 use crate::StoreError;
@@ -69,13 +69,6 @@ pub trait ScheduleFacts: Send + Sync {
         tenant: &TenantId,
         staff: &StaffId,
     ) -> Result<Option<WeeklySchedule>, StoreError>;
-
-    /// Every code the staff member sits on (the staff -> codes index, never a scan).
-    async fn codes_of_staff(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-    ) -> Result<Vec<CodeId>, StoreError>;
 
     /// The quota loop's claims of the tenant-days `first_day..=last_day` (`YYYY-MM-DD`).
     async fn limits_reached(

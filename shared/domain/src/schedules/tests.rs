@@ -4,7 +4,7 @@ use crate::fakes::InMemoryQueues;
 use crate::fakes::InMemoryStore;
 use crate::membership::WeeklySchedule;
 use crate::membership::{Limit, Shift};
-use crate::reasons::Cause;
+use crate::reasons::{Cause, FanOut, Source};
 use crate::tenants::Timezone;
 use chrono::{NaiveTime, Weekday};
 
@@ -88,8 +88,37 @@ fn tick(
     store: &InMemoryStore,
     queue: &InMemoryQueues,
     clock: Clock,
-) -> Tick<InMemoryStore, InMemoryStore, InMemoryQueues> {
-    Tick::new(store.clone(), store.clone(), queue.clone(), clock, SETTINGS)
+) -> Tick<InMemoryStore, InMemoryStore, InMemoryQueues, InMemoryQueues> {
+    tick_with(store, queue, clock, SETTINGS)
+}
+
+fn tick_with(
+    store: &InMemoryStore,
+    queue: &InMemoryQueues,
+    clock: Clock,
+    settings: TickSettings,
+) -> Tick<InMemoryStore, InMemoryStore, InMemoryQueues, InMemoryQueues> {
+    Tick::new(
+        store.clone(),
+        store.clone(),
+        queue.clone(),
+        queue.clone(),
+        clock,
+        settings,
+    )
+}
+
+/// The staff members the queued fan-outs name, in order.
+fn fanned_out_staff(queue: &InMemoryQueues) -> Vec<String> {
+    queue
+        .fan_outs()
+        .iter()
+        .flat_map(|fan_out| fan_out.sources.clone())
+        .map(|source| match source {
+            Source::Staff { staff } => staff.to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect()
 }
 
 // ------------------------------------------------------------------ the pure part
@@ -226,23 +255,43 @@ fn a_rollover_brings_back_daily_limits_and_the_company_cap_but_not_add_limits() 
 }
 
 #[test]
-fn the_same_edge_gives_the_same_reasons_so_refresh_fifo_drops_a_resend() {
+fn the_same_edge_gives_the_same_fan_out_so_refresh_fifo_drops_the_reasons_of_a_resend() {
     let edge = minute("2026-11-30T01:00:00Z");
-    let once = plan::shift_reasons(&tenant(), &staff("a"), edge, [code("c1"), code("c2")]);
-    let again = plan::shift_reasons(&tenant(), &staff("a"), edge, [code("c1"), code("c2")]);
+    let once = plan::shift_fan_out(&tenant(), &staff("a"), edge);
+    let again = plan::shift_fan_out(&tenant(), &staff("a"), edge);
     assert_eq!(once, again);
-    assert_eq!(once[0].cause, Cause::ShiftChanged);
-    assert_eq!(once[0].fact_at_ms, edge.start_ms());
-    assert_ne!(once[0].deduplication_id(), once[1].deduplication_id());
-    let next_edge = plan::shift_reasons(&tenant(), &staff("a"), edge.plus(540), [code("c1")]);
-    assert_ne!(once[0].deduplication_id(), next_edge[0].deduplication_id());
+    assert_eq!(once.cause, Cause::ShiftChanged);
+    assert_eq!(once.fact_at_ms, edge.start_ms());
+    assert_eq!(once.sources, vec![Source::Staff { staff: staff("a") }]);
+    let next_edge = plan::shift_fan_out(&tenant(), &staff("a"), edge.plus(540));
+    assert_ne!(once.fact_key, next_edge.fact_key);
+}
+
+#[test]
+fn a_rollover_fans_out_to_the_staff_back_from_the_company_cap_and_to_nobody_else() {
+    let midnight = minute("2026-11-30T16:00:00Z");
+    let fan_out: FanOut = plan::rollover_fan_out(&tenant(), "2026-11-30", midnight, [staff("bob")])
+        .expect("bob is back");
+    assert_eq!(
+        fan_out.sources,
+        vec![Source::Staff {
+            staff: staff("bob")
+        }]
+    );
+    assert_eq!(
+        (fan_out.cause, fan_out.fact_key.as_str()),
+        (Cause::DayRolledOver, "day-rolled-over:2026-11-30")
+    );
+    assert_eq!(
+        plan::rollover_fan_out(&tenant(), "2026-11-30", midnight, []),
+        None
+    );
 }
 
 // ------------------------------------------------------------------ a tick over fakes
 
 #[tokio::test]
-async fn a_shift_edge_sends_a_reason_to_every_code_of_the_staff_member_then_moves_to_the_next_edge()
-{
+async fn a_shift_edge_sends_one_fan_out_of_the_staff_member_then_moves_to_the_next_edge() {
     // GIVEN alice on two codes, due at Monday's 09:00 shift start
     let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.insert_tenant(&tenant(), shanghai());
@@ -258,24 +307,29 @@ async fn a_shift_edge_sends_a_reason_to_every_code_of_the_staff_member_then_move
         .await
         .expect("tick ran");
 
-    // THEN both codes got a reason, and the item is due at 18:00 local
-    let reasons = queue.reasons();
-    let codes: Vec<_> = reasons.iter().map(|r| r.code.to_string()).collect();
-    assert_eq!(codes.len(), 2);
-    assert!(codes.contains(&"c1".to_owned()) && codes.contains(&"c2".to_owned()));
-    assert!(reasons.iter().all(|r| r.cause == Cause::ShiftChanged));
+    // THEN one fan-out of alice (the fan-out function pages her codes), no reason of the
+    // tick's own, and the item is due at 18:00 local
+    assert_eq!(fanned_out_staff(&queue), ["alice"]);
+    assert_eq!(
+        queue.fan_outs()[0],
+        plan::shift_fan_out(&tenant(), &staff("alice"), minute("2026-11-30T01:00:00Z"))
+    );
+    assert!(queue.reasons().is_empty());
     assert_eq!(
         store.stored_due(&tenant(), &alice),
         Some(minute("2026-11-30T10:00:00Z"))
     );
     assert_eq!(report.minutes_walked, 2);
-    assert_eq!((report.due_items, report.reasons_sent), (1, 2));
+    assert_eq!(
+        (report.due_items, report.reasons_sent, report.fan_outs_sent),
+        (1, 0, 1)
+    );
     assert_eq!(store.cursor(), Some(minute("2026-11-30T01:01:00Z")));
     assert_eq!(store.cursor_lease().1, 0, "the cursor is released");
 }
 
 #[tokio::test]
-async fn a_removed_schedule_ends_its_due_item_after_one_last_reason() {
+async fn a_removed_schedule_ends_its_due_item_after_one_last_fan_out() {
     let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.insert_tenant(&tenant(), shanghai());
     store.seat(&tenant(), &staff("bob"), &[&code("c1")]);
@@ -288,7 +342,7 @@ async fn a_removed_schedule_ends_its_due_item_after_one_last_reason() {
         .await
         .expect("tick ran");
 
-    assert_eq!(queue.reasons().len(), 1);
+    assert_eq!(fanned_out_staff(&queue), ["bob"]);
     assert_eq!(store.stored_due(&tenant(), &bob), None);
 }
 
@@ -333,10 +387,12 @@ async fn a_midnight_brings_back_the_codes_of_the_day_that_ended_and_waits_for_th
         .await
         .expect("tick ran");
 
-    // THEN c1, c2 and c3 got a reason, and the next midnight is Tuesday's
-    let mut codes: Vec<_> = queue.reasons().iter().map(|r| r.code.to_string()).collect();
-    codes.sort();
-    assert_eq!(codes, ["c1", "c2", "c3"]);
+    // THEN c1 got a reason, bob's codes a fan-out of the same fact, and the next midnight
+    // is Tuesday's
+    let codes: Vec<_> = queue.reasons().iter().map(|r| r.code.to_string()).collect();
+    assert_eq!(codes, ["c1"]);
+    assert_eq!(fanned_out_staff(&queue), ["bob"]);
+    assert_eq!(queue.fan_outs()[0].fact_key, "day-rolled-over:2026-11-30");
     assert!(queue
         .reasons()
         .iter()
@@ -345,7 +401,7 @@ async fn a_midnight_brings_back_the_codes_of_the_day_that_ended_and_waits_for_th
         store.stored_due(&tenant(), &Subject::Midnight),
         Some(minute("2026-12-01T16:00:00Z"))
     );
-    assert_eq!(report.reasons_sent, 3);
+    assert_eq!((report.reasons_sent, report.fan_outs_sent), (1, 1));
 }
 
 #[tokio::test]
@@ -368,14 +424,14 @@ async fn a_run_walks_at_most_its_bound_and_the_next_run_goes_on_from_there() {
     assert_eq!(first.minutes_walked, SETTINGS.max_minutes);
     assert_eq!(store.cursor(), Some(minute("2026-11-30T00:00:00Z")));
     assert_eq!(first.minutes_behind, 61);
-    assert!(queue.reasons().is_empty());
+    assert!(queue.fan_outs().is_empty());
 
     let second = tick(&store, &queue, monday_0900_20)
         .run("run-2", BUDGET)
         .await
         .expect("tick ran");
     assert_eq!(second.minutes_walked, SETTINGS.max_minutes);
-    assert_eq!(queue.reasons().len(), 1, "the 00:30 item was reached");
+    assert_eq!(queue.fan_outs().len(), 1, "the 00:30 item was reached");
     assert_eq!(second.minutes_behind, 1);
     let minutes = store.minutes_read();
     assert!(
@@ -420,7 +476,7 @@ async fn a_crashed_runs_lease_expires_and_the_next_run_walks_its_minute_again() 
         .expect("tick ran");
 
     assert!(!report.held_elsewhere);
-    assert_eq!(queue.reasons().len(), 1);
+    assert_eq!(queue.fan_outs().len(), 1);
 }
 
 #[tokio::test]
@@ -460,8 +516,7 @@ async fn a_failing_item_is_tried_again_next_minute_without_holding_up_the_others
         .expect("tick ran");
 
     assert_eq!(report.retried, 1);
-    let codes: Vec<_> = queue.reasons().iter().map(|r| r.code.to_string()).collect();
-    assert_eq!(codes, ["c2"]);
+    assert_eq!(fanned_out_staff(&queue), ["bob"]);
     assert_eq!(
         store.stored_due(&tenant(), &Subject::Shift(staff("alice"))),
         Some(edge.next())
@@ -484,7 +539,7 @@ async fn a_minute_in_its_grace_is_left_for_the_next_run() {
         .expect("tick ran");
 
     assert_eq!(report.minutes_walked, 0);
-    assert!(queue.reasons().is_empty());
+    assert!(queue.fan_outs().is_empty());
     assert_eq!(store.cursor(), Some(edge));
 }
 
@@ -497,7 +552,7 @@ async fn a_queue_outage_keeps_the_item_for_a_later_minute() {
     let edge = minute("2026-11-30T01:00:00Z");
     store.put_due(&tenant(), Subject::Shift(staff("alice")), edge);
     store.set_cursor(edge);
-    queue.set_unavailable(true);
+    queue.set_fan_outs_unavailable(true);
 
     tick(&store, &queue, monday_0900_20)
         .run("run-1", BUDGET)
@@ -506,15 +561,15 @@ async fn a_queue_outage_keeps_the_item_for_a_later_minute() {
     assert_eq!(
         store.stored_due(&tenant(), &Subject::Shift(staff("alice"))),
         Some(edge.next()),
-        "not moved to 18:00 before its reasons went out"
+        "not moved to 18:00 before its fan-out went out"
     );
 
-    queue.set_unavailable(false);
+    queue.set_fan_outs_unavailable(false);
     tick(&store, &queue, || ms("2026-11-30T01:01:20Z"))
         .run("run-2", BUDGET)
         .await
         .expect("tick ran");
-    assert_eq!(queue.reasons().len(), 1);
+    assert_eq!(queue.fan_outs().len(), 1);
     assert_eq!(
         store.stored_due(&tenant(), &Subject::Shift(staff("alice"))),
         Some(minute("2026-11-30T10:00:00Z"))
@@ -534,5 +589,57 @@ async fn a_due_item_of_a_tenant_that_is_gone_is_deleted() {
         .expect("tick ran");
 
     assert_eq!(store.stored_due(&tenant(), &Subject::Midnight), None);
-    assert!(queue.reasons().is_empty());
+    assert!(queue.reasons().is_empty() && queue.fan_outs().is_empty());
+}
+
+#[tokio::test]
+async fn a_run_out_of_time_inside_a_minute_keeps_the_cursor_there_and_the_next_run_finishes_it() {
+    // GIVEN forty staff members' shift edges in one minute, and a clock that advances a second
+    // on every read: a run with 25 s and a 15 s reserve has time for a few items only
+    static NOW: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    fn ticking() -> u64 {
+        NOW.fetch_add(1_000, std::sync::atomic::Ordering::SeqCst)
+    }
+    let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
+    store.insert_tenant(&tenant(), shanghai());
+    let edge = minute("2026-11-30T01:00:00Z");
+    for n in 0..40 {
+        let member = staff(&format!("s{n:02}"));
+        store.insert_schedule(&tenant(), &member, office_hours());
+        store.put_due(&tenant(), Subject::Shift(member), edge);
+    }
+    store.set_cursor(edge);
+    NOW.store(monday_0900_20(), std::sync::atomic::Ordering::SeqCst);
+    let settings = TickSettings {
+        concurrency: 1,
+        ..SETTINGS
+    };
+
+    // WHEN a run with little time walks the minute
+    let first = tick_with(&store, &queue, ticking, settings)
+        .run("run-1", Duration::from_secs(25))
+        .await
+        .expect("tick ran");
+
+    // THEN it stopped inside it: the items it handled moved on, the cursor did not
+    assert!(first.stopped_inside_minute, "{first:?}");
+    assert!(
+        first.fan_outs_sent > 0 && first.fan_outs_sent < 40,
+        "{first:?}"
+    );
+    assert_eq!(first.minutes_walked, 0);
+    assert_eq!(store.cursor(), Some(edge));
+
+    // AND the next run, with time, sends the rest, each staff member's fan-out once
+    let second = tick_with(&store, &queue, ticking, settings)
+        .run("run-2", Duration::from_secs(600))
+        .await
+        .expect("tick ran");
+    assert!(!second.stopped_inside_minute, "{second:?}");
+    assert_eq!(first.fan_outs_sent + second.fan_outs_sent, 40);
+    let mut fanned = fanned_out_staff(&queue);
+    fanned.sort();
+    fanned.dedup();
+    assert_eq!(fanned.len(), 40);
+    assert!(store.cursor() > Some(edge), "the minute is walked");
 }

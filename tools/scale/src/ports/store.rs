@@ -1762,14 +1762,6 @@ impl ScheduleFacts for MeteredStore {
         self.data.schedule(tenant, staff).await
     }
 
-    async fn codes_of_staff(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-    ) -> Result<Vec<CodeId>, StoreError> {
-        StaffLedger::codes_of_staff(self, tenant, staff).await
-    }
-
     async fn limits_reached(
         &self,
         tenant: &TenantId,

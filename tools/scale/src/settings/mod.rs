@@ -208,6 +208,7 @@ pub struct TickSettings {
     /// How often Scheduler invokes it.
     pub rate: Duration,
     pub refresh_queue: String,
+    pub fan_out_queue: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -776,6 +777,7 @@ impl Wiring<'_> {
             function: f.id.clone(),
             rate: self.only_schedule(f)?,
             refresh_queue: self.queue(f, "REFRESH_QUEUE_URL")?,
+            fan_out_queue: self.queue(f, "FAN_OUT_QUEUE_URL")?,
         })
     }
 

@@ -282,6 +282,7 @@ fn schedule_tick<S: SimStore>(world: &World<S>) -> ScheduledCode {
         world.store.clone(),
         world.store.clone(),
         SimReasonQueue::new(Arc::clone(&world.sqs), &world.settings.tick.refresh_queue),
+        SimFanOutQueue::new(Arc::clone(&world.sqs), &world.settings.tick.fan_out_queue),
         clock::now_ms,
         TickSettings::DEFAULT,
     ));

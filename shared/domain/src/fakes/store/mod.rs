@@ -678,7 +678,8 @@ impl InMemoryStore {
             .insert((tenant.clone(), code.clone()), members.to_vec());
     }
 
-    /// The staff member's codes cannot be read (`codes_of_staff` fails for them alone).
+    /// The staff member cannot be read: their codes and their schedule (`codes_of_staff` and
+    /// `ScheduleFacts::schedule` fail for them alone).
     pub fn make_unreadable(&self, staff: &StaffId, unreadable: bool) {
         let mut tables = self.tables();
         if unreadable {

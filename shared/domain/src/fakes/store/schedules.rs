@@ -1,9 +1,8 @@
 //! The schedule tick's cursor and due index, and the facts it reads.
 
 use super::InMemoryStore;
-use crate::facts::StaffLedger;
+use crate::ids::StaffId;
 use crate::ids::TenantId;
-use crate::ids::{CodeId, StaffId};
 use crate::membership::WeeklySchedule;
 use crate::schedules::{CursorLease, Due, DueIndex, LimitReached, Minute, ScheduleFacts};
 use crate::tenants::Timezone;
@@ -92,19 +91,12 @@ impl ScheduleFacts for InMemoryStore {
         tenant: &TenantId,
         staff: &StaffId,
     ) -> Result<Option<WeeklySchedule>, StoreError> {
-        Ok(self
-            .available()?
+        let tables = self.available()?;
+        tables.readable(staff)?;
+        Ok(tables
             .staff
             .get(&(tenant.clone(), staff.clone()))
             .and_then(|facts| facts.schedule.clone()))
-    }
-
-    async fn codes_of_staff(
-        &self,
-        tenant: &TenantId,
-        staff: &StaffId,
-    ) -> Result<Vec<CodeId>, StoreError> {
-        StaffLedger::codes_of_staff(self, tenant, staff).await
     }
 
     async fn limits_reached(
