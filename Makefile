@@ -210,10 +210,9 @@ SHARDS := 1 2 3
 INVOKE_SHARD := 1
 FUZZ_SHARD := 3
 SHARD_1 := sweep admin_contract admin_lifecycle callback_reconfigured callback_route edits \
-	least_privilege logs_hold_no_secrets path sandbox staff_lifecycle landing_page store_contract \
-	replay
+	least_privilege logs_hold_no_secrets path sandbox staff_lifecycle landing_page store_contract
 SHARD_2 := schedules fan_out path_faults scale_fidelity
-SHARD_3 := operator_metrics refresh_limits quota_loop refresh_deadline refresh_lanes ops
+SHARD_3 := operator_metrics refresh_limits quota_loop refresh_deadline refresh_lanes replay ops
 SHARDED_TESTS := $(foreach shard,$(SHARDS),$(SHARD_$(shard)))
 ifneq ($(sort $(SHARDED_TESTS)) $(words $(SHARDED_TESTS)),$(sort $(ALL_INTEGRATION_TESTS)) $(words $(ALL_INTEGRATION_TESTS)))
 $(error every integration test binary belongs in exactly one SHARD_N: the shards name $(words $(SHARDED_TESTS)) ("$(sort $(SHARDED_TESTS))"), tests/Cargo.toml $(words $(ALL_INTEGRATION_TESTS)) ("$(sort $(ALL_INTEGRATION_TESTS))"))
