@@ -273,6 +273,16 @@ pub(super) async fn drive(
     while clock::now_ms() < settled_ms {
         if clock::now_ms() % 60_000 < 1_000 {
             timeline.push(sample(&data, &shared, clock::now_ms()));
+            let resident = memory::resident_bytes();
+            if resident > options.memory_limit_bytes {
+                stopped = Some(format!(
+                    "stopped settling at {} with {:.1} GB resident, over the run's limit of {:.1} GB (--max-memory-gb): the whole stretch ran; what was still queued or waiting then is reported as such",
+                    at_ms(clock::now_ms()).with_timezone(&zone).format("%H:%M"),
+                    resident as f64 / 1e9,
+                    options.memory_limit_bytes as f64 / 1e9
+                ));
+                break;
+            }
         }
         settle_ended(&world, &data, &shared).await;
         if drained(&world, &shared) {
