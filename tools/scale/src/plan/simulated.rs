@@ -208,13 +208,6 @@ async fn simulate(settings: Settings, with_phase_two: bool) -> anyhow::Result<Si
             .service()
             .set_limits(corp_limits(scenario::LIMIT_2));
         let refused_before = refused(&world);
-        let mut drive = Drive {
-            world: &world,
-            plan: &plan,
-            rng: &mut rng,
-            online: &mut online,
-            landed: &landed,
-        };
         let two = drive
             .phase("phase 2", scenario::ROUNDS_2, scenario::ROUND_STAFF_2)
             .await?;

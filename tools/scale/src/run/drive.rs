@@ -237,14 +237,12 @@ pub(super) async fn drive(
                 progress(&world, zone, sampled, wall.elapsed());
             }
             timeline.push(sampled);
-            let resident = memory::resident_bytes();
-            if resident > options.memory_limit_bytes {
-                stopped = Some(format!(
-                    "stopped at {} with {:.1} GB resident, over the run's limit of {:.1} GB (--max-memory-gb): what the stretch held until then is reported, nothing was left to settle",
-                    at.with_timezone(&zone).format("%H:%M"),
-                    resident as f64 / 1e9,
-                    options.memory_limit_bytes as f64 / 1e9
-                ));
+            stopped = over_memory(
+                options,
+                &format!("stopped at {}", at.with_timezone(&zone).format("%H:%M")),
+                "what the stretch held until then is reported, nothing was left to settle",
+            );
+            if stopped.is_some() {
                 break;
             }
         }
@@ -273,14 +271,15 @@ pub(super) async fn drive(
     while clock::now_ms() < settled_ms {
         if clock::now_ms() % 60_000 < 1_000 {
             timeline.push(sample(&data, &shared, clock::now_ms()));
-            let resident = memory::resident_bytes();
-            if resident > options.memory_limit_bytes {
-                stopped = Some(format!(
-                    "stopped settling at {} with {:.1} GB resident, over the run's limit of {:.1} GB (--max-memory-gb): the whole stretch ran; what was still queued or waiting then is reported as such",
-                    at_ms(clock::now_ms()).with_timezone(&zone).format("%H:%M"),
-                    resident as f64 / 1e9,
-                    options.memory_limit_bytes as f64 / 1e9
-                ));
+            stopped = over_memory(
+                options,
+                &format!(
+                    "stopped settling at {}",
+                    at_ms(clock::now_ms()).with_timezone(&zone).format("%H:%M")
+                ),
+                "the whole stretch ran; what was still queued or waiting then is reported as such",
+            );
+            if stopped.is_some() {
                 break;
             }
         }
@@ -396,6 +395,19 @@ pub(super) async fn drive(
         load_seconds,
         wall_seconds: wall.elapsed().as_secs_f64(),
         peak_resident_bytes: memory::peak_resident_bytes(),
+    })
+}
+
+/// Why the run stops, once its resident memory is past `--max-memory-gb`: `when` it stopped,
+/// and what the report then holds.
+fn over_memory(options: &RunOptions, when: &str, reported: &str) -> Option<String> {
+    let resident = memory::resident_bytes();
+    (resident > options.memory_limit_bytes).then(|| {
+        format!(
+            "{when} with {:.1} GB resident, over the run's limit of {:.1} GB (--max-memory-gb): {reported}",
+            resident as f64 / 1e9,
+            options.memory_limit_bytes as f64 / 1e9
+        )
     })
 }
 
