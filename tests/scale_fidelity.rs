@@ -655,7 +655,7 @@ async fn tick_item<S: Side>(side: &S, fixture: &Fixture) -> Counts {
     let now_ms = (side.clock())();
     let minute = Minute::containing(now_ms - settings.grace_ms).minus(1);
     store
-        .set_due(&fixture.tenant, &Subject::Shift(member), minute)
+        .set_due(&fixture.tenant, &Subject::Shifts, minute, now_ms)
         .await
         .expect("stored");
     let lease = DueIndex::acquire(store, "setup", now_ms, now_ms + 60_000)

@@ -65,19 +65,24 @@ mod tests {
         let tenant = TenantId::parse("demo").expect("valid");
         let alice = StaffId::parse("alice").expect("valid");
         store.insert_tenant(&tenant, Default::default());
+        let nine_to_six: domain::membership::WeeklySchedule = serde_json::from_value(
+            serde_json::json!({"shifts": [{"day": "mon", "start": "09:00", "end": "18:00"}]}),
+        )
+        .expect("a schedule");
+        store.insert_schedule(&tenant, &alice, nine_to_six);
         store.seat(
             &tenant,
             &alice,
             &[&CodeId::parse("welcome").expect("valid")],
         );
         let edge = Minute::containing(clock() - 30_000);
-        store.put_due(&tenant, Subject::Shift(alice), edge);
+        store.put_due(&tenant, Subject::Shifts, edge);
         store.set_cursor(edge);
         (store, tenant)
     }
 
     #[tokio::test]
-    async fn when_a_shift_edge_is_due_the_sample_tick_sends_a_fan_out_of_its_staff_member() {
+    async fn when_a_shift_edge_is_due_the_sample_tick_sends_a_fan_out_of_the_staff_with_it() {
         let (store, tenant) = staff_due_at_0900();
         let queue = InMemoryQueues::default();
         let tick = Tick::new(

@@ -2,10 +2,10 @@
 //! the design), the staff schedules the admin API stores, and the quota loop's claims as the
 //! day rollover reads them.
 //!
-//! A due item is `pk = TENANT#t, sk = DUE#STAFF#s | DUE#MIDNIGHT` with `gsi1pk` = its minute
-//! and shard (`DUE#202611300900#3`) and `gsi1sk` = tenant and subject, so a minute's items are
-//! `DUE_SHARDS` index queries and never a scan. Each subject has one item: moving it to its
-//! next moment is an update of `gsi1pk`.
+//! A due item is `pk = TENANT#t, sk = DUE#SHIFTS | DUE#MIDNIGHT` with `gsi1pk` = its minute
+//! and shard (`DUE#202611300900#3`) and `gsi1sk` = tenant, subject and the time its moments
+//! were handled through, so a minute's items are `DUE_SHARDS` index queries and never a scan.
+//! Each subject has one item: moving it to its next moment is an update of `gsi1pk`.
 
 use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
@@ -36,13 +36,15 @@ pub(crate) fn limit_named(name: &str) -> Option<Limit> {
 }
 
 /// A due item as an index query answers it (keys only): its tenant and subject from the
-/// table's keys, its minute from the index partition.
+/// table's keys, its minute from the index partition, its handled-through time from the index
+/// sort key.
 fn due_from(item: &Item, minute: Minute) -> Option<Due> {
     let tenant = get_s(item, keys::PK)?.strip_prefix("TENANT#")?;
     Some(Due {
         tenant: TenantId::parse(tenant).ok()?,
         subject: keys::due_subject(get_s(item, keys::SK)?)?,
         minute,
+        handled_through_ms: get_s(item, keys::GSI1_SK).and_then(keys::due_handled_through),
     })
 }
 
@@ -179,7 +181,12 @@ impl DueIndex for DynamoStore {
             .collect())
     }
 
-    async fn reschedule(&self, due: &Due, next: Option<Minute>) -> Result<(), StoreError> {
+    async fn reschedule(
+        &self,
+        due: &Due,
+        next: Option<Minute>,
+        handled_through_ms: u64,
+    ) -> Result<(), StoreError> {
         let shard = keys::due_shard(&due.tenant, &due.subject);
         let item_key = key(keys::tenant(&due.tenant), keys::due(&due.subject));
         let old = s(keys::due_bucket(due.minute, shard));
@@ -191,11 +198,20 @@ impl DueIndex for DynamoStore {
                 .update_item()
                 .table_name(&self.table)
                 .set_key(Some(item_key))
-                .update_expression("SET #gpk = :new, #at = :at")
+                .update_expression("SET #gpk = :new, #gsk = :sort, #at = :at")
                 .condition_expression("#gpk = :old")
                 .expression_attribute_names("#gpk", keys::GSI1_PK)
+                .expression_attribute_names("#gsk", keys::GSI1_SK)
                 .expression_attribute_names("#at", DUE_AT)
                 .expression_attribute_values(":new", s(keys::due_bucket(next, shard)))
+                .expression_attribute_values(
+                    ":sort",
+                    s(keys::due_index_sort(
+                        &due.tenant,
+                        &due.subject,
+                        handled_through_ms,
+                    )),
+                )
                 .expression_attribute_values(":at", n(next.start_ms()))
                 .expression_attribute_values(":old", old)
                 .send()
@@ -225,43 +241,24 @@ impl DueWriter for DynamoStore {
         tenant: &TenantId,
         subject: &Subject,
         minute: Minute,
+        now_ms: u64,
     ) -> Result<(), StoreError> {
         let shard = keys::due_shard(tenant, subject);
-        let mut item = key(keys::tenant(tenant), keys::due(subject));
-        item.insert(keys::GSI1_PK.into(), s(keys::due_bucket(minute, shard)));
-        item.insert(
-            keys::GSI1_SK.into(),
-            s(keys::due_index_sort(tenant, subject)),
-        );
-        item.insert(DUE_AT.into(), n(minute.start_ms()));
         self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        Ok(())
-    }
-
-    async fn clear_due(&self, tenant: &TenantId, subject: &Subject) -> Result<(), StoreError> {
-        self.client
-            .delete_item()
+            .update_item()
             .table_name(&self.table)
             .set_key(Some(key(keys::tenant(tenant), keys::due(subject))))
+            .update_expression("SET #gpk = :bucket, #gsk = if_not_exists(#gsk, :sort), #at = :at")
+            .expression_attribute_names("#gpk", keys::GSI1_PK)
+            .expression_attribute_names("#gsk", keys::GSI1_SK)
+            .expression_attribute_names("#at", DUE_AT)
+            .expression_attribute_values(":bucket", s(keys::due_bucket(minute, shard)))
+            .expression_attribute_values(":sort", s(keys::due_index_sort(tenant, subject, now_ms)))
+            .expression_attribute_values(":at", n(minute.start_ms()))
             .send()
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;
         Ok(())
-    }
-
-    async fn due_subjects(&self, tenant: &TenantId) -> Result<Vec<Subject>, StoreError> {
-        Ok(self
-            .query_tenant(tenant, keys::DUE_PREFIX, true)
-            .await?
-            .iter()
-            .filter_map(|item| keys::due_subject(get_s(item, keys::SK)?))
-            .collect())
     }
 }
 
@@ -273,28 +270,46 @@ impl ScheduleFacts for DynamoStore {
             .map(|profile| profile.timezone))
     }
 
-    async fn schedule(
+    async fn schedules(
         &self,
         tenant: &TenantId,
-        staff: &StaffId,
-    ) -> Result<Option<WeeklySchedule>, StoreError> {
-        let output = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
-            .projection_expression("#schedule")
-            .expression_attribute_names("#schedule", "schedule")
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        // Read as the recompute reads it (`staff_from`): an unreadable schedule is none.
-        Ok(output
-            .item
-            .as_ref()
-            .and_then(|item| get_s(item, "schedule"))
-            .and_then(|raw| serde_json::from_str(raw).ok()))
+    ) -> Result<Vec<(StaffId, WeeklySchedule)>, StoreError> {
+        let mut found = Vec::new();
+        let mut start = None;
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .filter_expression("attribute_exists(#schedule)")
+                .projection_expression("#sk, #schedule")
+                .expression_attribute_names("#pk", keys::PK)
+                .expression_attribute_names("#sk", keys::SK)
+                .expression_attribute_names("#schedule", "schedule")
+                .expression_attribute_values(":pk", s(keys::tenant(tenant)))
+                .expression_attribute_values(":prefix", s(keys::STAFF_PREFIX))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| unavailable(e.into_service_error()))?;
+            for item in output.items.unwrap_or_default() {
+                let staff = get_s(&item, keys::SK)
+                    .and_then(|sk| sk.strip_prefix(keys::STAFF_PREFIX))
+                    .and_then(|id| StaffId::parse(id).ok());
+                // Read as the recompute reads it (`staff_from`): an unreadable schedule is none.
+                let schedule = get_s(&item, "schedule")
+                    .and_then(|raw| serde_json::from_str::<WeeklySchedule>(raw).ok());
+                if let (Some(staff), Some(schedule)) = (staff, schedule) {
+                    found.push((staff, schedule));
+                }
+            }
+            start = output.last_evaluated_key;
+            if start.is_none() {
+                return Ok(found);
+            }
+        }
     }
 
     async fn limits_reached(
@@ -360,16 +375,21 @@ mod tests {
     #[test]
     fn a_due_item_is_read_back_from_its_keys() {
         let tenant = TenantId::parse("t1").expect("valid");
-        let alice = Subject::Shift(StaffId::parse("alice").expect("valid"));
         let minute = Minute::containing(1_796_000_000_000);
-        for subject in [alice, Subject::Midnight] {
-            let item = key(keys::tenant(&tenant), keys::due(&subject));
+        let through = 1_795_999_999_999;
+        for subject in [Subject::Shifts, Subject::Midnight] {
+            let mut item = key(keys::tenant(&tenant), keys::due(&subject));
+            item.insert(
+                keys::GSI1_SK.into(),
+                s(keys::due_index_sort(&tenant, &subject, through)),
+            );
             assert_eq!(
                 due_from(&item, minute),
                 Some(Due {
                     tenant: tenant.clone(),
                     subject,
-                    minute
+                    minute,
+                    handled_through_ms: Some(through),
                 })
             );
         }
@@ -378,13 +398,20 @@ mod tests {
     }
 
     #[test]
-    fn due_items_spread_over_every_shard_and_keep_theirs() {
+    fn a_per_staff_item_of_the_layout_before_tenant_items_is_not_read_as_one() {
         let tenant = TenantId::parse("t1").expect("valid");
+        let old = key(keys::tenant(&tenant), "DUE#STAFF#alice".to_owned());
+        assert_eq!(due_from(&old, Minute::containing(1_796_000_000_000)), None);
+        assert_eq!(keys::due_handled_through("TENANT#t1#DUE#SHIFTS"), None);
+    }
+
+    #[test]
+    fn due_items_spread_over_every_shard_and_keep_theirs() {
         let shards: std::collections::BTreeSet<u32> = (0..200)
             .map(|i| {
-                let subject = Subject::Shift(StaffId::parse(&format!("s{i}")).expect("valid"));
-                let shard = keys::due_shard(&tenant, &subject);
-                assert_eq!(shard, keys::due_shard(&tenant, &subject));
+                let tenant = TenantId::parse(&format!("t{i}")).expect("valid");
+                let shard = keys::due_shard(&tenant, &Subject::Shifts);
+                assert_eq!(shard, keys::due_shard(&tenant, &Subject::Shifts));
                 shard
             })
             .collect();

@@ -255,26 +255,27 @@ pub fn wecom_token(corp_id: &str) -> String {
 
 pub const WECOM_TOKEN_SK: &str = "TOKEN";
 
-/// The schedule tick's due items (one per staff member with a schedule, one per tenant for its
+/// The schedule tick's due items (per tenant, one for its staff's shift edges and one for its
 /// midnight) live under the tenant; the `gsi1` index finds them by the minute they are due.
 pub const DUE_PREFIX: &str = "DUE#";
-const DUE_SHIFT_PREFIX: &str = "DUE#STAFF#";
+const DUE_SHIFTS: &str = "DUE#SHIFTS";
 const DUE_MIDNIGHT: &str = "DUE#MIDNIGHT";
 
 pub fn due(subject: &Subject) -> String {
     match subject {
-        Subject::Shift(staff) => format!("{DUE_SHIFT_PREFIX}{staff}"),
+        Subject::Shifts => DUE_SHIFTS.to_owned(),
         Subject::Midnight => DUE_MIDNIGHT.to_owned(),
     }
 }
 
-/// The subject of a due item's sort key; `None` for anything else.
+/// The subject of a due item's sort key; `None` for anything else (the per-staff items of the
+/// layout before `DUE#SHIFTS`, `DUE#STAFF#<id>`, among them: docs/design/schedules.md).
 pub fn due_subject(sk: &str) -> Option<Subject> {
-    if sk == DUE_MIDNIGHT {
-        return Some(Subject::Midnight);
+    match sk {
+        DUE_MIDNIGHT => Some(Subject::Midnight),
+        DUE_SHIFTS => Some(Subject::Shifts),
+        _ => None,
     }
-    let staff = sk.strip_prefix(DUE_SHIFT_PREFIX)?;
-    StaffId::parse(staff).ok().map(Subject::Shift)
 }
 
 pub const GSI1: &str = "gsi1";
@@ -297,9 +298,23 @@ pub fn due_shard(tenant_id: &TenantId, subject: &Subject) -> u32 {
     u32::try_from(hash % u64::from(DUE_SHARDS)).unwrap_or(0)
 }
 
-/// The index sort key of a due item: its tenant and subject, `TENANT#t1#DUE#STAFF#alice`.
-pub fn due_index_sort(tenant_id: &TenantId, subject: &Subject) -> String {
-    format!("{}#{}", tenant(tenant_id), due(subject))
+/// The index sort key of a due item: its tenant, its subject and the time its moments were
+/// handled through, `TENANT#t1#DUE#SHIFTS#1796000430000`. The time is in the key because the
+/// index projects keys only and the tick reads nothing else of the item.
+pub fn due_index_sort(tenant_id: &TenantId, subject: &Subject, handled_through_ms: u64) -> String {
+    format!(
+        "{}#{}#{handled_through_ms:013}",
+        tenant(tenant_id),
+        due(subject)
+    )
+}
+
+/// The handled-through time of a due item's index sort key (`None` when it has none).
+pub fn due_handled_through(index_sort: &str) -> Option<u64> {
+    let (_, through) = index_sort.rsplit_once('#')?;
+    (through.len() == 13)
+        .then(|| through.parse().ok())
+        .flatten()
 }
 
 /// The schedule tick's cursor and lease: one item outside every tenant.

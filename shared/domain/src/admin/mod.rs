@@ -39,7 +39,7 @@ use crate::membership::{self, StaffFacts};
 use crate::reasons::{Cause, Fact, FanOut, FanOutQueue, ReasonQueue, Source};
 use crate::schedules::{plan, Subject};
 use crate::sweep::CreationIntent;
-use crate::tenants::{TenantProfile, Timezone};
+use crate::tenants::TenantProfile;
 use crate::wecom::contact_way::{ContactWayKind, ContactWayScene, CorpCredentials, NewContactWay};
 use crate::wecom::errors::WeComError;
 use crate::Clock;
@@ -113,22 +113,19 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
         let (previous, next) = self.store_profile(&tenant, patch, now_ms).await?;
         let profile = &next.profile;
         // The schedule tick's due items follow the zone: the next midnight always, and on a
-        // new zone every shift edge (due at once, so the tick computes it in the new zone).
+        // new zone the shift edges (due at once, so the tick computes them in the new zone; a
+        // tenant without schedules has its item deleted by that run).
         let midnight = plan::next_midnight(profile.timezone, now_ms);
         self.store
-            .set_due(&tenant, &Subject::Midnight, midnight)
+            .set_due(&tenant, &Subject::Midnight, midnight, now_ms)
             .await?;
         if previous
             .as_ref()
             .is_some_and(|p| p.timezone != profile.timezone)
         {
-            for subject in self.store.due_subjects(&tenant).await? {
-                if matches!(subject, Subject::Shift(_)) {
-                    self.store
-                        .set_due(&tenant, &subject, plan::asap(now_ms))
-                        .await?;
-                }
-            }
+            self.store
+                .set_due(&tenant, &Subject::Shifts, plan::asap(now_ms), now_ms)
+                .await?;
         }
         let rules_changed = previous.is_some_and(|p| {
             p.company_daily_cap != profile.company_daily_cap || p.timezone != profile.timezone
@@ -209,7 +206,8 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             departments,
             schedule,
         } = command;
-        let profile = self.existing_profile(&tenant).await?;
+        // A staff member of a tenant that does not exist is refused before anything is written.
+        self.existing_profile(&tenant).await?;
         let now_ms = (self.clock)();
         // The staff write first: it is the one that may be refused (a resignation is final),
         // and a refused request must change nothing.
@@ -227,8 +225,7 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
         };
         let facts = match &schedule {
             Some(edit) => {
-                self.apply_schedule(&tenant, &staff, edit, profile.timezone, now_ms)
-                    .await?;
+                self.apply_schedule(&tenant, &staff, edit, now_ms).await?;
                 StaffFacts {
                     schedule: match edit {
                         ScheduleEdit::Set(schedule) => Some(schedule.clone()),
@@ -275,15 +272,15 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
         })
     }
 
-    /// Stores (or removes) the staff member's work schedule, then points their due item at
-    /// the next shift start or end so the schedule tick sends their codes a reason then. A
-    /// schedule older than the stored one changes nothing: its writer set the due item.
+    /// Stores (or removes) the staff member's work schedule, then moves the tenant's shift item
+    /// to the next minute, where the tick finds the next edge of every schedule, this one's
+    /// included (`domain::schedules`). A schedule older than the stored one changes nothing:
+    /// its writer moved the item.
     async fn apply_schedule(
         &self,
         tenant: &TenantId,
         staff: &StaffId,
         edit: &ScheduleEdit,
-        timezone: Timezone,
         now_ms: u64,
     ) -> Result<(), StoreError> {
         let schedule = match edit {
@@ -298,11 +295,9 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             tracing::info!("a later schedule is stored; this one is dropped");
             return Ok(());
         }
-        let subject = Subject::Shift(staff.clone());
-        match plan::next_shift_edge(schedule, timezone, now_ms) {
-            Some(edge) => self.store.set_due(tenant, &subject, edge).await,
-            None => self.store.clear_due(tenant, &subject).await,
-        }
+        self.store
+            .set_due(tenant, &Subject::Shifts, plan::asap(now_ms), now_ms)
+            .await
     }
 
     /// Replaces the department's members, then sends a reason to every code that lists it

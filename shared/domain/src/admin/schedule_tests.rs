@@ -156,7 +156,8 @@ fn a_bad_schedule_is_refused_naming_the_field_to_fix() {
 }
 
 #[tokio::test]
-async fn a_schedule_is_stored_its_codes_get_a_reason_and_its_next_edge_is_due() {
+async fn a_schedule_is_stored_its_codes_get_a_reason_and_the_tenants_shift_item_is_due_next_minute()
+{
     let (admin, store, queue) = admin().await;
     let before = queue.reasons().len();
 
@@ -164,10 +165,11 @@ async fn a_schedule_is_stored_its_codes_get_a_reason_and_its_next_edge_is_due() 
         PutStaff::parse("demo", "alice", &staff_body(mondays_nine_to_six())).expect("valid");
     let answer = admin.put_staff(command).await.expect("stored");
 
-    // Monday 23:59:59 in Shanghai: the next edge is next Monday's 09:00 (01:00Z).
+    // The tick finds the next edge of every schedule, this one's included, at the next
+    // minute; a new item counts what came before the write as handled.
     assert_eq!(
-        store.stored_due(&tenant(), &Subject::Shift(alice())),
-        Some(minute("2026-12-07T01:00:00Z"))
+        store.stored_due_handled(&tenant(), &Subject::Shifts),
+        Some((Minute::containing(NOW_MS).next(), NOW_MS))
     );
     let stored = store.stored_staff(&tenant(), &alice()).expect("stored");
     assert_eq!(stored.schedule.as_ref(), answer.schedule.as_ref());
@@ -180,31 +182,30 @@ async fn a_schedule_is_stored_its_codes_get_a_reason_and_its_next_edge_is_due() 
 }
 
 #[tokio::test]
-async fn removing_a_schedule_removes_its_due_item_and_an_absent_one_keeps_both() {
+async fn removing_a_schedule_moves_the_shift_item_and_a_write_without_one_leaves_it() {
+    // GIVEN alice's schedule stored, and the tick since moved the item to her next edge
     let (admin, store, _) = admin().await;
     let set = PutStaff::parse("demo", "alice", &staff_body(mondays_nine_to_six())).expect("valid");
     admin.put_staff(set).await.expect("stored");
+    let next_monday = minute("2026-12-07T01:00:00Z");
+    store.put_due_handled(&tenant(), Subject::Shifts, next_monday, NOW_MS);
 
     let untouched = PutStaff::parse("demo", "alice", r#"{"online": false}"#).expect("valid");
     let answer = admin.put_staff(untouched).await.expect("stored");
     assert!(answer.schedule.is_some());
-    assert!(store
-        .stored_due(&tenant(), &Subject::Shift(alice()))
-        .is_some());
+    assert_eq!(
+        store.stored_due(&tenant(), &Subject::Shifts),
+        Some(next_monday)
+    );
 
+    // A removal is due at once too: the tick finds no schedule left and deletes the item.
     let remove = PutStaff::parse("demo", "alice", &staff_body(json!(null))).expect("valid");
     let answer = admin.put_staff(remove).await.expect("stored");
     assert_eq!(answer.schedule, None);
-    assert_eq!(store.stored_due(&tenant(), &Subject::Shift(alice())), None);
-}
-
-#[tokio::test]
-async fn a_schedule_never_on_shift_has_no_edge_to_wait_for() {
-    let (admin, store, _) = admin().await;
-    let never =
-        PutStaff::parse("demo", "alice", &staff_body(json!({"shifts": []}))).expect("valid");
-    admin.put_staff(never).await.expect("stored");
-    assert_eq!(store.stored_due(&tenant(), &Subject::Shift(alice())), None);
+    assert_eq!(
+        store.stored_due(&tenant(), &Subject::Shifts),
+        Some(Minute::containing(NOW_MS).next())
+    );
 }
 
 #[tokio::test]
@@ -231,19 +232,20 @@ async fn a_new_timezone_makes_every_shift_edge_due_at_once_and_the_same_zone_lea
     let set = PutStaff::parse("demo", "alice", &staff_body(mondays_nine_to_six())).expect("valid");
     admin.put_staff(set).await.expect("stored");
     let next_monday = minute("2026-12-07T01:00:00Z");
+    store.put_due_handled(&tenant(), Subject::Shifts, next_monday, NOW_MS);
 
     let same = PutTenant::parse("demo", &tenant_body("Asia/Shanghai")).expect("valid");
     admin.put_tenant(same).await.expect("stored");
     assert_eq!(
-        store.stored_due(&tenant(), &Subject::Shift(alice())),
+        store.stored_due(&tenant(), &Subject::Shifts),
         Some(next_monday)
     );
 
     let paris = PutTenant::parse("demo", &tenant_body("Europe/Paris")).expect("valid");
     admin.put_tenant(paris).await.expect("stored");
     assert_eq!(
-        store.stored_due(&tenant(), &Subject::Shift(alice())),
-        Some(Minute::containing(NOW_MS).next()),
+        store.stored_due_handled(&tenant(), &Subject::Shifts),
+        Some((Minute::containing(NOW_MS).next(), NOW_MS)),
         "the tick recomputes it in the new zone at the next minute"
     );
 }

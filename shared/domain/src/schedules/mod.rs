@@ -7,18 +7,30 @@
 //! at each moment the tick only sends refresh reasons to the codes it may change, and the
 //! refresh function (the single writer) recomputes them.
 //!
-//! How moments are found: every subject with a next moment has one **due item** (one per staff
-//! member with a schedule, one per tenant for its next midnight), indexed by the UTC minute it
+//! How moments are found: a tenant has at most two **due items**, one for the next shift start
+//! or end of any of its staff and one for its next midnight, each indexed by the UTC minute it
 //! falls in. A **tick** that runs every minute walks the minutes from a stored cursor up to now,
 //! and for each due item sends its reasons first and moves the item to its next moment second
 //! (a crash in between sends the reasons again: harmless, the refresh coalesces and dedupes).
 //!
-//! The tick's work per item is bounded, whatever the staff member's codes: a shift edge is one
-//! `FanOut` of the staff member (the fan-out function pages their codes, as it does for the
-//! admin API's staff changes), and a midnight is the day's claimed codes plus one `FanOut` of the
-//! staff back from the company cap. The tick checks its deadline before each item, so a run
-//! that cannot finish a minute (a 09:00 wave) stops inside it: the items it handled have moved
-//! to their next moment, the cursor stays on the minute, and the next run finds only the rest.
+//! Why one shift item per tenant, not one per staff member: on a production morning most staff
+//! start at 09:00, so per-staff items put hundreds of thousands of items in one minute, more
+//! than a tick can move before the next minute (the scale simulation measured 24 minutes
+//! behind). Per tenant, a minute holds at most one shift item per tenant. Handling it reads the
+//! tenant's schedules (one query), finds the staff whose shifts started or ended since the item
+//! was last handled (`Due::handled_through_ms`, so a writer that moves the item earlier never
+//! skips another staff member's edge), sends them in `FanOut`s of at most
+//! `plan::STAFF_PER_FAN_OUT` staff, and moves the item to the earliest next edge of any of them.
+//! A schedule write moves the item to the next minute (`plan::asap`), so the tick recomputes
+//! the next edge with the new schedule; a tick that read the schedules before that write finds
+//! the item moved and leaves the writer's minute.
+//!
+//! The tick's work per item is bounded: edges and rollovers are `FanOut`s of at most
+//! `plan::STAFF_PER_FAN_OUT` staff each (the fan-out function pages their codes, as it does for
+//! the admin API's staff changes), and a midnight adds the day's claimed codes. The tick checks
+//! its deadline before each item, so a run that cannot finish a minute stops inside it: the
+//! items it handled have moved to their next moment, the cursor stays on the minute, and the
+//! next run finds only the rest.
 //!
 //! - `plan`: the pure part (which minutes a tick may walk, next moments, what a rollover
 //!   brings back, the reasons to send);
@@ -34,7 +46,7 @@ pub use ports::{DueIndex, DueWriter, ScheduleFacts};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::membership::Limit;
-use crate::reasons::{FanOutQueue, ReasonQueue, RefreshReason};
+use crate::reasons::{FanOut, FanOutQueue, ReasonQueue, RefreshReason};
 use crate::Clock;
 use crate::StoreError;
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -110,8 +122,8 @@ impl fmt::Display for Minute {
 /// What a due item is for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Subject {
-    /// A staff member's next shift start or end.
-    Shift(StaffId),
+    /// The next shift start or end of any staff member of the tenant.
+    Shifts,
     /// The tenant's next midnight.
     Midnight,
 }
@@ -122,6 +134,19 @@ pub struct Due {
     pub tenant: TenantId,
     pub subject: Subject,
     pub minute: Minute,
+    /// Moments up to this time were handled when the item was last handled (or, for an item
+    /// no tick has handled yet, when it was written): the shift edges to send are the ones
+    /// after it. `None` for an item that does not say (its minute's start is used).
+    pub handled_through_ms: Option<u64>,
+}
+
+impl Due {
+    /// The time the item's moments were handled through: its own record, or for an item
+    /// without one, just before its minute.
+    pub fn handled_through(&self) -> u64 {
+        self.handled_through_ms
+            .unwrap_or_else(|| self.minute.start_ms().saturating_sub(1))
+    }
 }
 
 /// One of the quota loop's "removed for a limit" claims, as the rollover reads them.
@@ -158,7 +183,7 @@ pub struct TickSettings {
     /// How long a run holds the cursor. Longer than the function's timeout: a run is never
     /// overtaken while it lives, and a crashed run's cursor is free again after it.
     pub lease_ms: u64,
-    /// Due items, and reasons of one item, in flight at once.
+    /// Due items, and reasons or fan-outs of one item, in flight at once.
     pub concurrency: usize,
     /// Start no item when this much of the run's time is left (the rest is for finishing the
     /// items in hand, moving the cursor and releasing it).
@@ -170,7 +195,7 @@ impl TickSettings {
         grace_ms: 15_000,
         max_minutes: 60,
         lease_ms: 120_000,
-        concurrency: 16,
+        concurrency: 32,
         reserve: Duration::from_secs(15),
     };
 }
@@ -335,7 +360,10 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue, O: FanOutQueue> Tick<I, F, Q
                     // sends them again, which is harmless.
                     let later = Minute::containing((self.clock)()).next();
                     tracing::warn!(tenant = %due.tenant, subject = ?due.subject, error = %error, retry_in = %later, "due item failed; trying it again later");
-                    self.index.reschedule(&due, Some(later)).await?;
+                    // Handled through nothing new: the retry sends the same edges.
+                    self.index
+                        .reschedule(&due, Some(later), due.handled_through())
+                        .await?;
                     retried += 1;
                 }
             }
@@ -353,15 +381,15 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue, O: FanOutQueue> Tick<I, F, Q
         let now_ms = (self.clock)();
         let Some(timezone) = self.facts.timezone(&due.tenant).await? else {
             tracing::info!(tenant = %due.tenant, "due item of a tenant that does not exist; deleted");
-            self.index.reschedule(due, None).await?;
+            self.index.reschedule(due, None, now_ms).await?;
             return Ok(Sent::default());
         };
-        let (reasons, fan_out, next) = match &due.subject {
-            Subject::Shift(staff) => {
-                let schedule = self.facts.schedule(&due.tenant, staff).await?;
-                let fan_out = plan::shift_fan_out(&due.tenant, staff, due.minute);
-                let next = plan::next_shift_edge(schedule.as_ref(), timezone, now_ms);
-                (Vec::new(), Some(fan_out), next)
+        let (reasons, fan_outs, next) = match &due.subject {
+            Subject::Shifts => {
+                let schedules = self.facts.schedules(&due.tenant).await?;
+                let edges = plan::shift_edges(&schedules, timezone, due.handled_through(), now_ms);
+                let fan_outs = plan::shift_fan_outs(&due.tenant, &edges.staff_by_edge);
+                (Vec::new(), fan_outs, edges.next)
             }
             Subject::Midnight => {
                 let (first_day, last_day) = plan::days_ended(due.minute, now_ms, timezone);
@@ -372,7 +400,7 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue, O: FanOutQueue> Tick<I, F, Q
                 let back = plan::rollover(&claims);
                 let codes: BTreeSet<CodeId> = back.codes;
                 let reasons = plan::rollover_reasons(&due.tenant, &last_day, due.minute, codes);
-                let fan_out = plan::rollover_fan_out(
+                let fan_outs = plan::rollover_fan_outs(
                     &due.tenant,
                     &last_day,
                     due.minute,
@@ -381,7 +409,7 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue, O: FanOutQueue> Tick<I, F, Q
                 tracing::info!(tenant = %due.tenant, first_day, last_day, claims = claims.len(), codes = reasons.len(), "day rolled over");
                 (
                     reasons,
-                    fan_out,
+                    fan_outs,
                     Some(plan::next_midnight(timezone, now_ms)),
                 )
             }
@@ -391,13 +419,15 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue, O: FanOutQueue> Tick<I, F, Q
                 self.reasons.send(reason)
             })
             .await?;
-        if let Some(fan_out) = &fan_out {
-            self.fan_outs.send(fan_out).await?;
-        }
-        self.index.reschedule(due, next).await?;
+        stream::iter(fan_outs.iter().map(Ok))
+            .try_for_each_concurrent(self.settings.concurrency, |fan_out: &FanOut| {
+                self.fan_outs.send(fan_out)
+            })
+            .await?;
+        self.index.reschedule(due, next, now_ms).await?;
         Ok(Sent {
             reasons: reasons.len(),
-            fan_outs: usize::from(fan_out.is_some()),
+            fan_outs: fan_outs.len(),
         })
     }
 }

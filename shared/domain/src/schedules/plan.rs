@@ -7,7 +7,7 @@ use crate::membership::{Limit, WeeklySchedule};
 use crate::reasons::{Cause, Fact, FanOut, RefreshReason, Source};
 use crate::tenants::Timezone;
 use chrono::TimeZone;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The minutes a run may walk: `first..=last` (empty when `first > last`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,42 +114,140 @@ pub fn rollover(claims: &[LimitReached]) -> Rollover {
     back
 }
 
-/// The fan-out that tells every code the staff member sits on about a shift edge. The fact is
-/// the edge itself: its reasons are alike for the same edge sent twice (a crash, a retry, the
-/// fan-out queue's at-least-once delivery), so refresh.fifo deduplicates them.
-pub fn shift_fan_out(tenant: &TenantId, staff: &StaffId, edge: Minute) -> FanOut {
-    FanOut::new(
-        tenant.clone(),
-        vec![Source::Staff {
-            staff: staff.clone(),
-        }],
-        Cause::ShiftChanged,
-        edge.start_ms(),
-        format!("shift:{staff}:{edge}"),
-    )
+/// Staff per `FanOut` the tick sends: the fan-out function reads each source's codes before it
+/// sends a page, and a message stays far below SQS's 256 KiB whatever the staff ids.
+pub const STAFF_PER_FAN_OUT: usize = 100;
+
+/// The shift edges a tick finds for a tenant: who had one since the item was last handled, by
+/// the minute of their (latest) edge, and the earliest edge still to come.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShiftEdges {
+    pub staff_by_edge: BTreeMap<Minute, Vec<StaffId>>,
+    /// `None` when no staff member has a schedule with an edge ahead.
+    pub next: Option<Minute>,
 }
 
-/// The fan-out that tells every code of the staff back from the company cap about the day's
-/// end (none when nobody is); the same fact as the day's claimed codes' reasons.
-pub fn rollover_fan_out(
+/// Edges of one staff member a tick walks through to find the latest in its window.
+const EDGES_WALKED: usize = 8;
+
+/// The staff whose shift started or ended in `(after_ms, now_ms]`, and the next edge of any
+/// staff member after `now_ms`. A staff member with several edges in the window (a tick far
+/// behind) is told once, at the latest: the recompute reads the clock, not the edge.
+pub fn shift_edges(
+    schedules: &[(StaffId, WeeklySchedule)],
+    timezone: Timezone,
+    after_ms: u64,
+    now_ms: u64,
+) -> ShiftEdges {
+    let mut edges = ShiftEdges::default();
+    for (staff, schedule) in schedules {
+        let Some(first) = next_shift_edge(Some(schedule), timezone, after_ms) else {
+            continue;
+        };
+        let upcoming = if first.start_ms() <= now_ms {
+            let mut latest = first;
+            let mut upcoming = next_shift_edge(Some(schedule), timezone, first.start_ms());
+            for _ in 0..EDGES_WALKED {
+                match upcoming {
+                    Some(edge) if edge.start_ms() <= now_ms => {
+                        latest = edge;
+                        upcoming = next_shift_edge(Some(schedule), timezone, edge.start_ms());
+                    }
+                    _ => break,
+                }
+            }
+            if upcoming.is_some_and(|edge| edge.start_ms() <= now_ms) {
+                // A tick days behind: the edge told is not the latest, the next one is exact.
+                upcoming = next_shift_edge(Some(schedule), timezone, now_ms);
+            }
+            edges
+                .staff_by_edge
+                .entry(latest)
+                .or_default()
+                .push(staff.clone());
+            upcoming
+        } else {
+            // No edge since `after_ms`, so the one after it is the one after now too.
+            Some(first)
+        };
+        edges.next = match (edges.next, upcoming) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    edges
+}
+
+/// The fan-outs that tell the codes of the staff with a shift edge about it: per edge minute,
+/// `STAFF_PER_FAN_OUT` staff at a time, in the order given. The fact is the tenant's edge
+/// minute: the same edges sent twice (a crash, a retry, the fan-out queue's at-least-once
+/// delivery) make the same reasons, which refresh.fifo deduplicates.
+pub fn shift_fan_outs(
+    tenant: &TenantId,
+    staff_by_edge: &BTreeMap<Minute, Vec<StaffId>>,
+) -> Vec<FanOut> {
+    staff_by_edge
+        .iter()
+        .flat_map(|(edge, staff)| {
+            staff_fan_outs(
+                tenant,
+                staff.iter().cloned(),
+                Cause::ShiftChanged,
+                *edge,
+                &format!("shifts:{edge}"),
+            )
+        })
+        .collect()
+}
+
+/// The fan-outs that tell every code of the staff back from the company cap about the day's
+/// end (none when nobody is); the first is the same fact as the day's claimed codes' reasons.
+pub fn rollover_fan_outs(
     tenant: &TenantId,
     last_day: &str,
     midnight: Minute,
     staff: impl IntoIterator<Item = StaffId>,
-) -> Option<FanOut> {
+) -> Vec<FanOut> {
+    staff_fan_outs(
+        tenant,
+        staff,
+        Cause::DayRolledOver,
+        midnight,
+        &rollover_key(last_day),
+    )
+}
+
+/// `STAFF_PER_FAN_OUT` staff per fan-out. The first keeps `key`; the others add their place,
+/// so each is its own fact for the fan-out marks (docs/rules.md rule 11), and a code they share
+/// is recomputed once per fan-out at most.
+fn staff_fan_outs(
+    tenant: &TenantId,
+    staff: impl IntoIterator<Item = StaffId>,
+    cause: Cause,
+    at: Minute,
+    key: &str,
+) -> Vec<FanOut> {
     let sources: Vec<Source> = staff
         .into_iter()
         .map(|staff| Source::Staff { staff })
         .collect();
-    (!sources.is_empty()).then(|| {
-        FanOut::new(
-            tenant.clone(),
-            sources,
-            Cause::DayRolledOver,
-            midnight.start_ms(),
-            rollover_key(last_day),
-        )
-    })
+    sources
+        .chunks(STAFF_PER_FAN_OUT)
+        .enumerate()
+        .map(|(place, chunk)| {
+            let fact_key = match place {
+                0 => key.to_owned(),
+                _ => format!("{key}#{place}"),
+            };
+            FanOut::new(
+                tenant.clone(),
+                chunk.to_vec(),
+                cause,
+                at.start_ms(),
+                fact_key,
+            )
+        })
+        .collect()
 }
 
 /// One reason per code a rollover may change; the fact is the end of `last_day`.

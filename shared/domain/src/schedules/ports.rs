@@ -36,26 +36,30 @@ pub trait DueIndex: Send + Sync {
     /// Every due item in `minute`.
     async fn due_in(&self, minute: Minute) -> Result<Vec<Due>, StoreError>;
 
-    /// Moves a due item the tick has handled to `next` (`None` deletes it), unless a writer
-    /// moved it since it was read: then the writer's version stands.
-    async fn reschedule(&self, due: &Due, next: Option<Minute>) -> Result<(), StoreError>;
+    /// Moves a due item the tick has handled to `next` (`None` deletes it), recording that its
+    /// moments were handled through `handled_through_ms`, unless a writer moved it since it
+    /// was read: then the writer's version stands.
+    async fn reschedule(
+        &self,
+        due: &Due,
+        next: Option<Minute>,
+        handled_through_ms: u64,
+    ) -> Result<(), StoreError>;
 }
 
 /// How writers of facts (the admin API) keep due items in step with what they write.
 #[async_trait::async_trait]
 pub trait DueWriter: Send + Sync {
-    /// Creates or moves the subject's due item to `minute`.
+    /// Moves the subject's due item to `minute`, or creates it there counting the moments
+    /// before `now_ms` as handled (an existing item keeps its own record, so a write that moves
+    /// it makes the tick skip no moment it has not handled).
     async fn set_due(
         &self,
         tenant: &TenantId,
         subject: &Subject,
         minute: Minute,
+        now_ms: u64,
     ) -> Result<(), StoreError>;
-
-    async fn clear_due(&self, tenant: &TenantId, subject: &Subject) -> Result<(), StoreError>;
-
-    /// The subjects of a tenant that have a due item (a query on the tenant's keys).
-    async fn due_subjects(&self, tenant: &TenantId) -> Result<Vec<Subject>, StoreError>;
 }
 
 /// What the tick reads to handle a due item.
@@ -64,11 +68,12 @@ pub trait ScheduleFacts: Send + Sync {
     /// `None` when the tenant does not exist (any more).
     async fn timezone(&self, tenant: &TenantId) -> Result<Option<Timezone>, StoreError>;
 
-    async fn schedule(
+    /// Every staff member of the tenant who has a schedule, with it (one query of the
+    /// tenant's staff; unreadable schedules are left out, as the recompute reads them).
+    async fn schedules(
         &self,
         tenant: &TenantId,
-        staff: &StaffId,
-    ) -> Result<Option<WeeklySchedule>, StoreError>;
+    ) -> Result<Vec<(StaffId, WeeklySchedule)>, StoreError>;
 
     /// The quota loop's claims of the tenant-days `first_day..=last_day` (`YYYY-MM-DD`).
     async fn limits_reached(

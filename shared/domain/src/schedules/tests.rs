@@ -26,6 +26,10 @@ fn tenant() -> TenantId {
     TenantId::parse("t1").expect("valid")
 }
 
+fn tenant_named(id: &str) -> TenantId {
+    TenantId::parse(id).expect("valid")
+}
+
 fn staff(id: &str) -> StaffId {
     StaffId::parse(id).expect("valid")
 }
@@ -40,6 +44,11 @@ fn shanghai() -> Timezone {
 
 /// Monday to Friday, 09:00 to 18:00 local time.
 fn office_hours() -> WeeklySchedule {
+    hours(9, 18)
+}
+
+/// Monday to Friday, `start`:00 to `end`:00 local time.
+fn hours(start: u32, end: u32) -> WeeklySchedule {
     let at = |h| NaiveTime::from_hms_opt(h, 0, 0).expect("valid time");
     WeeklySchedule {
         shifts: [
@@ -52,8 +61,8 @@ fn office_hours() -> WeeklySchedule {
         .into_iter()
         .map(|day| Shift {
             day,
-            start: at(9),
-            end: at(18),
+            start: at(start),
+            end: at(end),
         })
         .collect(),
     }
@@ -255,50 +264,111 @@ fn a_rollover_brings_back_daily_limits_and_the_company_cap_but_not_add_limits() 
 }
 
 #[test]
-fn the_same_edge_gives_the_same_fan_out_so_refresh_fifo_drops_the_reasons_of_a_resend() {
+fn the_staff_told_of_an_edge_are_those_with_one_since_the_last_handling_and_the_next_is_the_earliest(
+) {
+    let schedules = vec![
+        (staff("alice"), office_hours()),
+        (staff("bob"), hours(10, 19)),
+        (staff("carol"), hours(9, 17)),
+    ];
+    // Handled through just before 09:00 local; now 09:00:20.
+    let edges = plan::shift_edges(
+        &schedules,
+        shanghai(),
+        ms("2026-11-30T01:00:00Z") - 1,
+        monday_0900_20(),
+    );
+    assert_eq!(
+        edges.staff_by_edge.into_iter().collect::<Vec<_>>(),
+        vec![(
+            minute("2026-11-30T01:00:00Z"),
+            vec![staff("alice"), staff("carol")]
+        )]
+    );
+    // bob starts at 10:00 local, before anyone's 17:00 or 18:00.
+    assert_eq!(edges.next, Some(minute("2026-11-30T02:00:00Z")));
+}
+
+#[test]
+fn a_tick_far_behind_tells_each_staff_member_once_at_their_latest_edge() {
+    let schedules = vec![(staff("alice"), office_hours())];
+    // Handled through Monday 08:00 local; now Monday 19:00 local: both of alice's edges passed.
+    let edges = plan::shift_edges(
+        &schedules,
+        shanghai(),
+        ms("2026-11-30T00:00:00Z"),
+        ms("2026-11-30T11:00:00Z"),
+    );
+    assert_eq!(
+        edges.staff_by_edge.into_iter().collect::<Vec<_>>(),
+        vec![(minute("2026-11-30T10:00:00Z"), vec![staff("alice")])]
+    );
+    assert_eq!(edges.next, Some(minute("2026-12-01T01:00:00Z")));
+    let none = plan::shift_edges(&[], shanghai(), 0, monday_0900_20());
+    assert_eq!(none, plan::ShiftEdges::default());
+}
+
+#[test]
+fn the_same_edges_give_the_same_fan_outs_of_at_most_a_hundred_staff_each() {
     let edge = minute("2026-11-30T01:00:00Z");
-    let once = plan::shift_fan_out(&tenant(), &staff("a"), edge);
-    let again = plan::shift_fan_out(&tenant(), &staff("a"), edge);
-    assert_eq!(once, again);
-    assert_eq!(once.cause, Cause::ShiftChanged);
-    assert_eq!(once.fact_at_ms, edge.start_ms());
-    assert_eq!(once.sources, vec![Source::Staff { staff: staff("a") }]);
-    let next_edge = plan::shift_fan_out(&tenant(), &staff("a"), edge.plus(540));
-    assert_ne!(once.fact_key, next_edge.fact_key);
+    let many: Vec<StaffId> = (0..250).map(|n| staff(&format!("s{n:03}"))).collect();
+    let by_edge = std::collections::BTreeMap::from([(edge, many)]);
+    let once = plan::shift_fan_outs(&tenant(), &by_edge);
+    assert_eq!(once, plan::shift_fan_outs(&tenant(), &by_edge));
+    assert_eq!(
+        once.iter().map(|f| f.sources.len()).collect::<Vec<_>>(),
+        [100, 100, 50]
+    );
+    assert_eq!(
+        once.iter().map(|f| f.fact_key.as_str()).collect::<Vec<_>>(),
+        [
+            "shifts:202611300100",
+            "shifts:202611300100#1",
+            "shifts:202611300100#2"
+        ]
+    );
+    assert!(once
+        .iter()
+        .all(|f| f.cause == Cause::ShiftChanged && f.fact_at_ms == edge.start_ms()));
+    let later = std::collections::BTreeMap::from([(edge.plus(540), vec![staff("a")])]);
+    assert_ne!(
+        plan::shift_fan_outs(&tenant(), &later)[0].fact_key,
+        once[0].fact_key
+    );
 }
 
 #[test]
 fn a_rollover_fans_out_to_the_staff_back_from_the_company_cap_and_to_nobody_else() {
     let midnight = minute("2026-11-30T16:00:00Z");
-    let fan_out: FanOut = plan::rollover_fan_out(&tenant(), "2026-11-30", midnight, [staff("bob")])
-        .expect("bob is back");
+    let fan_outs: Vec<FanOut> =
+        plan::rollover_fan_outs(&tenant(), "2026-11-30", midnight, [staff("bob")]);
+    assert_eq!(fan_outs.len(), 1);
     assert_eq!(
-        fan_out.sources,
+        fan_outs[0].sources,
         vec![Source::Staff {
             staff: staff("bob")
         }]
     );
     assert_eq!(
-        (fan_out.cause, fan_out.fact_key.as_str()),
+        (fan_outs[0].cause, fan_outs[0].fact_key.as_str()),
         (Cause::DayRolledOver, "day-rolled-over:2026-11-30")
     );
-    assert_eq!(
-        plan::rollover_fan_out(&tenant(), "2026-11-30", midnight, []),
-        None
-    );
+    assert!(plan::rollover_fan_outs(&tenant(), "2026-11-30", midnight, []).is_empty());
 }
 
 // ------------------------------------------------------------------ a tick over fakes
 
 #[tokio::test]
-async fn a_shift_edge_sends_one_fan_out_of_the_staff_member_then_moves_to_the_next_edge() {
-    // GIVEN alice on two codes, due at Monday's 09:00 shift start
+async fn a_shift_edge_sends_one_fan_out_of_the_staff_with_it_then_moves_to_the_tenants_next_edge() {
+    // GIVEN alice on two codes starting at 09:00 and bob at 10:00, the tenant's shift item due
+    // at Monday's 09:00
     let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.insert_tenant(&tenant(), shanghai());
     store.insert_schedule(&tenant(), &staff("alice"), office_hours());
+    store.insert_schedule(&tenant(), &staff("bob"), hours(10, 19));
     store.seat(&tenant(), &staff("alice"), &[&code("c1"), &code("c2")]);
-    let alice = Subject::Shift(staff("alice"));
-    store.put_due(&tenant(), alice.clone(), minute("2026-11-30T01:00:00Z"));
+    let shifts = Subject::Shifts;
+    store.put_due(&tenant(), shifts.clone(), minute("2026-11-30T01:00:00Z"));
     store.set_cursor(minute("2026-11-30T00:59:00Z"));
 
     // WHEN the tick runs at 09:00:20 local
@@ -308,16 +378,13 @@ async fn a_shift_edge_sends_one_fan_out_of_the_staff_member_then_moves_to_the_ne
         .expect("tick ran");
 
     // THEN one fan-out of alice (the fan-out function pages her codes), no reason of the
-    // tick's own, and the item is due at 18:00 local
+    // tick's own, and the item is due at bob's 10:00 local, handled through the run's moment
     assert_eq!(fanned_out_staff(&queue), ["alice"]);
-    assert_eq!(
-        queue.fan_outs()[0],
-        plan::shift_fan_out(&tenant(), &staff("alice"), minute("2026-11-30T01:00:00Z"))
-    );
+    assert_eq!(queue.fan_outs()[0].fact_key, "shifts:202611300100");
     assert!(queue.reasons().is_empty());
     assert_eq!(
-        store.stored_due(&tenant(), &alice),
-        Some(minute("2026-11-30T10:00:00Z"))
+        store.stored_due_handled(&tenant(), &shifts),
+        Some((minute("2026-11-30T02:00:00Z"), monday_0900_20()))
     );
     assert_eq!(report.minutes_walked, 2);
     assert_eq!(
@@ -329,12 +396,11 @@ async fn a_shift_edge_sends_one_fan_out_of_the_staff_member_then_moves_to_the_ne
 }
 
 #[tokio::test]
-async fn a_removed_schedule_ends_its_due_item_after_one_last_fan_out() {
+async fn a_tenant_whose_schedules_are_all_removed_has_its_shift_item_deleted() {
     let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.insert_tenant(&tenant(), shanghai());
     store.seat(&tenant(), &staff("bob"), &[&code("c1")]);
-    let bob = Subject::Shift(staff("bob"));
-    store.put_due(&tenant(), bob.clone(), minute("2026-11-30T01:00:00Z"));
+    store.put_due(&tenant(), Subject::Shifts, minute("2026-11-30T01:00:00Z"));
     store.set_cursor(minute("2026-11-30T01:00:00Z"));
 
     tick(&store, &queue, monday_0900_20)
@@ -342,8 +408,70 @@ async fn a_removed_schedule_ends_its_due_item_after_one_last_fan_out() {
         .await
         .expect("tick ran");
 
-    assert_eq!(fanned_out_staff(&queue), ["bob"]);
-    assert_eq!(store.stored_due(&tenant(), &bob), None);
+    assert!(queue.fan_outs().is_empty());
+    assert_eq!(store.stored_due(&tenant(), &Subject::Shifts), None);
+}
+
+#[tokio::test]
+async fn a_schedule_write_that_moves_the_item_skips_no_edge_of_another_staff_member() {
+    // GIVEN the item due at 09:00 with alice's 09:00 start, and an admin write at 09:00:05
+    // (bob's new schedule) that moves it to the next minute
+    let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
+    store.insert_tenant(&tenant(), shanghai());
+    store.insert_schedule(&tenant(), &staff("alice"), office_hours());
+    let edge = minute("2026-11-30T01:00:00Z");
+    store.put_due(&tenant(), Subject::Shifts, edge);
+    store.set_cursor(edge);
+    store.insert_schedule(&tenant(), &staff("bob"), hours(10, 19));
+    DueWriter::set_due(
+        &store,
+        &tenant(),
+        &Subject::Shifts,
+        edge.next(),
+        monday_0900_05(),
+    )
+    .await
+    .expect("written");
+
+    // WHEN the tick walks 09:00 and 09:01
+    tick(&store, &queue, || ms("2026-11-30T01:01:20Z"))
+        .run("run-1", BUDGET)
+        .await
+        .expect("tick ran");
+
+    // THEN alice's 09:00 start still went out (the item kept what it was handled through)
+    assert_eq!(fanned_out_staff(&queue), ["alice"]);
+    assert_eq!(
+        store.stored_due(&tenant(), &Subject::Shifts),
+        Some(minute("2026-11-30T02:00:00Z"))
+    );
+}
+
+#[tokio::test]
+async fn a_tick_that_read_an_item_before_a_writer_moved_it_leaves_the_writers_minute() {
+    let store = InMemoryStore::default();
+    let edge = minute("2026-11-30T01:00:00Z");
+    store.put_due(&tenant(), Subject::Shifts, edge);
+    let read = store.due_in(edge).await.expect("read").remove(0);
+    DueWriter::set_due(
+        &store,
+        &tenant(),
+        &Subject::Shifts,
+        edge.next(),
+        monday_0900_20(),
+    )
+    .await
+    .expect("written");
+
+    store
+        .reschedule(&read, Some(edge.plus(540)), monday_0900_20())
+        .await
+        .expect("answered");
+
+    assert_eq!(
+        store.stored_due_handled(&tenant(), &Subject::Shifts),
+        Some((edge.next(), edge.start_ms() - 1))
+    );
 }
 
 #[tokio::test]
@@ -410,12 +538,9 @@ async fn a_run_walks_at_most_its_bound_and_the_next_run_goes_on_from_there() {
     store.insert_tenant(&tenant(), shanghai());
     // Two hours behind (the tick was stopped, or the clock moved forward).
     store.set_cursor(minute("2026-11-29T23:00:00Z"));
+    store.insert_schedule(&tenant(), &staff("alice"), office_hours());
     store.seat(&tenant(), &staff("alice"), &[&code("c1")]);
-    store.put_due(
-        &tenant(),
-        Subject::Shift(staff("alice")),
-        minute("2026-11-30T00:30:00Z"),
-    );
+    store.put_due(&tenant(), Subject::Shifts, minute("2026-11-30T00:30:00Z"));
 
     let first = tick(&store, &queue, monday_0900_20)
         .run("run-1", BUDGET)
@@ -461,12 +586,9 @@ async fn a_run_leaves_the_index_alone_while_another_run_holds_the_cursor() {
 async fn a_crashed_runs_lease_expires_and_the_next_run_walks_its_minute_again() {
     let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.insert_tenant(&tenant(), shanghai());
+    store.insert_schedule(&tenant(), &staff("alice"), office_hours());
     store.seat(&tenant(), &staff("alice"), &[&code("c1")]);
-    store.put_due(
-        &tenant(),
-        Subject::Shift(staff("alice")),
-        minute("2026-11-30T01:00:00Z"),
-    );
+    store.put_due(&tenant(), Subject::Shifts, minute("2026-11-30T01:00:00Z"));
     store.set_cursor(minute("2026-11-30T01:00:00Z"));
     store.hold_cursor_lease("crashed", monday_0900_20() - 1);
 
@@ -498,15 +620,18 @@ async fn a_lease_taken_under_a_clock_since_set_back_does_not_hold_the_cursor() {
 
 #[tokio::test]
 async fn a_failing_item_is_tried_again_next_minute_without_holding_up_the_others() {
+    // GIVEN two tenants' items in one minute, the first's schedules unreadable
     let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
+    let other = tenant_named("t2");
     store.insert_tenant(&tenant(), shanghai());
+    store.insert_tenant(&other, shanghai());
     store.insert_schedule(&tenant(), &staff("alice"), office_hours());
-    store.insert_schedule(&tenant(), &staff("bob"), office_hours());
+    store.insert_schedule(&other, &staff("bob"), office_hours());
     store.seat(&tenant(), &staff("alice"), &[&code("c1")]);
-    store.seat(&tenant(), &staff("bob"), &[&code("c2")]);
+    store.seat(&other, &staff("bob"), &[&code("c2")]);
     let edge = minute("2026-11-30T01:00:00Z");
-    store.put_due(&tenant(), Subject::Shift(staff("alice")), edge);
-    store.put_due(&tenant(), Subject::Shift(staff("bob")), edge);
+    store.put_due(&tenant(), Subject::Shifts, edge);
+    store.put_due(&other, Subject::Shifts, edge);
     store.set_cursor(edge);
     store.make_unreadable(&staff("alice"), true);
 
@@ -518,8 +643,9 @@ async fn a_failing_item_is_tried_again_next_minute_without_holding_up_the_others
     assert_eq!(report.retried, 1);
     assert_eq!(fanned_out_staff(&queue), ["bob"]);
     assert_eq!(
-        store.stored_due(&tenant(), &Subject::Shift(staff("alice"))),
-        Some(edge.next())
+        store.stored_due_handled(&tenant(), &Subject::Shifts),
+        Some((edge.next(), edge.start_ms() - 1)),
+        "tried again next minute with the same edges to send"
     );
     assert_eq!(store.cursor(), Some(edge.next()));
 }
@@ -528,9 +654,10 @@ async fn a_failing_item_is_tried_again_next_minute_without_holding_up_the_others
 async fn a_minute_in_its_grace_is_left_for_the_next_run() {
     let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
     store.insert_tenant(&tenant(), shanghai());
+    store.insert_schedule(&tenant(), &staff("alice"), office_hours());
     store.seat(&tenant(), &staff("alice"), &[&code("c1")]);
     let edge = minute("2026-11-30T01:00:00Z");
-    store.put_due(&tenant(), Subject::Shift(staff("alice")), edge);
+    store.put_due(&tenant(), Subject::Shifts, edge);
     store.set_cursor(edge);
 
     let report = tick(&store, &queue, monday_0900_05)
@@ -550,7 +677,7 @@ async fn a_queue_outage_keeps_the_item_for_a_later_minute() {
     store.insert_schedule(&tenant(), &staff("alice"), office_hours());
     store.seat(&tenant(), &staff("alice"), &[&code("c1")]);
     let edge = minute("2026-11-30T01:00:00Z");
-    store.put_due(&tenant(), Subject::Shift(staff("alice")), edge);
+    store.put_due(&tenant(), Subject::Shifts, edge);
     store.set_cursor(edge);
     queue.set_fan_outs_unavailable(true);
 
@@ -559,7 +686,7 @@ async fn a_queue_outage_keeps_the_item_for_a_later_minute() {
         .await
         .expect("tick ran");
     assert_eq!(
-        store.stored_due(&tenant(), &Subject::Shift(staff("alice"))),
+        store.stored_due(&tenant(), &Subject::Shifts),
         Some(edge.next()),
         "not moved to 18:00 before its fan-out went out"
     );
@@ -571,7 +698,7 @@ async fn a_queue_outage_keeps_the_item_for_a_later_minute() {
         .expect("tick ran");
     assert_eq!(queue.fan_outs().len(), 1);
     assert_eq!(
-        store.stored_due(&tenant(), &Subject::Shift(staff("alice"))),
+        store.stored_due(&tenant(), &Subject::Shifts),
         Some(minute("2026-11-30T10:00:00Z"))
     );
 }
@@ -594,19 +721,19 @@ async fn a_due_item_of_a_tenant_that_is_gone_is_deleted() {
 
 #[tokio::test]
 async fn a_run_out_of_time_inside_a_minute_keeps_the_cursor_there_and_the_next_run_finishes_it() {
-    // GIVEN forty staff members' shift edges in one minute, and a clock that advances a second
-    // on every read: a run with 25 s and a 15 s reserve has time for a few items only
+    // GIVEN forty tenants' shift edges in one minute, and a clock that advances a second on
+    // every read: a run with 25 s and a 15 s reserve has time for a few items only
     static NOW: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     fn ticking() -> u64 {
         NOW.fetch_add(1_000, std::sync::atomic::Ordering::SeqCst)
     }
     let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
-    store.insert_tenant(&tenant(), shanghai());
     let edge = minute("2026-11-30T01:00:00Z");
     for n in 0..40 {
-        let member = staff(&format!("s{n:02}"));
-        store.insert_schedule(&tenant(), &member, office_hours());
-        store.put_due(&tenant(), Subject::Shift(member), edge);
+        let of = tenant_named(&format!("t{n:02}"));
+        store.insert_tenant(&of, shanghai());
+        store.insert_schedule(&of, &staff(&format!("s{n:02}")), office_hours());
+        store.put_due(&of, Subject::Shifts, edge);
     }
     store.set_cursor(edge);
     NOW.store(monday_0900_20(), std::sync::atomic::Ordering::SeqCst);
@@ -630,7 +757,7 @@ async fn a_run_out_of_time_inside_a_minute_keeps_the_cursor_there_and_the_next_r
     assert_eq!(first.minutes_walked, 0);
     assert_eq!(store.cursor(), Some(edge));
 
-    // AND the next run, with time, sends the rest, each staff member's fan-out once
+    // AND the next run, with time, sends the rest, each tenant's fan-out once
     let second = tick_with(&store, &queue, ticking, settings)
         .run("run-2", Duration::from_secs(600))
         .await

@@ -17,7 +17,7 @@ use domain::lanes::CodeAge;
 use domain::membership::{
     recompute, CodeConfig, Facts, Family, Shift, StaffFacts, Switches, TenantRules, WeeklySchedule,
 };
-use domain::schedules::{plan, Subject};
+use domain::schedules::{plan, Minute, Subject};
 use domain::tenants::{TenantProfile, Timezone};
 use std::collections::{BTreeSet, HashMap};
 
@@ -158,6 +158,9 @@ pub fn load_tenant(
     let mut facts_of: HashMap<StaffId, StaffFacts> = HashMap::with_capacity(staff.len());
     let mut departments: Vec<BTreeSet<StaffId>> =
         vec![BTreeSet::new(); tenant.departments as usize];
+    // The tenant's shift item, as the tick leaves it: at the earliest next edge of any staff
+    // member, handled through the load's moment.
+    let mut next_edge: Option<Minute> = None;
     for index in 0..tenant.staff {
         let figures = tenant.staff_member(profile, index);
         let member = &staff[index as usize];
@@ -165,12 +168,15 @@ pub fn load_tenant(
         let mut facts = StaffFacts::ACTIVE_ONLINE;
         if let Some(schedule) = staff_schedule(profile, &figures) {
             if let Some(edge) = plan::next_shift_edge(Some(&schedule), timezone, now_ms) {
-                store.put_due(&id, Subject::Shift(member.clone()), edge);
+                next_edge = Some(next_edge.map_or(edge, |earliest| earliest.min(edge)));
             }
             facts.schedule = Some(schedule);
         }
         store.insert_staff(&id, member, facts.clone());
         facts_of.insert(member.clone(), facts);
+    }
+    if let Some(edge) = next_edge {
+        store.put_due_handled(&id, Subject::Shifts, edge, now_ms);
     }
     for (index, members) in departments.into_iter().enumerate() {
         store.insert_department(&id, &department_id(index as u32), members);

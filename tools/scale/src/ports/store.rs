@@ -521,9 +521,10 @@ fn due_key(tenant: &TenantId, subject: &Subject) -> ItemKey {
 }
 
 fn due_index_key(tenant: &TenantId, subject: &Subject, minute: Minute) -> ItemKey {
+    // The handled-through time is 13 digits whatever its value: the key's size is the same.
     ItemKey::new(
         keys::due_bucket(minute, keys::due_shard(tenant, subject)),
-        keys::due_index_sort(tenant, subject),
+        keys::due_index_sort(tenant, subject, minute.start_ms()),
     )
 }
 
@@ -1728,7 +1729,12 @@ impl DueIndex for MeteredStore {
         Ok(due)
     }
 
-    async fn reschedule(&self, due: &Due, next: Option<Minute>) -> Result<(), StoreError> {
+    async fn reschedule(
+        &self,
+        due: &Due,
+        next: Option<Minute>,
+        handled_through_ms: u64,
+    ) -> Result<(), StoreError> {
         let (tenant, subject) = (&due.tenant, &due.subject);
         let bytes = due_bytes(tenant, subject, due.minute);
         let old = due_index_key(tenant, subject, due.minute);
@@ -1740,7 +1746,7 @@ impl DueIndex for MeteredStore {
             }
             None => self.write(Kind::DeleteItem, touch).await?,
         }
-        self.data.reschedule(due, next).await
+        self.data.reschedule(due, next, handled_through_ms).await
     }
 }
 
@@ -1752,14 +1758,20 @@ impl ScheduleFacts for MeteredStore {
         self.data.timezone(tenant).await
     }
 
-    async fn schedule(
+    /// The adapter's query reads every staff item of the tenant (the filter to those with a
+    /// schedule is applied after the read, so it is billed for all of them).
+    async fn schedules(
         &self,
         tenant: &TenantId,
-        staff: &StaffId,
-    ) -> Result<Option<WeeklySchedule>, StoreError> {
-        self.get(self.staff_touch(tenant, staff, 0), Consistency::Strong)
-            .await?;
-        self.data.schedule(tenant, staff).await
+    ) -> Result<Vec<(StaffId, WeeklySchedule)>, StoreError> {
+        let bytes: usize = self
+            .data
+            .staff_of(tenant)
+            .iter()
+            .map(|staff| self.staff_touch(tenant, staff, 0).bytes)
+            .sum();
+        self.query_tenant(tenant, keys::STAFF_PREFIX, bytes).await?;
+        self.data.schedules(tenant).await
     }
 
     async fn limits_reached(

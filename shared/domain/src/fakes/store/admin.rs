@@ -111,22 +111,13 @@ impl DueWriter for InMemoryStore {
         tenant: &TenantId,
         subject: &Subject,
         minute: Minute,
+        now_ms: u64,
     ) -> Result<(), StoreError> {
-        self.available()?
-            .due
-            .insert((tenant.clone(), subject.clone()), minute);
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), subject.clone());
+        let through = tables.due.get(&key).map_or(now_ms, |(_, through)| through);
+        tables.due.insert(key, minute, through);
         Ok(())
-    }
-
-    async fn clear_due(&self, tenant: &TenantId, subject: &Subject) -> Result<(), StoreError> {
-        self.available()?
-            .due
-            .remove(&(tenant.clone(), subject.clone()));
-        Ok(())
-    }
-
-    async fn due_subjects(&self, tenant: &TenantId) -> Result<Vec<Subject>, StoreError> {
-        Ok(self.available()?.due.subjects_of(tenant).cloned().collect())
     }
 }
 

@@ -115,30 +115,35 @@ impl<T: Ord> SortedSet<T> {
     }
 }
 
-/// The schedule tick's due items: each subject's minute, and each minute's subjects, in the
-/// order the index's Query returns them.
+/// The schedule tick's due items: each subject's minute and the time it was handled through,
+/// and each minute's subjects, in the order the index's Query returns them.
 #[derive(Default)]
 pub(super) struct DueTable {
-    by_subject: BTreeMap<(TenantId, Subject), Minute>,
+    by_subject: BTreeMap<(TenantId, Subject), (Minute, u64)>,
     by_minute: BTreeMap<Minute, BTreeSet<(TenantId, Subject)>>,
 }
 
 impl DueTable {
-    pub(super) fn get(&self, key: &(TenantId, Subject)) -> Option<Minute> {
+    pub(super) fn get(&self, key: &(TenantId, Subject)) -> Option<(Minute, u64)> {
         self.by_subject.get(key).copied()
     }
 
-    pub(super) fn insert(&mut self, key: (TenantId, Subject), minute: Minute) {
+    pub(super) fn insert(
+        &mut self,
+        key: (TenantId, Subject),
+        minute: Minute,
+        handled_through_ms: u64,
+    ) {
         self.remove(&key);
         self.by_minute
             .entry(minute)
             .or_default()
             .insert(key.clone());
-        self.by_subject.insert(key, minute);
+        self.by_subject.insert(key, (minute, handled_through_ms));
     }
 
     pub(super) fn remove(&mut self, key: &(TenantId, Subject)) {
-        if let Some(minute) = self.by_subject.remove(key) {
+        if let Some((minute, _)) = self.by_subject.remove(key) {
             if let Some(subjects) = self.by_minute.get_mut(&minute) {
                 subjects.remove(key);
                 if subjects.is_empty() {
@@ -148,19 +153,23 @@ impl DueTable {
         }
     }
 
-    pub(super) fn due_in(&self, minute: Minute) -> impl Iterator<Item = &(TenantId, Subject)> {
-        self.by_minute.get(&minute).into_iter().flatten()
-    }
-
-    pub(super) fn subjects_of<'a>(
-        &'a self,
-        tenant: &'a TenantId,
-    ) -> impl Iterator<Item = &'a Subject> + 'a {
-        // Admin reads only (a schedule edit): a scan is cheap enough there.
-        self.by_subject
-            .keys()
-            .filter(move |(t, _)| t == tenant)
-            .map(|(_, subject)| subject)
+    pub(super) fn due_in(
+        &self,
+        minute: Minute,
+    ) -> impl Iterator<Item = crate::schedules::Due> + '_ {
+        self.by_minute
+            .get(&minute)
+            .into_iter()
+            .flatten()
+            .map(move |(tenant, subject)| crate::schedules::Due {
+                tenant: tenant.clone(),
+                subject: subject.clone(),
+                minute,
+                handled_through_ms: self
+                    .by_subject
+                    .get(&(tenant.clone(), subject.clone()))
+                    .map(|(_, through)| *through),
+            })
     }
 }
 
@@ -274,13 +283,13 @@ mod tests {
     fn a_due_item_moved_to_another_minute_is_due_only_there() {
         let mut due = DueTable::default();
         let key = (tenant("t1"), Subject::Midnight);
-        due.insert(key.clone(), Minute::containing(60_000));
-        due.insert(key.clone(), Minute::containing(120_000));
+        due.insert(key.clone(), Minute::containing(60_000), 1);
+        due.insert(key.clone(), Minute::containing(120_000), 2);
         assert_eq!(due.due_in(Minute::containing(60_000)).count(), 0);
-        assert_eq!(
-            due.due_in(Minute::containing(120_000)).collect::<Vec<_>>(),
-            vec![&key]
-        );
+        let found: Vec<_> = due.due_in(Minute::containing(120_000)).collect();
+        assert_eq!(found.len(), 1);
+        assert_eq!((&found[0].tenant, &found[0].subject), (&key.0, &key.1));
+        assert_eq!(found[0].handled_through_ms, Some(2));
         due.remove(&key);
         assert_eq!(due.due_in(Minute::containing(120_000)).count(), 0);
         assert_eq!(due.get(&key), None);

@@ -31,7 +31,7 @@ use crate::schedules::{LimitReached, Minute, Subject};
 use crate::tenants::{TenantProfile, Timezone};
 use crate::wecom::acquisition::AcquisitionLink;
 use crate::StoreError;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 type CodeKey = (TenantId, CodeId);
@@ -83,7 +83,8 @@ struct Tables {
     /// tenant holds each corp id.
     profile_meta: HashMap<TenantId, (u64, SecretsChanged)>,
     corp_claims: HashMap<String, TenantId>,
-    staff: HashMap<StaffKey, StaffFacts>,
+    /// In key order, so a tenant's staff are one range (the tick's schedule query).
+    staff: BTreeMap<StaffKey, StaffFacts>,
     codes: HashMap<CodeKey, VersionedCode>,
     /// Each tenant's code ids in order, as the table's sort key orders them (`CODE#` items):
     /// a tenant's page of codes reads that tenant's ids, not every code of every tenant.
@@ -370,6 +371,17 @@ impl InMemoryStore {
         self.tables()
             .staff
             .insert((tenant.clone(), staff.clone()), facts);
+    }
+
+    /// Every staff member of the tenant with an item, in id order.
+    pub fn staff_of(&self, tenant: &TenantId) -> Vec<StaffId> {
+        let lowest = StaffId::parse("-").expect("the lowest staff id is valid");
+        self.tables()
+            .staff
+            .range((tenant.clone(), lowest)..)
+            .take_while(|((of, _), _)| of == tenant)
+            .map(|((_, staff), _)| staff.clone())
+            .collect()
     }
 
     pub fn stored_staff(&self, tenant: &TenantId, staff: &StaffId) -> Option<StaffFacts> {
@@ -703,11 +715,35 @@ impl InMemoryStore {
 
     /// The minute the subject's due item is due, if it has one.
     pub fn stored_due(&self, tenant: &TenantId, subject: &Subject) -> Option<Minute> {
+        self.stored_due_handled(tenant, subject)
+            .map(|(minute, _)| minute)
+    }
+
+    /// The subject's due item: its minute and the time it was handled through.
+    pub fn stored_due_handled(
+        &self,
+        tenant: &TenantId,
+        subject: &Subject,
+    ) -> Option<(Minute, u64)> {
         self.tables().due.get(&(tenant.clone(), subject.clone()))
     }
 
+    /// A due item in `minute`, handled through just before it.
     pub fn put_due(&self, tenant: &TenantId, subject: Subject, minute: Minute) {
-        self.tables().due.insert((tenant.clone(), subject), minute);
+        let through = minute.start_ms().saturating_sub(1);
+        self.put_due_handled(tenant, subject, minute, through);
+    }
+
+    pub fn put_due_handled(
+        &self,
+        tenant: &TenantId,
+        subject: Subject,
+        minute: Minute,
+        handled_through_ms: u64,
+    ) {
+        self.tables()
+            .due
+            .insert((tenant.clone(), subject), minute, handled_through_ms);
     }
 
     pub fn cursor(&self) -> Option<Minute> {

@@ -55,25 +55,22 @@ impl DueIndex for InMemoryStore {
         if !tables.history_off {
             tables.minutes_read.push(minute);
         }
-        Ok(tables
-            .due
-            .due_in(minute)
-            .map(|(tenant, subject)| Due {
-                tenant: tenant.clone(),
-                subject: subject.clone(),
-                minute,
-            })
-            .collect())
+        Ok(tables.due.due_in(minute).collect())
     }
 
-    async fn reschedule(&self, due: &Due, next: Option<Minute>) -> Result<(), StoreError> {
+    async fn reschedule(
+        &self,
+        due: &Due,
+        next: Option<Minute>,
+        handled_through_ms: u64,
+    ) -> Result<(), StoreError> {
         let mut tables = self.available()?;
         let key = (due.tenant.clone(), due.subject.clone());
-        if tables.due.get(&key) != Some(due.minute) {
+        if tables.due.get(&key).map(|(minute, _)| minute) != Some(due.minute) {
             return Ok(());
         }
         match next {
-            Some(next) => tables.due.insert(key, next),
+            Some(next) => tables.due.insert(key, next, handled_through_ms),
             None => tables.due.remove(&key),
         };
         Ok(())
@@ -86,17 +83,23 @@ impl ScheduleFacts for InMemoryStore {
         Ok(self.available()?.profiles.get(tenant).map(|p| p.timezone))
     }
 
-    async fn schedule(
+    async fn schedules(
         &self,
         tenant: &TenantId,
-        staff: &StaffId,
-    ) -> Result<Option<WeeklySchedule>, StoreError> {
+    ) -> Result<Vec<(StaffId, WeeklySchedule)>, StoreError> {
         let tables = self.available()?;
-        tables.readable(staff)?;
-        Ok(tables
-            .staff
-            .get(&(tenant.clone(), staff.clone()))
-            .and_then(|facts| facts.schedule.clone()))
+        let lowest = StaffId::parse("-").expect("the lowest staff id is valid");
+        let mut found = Vec::new();
+        for ((of, staff), facts) in tables.staff.range((tenant.clone(), lowest)..) {
+            if of != tenant {
+                break;
+            }
+            if let Some(schedule) = &facts.schedule {
+                tables.readable(staff)?;
+                found.push((staff.clone(), schedule.clone()));
+            }
+        }
+        Ok(found)
     }
 
     async fn limits_reached(

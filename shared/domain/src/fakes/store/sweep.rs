@@ -13,7 +13,7 @@ use crate::sweep::{
     FanOutIndex, GuardTrip, LeavingStaff, LinkRetirements, SweepRuns, TenantRegistry,
 };
 use crate::StoreError;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 #[async_trait::async_trait]
 impl DirtyIndex for InMemoryStore {
@@ -348,7 +348,7 @@ impl CreationIntents for InMemoryStore {
 }
 
 /// Whether the stored staff member is resigned (a member not stored is not).
-fn resigned(staff: &HashMap<StaffKey, StaffFacts>, key: &StaffKey) -> bool {
+fn resigned(staff: &BTreeMap<StaffKey, StaffFacts>, key: &StaffKey) -> bool {
     staff
         .get(key)
         .is_some_and(|facts| facts.employment == Employment::Resigned)

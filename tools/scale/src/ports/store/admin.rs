@@ -159,15 +159,8 @@ impl DueWriter for MeteredStore {
         tenant: &TenantId,
         subject: &Subject,
         minute: Minute,
+        now_ms: u64,
     ) -> Result<(), StoreError> {
-        self.data.set_due(tenant, subject, minute).await
-    }
-
-    async fn clear_due(&self, tenant: &TenantId, subject: &Subject) -> Result<(), StoreError> {
-        self.data.clear_due(tenant, subject).await
-    }
-
-    async fn due_subjects(&self, tenant: &TenantId) -> Result<Vec<Subject>, StoreError> {
-        self.data.due_subjects(tenant).await
+        self.data.set_due(tenant, subject, minute, now_ms).await
     }
 }
