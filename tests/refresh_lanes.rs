@@ -9,7 +9,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use domain::ids::TenantId;
 use domain::ids::{CodeId, StaffId};
 use domain::lanes::Lane;
-use domain::refresh::{Acquired, CodeLeases, CodeRecords, FencedWrite, Lease, PushRecord};
+use domain::refresh::{
+    Acquired, AfterRecord, CodeLeases, CodeRecords, FencedWrite, Lease, PushRecord,
+};
 use integration_tests::{eventually, now_ms, random_id, LiveTenant, World};
 use std::time::Duration;
 
@@ -66,12 +68,15 @@ async fn an_expired_lease_is_taken_over_and_the_stale_writers_record_is_rejected
     let code = CodeId::parse("contended")?;
     let t0 = now_ms();
 
-    let a = match store.acquire(&tenant, &code, "writer-a", t0, 1_000).await? {
+    let a = match store
+        .acquire(&tenant, &code, "writer-a", t0, 1_000, None)
+        .await?
+    {
         Acquired::LeasedRefresh(lease) => lease,
         busy => anyhow::bail!("a free code's lease was refused: {busy:?}"),
     };
     let early = store
-        .acquire(&tenant, &code, "writer-b", t0 + 500, 1_000)
+        .acquire(&tenant, &code, "writer-b", t0 + 500, 1_000, None)
         .await?;
     ensure!(
         early
@@ -81,7 +86,7 @@ async fn an_expired_lease_is_taken_over_and_the_stale_writers_record_is_rejected
         "a live lease was taken: {early:?}"
     );
     let b = match store
-        .acquire(&tenant, &code, "writer-b", t0 + 1_001, 1_000)
+        .acquire(&tenant, &code, "writer-b", t0 + 1_001, 1_000, None)
         .await?
     {
         Acquired::LeasedRefresh(lease) => lease,
@@ -89,14 +94,26 @@ async fn an_expired_lease_is_taken_over_and_the_stale_writers_record_is_rejected
     };
 
     let fresh = store
-        .record_push(&tenant, &code, &b, &push(&["bob"], t0 + 1_100)?)
+        .record_push(
+            &tenant,
+            &code,
+            &b,
+            &push(&["bob"], t0 + 1_100)?,
+            AfterRecord::Keep,
+        )
         .await?;
     ensure!(
         fresh == FencedWrite::Written,
         "the holder's record: {fresh:?}"
     );
     let stale = store
-        .record_push(&tenant, &code, &a, &push(&["alice"], t0 + 1_200)?)
+        .record_push(
+            &tenant,
+            &code,
+            &a,
+            &push(&["alice"], t0 + 1_200)?,
+            AfterRecord::Keep,
+        )
         .await?;
     ensure!(
         stale == FencedWrite::LeaseLost,
@@ -117,7 +134,7 @@ async fn an_expired_lease_is_taken_over_and_the_stale_writers_record_is_rejected
 
     store.release(&tenant, &code, &a).await?;
     let after_stale_release = store
-        .acquire(&tenant, &code, "writer-c", t0 + 1_500, 1_000)
+        .acquire(&tenant, &code, "writer-c", t0 + 1_500, 1_000, None)
         .await?;
     ensure!(
         matches!(after_stale_release, Acquired::Busy { .. }),
@@ -125,7 +142,7 @@ async fn an_expired_lease_is_taken_over_and_the_stale_writers_record_is_rejected
     );
     store.release(&tenant, &code, &b).await?;
     let after_release = store
-        .acquire(&tenant, &code, "writer-c", t0 + 1_500, 1_000)
+        .acquire(&tenant, &code, "writer-c", t0 + 1_500, 1_000, None)
         .await?;
     ensure!(
         matches!(after_release, Acquired::LeasedRefresh(Lease { .. })),

@@ -31,8 +31,8 @@ use domain::lanes::{Lane, LanePolicy, LaneSwitch};
 use domain::membership::{CodeConfig, Employment, Family, RotationSlot, Switches};
 use domain::reasons::{Cause, FanOut, FanOutQueue, ReasonQueue, Source};
 use domain::refresh::{
-    Acquired, CodeLeases, CodeRecords, FailureMarks, FencedWrite, LeaseTimes, Outcome, PushRecord,
-    RefreshRequest, Refresher,
+    Acquired, AfterRecord, CodeLeases, CodeRecords, FailureMarks, FencedWrite, LeaseTimes, Outcome,
+    PushRecord, RefreshRequest, Refresher,
 };
 use domain::schedules::{CursorLease, DueIndex, DueWriter, Minute, ScheduleFacts, Subject};
 use domain::schedules::{Tick, TickSettings};
@@ -410,7 +410,7 @@ impl Fixture {
     ) {
         let store = side.store();
         let now_ms = (side.clock())();
-        let acquired = CodeLeases::acquire(store, &self.tenant, code, "setup", now_ms, 8_000)
+        let acquired = CodeLeases::acquire(store, &self.tenant, code, "setup", now_ms, 8_000, None)
             .await
             .expect("store available");
         let Acquired::LeasedRefresh(lease) = acquired else {
@@ -425,13 +425,10 @@ impl Fixture {
             lane: Lane::Fast,
         };
         let written = store
-            .record_push(&self.tenant, code, &lease, &push)
+            .record_push(&self.tenant, code, &lease, &push, AfterRecord::Release)
             .await
             .expect("store available");
         assert_eq!(written, FencedWrite::Written);
-        CodeLeases::release(store, &self.tenant, code, &lease)
-            .await
-            .expect("released");
     }
 }
 

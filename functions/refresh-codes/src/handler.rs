@@ -115,6 +115,7 @@ mod tests {
                     last_pushed: None,
                     dirty_since_ms: None,
                     links: Default::default(),
+                    lease: Default::default(),
                 };
                 store.load_snapshot(&tenant(), &code(id), &snapshot);
                 let age = CodeAge {

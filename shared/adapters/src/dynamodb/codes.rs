@@ -19,7 +19,7 @@ use domain::membership::{
     candidates, AddCounts, CodeConfig, RotationSlot, StaffFacts, MAX_DEPARTMENT_CANDIDATES,
 };
 use domain::owed::replan;
-use domain::refresh::{CodeRecords, FencedWrite, Lease, PushRecord, Tally};
+use domain::refresh::{AfterRecord, CodeRecords, FencedWrite, Lease, LeaseSeen, PushRecord, Tally};
 use domain::tenants::tenant_day;
 use domain::wecom::acquisition::AcquisitionLink;
 use domain::StoreError;
@@ -422,6 +422,7 @@ impl CodeFacts for DynamoStore {
                 key(pk.clone(), keys::code(code)),
                 key(pk.clone(), keys::pushed(code)),
                 key(pk.clone(), keys::dirty(code)),
+                key(pk.clone(), keys::lease(code)),
             ])
             .await?;
         let by_sk: HashMap<String, Item> = first
@@ -467,6 +468,13 @@ impl CodeFacts for DynamoStore {
                 .get(&keys::dirty(code))
                 .and_then(|item| get_n(item, "marked_at_ms")),
             links,
+            lease: by_sk
+                .get(&keys::lease(code))
+                .map(|item| LeaseSeen {
+                    acquisitions: get_n(item, "acquisitions").unwrap_or(0),
+                    held_until_ms: get_n(item, "lease_expires_ms").unwrap_or(0),
+                })
+                .unwrap_or_default(),
         }))
     }
 }
@@ -530,13 +538,17 @@ impl DynamoStore {
         code: &CodeId,
         lease: &Lease,
         mut items: Vec<TransactWriteItem>,
+        then: AfterRecord,
     ) -> Result<FencedWrite, StoreError> {
         let fence_at = items.len();
-        items.push(
-            TransactWriteItem::builder()
+        items.push(match then {
+            AfterRecord::Keep => TransactWriteItem::builder()
                 .condition_check(self.lease_fence(tenant, code, lease)?)
                 .build(),
-        );
+            AfterRecord::Release => TransactWriteItem::builder()
+                .update(self.lease_fence_and_release(tenant, code, lease)?)
+                .build(),
+        });
         let result = self
             .client
             .transact_write_items()
@@ -583,6 +595,7 @@ impl CodeRecords for DynamoStore {
         code: &CodeId,
         lease: &Lease,
         push: &PushRecord,
+        then: AfterRecord,
     ) -> Result<FencedWrite, StoreError> {
         let pk = keys::tenant(tenant);
         let users = push.users.iter().map(|u| u.as_str().to_owned());
@@ -630,7 +643,7 @@ impl CodeRecords for DynamoStore {
                     .build())
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        self.fenced_write(tenant, code, lease, writes).await
+        self.fenced_write(tenant, code, lease, writes, then).await
     }
 
     async fn record_rotation(
@@ -668,7 +681,8 @@ impl CodeRecords for DynamoStore {
         let write = TransactWriteItem::builder()
             .update(update.build().map_err(unavailable)?)
             .build();
-        self.fenced_write(tenant, code, lease, vec![write]).await
+        self.fenced_write(tenant, code, lease, vec![write], AfterRecord::Keep)
+            .await
     }
 
     async fn record_starved(
@@ -687,7 +701,8 @@ impl CodeRecords for DynamoStore {
             .build()
             .map_err(unavailable)?;
         let write = TransactWriteItem::builder().update(update).build();
-        self.fenced_write(tenant, code, lease, vec![write]).await
+        self.fenced_write(tenant, code, lease, vec![write], AfterRecord::Keep)
+            .await
     }
 
     /// One `UpdateItem` on the staff item: `SET link_id, link_url` on condition that the staff

@@ -8,7 +8,7 @@
 
 use super::conditions::ConditionalWriteError;
 use super::{get_n, key, keys, n, s, unavailable, DynamoStore};
-use aws_sdk_dynamodb::types::{ConditionCheck, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{ConditionCheck, ReturnValuesOnConditionCheckFailure, Update};
 use domain::ids::CodeId;
 use domain::ids::TenantId;
 use domain::refresh::{Acquired, CodeLeases, Lease};
@@ -26,9 +26,16 @@ impl CodeLeases for DynamoStore {
         holder: &str,
         now_ms: u64,
         duration_ms: u64,
+        expected: Option<u64>,
     ) -> Result<Acquired, StoreError> {
         let expires_at_ms = now_ms.saturating_add(duration_ms);
-        let result = self
+        let free = "(attribute_not_exists(lease_expires_ms) OR lease_expires_ms <= :now)";
+        let condition = match expected {
+            None => free.to_owned(),
+            Some(0) => format!("{free} AND attribute_not_exists(acquisitions)"),
+            Some(_) => format!("{free} AND acquisitions = :seen"),
+        };
+        let mut update = self
             .client
             .update_item()
             .table_name(&self.table)
@@ -36,29 +43,36 @@ impl CodeLeases for DynamoStore {
             .update_expression(
                 "SET holder = :holder, lease_expires_ms = :expires, #ttl = :ttl ADD acquisitions :one",
             )
-            .condition_expression("attribute_not_exists(lease_expires_ms) OR lease_expires_ms <= :now")
+            .condition_expression(condition)
             .expression_attribute_names("#ttl", keys::EXPIRES_AT)
             .expression_attribute_values(":holder", s(holder))
             .expression_attribute_values(":expires", n(expires_at_ms))
             .expression_attribute_values(":ttl", n(now_ms / 1000 + LEASE_ITEM_TTL_SECS))
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":now", n(now_ms))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match result {
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        if let Some(seen) = expected.filter(|seen| *seen > 0) {
+            update = update.expression_attribute_values(":seen", n(seen));
+        }
+        match update.send().await {
             Ok(_) => Ok(Acquired::LeasedRefresh(Lease {
                 holder: holder.to_owned(),
                 expires_at_ms,
             })),
             Err(error) => {
-                let held_until = error
-                    .refused_or_unavailable()?
+                let refused = error.refused_or_unavailable()?;
+                let held_until = refused
                     .item()
-                    .and_then(|item| get_n::<u64>(item, "lease_expires_ms"))
-                    .unwrap_or(expires_at_ms);
-                Ok(Acquired::Busy {
-                    retry_after_ms: held_until.saturating_sub(now_ms),
+                    .and_then(|item| get_n::<u64>(item, "lease_expires_ms"));
+                Ok(match held_until {
+                    Some(until) if until > now_ms => Acquired::Busy {
+                        retry_after_ms: until - now_ms,
+                    },
+                    // Free: the condition failed on the count, somebody took it since.
+                    _ if expected.is_some() => Acquired::TakenSince,
+                    _ => Acquired::Busy {
+                        retry_after_ms: expires_at_ms.saturating_sub(now_ms),
+                    },
                 })
             }
         }
@@ -90,6 +104,24 @@ impl CodeLeases for DynamoStore {
 
 impl DynamoStore {
     /// The condition a record write of `code` carries: `lease` is still the code's lease.
+    /// The fence of a record write that also gives the lease back: the same condition, and
+    /// the expiry removed in the same transaction.
+    pub(crate) fn lease_fence_and_release(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+        lease: &Lease,
+    ) -> Result<Update, StoreError> {
+        Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(key(keys::tenant(tenant), keys::lease(code))))
+            .update_expression("REMOVE lease_expires_ms")
+            .condition_expression("holder = :holder")
+            .expression_attribute_values(":holder", s(&lease.holder))
+            .build()
+            .map_err(unavailable)
+    }
+
     pub(crate) fn lease_fence(
         &self,
         tenant: &TenantId,

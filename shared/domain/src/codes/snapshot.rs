@@ -35,6 +35,9 @@ pub struct CodeSnapshot {
     pub dirty_since_ms: Option<u64>,
     /// The acquisition links kept for the staff read (`crate::landing`), by staff member.
     pub links: HashMap<StaffId, String>,
+    /// The code's lease, read with the rest: a refresh that finds it free and has nothing to
+    /// write takes no lease (`crate::refresh`).
+    pub lease: crate::refresh::LeaseSeen,
 }
 
 impl CodeSnapshot {

@@ -9,7 +9,7 @@ mod lease;
 mod ports;
 pub mod retry;
 
-pub use lease::{Acquired, FencedWrite, Lease, LeaseTimes};
+pub use lease::{Acquired, AfterRecord, FencedWrite, Lease, LeaseSeen, LeaseTimes};
 pub use ports::{
     AcquisitionLinks, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, RetryQueues,
 };
@@ -23,10 +23,13 @@ use crate::lanes::{Lane, LanePolicy};
 use crate::membership::{Membership, RotationSlot};
 use crate::reasons::{Cause, FanOut, FanOutQueue, Source};
 use crate::telemetry::name as metric;
+use crate::tenants::Timezone;
 use crate::wecom::errors::{FailureClass, WeComError};
 use crate::Clock;
 use crate::StoreError;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// One completed push, as recorded after WeCom accepted it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,6 +191,8 @@ impl RefreshRequest<'_> {
 struct LeasedRefresh<'a> {
     asked: RefreshRequest<'a>,
     lease: Lease,
+    /// The last record write gave the lease back already.
+    released: AtomicBool,
 }
 
 pub struct Refresher<F, P, B> {
@@ -198,6 +203,10 @@ pub struct Refresher<F, P, B> {
     lanes: LanePolicy,
     lease_times: LeaseTimes,
     fan_outs: Option<Arc<dyn FanOutQueue>>,
+    /// Tenants whose budget refused a push, until their window reopens, with their zone: their
+    /// other codes are put off without a read (rule 6 is about spending; this spends nothing
+    /// and only saves the reads a refusal would cost again). Per container, never stored.
+    budget_spent: Mutex<HashMap<TenantId, (u64, Timezone)>>,
 }
 
 impl<F, P, B> Refresher<F, P, B>
@@ -222,6 +231,7 @@ where
             lanes,
             lease_times,
             fan_outs: None,
+            budget_spent: Mutex::new(HashMap::new()),
         }
     }
 
@@ -314,11 +324,17 @@ where
 
     /// The refresh up to its outcome, and the tenant's timezone when the tenant was found
     /// (its day names the tally).
+    ///
+    /// The snapshot is read before the lease: a code whose lease is free and whose recompute
+    /// leaves nothing to write (WeCom has the list, the rotation is kept, no mark) is done
+    /// without taking it. Otherwise the lease is taken only if nobody took it since the read
+    /// (`LeaseSeen::acquisitions`), so no writer pushed in between and the snapshot is as good
+    /// as one read under the lease; when somebody did, it is read again under the lease.
     async fn refresh_leased(
         &self,
         asked: RefreshRequest<'_>,
         now_ms: u64,
-    ) -> Result<(Outcome, Option<crate::tenants::Timezone>), RefreshError> {
+    ) -> Result<(Outcome, Option<Timezone>), RefreshError> {
         // A code that could not make even one call before the deadline is not started: its
         // lease would only hold the next writer off.
         if !asked.leaves_time_for(now_ms, self.lease_times.call_ms) {
@@ -327,6 +343,17 @@ where
                 retry_after_ms: 0,
             };
             return Ok((outcome, None));
+        }
+        if let Some((retry_after_ms, timezone)) = self.budget_spent_for(asked.tenant, now_ms) {
+            tracing::info!(
+                retry_after_ms,
+                "the tenant's budget is spent until its window reopens; requeued unread"
+            );
+            let outcome = Outcome::PutOff {
+                cause: PutOffCause::Budget,
+                retry_after_ms,
+            };
+            return Ok((outcome, Some(timezone)));
         }
         if asked.lane == Lane::Fast {
             let age = if self.lanes.needs_age(asked.tenant) {
@@ -338,40 +365,45 @@ where
                 return Ok((Outcome::ToSlowLane, None));
             }
         }
+        let (tenant, code) = (asked.tenant, asked.code);
+        let Some(snapshot) = self.facts.snapshot(tenant, code, now_ms).await? else {
+            return Ok((Outcome::CodeNotFound, None));
+        };
+        let timezone = snapshot.profile.timezone;
+        if snapshot.lease.free_at(now_ms) && nothing_to_write(asked.resync, &snapshot) {
+            return Ok((Outcome::Unchanged, Some(timezone)));
+        }
         let holder = Lease::new_holder();
-        let lease = match self
+        let duration_ms = self.lease_times.duration_ms;
+        let seen = Some(snapshot.lease.acquisitions);
+        let (lease, snapshot) = match self
             .facts
-            .acquire(
-                asked.tenant,
-                asked.code,
-                &holder,
-                now_ms,
-                self.lease_times.duration_ms,
-            )
+            .acquire(tenant, code, &holder, now_ms, duration_ms, seen)
             .await?
         {
-            Acquired::LeasedRefresh(lease) => lease,
-            Acquired::Busy { retry_after_ms } => {
-                tracing::info!(
-                    retry_after_ms,
-                    "another writer holds the code's lease; requeued"
-                );
-                let outcome = Outcome::PutOff {
-                    cause: PutOffCause::LeaseBusy,
-                    retry_after_ms,
-                };
-                return Ok((outcome, None));
-            }
+            Acquired::LeasedRefresh(lease) => (lease, snapshot),
+            Acquired::Busy { retry_after_ms } => return Ok((lease_busy(retry_after_ms), None)),
+            Acquired::TakenSince => match self.lease_and_reread(asked, &holder, now_ms).await? {
+                Ok(leased) => leased,
+                Err(outcome) => return Ok((outcome, None)),
+            },
         };
-        let held = LeasedRefresh { asked, lease };
-        let result = self.refresh_held(&held, now_ms).await;
-        // An unreleased lease only delays the next writer until it expires.
-        if let Err(error) = self
-            .facts
-            .release(asked.tenant, asked.code, &held.lease)
-            .await
+        let held = LeasedRefresh {
+            asked,
+            lease,
+            released: AtomicBool::new(false),
+        };
+        let result = self.refresh_held(&held, snapshot, now_ms).await;
+        self.release(&held).await;
+        if let Ok((
+            Outcome::PutOff {
+                cause: PutOffCause::Budget,
+                retry_after_ms,
+            },
+            _,
+        )) = &result
         {
-            tracing::warn!(error = %error, "code lease not released; it expires on its own");
+            self.remember_budget_spent(tenant, now_ms + retry_after_ms, timezone);
         }
         result
     }
@@ -379,12 +411,10 @@ where
     async fn refresh_held(
         &self,
         held: &LeasedRefresh<'_>,
+        snapshot: CodeSnapshot,
         now_ms: u64,
-    ) -> Result<(Outcome, Option<crate::tenants::Timezone>), RefreshError> {
+    ) -> Result<(Outcome, Option<Timezone>), RefreshError> {
         let (tenant, code) = (held.asked.tenant, held.asked.code);
-        let Some(snapshot) = self.facts.snapshot(tenant, code, now_ms).await? else {
-            return Ok((Outcome::CodeNotFound, None));
-        };
         let timezone = snapshot.profile.timezone;
         let dirty = snapshot.dirty_since_ms.is_some();
         let outcome = self.refresh_snapshot(held, snapshot, now_ms).await?;
@@ -392,6 +422,72 @@ where
             self.clear_dirty(tenant, code, now_ms, timezone).await;
         }
         Ok((outcome, Some(timezone)))
+    }
+
+    /// The lease taken whoever took it before, and the snapshot read again under it; the
+    /// outcome instead when the lease is busy or the code is gone.
+    async fn lease_and_reread(
+        &self,
+        asked: RefreshRequest<'_>,
+        holder: &str,
+        now_ms: u64,
+    ) -> Result<Result<(Lease, CodeSnapshot), Outcome>, RefreshError> {
+        let (tenant, code) = (asked.tenant, asked.code);
+        let duration_ms = self.lease_times.duration_ms;
+        let lease = match self
+            .facts
+            .acquire(tenant, code, holder, now_ms, duration_ms, None)
+            .await?
+        {
+            Acquired::LeasedRefresh(lease) => lease,
+            Acquired::Busy { retry_after_ms } => return Ok(Err(lease_busy(retry_after_ms))),
+            Acquired::TakenSince => return Ok(Err(lease_busy(0))),
+        };
+        let reread = self.facts.snapshot(tenant, code, now_ms).await;
+        if let Ok(Some(snapshot)) = reread {
+            return Ok(Ok((lease, snapshot)));
+        }
+        let held = LeasedRefresh {
+            asked,
+            lease,
+            released: AtomicBool::new(false),
+        };
+        self.release(&held).await;
+        match reread {
+            Ok(_) => Ok(Err(Outcome::CodeNotFound)),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Gives the lease back unless a record write did already.
+    async fn release(&self, held: &LeasedRefresh<'_>) {
+        if held.released.load(Ordering::Relaxed) {
+            return;
+        }
+        let (tenant, code) = (held.asked.tenant, held.asked.code);
+        // An unreleased lease only delays the next writer until it expires.
+        if let Err(error) = self.facts.release(tenant, code, &held.lease).await {
+            tracing::warn!(error = %error, "code lease not released; it expires on its own");
+        }
+    }
+
+    /// The time left until the tenant's budget window reopens, and its zone, when a refusal
+    /// in this container said it was spent.
+    fn budget_spent_for(&self, tenant: &TenantId, now_ms: u64) -> Option<(u64, Timezone)> {
+        let mut spent = self.budget_spent.lock().unwrap_or_else(|e| e.into_inner());
+        match spent.get(tenant) {
+            Some(&(until_ms, timezone)) if until_ms > now_ms => Some((until_ms - now_ms, timezone)),
+            Some(_) => {
+                spent.remove(tenant);
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn remember_budget_spent(&self, tenant: &TenantId, until_ms: u64, timezone: Timezone) {
+        let mut spent = self.budget_spent.lock().unwrap_or_else(|e| e.into_inner());
+        spent.insert(tenant.clone(), (until_ms, timezone));
     }
 
     /// A refresh that began at `began_ms`, after the code's mark, has completed: WeCom holds
@@ -402,7 +498,7 @@ where
         tenant: &TenantId,
         code: &CodeId,
         began_ms: u64,
-        timezone: crate::tenants::Timezone,
+        timezone: Timezone,
     ) {
         match self.facts.clear_dirty(tenant, code, began_ms).await {
             Ok(Some(why)) => {
@@ -462,7 +558,12 @@ where
                 fallback,
                 rotation,
             };
-            let failure = match self.push(&push, &mut snapshot, &users).await {
+            // The refresh ends with this push when it is taken: its record gives the lease
+            // back. A dirty code's mark is cleared after it, which needs no lease.
+            let failure = match self
+                .push(&push, &mut snapshot, &users, AfterRecord::Release)
+                .await
+            {
                 Ok(()) => return Ok(Outcome::Pushed(users)),
                 Err(failure) => failure,
             };
@@ -661,6 +762,7 @@ where
         push: &Push<'_>,
         snapshot: &mut CodeSnapshot,
         users: &[StaffId],
+        then: AfterRecord,
     ) -> Result<(), PushFailure> {
         let (tenant, code) = (push.held.asked.tenant, push.held.asked.code);
         let now_ms = (self.clock)();
@@ -708,8 +810,11 @@ where
         };
         let recorded = self
             .facts
-            .record_push(tenant, code, &push.held.lease, &record)
+            .record_push(tenant, code, &push.held.lease, &record, then)
             .await?;
+        if recorded == FencedWrite::Written && then == AfterRecord::Release {
+            push.held.released.store(true, Ordering::Relaxed);
+        }
         if recorded == FencedWrite::LeaseLost {
             tracing::warn!(
                 "the code's lease was taken over during the push; this writer's record was refused"
@@ -759,7 +864,10 @@ where
         let mut probes = 0;
         if !accepted.is_empty() {
             probes += 1;
-            match self.push(push, snapshot, &accepted).await {
+            match self
+                .push(push, snapshot, &accepted, AfterRecord::Keep)
+                .await
+            {
                 Ok(()) => left_on_wecom = Some(accepted.clone()),
                 Err(PushFailure::WeCom(e)) if e.class() == FailureClass::StaffUnusable => {
                     // The refusal is among the users WeCom held: suspect everyone.
@@ -785,7 +893,7 @@ where
                 .filter(|u| accepted.contains(u) || **u == suspect)
                 .cloned()
                 .collect();
-            match self.push(push, snapshot, &trial).await {
+            match self.push(push, snapshot, &trial, AfterRecord::Keep).await {
                 Ok(()) => {
                     accepted = trial.clone();
                     left_on_wecom = Some(trial);
@@ -912,6 +1020,51 @@ struct Push<'a> {
     config_id: &'a str,
     fallback: bool,
     rotation: Option<Vec<RotationSlot>>,
+}
+
+fn lease_busy(retry_after_ms: u64) -> Outcome {
+    tracing::info!(
+        retry_after_ms,
+        "another writer holds the code's lease; requeued"
+    );
+    Outcome::PutOff {
+        cause: PutOffCause::LeaseBusy,
+        retry_after_ms,
+    }
+}
+
+/// The refresh would write nothing: no resync asked or marked, the contact way exists, WeCom
+/// has the recomputed list and the rotation kept is the recomputed one, every member linked.
+/// Read without the lease, this is safe: a writer holding the lease would have been seen in
+/// the snapshot, and one taking it after the read reads facts newer than this reason's.
+pub fn nothing_to_write(resync: bool, snapshot: &CodeSnapshot) -> bool {
+    if resync || snapshot.dirty_since_ms.is_some() || snapshot.code.config_id.is_none() {
+        return false;
+    }
+    let membership = snapshot.recompute();
+    let Some(users) = membership.users() else {
+        return false;
+    };
+    if !snapshot.wecom_has(users) {
+        return false;
+    }
+    let stored = snapshot
+        .last_pushed
+        .as_ref()
+        .and_then(|p| p.rotation.as_ref());
+    match snapshot.rotation(&membership) {
+        None => stored.is_none(),
+        Some(slots) => {
+            let linked: Option<Vec<RotationSlot>> = slots
+                .into_iter()
+                .map(|mut slot| {
+                    slot.link = Some(snapshot.links.get(&slot.staff)?.clone());
+                    Some(slot)
+                })
+                .collect();
+            linked.is_some_and(|linked| Some(&linked) == stored)
+        }
+    }
 }
 
 fn lease_lost() -> Outcome {

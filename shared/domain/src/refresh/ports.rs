@@ -2,7 +2,7 @@
 //! (`codes::CodeFacts`) and the tenant's budget (`budget::WeComBudget`): the code's records,
 //! its lease, WeCom and the retry queues.
 
-use super::lease::{Acquired, FencedWrite, Lease};
+use super::lease::{Acquired, AfterRecord, FencedWrite, Lease};
 use super::retry::{RetriedReason, RetryDelay};
 use super::{PushRecord, Tally};
 use crate::ids::TenantId;
@@ -21,13 +21,15 @@ pub trait CodeRecords: Send + Sync {
     /// When the code was created and last edited, for the lane policy (one cheap read).
     /// `Ok(None)` when there is no such code.
     async fn age(&self, tenant: &TenantId, code: &CodeId) -> Result<Option<CodeAge>, StoreError>;
-    /// Records a push WeCom accepted: the last-pushed list and a history entry.
+    /// Records a push WeCom accepted: the last-pushed list and a history entry; with
+    /// `AfterRecord::Release` the same write gives the lease back.
     async fn record_push(
         &self,
         tenant: &TenantId,
         code: &CodeId,
         lease: &Lease,
         push: &PushRecord,
+        then: AfterRecord,
     ) -> Result<FencedWrite, StoreError>;
     /// Marks the code starved (nobody eligible, no fallback) without touching the last list.
     async fn record_starved(
@@ -115,7 +117,9 @@ pub trait FailureMarks: Send + Sync {
 /// Per-code leases, taken with one conditional write.
 #[async_trait::async_trait]
 pub trait CodeLeases: Send + Sync {
-    /// Takes the lease when it is free or expired at `now_ms`, for `duration_ms`.
+    /// Takes the lease when it is free or expired at `now_ms`, for `duration_ms`; with
+    /// `expected` (a `LeaseSeen::acquisitions` read before), only if nobody took it since
+    /// (`Acquired::TakenSince` otherwise).
     async fn acquire(
         &self,
         tenant: &TenantId,
@@ -123,6 +127,7 @@ pub trait CodeLeases: Send + Sync {
         holder: &str,
         now_ms: u64,
         duration_ms: u64,
+        expected: Option<u64>,
     ) -> Result<Acquired, StoreError>;
     /// Gives the lease back if this holder still has it; otherwise does nothing.
     async fn release(

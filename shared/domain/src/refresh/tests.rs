@@ -63,6 +63,7 @@ fn snapshot(online: &[(&str, bool)]) -> CodeSnapshot {
         last_pushed: None,
         dirty_since_ms: None,
         links: Default::default(),
+        lease: Default::default(),
     }
 }
 
@@ -436,7 +437,7 @@ async fn the_slow_lane_pushes_a_code_at_most_once_per_interval_and_requeues_the_
 }
 
 #[tokio::test]
-async fn a_code_whose_lease_another_writer_holds_is_requeued_without_reading_or_calling() {
+async fn a_code_whose_lease_another_writer_holds_is_requeued_after_one_read_without_calling() {
     let refresher = refresher(snapshot(&[("a", true)]));
     refresher.facts.set_code_lease(
         &tenant(),
@@ -453,7 +454,8 @@ async fn a_code_whose_lease_another_writer_holds_is_requeued_without_reading_or_
             retry_after_ms: 4_000
         }
     );
-    assert_eq!(refresher.facts.snapshots_read().len(), 0);
+    // Read first (a free lease with nothing to write would have ended there), then refused.
+    assert_eq!(refresher.facts.snapshots_read().len(), 1);
     assert!(refresher.pusher.calls().is_empty());
     assert_eq!(
         refresher
@@ -464,6 +466,69 @@ async fn a_code_whose_lease_another_writer_holds_is_requeued_without_reading_or_
         Some("the slow lane"),
         "another writer's lease is not released"
     );
+}
+
+#[tokio::test]
+async fn an_unchanged_code_whose_lease_is_free_is_done_without_taking_the_lease() {
+    let mut state = snapshot(&[("a", true)]);
+    state.last_pushed = Some(crate::codes::PushedList {
+        users: vec![id("a")],
+        pushed_at_ms: 0,
+        starved: false,
+        rotation: None,
+    });
+    let refresher = refresher(state);
+
+    assert_eq!(
+        fast(&refresher, &[1]).await.expect("ok"),
+        Outcome::Unchanged
+    );
+
+    assert_eq!(refresher.facts.lease_acquisitions(&tenant(), &code()), 0);
+    assert!(refresher.pusher.calls().is_empty());
+    assert_eq!(refresher.facts.tally().unchanged, 1);
+}
+
+#[tokio::test]
+async fn a_push_gives_the_lease_back_with_its_record() {
+    let refresher = refresher(snapshot(&[("a", true), ("b", true)]));
+
+    assert!(matches!(
+        fast(&refresher, &[1]).await.expect("ok"),
+        Outcome::Pushed(_)
+    ));
+
+    assert_eq!(refresher.facts.lease_acquisitions(&tenant(), &code()), 1);
+    assert_eq!(refresher.facts.code_lease(&tenant(), &code()), None);
+}
+
+#[tokio::test]
+async fn after_a_budget_refusal_the_tenants_other_codes_are_put_off_unread_until_the_window_reopens(
+) {
+    let refresher = refresher(snapshot(&[("a", true), ("b", true)]));
+    refresher.budget.set_left(Some(0));
+
+    let first = fast(&refresher, &[1]).await.expect("ok");
+    let Outcome::PutOff {
+        cause: PutOffCause::Budget,
+        retry_after_ms,
+    } = first
+    else {
+        panic!("expected a budget put-off, got {first:?}");
+    };
+    let reads = refresher.facts.snapshots_read().len();
+
+    let again = fast(&refresher, &[1]).await.expect("ok");
+    assert!(
+        matches!(again, Outcome::PutOff { cause: PutOffCause::Budget, retry_after_ms: r } if r <= retry_after_ms),
+        "{again:?}"
+    );
+    assert_eq!(
+        refresher.facts.snapshots_read().len(),
+        reads,
+        "not read again"
+    );
+    assert_eq!(refresher.facts.tally().requeued_budget, 2);
 }
 
 #[tokio::test]

@@ -54,6 +54,7 @@ fn snapshot(members: &[&str]) -> CodeSnapshot {
         last_pushed: None,
         dirty_since_ms: None,
         links: HashMap::new(),
+        lease: Default::default(),
     }
 }
 

@@ -75,6 +75,7 @@ fn snapshot(n: usize, members: &[&str]) -> CodeSnapshot {
         }),
         dirty_since_ms: None,
         links: Default::default(),
+        lease: Default::default(),
     }
 }
 

@@ -96,7 +96,8 @@ use domain::membership::{
 };
 use domain::reasons::{FanOut, Source};
 use domain::refresh::{
-    Acquired, CodeLeases, CodeRecords, FailureMarks, FencedWrite, Lease, PushRecord, Tally,
+    Acquired, AfterRecord, CodeLeases, CodeRecords, FailureMarks, FencedWrite, Lease, PushRecord,
+    Tally,
 };
 use domain::replay::{ArchivedCallback, CallbackArchive, Selection};
 use domain::schedules::{CursorLease, Due, DueIndex, LimitReached, Minute, ScheduleFacts, Subject};
@@ -888,6 +889,11 @@ impl CodeFacts for MeteredStore {
                 snapshot
                     .dirty_since_ms
                     .map_or(0, |_| dirty_bytes(tenant, code)),
+                if snapshot.lease.acquisitions > 0 {
+                    lease_bytes(tenant, code)
+                } else {
+                    0
+                },
             ],
             None => [
                 self.data
@@ -902,6 +908,7 @@ impl CodeFacts for MeteredStore {
                 self.data
                     .dirty_mark(tenant, code)
                     .map_or(0, |_| dirty_bytes(tenant, code)),
+                0,
             ],
         };
         let pk = keys::tenant(tenant);
@@ -910,6 +917,7 @@ impl CodeFacts for MeteredStore {
             ItemKey::code(tenant, code),
             ItemKey::pushed(tenant, code),
             dirty_key(tenant, code),
+            ItemKey::lease(tenant, code),
         ];
         let touches = first_keys
             .into_iter()
@@ -963,6 +971,12 @@ impl CodeFacts for MeteredStore {
         }
         self.batch_get(touches).await?;
         self.trace.snapshot_read(tenant, code, now_ms());
+        // A refresh that finds the lease free and nothing to write ends here, with no lease
+        // to give back (`domain::refresh`, the same test).
+        if snapshot.lease.free_at(now_ms_at) && domain::refresh::nothing_to_write(false, &snapshot)
+        {
+            self.trace.lease_released(tenant, code, now_ms());
+        }
         Ok(Some(snapshot))
     }
 }
@@ -1025,6 +1039,7 @@ impl CodeRecords for MeteredStore {
         code: &CodeId,
         lease: &Lease,
         push: &PushRecord,
+        then: AfterRecord,
     ) -> Result<FencedWrite, StoreError> {
         let pushed = pushed_bytes(tenant, code, &push.users, push.rotation.as_deref());
         self.transact(vec![
@@ -1036,7 +1051,12 @@ impl CodeRecords for MeteredStore {
             Self::fence(tenant, code),
         ])
         .await?;
-        self.data.record_push(tenant, code, lease, push).await
+        let recorded = self.data.record_push(tenant, code, lease, push, then).await;
+        if then == AfterRecord::Release {
+            // The record gave the lease back: the refresh ends here.
+            self.trace.lease_released(tenant, code, now_ms());
+        }
+        recorded
     }
 
     async fn record_starved(
@@ -1130,10 +1150,20 @@ impl CodeLeases for MeteredStore {
         holder: &str,
         now_ms_at: u64,
         duration_ms: u64,
+        expected: Option<u64>,
     ) -> Result<Acquired, StoreError> {
         self.write(Kind::UpdateItem, Self::fence(tenant, code))
             .await?;
-        CodeLeases::acquire(&self.data, tenant, code, holder, now_ms_at, duration_ms).await
+        CodeLeases::acquire(
+            &self.data,
+            tenant,
+            code,
+            holder,
+            now_ms_at,
+            duration_ms,
+            expected,
+        )
+        .await
     }
 
     /// The trace hears of the release whether or not the table took it: the refresh is over

@@ -9,7 +9,9 @@ use crate::ids::CodeId;
 use crate::ids::TenantId;
 use crate::lanes::Lane;
 use crate::membership::{Limit, RotationSlot};
-use crate::refresh::{Acquired, CodeLeases, CodeRecords, FencedWrite, Lease, PushRecord};
+use crate::refresh::{
+    Acquired, AfterRecord, CodeLeases, CodeRecords, FencedWrite, Lease, PushRecord,
+};
 
 const DURATION_MS: u64 = 10_000;
 
@@ -22,7 +24,7 @@ async fn acquire<F: Fixture>(
 ) -> Acquired {
     fixture
         .store()
-        .acquire(tenant, id, holder, at_ms, DURATION_MS)
+        .acquire(tenant, id, holder, at_ms, DURATION_MS, None)
         .await
         .expect("store available")
 }
@@ -67,7 +69,7 @@ async fn record_writes<F: Fixture>(
     }];
     [
         store
-            .record_push(tenant, id, lease, &push(at_ms))
+            .record_push(tenant, id, lease, &push(at_ms), AfterRecord::Keep)
             .await
             .expect("store available"),
         store
@@ -286,4 +288,50 @@ pub async fn a_limit_claim_is_owned_by_its_first_claimer_and_taken_over_only_as_
             .expect("store available"),
         "a notified claim is never taken over"
     );
+}
+
+pub async fn a_lease_taken_with_a_count_expected_is_refused_once_anyone_took_it_since<
+    F: Fixture,
+>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let id = code("counted");
+    let store = fixture.store();
+    let at = now_ms();
+    let take = |holder: &'static str, at_ms: u64, expected: Option<u64>| {
+        let (tenant, id) = (tenant.clone(), id.clone());
+        async move {
+            store
+                .acquire(&tenant, &id, holder, at_ms, DURATION_MS, expected)
+                .await
+                .expect("store available")
+        }
+    };
+    // Never taken: the count a snapshot reads is 0.
+    let Acquired::LeasedRefresh(first) = take("writer-a", at, Some(0)).await else {
+        panic!("a lease never taken is taken with 0 expected");
+    };
+    store
+        .release(&tenant, &id, &first)
+        .await
+        .expect("store available");
+    assert_eq!(
+        take("writer-b", at + 1, Some(0)).await,
+        Acquired::TakenSince,
+        "free, but taken since a read that saw 0"
+    );
+    let Acquired::LeasedRefresh(second) = take("writer-b", at + 2, Some(1)).await else {
+        panic!("taken with the count as it is");
+    };
+    // A record that gives the lease back leaves it free at once, the count moved on.
+    let written = store
+        .record_push(&tenant, &id, &second, &push(at + 3), AfterRecord::Release)
+        .await
+        .expect("store available");
+    assert_eq!(written, FencedWrite::Written);
+    assert!(matches!(
+        take("writer-c", at + 4, Some(2)).await,
+        Acquired::LeasedRefresh(_)
+    ));
 }

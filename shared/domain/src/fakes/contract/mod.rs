@@ -147,6 +147,7 @@ macro_rules! store_contract {
             a_drift_report_adds_up_and_a_tripped_guard_holds_until_resumed,
             a_replay_run_is_created_once_sees_each_callback_once_and_pages_its_codes,
             a_held_lease_is_refused_to_another_writer_until_it_expires,
+            a_lease_taken_with_a_count_expected_is_refused_once_anyone_took_it_since,
             a_writer_whose_lease_was_taken_over_has_every_record_write_refused,
             a_record_write_under_a_lease_never_taken_is_refused,
             a_released_lease_is_free_at_once_but_a_stale_release_frees_nothing,

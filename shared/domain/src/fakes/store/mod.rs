@@ -145,6 +145,8 @@ struct Tables {
     /// Each code's lease; when `leases_taken_over`, another writer takes every lease over
     /// right after it is granted.
     leases: HashMap<CodeKey, Lease>,
+    /// How many times each code's lease was taken (the table's `acquisitions`).
+    lease_acquisitions: HashMap<CodeKey, u64>,
     leases_taken_over: bool,
     snapshots_read: Vec<CodeId>,
     pushes: Vec<PushRecord>,
@@ -818,6 +820,15 @@ impl InMemoryStore {
             Some(lease) => tables.leases.insert(key, lease),
             None => tables.leases.remove(&key),
         };
+    }
+
+    /// How many times the code's lease was taken.
+    pub fn lease_acquisitions(&self, tenant: &TenantId, code: &CodeId) -> u64 {
+        self.tables()
+            .lease_acquisitions
+            .get(&(tenant.clone(), code.clone()))
+            .copied()
+            .unwrap_or(0)
     }
 
     pub fn code_lease(&self, tenant: &TenantId, code: &CodeId) -> Option<Lease> {

@@ -8,7 +8,8 @@ use crate::ids::{CodeId, StaffId};
 use crate::lanes::CodeAge;
 use crate::membership::RotationSlot;
 use crate::refresh::{
-    Acquired, CodeLeases, CodeRecords, FailureMarks, FencedWrite, Lease, PushRecord, Tally,
+    Acquired, AfterRecord, CodeLeases, CodeRecords, FailureMarks, FencedWrite, Lease, PushRecord,
+    Tally,
 };
 use crate::wecom::acquisition::AcquisitionLink;
 use crate::StoreError;
@@ -39,6 +40,7 @@ impl CodeRecords for InMemoryStore {
         code: &CodeId,
         lease: &Lease,
         push: &PushRecord,
+        then: AfterRecord,
     ) -> Result<FencedWrite, StoreError> {
         if self.available()?.records_fail {
             return Err(StoreError::new(
@@ -62,6 +64,9 @@ impl CodeRecords for InMemoryStore {
                 rotation: push.rotation.clone(),
             },
         );
+        if then == AfterRecord::Release {
+            tables.leases.remove(&(tenant.clone(), code.clone()));
+        }
         Ok(FencedWrite::Written)
     }
 
@@ -139,6 +144,7 @@ impl CodeLeases for InMemoryStore {
         holder: &str,
         now_ms: u64,
         duration_ms: u64,
+        expected: Option<u64>,
     ) -> Result<Acquired, StoreError> {
         let mut tables = self.available()?;
         let key = (tenant.clone(), code.clone());
@@ -147,6 +153,11 @@ impl CodeLeases for InMemoryStore {
                 retry_after_ms: held.expires_at_ms - now_ms,
             });
         }
+        let taken = tables.lease_acquisitions.get(&key).copied().unwrap_or(0);
+        if expected.is_some_and(|expected| expected != taken) {
+            return Ok(Acquired::TakenSince);
+        }
+        tables.lease_acquisitions.insert(key.clone(), taken + 1);
         let mine = Lease {
             holder: holder.to_owned(),
             expires_at_ms: now_ms + duration_ms,
