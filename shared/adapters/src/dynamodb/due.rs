@@ -289,7 +289,10 @@ impl ScheduleFacts for DynamoStore {
                 .expression_attribute_names("#schedule", "schedule")
                 .expression_attribute_values(":pk", s(keys::tenant(tenant)))
                 .expression_attribute_values(":prefix", s(keys::STAFF_PREFIX))
-                .consistent_read(true)
+                // Eventually consistent: a schedule write moves the item to the next minute, and
+                // the tick walks a minute 15 s into it at the earliest (`TickSettings::grace_ms`),
+                // far past the table's propagation (about a second).
+                .consistent_read(false)
                 .set_exclusive_start_key(start)
                 .send()
                 .await

@@ -195,7 +195,7 @@ impl TickSettings {
         grace_ms: 15_000,
         max_minutes: 60,
         lease_ms: 120_000,
-        concurrency: 32,
+        concurrency: 64,
         reserve: Duration::from_secs(15),
     };
 }

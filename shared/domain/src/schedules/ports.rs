@@ -69,7 +69,9 @@ pub trait ScheduleFacts: Send + Sync {
     async fn timezone(&self, tenant: &TenantId) -> Result<Option<Timezone>, StoreError>;
 
     /// Every staff member of the tenant who has a schedule, with it (one query of the
-    /// tenant's staff; unreadable schedules are left out, as the recompute reads them).
+    /// tenant's staff, which may lag a write by the table's propagation: the tick reads it
+    /// well after any write that moved the item; unreadable schedules are left out, as the
+    /// recompute reads them).
     async fn schedules(
         &self,
         tenant: &TenantId,

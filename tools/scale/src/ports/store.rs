@@ -1800,7 +1800,9 @@ impl ScheduleFacts for MeteredStore {
             .iter()
             .map(|staff| self.staff_touch(tenant, staff, 0).bytes)
             .sum();
-        self.query_tenant(tenant, keys::STAFF_PREFIX, bytes).await?;
+        let start = ItemKey::new(keys::tenant(tenant), keys::STAFF_PREFIX);
+        self.query(start, bytes, Consistency::Eventual, None)
+            .await?;
         self.data.schedules(tenant).await
     }
 
