@@ -10,6 +10,7 @@ use super::{
 use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
+use domain::codes::LeaseSeen;
 use domain::codes::{CodeFacts, CodeSnapshot, PushedList, StoredCode};
 use domain::facts::StaffLedger;
 use domain::ids::TenantId;
@@ -19,7 +20,7 @@ use domain::membership::{
     candidates, AddCounts, CodeConfig, RotationSlot, StaffFacts, MAX_DEPARTMENT_CANDIDATES,
 };
 use domain::owed::replan;
-use domain::refresh::{AfterRecord, CodeRecords, FencedWrite, Lease, LeaseSeen, PushRecord, Tally};
+use domain::refresh::{AfterRecord, CodeRecords, FencedWrite, Lease, PushRecord, Tally};
 use domain::tenants::tenant_day;
 use domain::wecom::acquisition::AcquisitionLink;
 use domain::StoreError;

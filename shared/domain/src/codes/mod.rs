@@ -6,5 +6,5 @@ mod snapshot;
 mod stored;
 
 pub use ports::CodeFacts;
-pub use snapshot::{CodeSnapshot, PushedList};
+pub use snapshot::{CodeSnapshot, LeaseSeen, PushedList};
 pub use stored::StoredCode;

@@ -18,6 +18,22 @@ pub struct PushedList {
     pub rotation: Option<Vec<RotationSlot>>,
 }
 
+/// The code's lease as a snapshot read it, beside the facts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LeaseSeen {
+    /// How many times the lease was ever taken: a writer that takes it with this count
+    /// expected knows nobody took it, and so nobody pushed, since the read.
+    pub acquisitions: u64,
+    /// Until when a writer holds it (0, or a time passed: nobody).
+    pub held_until_ms: u64,
+}
+
+impl LeaseSeen {
+    pub fn free_at(&self, now_ms: u64) -> bool {
+        self.held_until_ms <= now_ms
+    }
+}
+
 /// Everything a recompute of one code reads, loaded at processing time.
 #[derive(Debug, Clone)]
 pub struct CodeSnapshot {
@@ -37,7 +53,7 @@ pub struct CodeSnapshot {
     pub links: HashMap<StaffId, String>,
     /// The code's lease, read with the rest: a refresh that finds it free and has nothing to
     /// write takes no lease (`crate::refresh`).
-    pub lease: crate::refresh::LeaseSeen,
+    pub lease: LeaseSeen,
 }
 
 impl CodeSnapshot {

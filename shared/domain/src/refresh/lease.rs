@@ -27,22 +27,6 @@ impl Lease {
     }
 }
 
-/// The code's lease as a snapshot read it, beside the facts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LeaseSeen {
-    /// How many times the lease was ever taken: a writer that takes it with this count
-    /// expected knows nobody took it, and so nobody pushed, since the read.
-    pub acquisitions: u64,
-    /// Until when a writer holds it (0, or a time passed: nobody).
-    pub held_until_ms: u64,
-}
-
-impl LeaseSeen {
-    pub fn free_at(&self, now_ms: u64) -> bool {
-        self.held_until_ms <= now_ms
-    }
-}
-
 /// The answer to an attempt to take a code's lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquired {

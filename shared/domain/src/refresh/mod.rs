@@ -9,7 +9,7 @@ mod lease;
 mod ports;
 pub mod retry;
 
-pub use lease::{Acquired, AfterRecord, FencedWrite, Lease, LeaseSeen, LeaseTimes};
+pub use lease::{Acquired, AfterRecord, FencedWrite, Lease, LeaseTimes};
 pub use ports::{
     AcquisitionLinks, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, RetryQueues,
 };

@@ -100,7 +100,7 @@ impl CodeFacts for InMemoryStore {
                     Some(((*s).clone(), link.url.clone()))
                 })
                 .collect(),
-            lease: crate::refresh::LeaseSeen {
+            lease: crate::codes::LeaseSeen {
                 acquisitions: tables.lease_acquisitions.get(&key).copied().unwrap_or(0),
                 held_until_ms: tables.leases.get(&key).map_or(0, |l| l.expires_at_ms),
             },
