@@ -17,7 +17,7 @@ const LOG_BYTES_PER_LINE: f64 = 300.0;
 const TABLE_BYTES_PER_CODE: f64 = 3_000.0;
 /// With no retention set, the logs kept are every earlier month's too: a year's worth on
 /// average over a platform's first two years [assumption].
-const LOG_MONTHS_KEPT: f64 = 12.0;
+const LOG_MONTHS_KEPT_FOREVER: f64 = 12.0;
 const DAYS_PER_MONTH: f64 = 30.0;
 
 #[derive(Debug, Clone)]
@@ -30,6 +30,9 @@ pub struct MonthScale {
     pub functions: Vec<(String, u32, bool)>,
     /// FIFO queues, by logical id.
     pub fifo_queues: Vec<String>,
+    /// Months of logs stored on average: the template's retention when every function has a
+    /// log group with one, else `LOG_MONTHS_KEPT_FOREVER`.
+    pub log_months_kept: f64,
 }
 
 impl MonthScale {
@@ -51,6 +54,7 @@ impl MonthScale {
                 .filter(|q| q.fifo)
                 .map(|q| q.id.clone())
                 .collect(),
+            log_months_kept: log_months_kept(settings),
         }
     }
 
@@ -68,8 +72,15 @@ impl MonthScale {
 
     pub fn explain(&self) -> String {
         format!(
-            "scaled from the stretch: scan- and change-driven usage x {:.1} (the day's scans over the stretch's), schedules x {:.1} (the day's length over the stretch's), x {DAYS_PER_MONTH} days; storage {TABLE_BYTES_PER_CODE} bytes per code, logs {LOG_BYTES_PER_LINE} bytes per line kept {LOG_MONTHS_KEPT} months (no retention is set); CloudWatch metrics and alarms left out",
-            self.per_day, self.clock_per_day
+            "scaled from the stretch: scan- and change-driven usage x {:.1} (the day's scans over the stretch's), schedules x {:.1} (the day's length over the stretch's), x {DAYS_PER_MONTH} days; storage {TABLE_BYTES_PER_CODE} bytes per code, logs {LOG_BYTES_PER_LINE} bytes per line kept {:.1} months ({}); CloudWatch metrics and alarms left out",
+            self.per_day,
+            self.clock_per_day,
+            self.log_months_kept,
+            if self.log_months_kept < LOG_MONTHS_KEPT_FOREVER {
+                "the template's retention"
+            } else {
+                "no retention is set"
+            }
         )
     }
 }
@@ -130,7 +141,7 @@ pub fn month_usage(outcome: &Outcome, scale: &MonthScale) -> MonthUsage {
         },
         logs: LogsUsage {
             ingested_gb,
-            stored_gb: ingested_gb * LOG_MONTHS_KEPT,
+            stored_gb: ingested_gb * scale.log_months_kept,
         },
         custom_metrics: 0,
         alarms: 0,
@@ -141,5 +152,16 @@ pub fn month_usage(outcome: &Outcome, scale: &MonthScale) -> MonthUsage {
             .iter()
             .map(|(_, c)| (c.firings as f64 * clock) as u64)
             .sum(),
+    }
+}
+
+/// Every function's lines kept the template's retention, or forever (on average a year's).
+fn log_months_kept(settings: &crate::settings::Settings) -> f64 {
+    let functions = u32::try_from(settings.functions.len()).unwrap_or(u32::MAX);
+    match settings.account.log_retention_days {
+        Some(days) if settings.account.log_groups_with_retention >= functions => {
+            (f64::from(days) / DAYS_PER_MONTH).min(LOG_MONTHS_KEPT_FOREVER)
+        }
+        _ => LOG_MONTHS_KEPT_FOREVER,
     }
 }

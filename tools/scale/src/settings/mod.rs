@@ -170,6 +170,8 @@ pub struct Account {
     /// Log groups the template declares with a retention (`AWS::Logs::LogGroup`); a function
     /// without one logs to a group Lambda creates, kept forever.
     pub log_groups_with_retention: u32,
+    /// The longest retention a log group declares, in days (`None`: none declares one).
+    pub log_retention_days: Option<u32>,
     pub nat_gateways: u32,
     pub table_on_demand: bool,
     pub point_in_time_recovery: bool,
@@ -552,6 +554,17 @@ fn account(template: &Template) -> Result<Account, TemplateError> {
                 .count(),
         )
         .unwrap_or(u32::MAX),
+        log_retention_days: template
+            .resources
+            .iter()
+            .filter(|r| r.kind == "AWS::Logs::LogGroup")
+            .filter_map(|r| {
+                let props = View::new(&r.properties, format!("Resources.{}.Properties", r.id));
+                props.opt("RetentionInDays").map(|days| days.u32())
+            })
+            .collect::<Result<Vec<u32>, TemplateError>>()?
+            .into_iter()
+            .max(),
         nat_gateways: count("AWS::EC2::NatGateway"),
         table_on_demand: table.key("BillingMode")?.text()? == "PAY_PER_REQUEST",
         point_in_time_recovery: match table

@@ -147,11 +147,20 @@ fn functions_take_their_timeout_and_memory_from_themselves_or_the_globals() {
 }
 
 #[test]
-fn the_bill_counts_the_templates_alarms_table_and_missing_log_retention() {
-    let account = project().account;
+fn the_bill_counts_the_templates_alarms_table_and_each_functions_log_retention() {
+    let settings = project();
+    let account = &settings.account;
     assert!(account.alarms >= 20, "{account:?}");
     assert_eq!(account.dashboards, 1);
-    assert_eq!(account.log_groups_with_retention, 0);
+    assert_eq!(
+        account.log_groups_with_retention as usize,
+        settings.functions.len(),
+        "one log group with a retention per function"
+    );
+    assert_eq!(account.log_retention_days, Some(30));
+    let kept = Settings::read_project(&[("LogRetentionDays".to_owned(), "7".to_owned())])
+        .expect("template");
+    assert_eq!(kept.account.log_retention_days, Some(7));
     assert_eq!(account.nat_gateways, 0);
     assert!(account.table_on_demand && account.point_in_time_recovery);
     assert_eq!(account.table_indexes, 1);
