@@ -274,45 +274,37 @@ impl ScheduleFacts for DynamoStore {
         &self,
         tenant: &TenantId,
     ) -> Result<Vec<(StaffId, WeeklySchedule)>, StoreError> {
-        let mut found = Vec::new();
-        let mut start = None;
-        loop {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-                .filter_expression("attribute_exists(#schedule)")
-                .projection_expression("#sk, #schedule")
-                .expression_attribute_names("#pk", keys::PK)
-                .expression_attribute_names("#sk", keys::SK)
-                .expression_attribute_names("#schedule", "schedule")
-                .expression_attribute_values(":pk", s(keys::tenant(tenant)))
-                .expression_attribute_values(":prefix", s(keys::STAFF_PREFIX))
-                // Eventually consistent: a schedule write moves the item to the next minute, and
-                // the tick walks a minute 15 s into it at the earliest (`TickSettings::grace_ms`),
-                // far past the table's propagation (about a second).
-                .consistent_read(false)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| unavailable(e.into_service_error()))?;
-            for item in output.items.unwrap_or_default() {
-                let staff = get_s(&item, keys::SK)
-                    .and_then(|sk| sk.strip_prefix(keys::STAFF_PREFIX))
-                    .and_then(|id| StaffId::parse(id).ok());
+        let items: Vec<Item> = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+            .filter_expression("attribute_exists(#schedule)")
+            .projection_expression("#sk, #schedule")
+            .expression_attribute_names("#pk", keys::PK)
+            .expression_attribute_names("#sk", keys::SK)
+            .expression_attribute_names("#schedule", "schedule")
+            .expression_attribute_values(":pk", s(keys::tenant(tenant)))
+            .expression_attribute_values(":prefix", s(keys::STAFF_PREFIX))
+            // Eventually consistent: a schedule write moves the item to the next minute, and
+            // the tick walks a minute 15 s into it at the earliest (`TickSettings::grace_ms`),
+            // far past the table's propagation (about a second).
+            .consistent_read(false)
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<Vec<Item>, _>>()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(items
+            .iter()
+            .filter_map(|item| {
+                let staff = get_s(item, keys::SK)?.strip_prefix(keys::STAFF_PREFIX)?;
                 // Read as the recompute reads it (`staff_from`): an unreadable schedule is none.
-                let schedule = get_s(&item, "schedule")
-                    .and_then(|raw| serde_json::from_str::<WeeklySchedule>(raw).ok());
-                if let (Some(staff), Some(schedule)) = (staff, schedule) {
-                    found.push((staff, schedule));
-                }
-            }
-            start = output.last_evaluated_key;
-            if start.is_none() {
-                return Ok(found);
-            }
-        }
+                let schedule = serde_json::from_str(get_s(item, "schedule")?).ok()?;
+                Some((StaffId::parse(staff).ok()?, schedule))
+            })
+            .collect())
     }
 
     async fn limits_reached(
