@@ -85,12 +85,6 @@ impl PartialBatch {
     }
 
     /// The message ids to report in `batchItemFailures`.
-    /// Takes in what another part of the same batch failed.
-    pub fn absorb(&mut self, other: PartialBatch) {
-        self.failed_groups.extend(other.failed_groups);
-        self.failed_messages.extend(other.failed_messages);
-    }
-
     pub fn failures(self) -> Vec<String> {
         self.failed_messages
     }

@@ -219,23 +219,10 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
             };
             merge(&mut work, delivery, reason, lane);
         }
-        // The codes of a batch are refreshed side by side: each is its own message group and
-        // its own lease, so nothing orders them, and one code's WeCom call no longer waits on
-        // the nine before it (the batch's time was their sum).
-        let parts = work
-            .into_iter()
-            .map(|code| self.refreshed(code, deadline_ms));
-        for part in futures::future::join_all(parts).await {
-            batch.absorb(part);
+        for code in work {
+            self.refresh_code(&mut batch, code, deadline_ms).await;
         }
         batch
-    }
-
-    /// One code's refresh, and what of the batch it failed.
-    async fn refreshed(&self, code: CodeWork<'_>, deadline_ms: u64) -> PartialBatch {
-        let mut part = PartialBatch::default();
-        self.refresh_code(&mut part, code, deadline_ms).await;
-        part
     }
 
     /// A reason whose delay is served goes back to refresh.fifo, in its code's group.
