@@ -234,12 +234,12 @@ impl World {
     }
 
     /// Every log line a function wrote since `since_ms`, from its CloudWatch Logs group
-    /// (`/aws/lambda/<name>`), following pages. Lambda creates the group with the function's
-    /// first log line, which can reach CloudWatch Logs after the function's other effects, so a
-    /// group not there yet holds no lines (a caller polling for a line then polls again).
+    /// (`stack_client::log_group`), following pages. A line can reach CloudWatch Logs after the function's
+    /// other effects, so a group not there yet holds no lines (a caller polling for a line then
+    /// polls again).
     pub async fn function_logs(&self, function_output: &str, since_ms: u64) -> Result<Vec<String>> {
         let logs = aws_sdk_cloudwatchlogs::Client::new(&self.aws);
-        let group = format!("/aws/lambda/{}", self.output(function_output));
+        let group = stack_client::log_group(&self.aws, self.output(function_output)).await?;
         let mut lines = Vec::new();
         let mut next = None;
         loop {

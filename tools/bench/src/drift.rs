@@ -66,7 +66,7 @@ fn without_colours(line: &str) -> String {
 pub async fn run(
     sandbox: &SandboxControl,
     logs: &aws_sdk_cloudwatchlogs::Client,
-    sweep_function: &str,
+    sweep_log_group: &str,
     corp_id: &str,
     drifted: usize,
     rng: &mut StdRng,
@@ -126,12 +126,12 @@ pub async fn run(
         repair_ms: repaired.into_values().collect(),
         ..Drift::default()
     };
-    let group = format!("/aws/lambda/{sweep_function}");
+    let group = sweep_log_group;
     let mut next = None;
     loop {
         let page = logs
             .filter_log_events()
-            .log_group_name(&group)
+            .log_group_name(group)
             .start_time(i64::try_from(started_ms)?)
             .end_time(i64::try_from(ended_ms)?)
             .set_next_token(next)

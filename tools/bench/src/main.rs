@@ -285,10 +285,11 @@ async fn run(args: Args) -> Result<bool> {
     let seeding = seeding?;
     if args.drift_codes > 0 {
         let logs = aws_sdk_cloudwatchlogs::Client::new(&world.aws);
+        let sweep_log_group = stack_client::log_group(&world.aws, &world.sweep_function).await?;
         let measured = drift::run(
             &bench.sandbox.0,
             &logs,
-            &world.sweep_function,
+            &sweep_log_group,
             &id.corp_id,
             args.drift_codes,
             &mut bench.rng,

@@ -15,6 +15,22 @@ use anyhow::{anyhow, Context, Result};
 use aws_sdk_sqs::types::QueueAttributeName;
 use std::collections::HashMap;
 
+/// The CloudWatch Logs group a deployed function writes to: the one its `LoggingConfig` names
+/// (template.yaml gives each function its own, with the stack's retention), else Lambda's
+/// `/aws/lambda/<name>`.
+pub async fn log_group(aws: &aws_config::SdkConfig, function_name: &str) -> Result<String> {
+    let config = aws_sdk_lambda::Client::new(aws)
+        .get_function_configuration()
+        .function_name(function_name)
+        .send()
+        .await
+        .with_context(|| format!("the configuration of {function_name}"))?;
+    Ok(config
+        .logging_config()
+        .and_then(|logging| logging.log_group())
+        .map_or_else(|| format!("/aws/lambda/{function_name}"), str::to_owned))
+}
+
 /// A deployed stack's outputs and the base URL of its REST API.
 pub struct Stack {
     pub name: String,

@@ -241,16 +241,15 @@ fn without_ansi(text: &str) -> String {
 /// `store_requests` of every landing-page log line since `since_ms`.
 async fn store_requests(
     logs: &aws_sdk_cloudwatchlogs::Client,
-    function: &str,
+    group: &str,
     since_ms: u64,
 ) -> Result<Vec<u64>> {
-    let group = format!("/aws/lambda/{function}");
     let mut found = Vec::new();
     let mut next: Option<String> = None;
     loop {
         let page = logs
             .filter_log_events()
-            .log_group_name(&group)
+            .log_group_name(group)
             .start_time(since_ms as i64)
             .set_next_token(next.clone())
             .send()
@@ -275,6 +274,7 @@ async fn run(args: Args) -> Result<bool> {
     let function = stack.output("LandingPageFunctionName")?.to_owned();
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let logs = aws_sdk_cloudwatchlogs::Client::new(&aws);
+    let log_group = stack_client::log_group(&aws, &function).await?;
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(10))
@@ -358,7 +358,7 @@ async fn run(args: Args) -> Result<bool> {
     let requests = loop {
         let found = match route.as_ref() {
             Route::Pool(pool) => pool.store_requests(),
-            Route::Gateway { .. } => store_requests(&logs, &function, since_ms).await?,
+            Route::Gateway { .. } => store_requests(&logs, &log_group, since_ms).await?,
         };
         if found.len() >= wanted || Instant::now() > log_deadline {
             break found;
