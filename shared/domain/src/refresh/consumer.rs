@@ -232,13 +232,16 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
         delivery: &Delivery<'_>,
         reason: &RetriedReason,
     ) {
-        tracing::info!(code = %reason.reason.code, attempt = reason.attempt, "delay served; back to refresh.fifo");
+        tracing::debug!(code = %reason.reason.code, attempt = reason.attempt, "delay served; back to refresh.fifo");
         if let Err(error) = self.retries.forward(reason).await {
             tracing::warn!(error = %error, message_id = delivery.message_id, "retried reason not forwarded; redelivered");
             batch.fail(delivery.group, delivery.message_id);
         }
     }
 
+    /// Logs at info only what changed WeCom (a push, bounded by the budget); a recompute that
+    /// changed nothing and a put-off are debug lines, as they are the bulk at production volume
+    /// and the metrics count them (docs/design/refresh.md, "Logs").
     async fn refresh_code(&self, batch: &mut PartialBatch, code: CodeWork<'_>, deadline_ms: u64) {
         let (tenant, code_id) = (&code.reason.reason.tenant, &code.reason.reason.code);
         if is_last_receive(code.receive_count, self.max_receives) {
@@ -265,7 +268,7 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
                 | Outcome::NotCreated
                 | Outcome::CodeGone),
             ) => {
-                tracing::info!(tenant = %tenant, code = %code_id, reasons = code.messages.len(), outcome = %format!("{outcome:?}"), "code refreshed");
+                tracing::debug!(tenant = %tenant, code = %code_id, reasons = code.messages.len(), outcome = %format!("{outcome:?}"), "code refreshed");
             }
             Err(RefreshError::WeCom(error)) => {
                 crate::telemetry::failure(error.class().as_str());
@@ -288,7 +291,7 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
                 let requeued = code.requeued(attempt, resync);
                 match self.retries.delay(&requeued, delay).await {
                     Ok(()) => {
-                        tracing::info!(tenant = %tenant, code = %code_id, delay_s = delay.seconds(), attempt, "reasons requeued with a delay");
+                        tracing::debug!(tenant = %tenant, code = %code_id, delay_s = delay.seconds(), attempt, "reasons requeued with a delay");
                     }
                     Err(error) => {
                         tracing::warn!(error = %error, "requeue failed; the reasons are redelivered");
@@ -308,7 +311,7 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
         let slow = code.requeued(code.reason.attempt, code.reason.resync);
         match self.retries.to_slow_lane(&slow).await {
             Ok(()) => {
-                tracing::info!(tenant = %code.reason.reason.tenant, code = %code.reason.reason.code, reasons = code.messages.len(), "quiet code: reasons sent to the slow lane");
+                tracing::debug!(tenant = %code.reason.reason.tenant, code = %code.reason.reason.code, reasons = code.messages.len(), "quiet code: reasons sent to the slow lane");
             }
             Err(error) => {
                 tracing::warn!(error = %error, "slow lane unreachable; the reasons are redelivered");

@@ -345,7 +345,7 @@ where
             return Ok((outcome, None));
         }
         if let Some((retry_after_ms, timezone)) = self.budget_spent_for(asked.tenant, now_ms) {
-            tracing::info!(
+            tracing::debug!(
                 retry_after_ms,
                 "the tenant's budget is spent until its window reopens; requeued unread"
             );
@@ -745,7 +745,7 @@ where
         }
         let last = snapshot.last_pushed.as_ref().map(|p| p.pushed_at_ms);
         let wait_ms = self.lanes.slow_wait_ms(last, now_ms)?;
-        tracing::info!(
+        tracing::debug!(
             wait_ms,
             "slow lane: the code was pushed too recently; requeued"
         );
@@ -791,7 +791,7 @@ where
             .spend(tenant, UPDATE_CONTACT_WAY, now_ms)
             .await?
         {
-            tracing::info!(?window, retry_after_ms, "no WeCom budget left; requeued");
+            tracing::debug!(?window, retry_after_ms, "no WeCom budget left; requeued");
             return Err(PushFailure::Budget(retry_after_ms));
         }
         let wire: Vec<String> = users.iter().map(|u| u.as_str().to_owned()).collect();
@@ -1023,7 +1023,7 @@ struct Push<'a> {
 }
 
 fn lease_busy(retry_after_ms: u64) -> Outcome {
-    tracing::info!(
+    tracing::debug!(
         retry_after_ms,
         "another writer holds the code's lease; requeued"
     );
