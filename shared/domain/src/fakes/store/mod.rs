@@ -202,6 +202,20 @@ impl Tables {
         Ok(())
     }
 
+    /// The tenant's staff items, in id order: one range of the key-ordered map, as the table's
+    /// `STAFF#` prefix of the tenant's partition.
+    fn staff_of_tenant<'t>(
+        &'t self,
+        tenant: &'t TenantId,
+    ) -> impl Iterator<Item = (&'t StaffId, &'t StaffFacts)> + 't {
+        // "-" sorts before every other valid staff id.
+        let lowest = StaffId::parse("-").expect("the lowest staff id is valid");
+        self.staff
+            .range((tenant.clone(), lowest)..)
+            .take_while(move |((of, _), _)| of == tenant)
+            .map(|((_, staff), facts)| (staff, facts))
+    }
+
     fn readable(&self, staff: &StaffId) -> Result<(), StoreError> {
         if self.unreadable_staff.contains(staff) {
             return Err(StoreError::new(
@@ -377,12 +391,9 @@ impl InMemoryStore {
 
     /// Every staff member of the tenant with an item, in id order.
     pub fn staff_of(&self, tenant: &TenantId) -> Vec<StaffId> {
-        let lowest = StaffId::parse("-").expect("the lowest staff id is valid");
         self.tables()
-            .staff
-            .range((tenant.clone(), lowest)..)
-            .take_while(|((of, _), _)| of == tenant)
-            .map(|((_, staff), _)| staff.clone())
+            .staff_of_tenant(tenant)
+            .map(|(staff, _)| staff.clone())
             .collect()
     }
 

@@ -88,12 +88,8 @@ impl ScheduleFacts for InMemoryStore {
         tenant: &TenantId,
     ) -> Result<Vec<(StaffId, WeeklySchedule)>, StoreError> {
         let tables = self.available()?;
-        let lowest = StaffId::parse("-").expect("the lowest staff id is valid");
         let mut found = Vec::new();
-        for ((of, staff), facts) in tables.staff.range((tenant.clone(), lowest)..) {
-            if of != tenant {
-                break;
-            }
+        for (staff, facts) in tables.staff_of_tenant(tenant) {
             if let Some(schedule) = &facts.schedule {
                 tables.readable(staff)?;
                 found.push((staff.clone(), schedule.clone()));
