@@ -4,7 +4,6 @@
 //! the admin function (its DynamoDB endpoint goes through a `FaultProxy`), so the steps run
 //! one after another and the original configuration is put back before asserting.
 
-use adapters::dynamodb::DynamoStore;
 use anyhow::{ensure, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::ids::TenantId;
@@ -30,18 +29,14 @@ async fn edits_that_cannot_end_half_done() -> Result<()> {
     outcome
 }
 
-fn store(world: &World) -> DynamoStore {
-    DynamoStore::new(world.dynamodb.clone(), world.output("TableName").to_owned())
-}
-
 fn numbered(prefix: &str, range: std::ops::Range<usize>) -> Vec<String> {
     range.map(|i| format!("{prefix}{i:04}")).collect()
 }
 
-/// The (staff, code) pairs of the tenant's staff -> codes index: one query.
+/// The (staff, code) pairs of the tenant's staff -> codes index, in every staff member's home.
 async fn seats(world: &World, tenant: &TenantId) -> Result<BTreeSet<(String, String)>> {
-    Ok(store(world)
-        .query_prefix(tenant, "SEAT#")
+    Ok(world
+        .tenant_items(tenant, "SEAT#")
         .await?
         .iter()
         .filter_map(|item| {
@@ -54,13 +49,13 @@ async fn seats(world: &World, tenant: &TenantId) -> Result<BTreeSet<(String, Str
 
 /// The tenant's records of index work still owed.
 async fn owed_items(world: &World, tenant: &TenantId) -> Result<usize> {
-    Ok(store(world).query_prefix(tenant, "OWED#").await?.len())
+    Ok(world.tenant_items(tenant, "OWED#").await?.len())
 }
 
-/// The staff whose own record lists department `7`: one query of the tenant's staff items.
+/// The staff whose own record lists department `7`, read from every staff item of the tenant.
 async fn listing_department_7(world: &World, tenant: &TenantId) -> Result<BTreeSet<String>> {
-    Ok(store(world)
-        .query_prefix(tenant, "STAFF#")
+    Ok(world
+        .tenant_items(tenant, "STAFF#")
         .await?
         .iter()
         .filter(|item| match item.get("departments") {

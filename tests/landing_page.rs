@@ -31,7 +31,7 @@ async fn record(world: &World, live: &LiveTenant<'_>, code: &str) -> Result<Opti
     let key = HashMap::from([
         (
             keys::PK.to_owned(),
-            AttributeValue::S(format!("TENANT#{}", live.tenant.id)),
+            AttributeValue::S(format!("TENANT#{}#CODE#{code}", live.tenant.id)),
         ),
         (
             keys::SK.to_owned(),

@@ -66,7 +66,10 @@ async fn the_callback_role_reads_callback_settings_and_nothing_else() -> Result<
     let world = World::connect().await?;
     let tenant = world.new_tenant().await?;
     let table = world.output("TableName").to_owned();
-    let profile = key(keys::tenant(&TenantId::parse(&tenant.id)?), keys::PROFILE);
+    let profile = key(
+        keys::home(&TenantId::parse(&tenant.id)?, keys::PROFILE),
+        keys::PROFILE,
+    );
     let callback = as_callback_role(&world).await?;
 
     let settings = callback
@@ -133,7 +136,7 @@ async fn the_callback_role_reads_callback_settings_and_nothing_else() -> Result<
         .put_item()
         .table_name(&table)
         .set_item(Some(key(
-            keys::tenant(&TenantId::parse(&tenant.id)?),
+            keys::home(&TenantId::parse(&tenant.id)?, "STAFF#intruder"),
             "STAFF#intruder",
         )))
         .send()
@@ -222,7 +225,10 @@ async fn the_landing_role_counts_visits_and_nothing_else() -> Result<()> {
     let own = landing
         .update_item()
         .table_name(&table)
-        .set_key(Some(key(pk.clone(), "PUSHED#nope")))
+        .set_key(Some(key(
+            keys::home(&TenantId::parse(&tenant.id)?, "PUSHED#nope"),
+            "PUSHED#nope",
+        )))
         .update_expression("ADD visits :one")
         .condition_expression("attribute_exists(rotation)")
         .expression_attribute_values(":one", AttributeValue::N("1".into()))

@@ -43,7 +43,10 @@ async fn pushed_users(world: &World, tenant: &TenantId, code: &CodeId) -> Result
         .dynamodb
         .get_item()
         .table_name(world.output("TableName"))
-        .key("pk", AttributeValue::S(keys::tenant(tenant)))
+        .key(
+            "pk",
+            AttributeValue::S(keys::home(tenant, &keys::pushed(code))),
+        )
         .key("sk", AttributeValue::S(keys::pushed(code)))
         .consistent_read(true)
         .send()

@@ -509,7 +509,7 @@ async fn item(
         .dynamodb
         .get_item()
         .table_name(world.output("TableName"))
-        .key("pk", AttributeValue::S(keys::tenant(tenant)))
+        .key("pk", AttributeValue::S(keys::home(tenant, sk)))
         .key("sk", AttributeValue::S(sk.to_owned()))
         .consistent_read(true)
         .send()

@@ -50,7 +50,13 @@ async fn dirty(world: &World, tenant: &str, code: &str) -> Result<bool> {
         .dynamodb
         .get_item()
         .table_name(world.output("TableName"))
-        .key("pk", AttributeValue::S(format!("TENANT#{tenant}")))
+        .key(
+            "pk",
+            AttributeValue::S(keys::code_home(
+                &domain::ids::TenantId::parse(tenant)?,
+                &domain::ids::CodeId::parse(code)?,
+            )),
+        )
         .key(
             "sk",
             AttributeValue::S(keys::dirty(&domain::ids::CodeId::parse(code)?)),

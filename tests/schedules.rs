@@ -96,7 +96,13 @@ async fn due_at_ms(world: &World, tenant: &str, sk: &str) -> Result<Option<u64>>
         .dynamodb
         .get_item()
         .table_name(world.output("TableName"))
-        .key("pk", AttributeValue::S(format!("TENANT#{tenant}")))
+        .key(
+            "pk",
+            AttributeValue::S(adapters::dynamodb::keys::home(
+                &domain::ids::TenantId::parse(tenant)?,
+                sk,
+            )),
+        )
         .key("sk", AttributeValue::S(sk.to_owned()))
         .consistent_read(true)
         .send()

@@ -181,7 +181,10 @@ async fn offline_behind_the_writers_back(live: &LiveTenant<'_>, staff: &str) -> 
         .dynamodb
         .update_item()
         .table_name(world.output("TableName"))
-        .key("pk", AttributeValue::S(keys::tenant(&tenant)))
+        .key(
+            "pk",
+            AttributeValue::S(keys::staff_home(&tenant, &StaffId::parse(staff)?)),
+        )
         .key(
             "sk",
             AttributeValue::S(keys::staff(&StaffId::parse(staff)?)),
@@ -235,7 +238,10 @@ async fn a_fan_out_given_up_is_sent_again_and_its_codes_converge(world: &World) 
                 .dynamodb
                 .get_item()
                 .table_name(world.output("TableName"))
-                .key("pk", AttributeValue::S(keys::tenant(&given_up.tenant)))
+                .key(
+                    "pk",
+                    AttributeValue::S(keys::home(&given_up.tenant, &mark_key)),
+                )
                 .key("sk", AttributeValue::S(mark_key.clone()))
                 .consistent_read(true)
                 .send()
@@ -324,7 +330,7 @@ async fn a_limit_claim_whose_notification_failed_is_finished(world: &World) -> R
         .dynamodb
         .update_item()
         .table_name(world.output("TableName"))
-        .key("pk", AttributeValue::S(keys::tenant(&TenantId::parse(&tenant)?)))
+        .key("pk", AttributeValue::S(keys::home(&TenantId::parse(&tenant)?, &sk)))
         .key("sk", AttributeValue::S(sk.clone()))
         .update_expression(
             "SET notified = :no, #owner = :dead, lease_until_ms = :expired, gsi1pk = :open, gsi1sk = :sort",
@@ -632,7 +638,7 @@ async fn a_resigned_members_acquisition_link_is_deleted_after_the_grace(
                 .table_name(&table)
                 .key(
                     "pk",
-                    AttributeValue::S(format!("TENANT#{}", live.tenant.id)),
+                    AttributeValue::S(format!("TENANT#{}#STAFF#{leaving}", live.tenant.id)),
                 )
                 .key("sk", AttributeValue::S(format!("STAFF#{leaving}")))
                 .consistent_read(true)

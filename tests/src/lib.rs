@@ -273,6 +273,35 @@ impl World {
         }
     }
 
+    /// Every item of `tenant`, under any of its homes (`keys::home`), whose sort key starts
+    /// with `sk_prefix`: a filtered scan of the test world's table, for assertions over a whole
+    /// tenant that no one query answers (the functions never scan).
+    pub async fn tenant_items(
+        &self,
+        tenant: &TenantId,
+        sk_prefix: &str,
+    ) -> Result<Vec<HashMap<String, AttributeValue>>> {
+        let items = self
+            .dynamodb
+            .scan()
+            .table_name(self.output("TableName"))
+            .filter_expression(
+                "(pk = :tenant OR begins_with(pk, :homes)) AND begins_with(sk, :prefix)",
+            )
+            .expression_attribute_values(":tenant", AttributeValue::S(keys::tenant(tenant)))
+            .expression_attribute_values(
+                ":homes",
+                AttributeValue::S(format!("{}#", keys::tenant(tenant))),
+            )
+            .expression_attribute_values(":prefix", AttributeValue::S(sk_prefix.to_owned()))
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<Vec<_>, _>>()
+            .await?;
+        Ok(items)
+    }
+
     pub fn output(&self, key: &str) -> &str {
         self.outputs
             .get(key)

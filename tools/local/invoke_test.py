@@ -214,7 +214,7 @@ def put_code(answer, world, before):
     config_id = body["config_id"]
     way = [w for w in world.sandbox_contact_ways() if w["config_id"] == config_id]
     expect(len(way) == 1, f"contact way {config_id} not in the sandbox")
-    expect(world.item("TENANT#demo", "CODE#spring-01") is not None, "no code item in the table")
+    expect(world.item("TENANT#demo#CODE#spring-01", "CODE#spring-01") is not None, "no code item in the table")
 
 
 def get_code(answer, world, before):
@@ -252,7 +252,7 @@ def put_staff_schedule(answer, world, before):
 
 def delete_code(answer, world, before):
     body = status((200,))(answer)
-    expect(world.item("TENANT#demo", "CODE#spring-01") is None, "the code item is still in the table")
+    expect(world.item("TENANT#demo#CODE#spring-01", "CODE#spring-01") is None, "the code item is still in the table")
     gone = all(w["config_id"] != body["config_id"] for w in world.sandbox_contact_ways())
     expect(gone, f"contact way {body['config_id']} still in the sandbox")
 
@@ -301,7 +301,7 @@ def inbox_add_and_poison(answer, world, before):
     if parked is not None:
         attributes = {k: v.get("StringValue") for k, v in parked.get("MessageAttributes", {}).items()}
         expect(attributes.get("failure_class") == "poison", f"parked with {attributes}")
-    counted = world.item("TENANT#demo", "ADDS#TOTAL#code-1#zhangsan")
+    counted = world.item("TENANT#demo#CODE#code-1", "ADDS#TOTAL#code-1#zhangsan")
     expect(counted is not None, "the add is not counted in the table")
     world.stored(
         "RefreshQueueUrl",

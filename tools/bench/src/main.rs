@@ -22,6 +22,7 @@ mod sandbox;
 mod scenario;
 mod world;
 
+use adapters::dynamodb::keys;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use domain::codes::CodeFacts;
@@ -615,7 +616,7 @@ impl Bench<'_> {
         Ok(self
             .world
             .store
-            .query_prefix(&self.tenant, "PUSHLOG#")
+            .query_each_code(&self.tenant, |code| keys::push_log_prefix(Some(code)))
             .await?
             .iter()
             .filter_map(|item| {

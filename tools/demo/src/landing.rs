@@ -47,7 +47,7 @@ impl Landing<'_> {
         let key = HashMap::from([
             (
                 "pk".to_owned(),
-                AttributeValue::S(format!("TENANT#{}", self.tenant)),
+                AttributeValue::S(format!("TENANT#{}#CODE#{code}", self.tenant)),
             ),
             ("sk".to_owned(), AttributeValue::S(format!("PUSHED#{code}"))),
         ]);

@@ -665,7 +665,7 @@ impl Demo<'_> {
         let contact_ways = sandbox.contact_ways(corp_id).await?;
         let store = &world.store;
         let adds_counted = store
-            .query_prefix(tenant, "ADDS#TOTAL#")
+            .query_each_code(tenant, |code| format!("ADDS#TOTAL#{code}#"))
             .await?
             .iter()
             .filter_map(|item| item::n(item, "adds"))
@@ -822,7 +822,7 @@ impl Demo<'_> {
 async fn push_log(world: &World, tenant: &TenantId) -> Result<Vec<(String, Push)>> {
     Ok(world
         .store
-        .query_prefix(tenant, "PUSHLOG#")
+        .query_each_code(tenant, |code| keys::push_log_prefix(Some(code)))
         .await?
         .iter()
         .filter_map(Push::from_item)

@@ -109,7 +109,7 @@ impl World {
             .dynamodb
             .get_item()
             .table_name(&self.table)
-            .key("pk", AttributeValue::S(keys::tenant(tenant)))
+            .key("pk", AttributeValue::S(keys::home(tenant, sk)))
             .key("sk", AttributeValue::S(sk.to_owned()))
             .consistent_read(true)
             .send()

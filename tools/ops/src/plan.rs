@@ -7,16 +7,16 @@
 //! time), printed before the count model's replay.
 
 use crate::ops::Ops;
-use adapters::dynamodb::keys;
-use anyhow::{anyhow, bail, Context, Result};
-use aws_sdk_dynamodb::types::AttributeValue;
-use domain::ids::{CodeId, DepartmentId, StaffId, TenantId};
+use adapters::dynamodb::DynamoStore;
+use anyhow::{anyhow, bail, Result};
+use domain::ids::{CodeId, DepartmentId, TenantId};
+use domain::membership::CodeConfig;
 use qrsync_scale::plan::{
     self, bench, seats::TenantSeats, simulated, synthetic::Synthetic, CampaignInput,
 };
 use qrsync_scale::profile::Profile;
 use qrsync_scale::settings::{parse_override, Settings};
-use std::collections::HashMap;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 /// A giant's indexes hold about 3M seats; the default leaves room, the ceiling keeps a read
@@ -95,7 +95,7 @@ pub async fn run(args: Args, stack: &str, api_url: Option<&str>, json: bool) -> 
         let (seats, items) = read_seats(&ops, &table, &tenant, args.max_items).await?;
         (
             format!(
-                "tenant {tenant} (table {table}, {items} index items read)",
+                "tenant {tenant} (table {table}, {items} codes and departments read)",
                 items = qrsync_scale::show::thousands(items)
             ),
             seats,
@@ -260,210 +260,112 @@ fn bench_text(p: &bench::Prediction, budget: domain::budget::BudgetLimits) -> St
     out
 }
 
-/// The prefix of a family of sort keys, from the adapter's own key function: what it gives
-/// for `id` with `id` taken off the end.
-fn prefix(key: String, id: &str) -> Result<String> {
-    key.strip_suffix(id)
-        .map(str::to_owned)
-        .ok_or_else(|| anyhow!("the adapter's key `{key}` does not end with `{id}`"))
-}
-
-/// The sort-key prefixes of the item families a plan reads, as the adapter keys them.
-#[derive(Debug, PartialEq, Eq)]
-struct Families {
-    code: String,
-    staff: String,
-    seat: String,
-    listing: String,
-    department: String,
-}
-
-impl Families {
-    fn from_adapter() -> Result<Self> {
-        let staff = StaffId::parse("x").map_err(|e| anyhow!("{e}"))?;
-        let code = CodeId::parse("y").map_err(|e| anyhow!("{e}"))?;
-        let department = DepartmentId::parse("z").map_err(|e| anyhow!("{e}"))?;
-        Ok(Self {
-            code: prefix(keys::code(&code), "y")?,
-            staff: prefix(keys::staff(&staff), "x")?,
-            seat: prefix(keys::seats_of(&staff), "x#")?,
-            listing: prefix(keys::department_seats_of(&department), "z#")?,
-            department: prefix(keys::department(&department), "z")?,
-        })
-    }
-}
+/// Code ids asked of the code index per query.
+const CODES_PER_PAGE: usize = 1_000;
 
 /// The tenant's codes, staff, seats, department listings and department members, from the
-/// table: keys-only queries of each item family under the tenant's partition, page by page,
-/// eventually consistent (a plan needs no last write), stopping with an error past
-/// `max_items`. Nothing is written.
+/// table: its code list (the code index, `gsi1`, page by page), each code's item (the
+/// configuration the staff -> codes and department -> codes indexes are kept from: each code's
+/// members live under their own partition keys, docs/design/keys.md) and the members of the
+/// departments the codes list, stopping with an error past `max_items`. Staff on no code are
+/// not read: they reach nothing. Nothing is written.
 async fn read_seats(
     ops: &Ops,
     table: &str,
     tenant: &TenantId,
     max_items: u64,
 ) -> Result<(TenantSeats, u64)> {
-    let Families {
-        code: code_prefix,
-        staff: staff_prefix,
-        seat: seat_prefix,
-        listing: listing_prefix,
-        department: department_prefix,
-    } = Families::from_adapter()?;
-
+    let store = DynamoStore::new(ops.dynamodb.clone(), table.to_owned());
     let bar = crate::ops::spinner(&format!("reading {tenant}'s seats"), ops.json);
     let mut seats = TenantSeats::new();
     let mut read = 0u64;
-    let mut reader = Reader {
-        ops,
-        table,
-        tenant,
-        max_items,
-        read: &mut read,
-        bar: &bar,
+    let mut count = |n: usize, bar: &indicatif::ProgressBar| -> Result<()> {
+        read += u64::try_from(n).unwrap_or(u64::MAX);
+        if read > max_items {
+            bail!(
+                "{tenant} holds more than {max_items} codes and departments (--max-items); raise it (at most {MAX_ITEMS_CEILING}) to plan this tenant"
+            );
+        }
+        bar.set_message(format!("reading {tenant}'s seats: {read} items"));
+        Ok(())
     };
-    for item in reader.family(&code_prefix, None).await? {
-        if let Some(code) = item.sk.strip_prefix(&code_prefix) {
-            if CodeId::parse(code).is_ok() {
-                seats.add_code(code);
-            }
-        }
-    }
-    for item in reader.family(&staff_prefix, None).await? {
-        if let Some(staff) = item.sk.strip_prefix(&staff_prefix) {
-            if StaffId::parse(staff).is_ok() {
-                seats.add_staff(staff);
-            }
-        }
-    }
-    for item in reader.family(&seat_prefix, None).await? {
-        let (staff, code) = split(&item.sk, &seat_prefix)?;
-        seats.seat(staff, code);
-    }
-    for item in reader.family(&listing_prefix, None).await? {
-        let (department, code) = split(&item.sk, &listing_prefix)?;
-        seats.department_listed(department, code);
-    }
-    for item in reader.family(&department_prefix, Some("members")).await? {
-        let Some(department) = item.sk.strip_prefix(&department_prefix) else {
-            continue;
+    let mut listed = BTreeSet::new();
+    let mut after: Option<CodeId> = None;
+    loop {
+        let page = store
+            .code_ids(tenant, after.as_ref(), Some(CODES_PER_PAGE))
+            .await
+            .map_err(|e| anyhow!("the code index of {tenant}: {e}"))?;
+        let Some(last) = page.last().cloned() else {
+            break;
         };
-        for member in &item.members {
-            seats.department_member(department, member);
+        count(page.len(), &bar)?;
+        let records = store
+            .code_records(tenant, &page)
+            .await
+            .map_err(|e| anyhow!("the codes of {tenant}: {e}"))?;
+        for (code, record) in records {
+            seat_code(&mut seats, &code, &record.code.config);
+            listed.extend(record.code.config.departments.iter().cloned());
+        }
+        after = Some(last);
+    }
+    let listed: Vec<DepartmentId> = listed.into_iter().collect();
+    for chunk in listed.chunks(100) {
+        let members = store
+            .departments(tenant, chunk)
+            .await
+            .map_err(|e| anyhow!("the departments of {tenant}: {e}"))?;
+        count(members.len(), &bar)?;
+        for (department, staff) in members {
+            for member in staff {
+                seats.department_member(department.as_str(), member.as_str());
+            }
         }
     }
     bar.finish_and_clear();
     Ok((seats, read))
 }
 
-/// `PREFIX<a>#<b>` -> (a, b).
-fn split<'k>(sk: &'k str, family: &str) -> Result<(&'k str, &'k str)> {
-    sk.strip_prefix(family)
-        .and_then(|rest| rest.split_once('#'))
-        .with_context(|| format!("index item `{sk}` is not {family}<id>#<code>"))
-}
-
-struct Read {
-    sk: String,
-    members: Vec<String>,
-}
-
-struct Reader<'a> {
-    ops: &'a Ops,
-    table: &'a str,
-    tenant: &'a TenantId,
-    max_items: u64,
-    read: &'a mut u64,
-    bar: &'a indicatif::ProgressBar,
-}
-
-impl Reader<'_> {
-    /// Every item of the tenant whose sort key starts with `family`: its sort key and, when
-    /// asked, a string-set attribute.
-    async fn family(&mut self, family: &str, set: Option<&str>) -> Result<Vec<Read>> {
-        let mut found = Vec::new();
-        let mut start: Option<HashMap<String, AttributeValue>> = None;
-        loop {
-            let mut query = self
-                .ops
-                .dynamodb
-                .query()
-                .table_name(self.table)
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-                .expression_attribute_names("#pk", keys::PK)
-                .expression_attribute_names("#sk", keys::SK)
-                .expression_attribute_values(":pk", AttributeValue::S(keys::tenant(self.tenant)))
-                .expression_attribute_values(":prefix", AttributeValue::S(family.to_owned()))
-                .consistent_read(false)
-                .set_exclusive_start_key(start.take());
-            query = match set {
-                Some(name) => query
-                    .projection_expression("#sk, #set")
-                    .expression_attribute_names("#set", name),
-                None => query.projection_expression("#sk"),
-            };
-            let page = query.send().await.map_err(|e| {
-                anyhow!(
-                    "query {family} of {}: {}",
-                    self.tenant,
-                    e.into_service_error()
-                )
-            })?;
-            for item in page.items.unwrap_or_default() {
-                *self.read += 1;
-                if *self.read > self.max_items {
-                    bail!(
-                        "{} holds more than {} index items (--max-items); raise it (at most {MAX_ITEMS_CEILING}) to plan this tenant",
-                        self.tenant,
-                        self.max_items
-                    );
-                }
-                let sk = match item.get(keys::SK) {
-                    Some(AttributeValue::S(sk)) => sk.clone(),
-                    _ => continue,
-                };
-                let members = match set.and_then(|name| item.get(name)) {
-                    Some(AttributeValue::Ss(values)) => values.clone(),
-                    _ => Vec::new(),
-                };
-                found.push(Read { sk, members });
-            }
-            self.bar.set_message(format!(
-                "reading {}'s seats: {} items",
-                self.tenant, self.read
-            ));
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(found);
-            }
-        }
+/// What one code's configuration puts in the indexes: a seat per member and fallback, a
+/// listing per department.
+fn seat_code(seats: &mut TenantSeats, code: &CodeId, config: &CodeConfig) {
+    seats.add_code(code.as_str());
+    for staff in config.members.iter().chain(&config.fallback) {
+        seats.seat(staff.as_str(), code.as_str());
+    }
+    for department in &config.departments {
+        seats.department_listed(department.as_str(), code.as_str());
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use domain::ids::StaffId;
 
     #[test]
-    fn the_families_read_are_the_adapters_index_items() {
-        let families = Families::from_adapter().expect("prefixes");
-        assert_eq!(
-            families,
-            Families {
-                code: "CODE#".into(),
-                staff: "STAFF#".into(),
-                seat: "SEAT#".into(),
-                listing: "DSEAT#".into(),
-                department: "DEPT#".into(),
-            }
+    fn a_codes_members_fallback_and_departments_are_its_seats_and_listings() {
+        let mut seats = TenantSeats::new();
+        let staff = |id: &str| StaffId::parse(id).expect("id");
+        let config: CodeConfig = serde_json::from_value(serde_json::json!({
+            "family": "native",
+            "members": ["ann", "bo"],
+            "fallback": ["cy"],
+            "departments": ["7"],
+        }))
+        .expect("config");
+        seat_code(&mut seats, &CodeId::parse("c-1").expect("id"), &config);
+        seat_code(
+            &mut seats,
+            &CodeId::parse("c-2").expect("id"),
+            &CodeConfig {
+                members: vec![staff("ann")],
+                ..config.clone()
+            },
         );
-        let staff = StaffId::parse("ann.lee@x").expect("id");
-        let code = CodeId::parse("c-1").expect("id");
-        let seat = keys::seat(&staff, &code);
-        assert_eq!(
-            split(&seat, &families.seat).expect("a seat"),
-            ("ann.lee@x", "c-1")
-        );
-        assert!(split("SEAT#nohash", &families.seat).is_err());
+        seats.department_member("7", "dee");
+        assert_eq!(seats.codes(), 2);
+        assert_eq!(seats.staff(), 4);
     }
 }

@@ -4,8 +4,9 @@
 
 use super::codes::code_record;
 use super::conditions::ConditionalWriteError;
+use super::CodeRecord;
 use super::{
-    corrupt, employment_name, get_n, get_s, get_strings, key, keys, n, s, staff_from, unavailable,
+    corrupt, employment_name, get_n, get_s, get_strings, keys, n, s, staff_from, tenant_key,
     DynamoStore, Item,
 };
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
@@ -20,6 +21,7 @@ use domain::ids::{CodeId, StaffId};
 use domain::membership::{CodeConfig, Employment, WeeklySchedule};
 use domain::StoreError;
 use std::collections::BTreeSet;
+use std::collections::HashMap;
 
 #[async_trait::async_trait]
 impl domain::fanout::CodeIndex for DynamoStore {
@@ -81,7 +83,7 @@ impl AdminStore for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .set_key(Some(tenant_key(tenant, keys::staff(staff))))
             .expression_attribute_names("#online", "online")
             .expression_attribute_names("#employment", "employment")
             .expression_attribute_names("#updated", "updated_at_ms")
@@ -172,53 +174,32 @@ impl AdminStore for DynamoStore {
             }))
     }
 
-    /// One `Query` of the code items from after `after`, `limit + 1` of them to tell whether
-    /// more follow. Code items hold the configuration only (its index entries and pushed
-    /// records have other prefixes), so the limit counts codes.
+    /// One page of the tenant's codes after `after`: `limit + 1` ids from the code index
+    /// (`gsi1`) to tell whether more follow, then the code items in one `BatchGetItem` per
+    /// 100 (a code deleted since the index was read is left out).
     async fn codes_page(
         &self,
         tenant: &TenantId,
         after: Option<&CodeId>,
         limit: usize,
     ) -> Result<(Vec<CodeSummary>, bool), StoreError> {
-        let mut query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-            .expression_attribute_names("#pk", keys::PK)
-            .expression_attribute_names("#sk", keys::SK)
-            .expression_attribute_values(":pk", s(keys::tenant(tenant)))
-            .expression_attribute_values(":prefix", s(keys::CODE_PREFIX))
-            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX));
-        if let Some(after) = after {
-            query =
-                query.set_exclusive_start_key(Some(key(keys::tenant(tenant), keys::code(after))));
-        }
-        let output = query
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        let mut codes = output
-            .items
-            .unwrap_or_default()
-            .iter()
-            .map(|item| {
-                let record = code_record(item)?;
-                let code = get_s(item, keys::SK)
-                    .and_then(|sk| sk.strip_prefix(keys::CODE_PREFIX))
-                    .and_then(|raw| CodeId::parse(raw).ok())
-                    .ok_or_else(|| corrupt("code key"))?;
-                Ok(CodeSummary {
+        let mut ids = self.code_ids(tenant, after, Some(limit + 1)).await?;
+        let more = ids.len() > limit;
+        ids.truncate(limit);
+        let mut by_code: HashMap<CodeId, CodeRecord> =
+            self.code_records(tenant, &ids).await?.into_iter().collect();
+        let codes = ids
+            .into_iter()
+            .filter_map(|code| {
+                let record = by_code.remove(&code)?;
+                Some(CodeSummary {
                     code,
                     family: record.code.config.family,
                     config_id: record.code.config_id,
                     version: record.version,
                 })
             })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        let more = codes.len() > limit;
-        codes.truncate(limit);
+            .collect();
         Ok((codes, more))
     }
 
@@ -231,14 +212,13 @@ impl AdminStore for DynamoStore {
         codes: &[CodeId],
         day: &str,
     ) -> Result<Vec<CodeAdds>, StoreError> {
-        let pk = keys::tenant(tenant);
         let wanted = codes
             .iter()
             .flat_map(|code| {
                 [
-                    key(pk.clone(), keys::code(code)),
-                    key(pk.clone(), keys::adds_today_on_code(day, code, staff)),
-                    key(pk.clone(), keys::adds_total(code, staff)),
+                    tenant_key(tenant, keys::code(code)),
+                    tenant_key(tenant, keys::adds_today_on_code(day, code, staff)),
+                    tenant_key(tenant, keys::adds_total(code, staff)),
                 ]
             })
             .collect();
@@ -278,13 +258,9 @@ impl AdminStore for DynamoStore {
             .unwrap_or(0))
     }
 
-    /// Every code of the tenant (a query on the code items' keys, never a scan).
+    /// Every code of the tenant (the code index, `gsi1`: never a scan).
     async fn codes_of_tenant(&self, tenant: &TenantId) -> Result<Vec<CodeId>, StoreError> {
-        self.keys_under(tenant, keys::CODE_PREFIX)
-            .await?
-            .iter()
-            .map(|code| CodeId::parse(code).map_err(|_| corrupt("code key")))
-            .collect()
+        self.code_ids(tenant, None, None).await
     }
 
     async fn code(

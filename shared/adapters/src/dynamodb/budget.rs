@@ -1,7 +1,7 @@
 //! The shared WeCom budget on the table (docs/rules.md rule 6, `domain::budget`).
 
 use super::conditions::ConditionalWriteError;
-use super::{get_n, key, keys, n, DynamoStore, Item};
+use super::{get_n, keys, n, tenant_key, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use domain::budget::{exhausted, BudgetLimits, BudgetSlot, Spend, WeComBudget};
 use domain::ids::TenantId;
@@ -35,10 +35,7 @@ impl WeComBudget for DynamoBudget {
             .client
             .update_item()
             .table_name(&self.store.table)
-            .set_key(Some(key(
-                keys::tenant(tenant),
-                keys::budget(api, slot.hour),
-            )))
+            .set_key(Some(tenant_key(tenant, keys::budget(api, slot.hour))))
             .update_expression("ADD #hour :one, #minute :one SET #expires = :expires")
             .condition_expression(
                 "(attribute_not_exists(#hour) OR #hour < :per_hour) \

@@ -4,7 +4,7 @@ use super::conditions::ConditionalWriteError;
 use super::keys::{LINK_ID, LINK_URL};
 use super::owed::{OwedEdit, OwedRead};
 use super::{
-    corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, staff_from, strings,
+    corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, staff_from, strings, tenant_key,
     unavailable, DynamoStore, Item,
 };
 use aws_sdk_dynamodb::types::{
@@ -115,12 +115,39 @@ impl DynamoStore {
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::code(code))))
+            .set_key(Some(tenant_key(tenant, keys::code(code))))
             .consistent_read(true)
             .send()
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;
         output.item.as_ref().map(code_record).transpose()
+    }
+
+    /// The stored items of `codes` (absent ones left out), strongly consistent, in
+    /// `BatchGetItem`s of 100 keys.
+    pub async fn code_records(
+        &self,
+        tenant: &TenantId,
+        codes: &[CodeId],
+    ) -> Result<Vec<(CodeId, CodeRecord)>, StoreError> {
+        let items = self
+            .batch_get(
+                codes
+                    .iter()
+                    .map(|code| tenant_key(tenant, keys::code(code)))
+                    .collect(),
+            )
+            .await?;
+        items
+            .iter()
+            .map(|item| {
+                let code = get_s(item, keys::SK)
+                    .and_then(|sk| sk.strip_prefix(keys::CODE_PREFIX))
+                    .and_then(|raw| CodeId::parse(raw).ok())
+                    .ok_or_else(|| corrupt("code key"))?;
+                Ok((code, code_record(item)?))
+            })
+            .collect()
     }
 
     /// Creates or replaces a code's configuration and keeps the staff -> codes and department
@@ -156,7 +183,6 @@ impl DynamoStore {
         if expected.is_some_and(|version| version != previous.as_ref().map(|p| p.version)) {
             return Ok(None);
         }
-        let pk = keys::tenant(tenant);
         let owner = keys::code(code);
         let before = previous
             .as_ref()
@@ -181,10 +207,13 @@ impl DynamoStore {
         let plan = replan(&stored_entries, &owed.owed, &index_entries(code, config));
         let version = previous.as_ref().map_or(1, |p| p.version + 1);
         let created_at_ms = previous.as_ref().map_or(now_ms, |p| p.created_at_ms);
-        let item = key(pk.clone(), owner.clone());
+        let mut item = tenant_key(tenant, owner.clone());
+        // Every code item is listed under its tenant in gsi1 (`keys::codes_index`).
+        item.insert(keys::GSI1_PK.into(), s(keys::codes_index(tenant)));
+        item.insert(keys::GSI1_SK.into(), s(code.as_str()));
         let owner_write = self.code_write(item, config, previous.as_ref(), now_ms)?;
         let index_write = |sk: &str, put: bool| -> Result<TransactWriteItem, StoreError> {
-            let key = key(pk.clone(), sk.to_owned());
+            let key = tenant_key(tenant, sk.to_owned());
             if put {
                 self.put_in_transaction(key)
             } else {
@@ -269,7 +298,7 @@ impl DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::code(code))))
+            .set_key(Some(tenant_key(tenant, keys::code(code))))
             .update_expression("SET config_id = :id, created_with = :users")
             .expression_attribute_values(":users", strings(created_with.iter().cloned()))
             .condition_expression("attribute_exists(pk) AND attribute_not_exists(config_id)")
@@ -321,7 +350,6 @@ impl DynamoStore {
         let Some(record) = self.code(tenant, code).await? else {
             return Ok(None);
         };
-        let pk = keys::tenant(tenant);
         // What an interrupted edit still owed: entries it had not deleted yet, and its chunks.
         let owed = self.read_owed(tenant, &keys::code(code)).await?;
         let mut entries = index_entries(code, &record.code.config);
@@ -336,7 +364,7 @@ impl DynamoStore {
             self.client
                 .delete_item()
                 .table_name(&self.table)
-                .set_key(Some(key(pk.clone(), sk)))
+                .set_key(Some(tenant_key(tenant, sk)))
                 .send()
                 .await
                 .map_err(|e| unavailable(e.into_service_error()))?;
@@ -354,12 +382,11 @@ impl DynamoStore {
         if departments.is_empty() {
             return Ok(HashMap::new());
         }
-        let pk = keys::tenant(tenant);
         let items = self
             .batch_get(
                 departments
                     .iter()
-                    .map(|d| key(pk.clone(), keys::department(d)))
+                    .map(|d| tenant_key(tenant, keys::department(d)))
                     .collect(),
             )
             .await?;
@@ -397,6 +424,31 @@ impl DynamoStore {
         Ok(read)
     }
 
+    /// Every item under `prefix_of(code)` in each code's home, for every code of the tenant
+    /// (the code index, then one query per code, `ITEM_REQUESTS_IN_FLIGHT` at once): e.g.
+    /// every push log entry of a tenant, for reports.
+    pub async fn query_each_code(
+        &self,
+        tenant: &TenantId,
+        prefix_of: impl Fn(&CodeId) -> String,
+    ) -> Result<Vec<Item>, StoreError> {
+        let prefixes: Vec<String> = self
+            .code_ids(tenant, None, None)
+            .await?
+            .iter()
+            .map(prefix_of)
+            .collect();
+        let mut queries = Vec::with_capacity(prefixes.len());
+        for prefix in &prefixes {
+            queries.push(self.query_tenant(tenant, prefix, false));
+        }
+        let found: Vec<Vec<Item>> = futures::stream::iter(queries)
+            .buffer_unordered(super::ITEM_REQUESTS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        Ok(found.into_iter().flatten().collect())
+    }
+
     /// Every item of a tenant whose sort key starts with `prefix`, e.g. a code's push history.
     pub async fn query_prefix(
         &self,
@@ -416,14 +468,13 @@ impl CodeFacts for DynamoStore {
         code: &CodeId,
         now_ms: u64,
     ) -> Result<Option<CodeSnapshot>, StoreError> {
-        let pk = keys::tenant(tenant);
         let first = self
             .batch_get(vec![
-                key(pk.clone(), keys::PROFILE.to_owned()),
-                key(pk.clone(), keys::code(code)),
-                key(pk.clone(), keys::pushed(code)),
-                key(pk.clone(), keys::dirty(code)),
-                key(pk.clone(), keys::lease(code)),
+                tenant_key(tenant, keys::PROFILE.to_owned()),
+                tenant_key(tenant, keys::code(code)),
+                tenant_key(tenant, keys::pushed(code)),
+                tenant_key(tenant, keys::dirty(code)),
+                tenant_key(tenant, keys::lease(code)),
             ])
             .await?;
         let by_sk: HashMap<String, Item> = first
@@ -491,13 +542,15 @@ impl DynamoStore {
         day: &str,
         people: BTreeSet<StaffId>,
     ) -> Result<PeopleFacts, StoreError> {
-        let pk = keys::tenant(tenant);
         let mut wanted = Vec::with_capacity(people.len() * 4);
         for staff in &people {
-            wanted.push(key(pk.clone(), keys::staff(staff)));
-            wanted.push(key(pk.clone(), keys::adds_today_on_code(day, code, staff)));
-            wanted.push(key(pk.clone(), keys::adds_today_all_codes(day, staff)));
-            wanted.push(key(pk.clone(), keys::adds_total(code, staff)));
+            wanted.push(tenant_key(tenant, keys::staff(staff)));
+            wanted.push(tenant_key(
+                tenant,
+                keys::adds_today_on_code(day, code, staff),
+            ));
+            wanted.push(tenant_key(tenant, keys::adds_today_all_codes(day, staff)));
+            wanted.push(tenant_key(tenant, keys::adds_total(code, staff)));
         }
         let found: HashMap<String, Item> = self
             .batch_get(wanted)
@@ -578,7 +631,7 @@ impl CodeRecords for DynamoStore {
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::code(code))))
+            .set_key(Some(tenant_key(tenant, keys::code(code))))
             .projection_expression("created_at_ms, updated_at_ms")
             .send()
             .await
@@ -598,9 +651,8 @@ impl CodeRecords for DynamoStore {
         push: &PushRecord,
         then: AfterRecord,
     ) -> Result<FencedWrite, StoreError> {
-        let pk = keys::tenant(tenant);
         let users = push.users.iter().map(|u| u.as_str().to_owned());
-        let mut pushed = key(pk.clone(), keys::pushed(code));
+        let mut pushed = tenant_key(tenant, keys::pushed(code));
         pushed.insert("users".into(), strings(users.clone()));
         pushed.insert("pushed_at_ms".into(), n(push.pushed_at_ms));
         pushed.insert("fallback".into(), AttributeValue::Bool(push.fallback));
@@ -613,7 +665,7 @@ impl CodeRecords for DynamoStore {
         }
         // Two pushes of one code in the same millisecond must not overwrite each other's entry.
         let nonce = format!("{:06}", rand::random::<u32>() % 1_000_000);
-        let mut log = key(pk, keys::push_log(code, push.pushed_at_ms, &nonce));
+        let mut log = tenant_key(tenant, keys::push_log(code, push.pushed_at_ms, &nonce));
         log.insert("users".into(), strings(users));
         log.insert("pushed_at_ms".into(), n(push.pushed_at_ms));
         log.insert("fallback".into(), AttributeValue::Bool(push.fallback));
@@ -663,7 +715,7 @@ impl CodeRecords for DynamoStore {
             "#users = if_not_exists(#users, :wecom_list), starved = if_not_exists(starved, :no)";
         let mut update = Update::builder()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::pushed(code))))
+            .set_key(Some(tenant_key(tenant, keys::pushed(code))))
             .expression_attribute_names("#users", "users")
             .expression_attribute_values(
                 ":wecom_list",
@@ -695,7 +747,7 @@ impl CodeRecords for DynamoStore {
     ) -> Result<FencedWrite, StoreError> {
         let update = Update::builder()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::pushed(code))))
+            .set_key(Some(tenant_key(tenant, keys::pushed(code))))
             .update_expression("SET starved = :yes, starved_at_ms = :at")
             .expression_attribute_values(":yes", AttributeValue::Bool(true))
             .expression_attribute_values(":at", n(at_ms))
@@ -718,7 +770,7 @@ impl CodeRecords for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .set_key(Some(tenant_key(tenant, keys::staff(staff))))
             .update_expression("SET #id = :id, #url = :url")
             .condition_expression("attribute_exists(pk) AND attribute_not_exists(#url)")
             .expression_attribute_names("#id", LINK_ID)
@@ -754,7 +806,7 @@ impl CodeRecords for DynamoStore {
         self.client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::refresh_tally(day))))
+            .set_key(Some(tenant_key(tenant, keys::refresh_tally(day))))
             .update_expression(
                 "ADD reasons :r, recomputes :c, pushes :p, unchanged :u, starved :s, \
                  requeued_budget :rb, requeued_throttled :rt, requeued_lease :rl, \

@@ -9,7 +9,7 @@
 //! `FANOUT_MARKS` by due time (`keys::fan_out_mark`): the sweep's due fan-outs are one query.
 
 use super::conditions::ConditionalWriteError;
-use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
+use super::{get_n, get_s, key, keys, n, s, tenant_key, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::ReturnValue;
 use domain::dirty::{DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
 use domain::ids::CodeId;
@@ -29,7 +29,7 @@ const SUSPECT_DRIFTED: &str = "suspect_sample_drifted";
 const RESENDS: &str = "resends";
 
 fn mark_from(item: &Item) -> Option<DirtyMark> {
-    let tenant = get_s(item, keys::PK)?.strip_prefix("TENANT#")?;
+    let tenant = keys::tenant_of_home(get_s(item, keys::PK)?)?;
     let code = get_s(item, keys::SK)?.strip_prefix(keys::DIRTY_PREFIX)?;
     Some(DirtyMark {
         tenant: TenantId::parse(tenant).ok()?,
@@ -62,7 +62,7 @@ impl DirtyMarks for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::dirty(code))))
+            .set_key(Some(tenant_key(tenant, keys::dirty(code))))
             .update_expression(
                 "SET #at = :at, #why = :why, #due = if_not_exists(#due, :at), \
                  #resyncs = if_not_exists(#resyncs, :zero), #gpk = :gpk, \
@@ -104,7 +104,7 @@ impl DirtyMarks for DynamoStore {
             .client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::dirty(code))))
+            .set_key(Some(tenant_key(tenant, keys::dirty(code))))
             .condition_expression("#at < :began")
             .expression_attribute_names("#at", MARKED_AT)
             .expression_attribute_values(":began", n(began_ms))
@@ -123,7 +123,7 @@ impl DirtyMarks for DynamoStore {
         self.client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::drift_report(day))))
+            .set_key(Some(tenant_key(tenant, keys::drift_report(day))))
             .update_expression("ADD repaired :one")
             .expression_attribute_values(":one", n(1))
             .send()
@@ -193,7 +193,7 @@ impl DirtyIndex for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::dirty(code))))
+            .set_key(Some(tenant_key(tenant, keys::dirty(code))))
             .update_expression(
                 "SET #at = :at, #why = :why, #due = :due, #resyncs = :zero, #gpk = :gpk, \
                  #gsk = :gsk, #suspect_read = :read, #suspect_drifted = :drifted \
@@ -236,10 +236,7 @@ impl DirtyIndex for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(
-                keys::tenant(&mark.tenant),
-                keys::dirty(&mark.code),
-            )))
+            .set_key(Some(tenant_key(&mark.tenant, keys::dirty(&mark.code))))
             .update_expression(
                 "SET #resyncs = :resyncs, #due = :due, #gsk = :gsk \
                  REMOVE #suspect_read, #suspect_drifted",
@@ -276,10 +273,7 @@ impl DirtyIndex for DynamoStore {
             .client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(key(
-                keys::tenant(&mark.tenant),
-                keys::dirty(&mark.code),
-            )))
+            .set_key(Some(tenant_key(&mark.tenant, keys::dirty(&mark.code))))
             .condition_expression("#at = :seen")
             .expression_attribute_names("#at", MARKED_AT)
             .expression_attribute_values(":seen", n(mark.marked_at_ms))
@@ -303,10 +297,7 @@ fn fan_out_mark_from(item: &Item) -> Option<FanOutMark> {
 }
 
 fn fan_out_key(fan_out: &FanOut) -> Item {
-    key(
-        keys::tenant(&fan_out.tenant),
-        keys::fan_out_mark(&fan_out.fact_key),
-    )
+    tenant_key(&fan_out.tenant, keys::fan_out_mark(&fan_out.fact_key))
 }
 
 #[async_trait::async_trait]

@@ -2,7 +2,7 @@
 //! rule 11 are `dirty.rs`).
 
 use super::conditions::ConditionalWriteError;
-use super::{key, keys, n, unavailable, DynamoStore};
+use super::{keys, n, tenant_key, unavailable, DynamoStore};
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::ids::TenantId;
 use domain::ids::{CodeId, StaffId};
@@ -23,7 +23,7 @@ impl FailureMarks for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::code(code))))
+            .set_key(Some(tenant_key(tenant, keys::code(code))))
             .update_expression("SET wecom_gone_at_ms = :at")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_values(":at", n(at_ms))
@@ -47,7 +47,7 @@ impl FailureMarks for DynamoStore {
         self.client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .set_key(Some(tenant_key(tenant, keys::staff(staff))))
             .update_expression(
                 "SET rejected_by_wecom = :yes, rejected_errcode = :errcode, rejected_at_ms = :at",
             )

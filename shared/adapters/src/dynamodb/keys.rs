@@ -1,5 +1,8 @@
-//! How items are keyed. Everything of a tenant lives under one partition key; sort keys
-//! name the item kind first, so a kind can be read with `begins_with`.
+//! How items are keyed. A tenant's items live under partition keys that begin with its
+//! `TENANT#<t>`: each code, staff member and department has a partition key of its own (its
+//! "home", `home`), and what belongs to the tenant as a whole stays under `TENANT#<t>`. Sort
+//! keys name the item kind first, so a kind can be read with `begins_with`, and the sort key
+//! alone decides an item's home. docs/design/keys.md says why.
 
 use domain::ids::TenantId;
 use domain::ids::{CodeId, DepartmentId, StaffId};
@@ -14,6 +17,81 @@ pub const EXPIRES_AT: &str = "expires_at";
 pub fn tenant(tenant: &TenantId) -> String {
     format!("TENANT#{tenant}")
 }
+
+/// The partition key an item of `tenant_id` lives under, decided by its sort key `sk`:
+/// a code's record, what WeCom accepted, its lease, mark, push log, creation intents, owed
+/// index writes and per-code add counters under `TENANT#<t>#CODE#<c>`; a staff member's item,
+/// seats and all-codes daily counter under `TENANT#<t>#STAFF#<s>`; a department's members,
+/// seats and owed writes under `TENANT#<t>#DEPT#<d>`; everything else under `TENANT#<t>`.
+///
+/// A prefix that names a kind but no owner (`CODE#`, `PUSHLOG#`) spans many homes and has
+/// none: `spans_homes` says so, and such a read goes through an index.
+pub fn home(tenant_id: &TenantId, sk: &str) -> String {
+    match owner(sk) {
+        Some((kind, id)) if !id.is_empty() => format!("{}#{kind}#{id}", tenant(tenant_id)),
+        _ => tenant(tenant_id),
+    }
+}
+
+/// Whether the items under sort-key prefix `prefix` are spread over many homes (the prefix
+/// names an owned kind but not its owner).
+pub fn spans_homes(prefix: &str) -> bool {
+    owner(prefix).is_some_and(|(_, id)| id.is_empty())
+}
+
+/// The home of an item of code `code`: `TENANT#t1#CODE#c1`.
+pub fn code_home(tenant_id: &TenantId, code_id: &CodeId) -> String {
+    home(tenant_id, &code(code_id))
+}
+
+/// The home of a staff member's items: `TENANT#t1#STAFF#s1`.
+pub fn staff_home(tenant_id: &TenantId, staff_id: &StaffId) -> String {
+    home(tenant_id, &staff(staff_id))
+}
+
+/// The tenant of any of its homes (`TENANT#t1#CODE#c1` and `TENANT#t1` both name `t1`).
+pub fn tenant_of_home(pk: &str) -> Option<&str> {
+    let rest = pk.strip_prefix("TENANT#")?;
+    Some(rest.split_once('#').map_or(rest, |(tenant, _)| tenant))
+}
+
+/// The owner kind (`CODE`, `STAFF`, `DEPT`) and owner id a sort key belongs to, if any. Ids
+/// never hold `#` (`domain::ids`), so the fields split cleanly.
+fn owner(sk: &str) -> Option<(&'static str, &str)> {
+    let fields: Vec<&str> = sk.split('#').collect();
+    match fields.as_slice() {
+        ["CODE" | "PUSHED" | "LEASE" | "DIRTY" | "PUSHLOG" | "INTENT", code, ..] => {
+            Some(("CODE", code))
+        }
+        ["ADDS", "TOTAL", code, ..] => Some(("CODE", code)),
+        ["ADDS", "DAY", _day, "ALL", staff, ..] => Some(("STAFF", staff)),
+        ["ADDS", "DAY", _day, code, ..] => Some(("CODE", code)),
+        ["ADDS", ..] => Some(("CODE", "")),
+        ["STAFF" | "SEAT", staff, ..] => Some(("STAFF", staff)),
+        ["DEPT" | "DSEAT", department, ..] => Some(("DEPT", department)),
+        ["OWED", "CODE", code, ..] => Some(("CODE", code)),
+        ["OWED", "DEPT", department, ..] => Some(("DEPT", department)),
+        ["OWED", ..] => Some(("CODE", "")),
+        _ => None,
+    }
+}
+
+/// `gsi1` lists a tenant's codes: every code item carries `gsi1pk = TENANT#<t>#CODES` and its
+/// code id as `gsi1sk` (the admin API's list and the sweep's walk read it).
+pub fn codes_index(tenant_id: &TenantId) -> String {
+    format!("{}#CODES", tenant(tenant_id))
+}
+
+/// `gsi2` lists a tenant's staff who have a work schedule, with the schedule projected: a staff
+/// item with a schedule carries `gsi2pk = TENANT#<t>#SCHEDULES` and its staff id as `gsi2sk`
+/// (the schedule tick's one query per tenant).
+pub fn schedules_index(tenant_id: &TenantId) -> String {
+    format!("{}#SCHEDULES", tenant(tenant_id))
+}
+
+pub const GSI2: &str = "gsi2";
+pub const GSI2_PK: &str = "gsi2pk";
+pub const GSI2_SK: &str = "gsi2sk";
 
 pub const PROFILE: &str = "PROFILE";
 /// Which tenant holds a WeCom corp id (outside any tenant: the claim is what keeps two
@@ -398,4 +476,102 @@ pub fn requeue_shard(tenant_id: &TenantId) -> u32 {
         .bytes()
         .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
     hash % REQUEUE_SHARDS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t1() -> TenantId {
+        TenantId::parse("t1").expect("tenant")
+    }
+
+    #[test]
+    fn every_item_of_a_code_shares_the_codes_home() {
+        let (c1, s1) = (
+            CodeId::parse("c1").expect("code"),
+            StaffId::parse("s1").expect("staff"),
+        );
+        let homes: Vec<String> = [
+            code(&c1),
+            pushed(&c1),
+            lease(&c1),
+            dirty(&c1),
+            push_log(&c1, 1, "n"),
+            creation_intent(&c1, 1),
+            owed(&code(&c1), 0),
+            adds_total(&c1, &s1),
+            adds_today_on_code("2026-12-06", &c1, &s1),
+        ]
+        .iter()
+        .map(|sk| home(&t1(), sk))
+        .collect();
+        assert!(homes.iter().all(|h| h == "TENANT#t1#CODE#c1"), "{homes:?}");
+    }
+
+    #[test]
+    fn a_staff_members_items_and_a_departments_items_each_have_their_own_home() {
+        let (c1, s1) = (
+            CodeId::parse("c1").expect("code"),
+            StaffId::parse("s1").expect("staff"),
+        );
+        let d1 = DepartmentId::parse("7").expect("department");
+        for sk in [
+            staff(&s1),
+            seat(&s1, &c1),
+            adds_today_all_codes("2026-12-06", &s1),
+        ] {
+            assert_eq!(home(&t1(), &sk), "TENANT#t1#STAFF#s1", "{sk}");
+        }
+        for sk in [
+            department(&d1),
+            department_seat(&d1, &c1),
+            owed(&department(&d1), 2),
+        ] {
+            assert_eq!(home(&t1(), &sk), "TENANT#t1#DEPT#7", "{sk}");
+        }
+    }
+
+    #[test]
+    fn what_belongs_to_the_tenant_as_a_whole_stays_under_the_tenant() {
+        for sk in [
+            PROFILE.to_owned(),
+            budget("update_contact_way", 1),
+            refresh_tally("2026-12-06"),
+            claim("add:x"),
+            limits_reached_on("2026-12-06"),
+            due(&Subject::Shifts),
+            fan_out_mark("fact"),
+        ] {
+            assert_eq!(home(&t1(), &sk), "TENANT#t1", "{sk}");
+        }
+    }
+
+    #[test]
+    fn a_prefix_that_names_a_kind_but_no_owner_spans_homes() {
+        let s1 = StaffId::parse("s1").expect("staff");
+        for prefix in [
+            CODE_PREFIX,
+            "PUSHLOG#",
+            "ADDS#TOTAL#",
+            "ADDS#DAY#2026-12-06#",
+            "STAFF#",
+        ] {
+            assert!(spans_homes(prefix), "{prefix}");
+        }
+        for prefix in [
+            seats_of(&s1),
+            push_log_prefix(Some(&CodeId::parse("c1").expect("code"))),
+        ] {
+            assert!(!spans_homes(&prefix), "{prefix}");
+        }
+        assert!(!spans_homes("STATS#REFRESH#"));
+    }
+
+    #[test]
+    fn the_tenant_is_read_back_from_any_of_its_homes() {
+        assert_eq!(tenant_of_home("TENANT#t1#CODE#c1"), Some("t1"));
+        assert_eq!(tenant_of_home("TENANT#t1"), Some("t1"));
+        assert_eq!(tenant_of_home("CORP#x"), None);
+    }
 }

@@ -7,7 +7,7 @@
 //! the TTL collects codes nobody refreshes any more.
 
 use super::conditions::ConditionalWriteError;
-use super::{get_n, key, keys, n, s, unavailable, DynamoStore};
+use super::{get_n, keys, n, s, tenant_key, unavailable, DynamoStore};
 use aws_sdk_dynamodb::types::{ConditionCheck, ReturnValuesOnConditionCheckFailure, Update};
 use domain::ids::CodeId;
 use domain::ids::TenantId;
@@ -39,7 +39,7 @@ impl CodeLeases for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::lease(code))))
+            .set_key(Some(tenant_key(tenant, keys::lease(code))))
             .update_expression(
                 "SET holder = :holder, lease_expires_ms = :expires, #ttl = :ttl ADD acquisitions :one",
             )
@@ -88,7 +88,7 @@ impl CodeLeases for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::lease(code))))
+            .set_key(Some(tenant_key(tenant, keys::lease(code))))
             .update_expression("REMOVE lease_expires_ms")
             .condition_expression("holder = :holder")
             .expression_attribute_values(":holder", s(&lease.holder))
@@ -114,7 +114,7 @@ impl DynamoStore {
     ) -> Result<Update, StoreError> {
         Update::builder()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::lease(code))))
+            .set_key(Some(tenant_key(tenant, keys::lease(code))))
             .update_expression("REMOVE lease_expires_ms")
             .condition_expression("holder = :holder")
             .expression_attribute_values(":holder", s(&lease.holder))
@@ -130,7 +130,7 @@ impl DynamoStore {
     ) -> Result<ConditionCheck, StoreError> {
         ConditionCheck::builder()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::lease(code))))
+            .set_key(Some(tenant_key(tenant, keys::lease(code))))
             .condition_expression("holder = :holder")
             .expression_attribute_values(":holder", s(&lease.holder))
             .build()

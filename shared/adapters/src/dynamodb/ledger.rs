@@ -2,7 +2,7 @@
 //! transaction, so an add is counted exactly once however often it is delivered.
 
 use super::conditions::ConditionalWriteError;
-use super::{get_bool, get_n, get_s, key, keys, n, s, unavailable, DynamoStore};
+use super::{get_bool, get_n, get_s, key, keys, n, s, tenant_key, unavailable, DynamoStore};
 use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
@@ -19,13 +19,13 @@ const DAILY_COUNTER_TTL_SECS: u64 = 35 * 24 * 3600;
 
 fn increment(
     table: &str,
-    pk: &str,
+    tenant: &TenantId,
     sk: String,
     expires_at: Option<u64>,
 ) -> Result<TransactWriteItem, StoreError> {
     let mut update = Update::builder()
         .table_name(table)
-        .set_key(Some(key(pk.to_owned(), sk)))
+        .set_key(Some(tenant_key(tenant, sk)))
         .expression_attribute_values(":one", n(1));
     update = match expires_at {
         Some(at) => update
@@ -43,9 +43,8 @@ fn increment(
 impl AddLedger for DynamoStore {
     #[tracing::instrument(skip_all, fields(tenant = %add.tenant, code = %add.code, staff = %add.staff))]
     async fn count_add(&self, add: &AddFact, now_ms: u64) -> Result<CountOutcome, StoreError> {
-        let pk = keys::tenant(&add.tenant);
         let now_secs = now_ms / 1000;
-        let mut claim = key(pk.clone(), keys::claim(&add.business_key()));
+        let mut claim = tenant_key(&add.tenant, keys::claim(&add.business_key()));
         claim.insert("counted_at_ms".into(), n(now_ms));
         claim.insert("code".into(), s(add.code.as_str()));
         claim.insert("staff".into(), s(add.staff.as_str()));
@@ -63,16 +62,21 @@ impl AddLedger for DynamoStore {
         let table = self.table.as_str();
         let items = vec![
             TransactWriteItem::builder().put(claim).build(),
-            increment(table, &pk, keys::adds_total(&add.code, &add.staff), None)?,
             increment(
                 table,
-                &pk,
+                &add.tenant,
+                keys::adds_total(&add.code, &add.staff),
+                None,
+            )?,
+            increment(
+                table,
+                &add.tenant,
                 keys::adds_today_on_code(&add.day, &add.code, &add.staff),
                 daily_expiry,
             )?,
             increment(
                 table,
-                &pk,
+                &add.tenant,
                 keys::adds_today_all_codes(&add.day, &add.staff),
                 daily_expiry,
             )?,
@@ -106,7 +110,7 @@ impl AddLedger for DynamoStore {
         self.client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::ignored(kind))))
+            .set_key(Some(tenant_key(tenant, keys::ignored(kind))))
             .update_expression("ADD events :one")
             .expression_attribute_values(":one", n(1))
             .send()
@@ -139,15 +143,14 @@ impl QuotaLedger for DynamoStore {
         staff: &StaffId,
         day: &str,
     ) -> Result<AddCounts, StoreError> {
-        let pk = keys::tenant(tenant);
         let on_code = keys::adds_today_on_code(day, code, staff);
         let all_codes = keys::adds_today_all_codes(day, staff);
         let total = keys::adds_total(code, staff);
         let items = self
             .batch_get(vec![
-                key(pk.clone(), on_code.clone()),
-                key(pk.clone(), all_codes.clone()),
-                key(pk, total.clone()),
+                tenant_key(tenant, on_code.clone()),
+                tenant_key(tenant, all_codes.clone()),
+                tenant_key(tenant, total.clone()),
             ])
             .await?;
         let count = |sk: &str| {
@@ -165,8 +168,8 @@ impl QuotaLedger for DynamoStore {
     }
 
     async fn claim_limit(&self, claim: &LimitClaim) -> Result<ClaimOutcome, StoreError> {
-        let mut item = key(
-            keys::tenant(&claim.tenant),
+        let mut item = tenant_key(
+            &claim.tenant,
             keys::limit_reached(&claim.day, claim.limit, &claim.staff, claim.code.as_ref()),
         );
         item.insert("staff".into(), s(claim.staff.as_str()));
@@ -301,15 +304,15 @@ impl QuotaLedger for DynamoStore {
 }
 
 fn claim_key(claim: &LimitClaim) -> super::Item {
-    key(
-        keys::tenant(&claim.tenant),
+    tenant_key(
+        &claim.tenant,
         keys::limit_reached(&claim.day, claim.limit, &claim.staff, claim.code.as_ref()),
     )
 }
 
 /// A claim item as stored; `None` for one this version cannot read.
 fn claim_from(item: &super::Item) -> Option<LimitClaim> {
-    let tenant = get_s(item, keys::PK)?.strip_prefix("TENANT#")?;
+    let tenant = keys::tenant_of_home(get_s(item, keys::PK)?)?;
     Some(LimitClaim {
         tenant: TenantId::parse(tenant).ok()?,
         staff: StaffId::parse(get_s(item, "staff")?).ok()?,

@@ -25,7 +25,7 @@ pub use budget::DynamoBudget;
 pub use codes::{CodeRecord, SeatChange};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use domain::ids::TenantId;
+use domain::ids::{CodeId, TenantId};
 use domain::membership::{Employment, StaffFacts};
 use domain::StoreError;
 use std::collections::HashMap;
@@ -156,6 +156,11 @@ fn n(value: impl ToString) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
+/// The key of a tenant's item with sort key `sk`, under the item's home (`keys::home`).
+fn tenant_key(tenant: &TenantId, sk: String) -> Item {
+    key(keys::home(tenant, &sk), sk)
+}
+
 fn key(pk: String, sk: String) -> Item {
     HashMap::from([(keys::PK.to_owned(), s(pk)), (keys::SK.to_owned(), s(sk))])
 }
@@ -220,14 +225,22 @@ pub(crate) fn employment_name(employment: Employment) -> &'static str {
 }
 
 impl DynamoStore {
-    /// Every item of a tenant whose sort key starts with `prefix` (a query, never a scan),
-    /// following pages; `keys_only` reads just the keys.
+    /// Every item of a tenant whose sort key starts with `prefix` (a query of the prefix's
+    /// home, never a scan), following pages; `keys_only` reads just the keys. A prefix that
+    /// spans homes (`keys::spans_homes`: every code, every push log) has no one query: an
+    /// error, so a caller that needs it goes through an index.
     pub(crate) async fn query_tenant(
         &self,
         tenant: &TenantId,
         prefix: &str,
         keys_only: bool,
     ) -> Result<Vec<Item>, StoreError> {
+        if keys::spans_homes(prefix) {
+            return Err(StoreError::new(
+                "table",
+                format!("items under {prefix} live under many partition keys: read them through an index"),
+            ));
+        }
         let mut items = Vec::new();
         let mut start = None;
         loop {
@@ -238,7 +251,7 @@ impl DynamoStore {
                 .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
                 .expression_attribute_names("#pk", keys::PK)
                 .expression_attribute_names("#sk", keys::SK)
-                .expression_attribute_values(":pk", s(keys::tenant(tenant)))
+                .expression_attribute_values(":pk", s(keys::home(tenant, prefix)))
                 .expression_attribute_values(":prefix", s(prefix))
                 .consistent_read(true)
                 .set_exclusive_start_key(start);
@@ -281,6 +294,52 @@ impl DynamoStore {
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;
         Ok(output.items.unwrap_or_default())
+    }
+
+    /// A tenant's code ids from `gsi1` (`keys::codes_index`), in id order, those after
+    /// `after`, at most `limit` (every one when `None`), following pages. The index is
+    /// eventually consistent: a code created a moment ago may be missing from it, and one
+    /// deleted a moment ago still listed (its item then reads as absent).
+    pub async fn code_ids(
+        &self,
+        tenant: &TenantId,
+        after: Option<&CodeId>,
+        limit: Option<usize>,
+    ) -> Result<Vec<CodeId>, StoreError> {
+        let mut ids = Vec::new();
+        let mut start = None;
+        loop {
+            let wanted = limit.map(|limit| limit.saturating_sub(ids.len()));
+            let mut query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(keys::GSI1)
+                .expression_attribute_names("#gpk", keys::GSI1_PK)
+                .expression_attribute_values(":gpk", s(keys::codes_index(tenant)))
+                .set_limit(wanted.map(|w| i32::try_from(w).unwrap_or(i32::MAX)))
+                .set_exclusive_start_key(start);
+            query = match after {
+                Some(after) => query
+                    .key_condition_expression("#gpk = :gpk AND #gsk > :after")
+                    .expression_attribute_names("#gsk", keys::GSI1_SK)
+                    .expression_attribute_values(":after", s(after.as_str())),
+                None => query.key_condition_expression("#gpk = :gpk"),
+            };
+            let output = query
+                .send()
+                .await
+                .map_err(|e| unavailable(e.into_service_error()))?;
+            for item in output.items.unwrap_or_default() {
+                let id = get_s(&item, keys::GSI1_SK).ok_or_else(|| corrupt("code index entry"))?;
+                ids.push(CodeId::parse(id).map_err(|_| corrupt("code index entry"))?);
+            }
+            start = output.last_evaluated_key;
+            let full = limit.is_some_and(|limit| ids.len() >= limit);
+            if start.is_none() || full {
+                return Ok(ids);
+            }
+        }
     }
 
     /// The rest of each sort key under `prefix`, e.g. the code ids of `SEAT#{staff}#`.

@@ -10,7 +10,7 @@
 //! `PutItem`, `UpdateItem` and `DeleteItem` go into the transactions: no `ConditionCheckItem`.
 
 use super::conditions::ConditionalWriteError;
-use super::{get_s, key, keys, n, unavailable, DynamoStore, Item};
+use super::{get_s, keys, n, tenant_key, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use domain::ids::TenantId;
 use domain::owed::{Owed, CHUNKS_IN_FLIGHT, WRITES_PER_TRANSACTION};
@@ -102,7 +102,6 @@ impl DynamoStore {
             before,
             plan,
         } = edit;
-        let pk = keys::tenant(tenant);
         let mut first = vec![owner_write];
         let stale = |keep: &BTreeSet<String>| -> Result<Vec<TransactWriteItem>, StoreError> {
             before
@@ -113,7 +112,7 @@ impl DynamoStore {
                         .delete(
                             Delete::builder()
                                 .table_name(&self.table)
-                                .set_key(Some(key(pk.clone(), sk.clone())))
+                                .set_key(Some(tenant_key(tenant, sk.clone())))
                                 .build()
                                 .map_err(unavailable)?,
                         )
@@ -141,7 +140,7 @@ impl DynamoStore {
         }
         first.extend(stale);
         for (i, chunk) in chunks.iter().enumerate() {
-            let mut item = key(pk.clone(), keys::owed(owner, i));
+            let mut item = tenant_key(tenant, keys::owed(owner, i));
             item.insert("version".into(), n(version));
             if let Some(set) = string_set(&chunk.put) {
                 item.insert("owed_put".into(), set);
@@ -153,7 +152,7 @@ impl DynamoStore {
         }
         self.transact(first).await?;
         futures::stream::iter(chunks.into_iter().enumerate())
-            .map(|(i, chunk)| self.land_chunk(&pk, owner, i, version, chunk, index_write))
+            .map(|(i, chunk)| self.land_chunk(tenant, owner, i, version, chunk, index_write))
             .buffer_unordered(CHUNKS_IN_FLIGHT)
             .try_collect::<Vec<()>>()
             .await?;
@@ -162,7 +161,7 @@ impl DynamoStore {
 
     async fn land_chunk(
         &self,
-        pk: &str,
+        tenant: &TenantId,
         owner: &str,
         i: usize,
         version: u64,
@@ -179,7 +178,7 @@ impl DynamoStore {
                 .delete(
                     Delete::builder()
                         .table_name(&self.table)
-                        .set_key(Some(key(pk.to_owned(), keys::owed(owner, i))))
+                        .set_key(Some(tenant_key(tenant, keys::owed(owner, i))))
                         .condition_expression("version = :v")
                         .expression_attribute_values(":v", n(version))
                         .build()

@@ -2,7 +2,9 @@
 //! `CallbackArchiveDays` by the table's TTL) and each replay run's record (`REPLAY#<run>`).
 
 use super::conditions::ConditionalWriteError;
-use super::{get_n, get_s, key, keys, n, s, staff_from, unavailable, DynamoStore, Item};
+use super::{
+    get_n, get_s, key, keys, n, s, staff_from, tenant_key, unavailable, DynamoStore, Item,
+};
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::ids::TenantId;
 use domain::ids::{CodeId, StaffId};
@@ -432,7 +434,7 @@ impl ReplayReads for DynamoStore {
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::claim(business_key))))
+            .set_key(Some(tenant_key(tenant, keys::claim(business_key))))
             .projection_expression("pk")
             .consistent_read(true)
             .send()
@@ -450,7 +452,7 @@ impl ReplayReads for DynamoStore {
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .set_key(Some(tenant_key(tenant, keys::staff(staff))))
             .consistent_read(true)
             .send()
             .await

@@ -4,7 +4,7 @@
 //! link off the item before deleting it at WeCom, so no refresh can route to a deleted link.
 
 use super::conditions::ConditionalWriteError;
-use super::{employment_name, get_s, key, keys, s, DynamoStore};
+use super::{employment_name, get_s, keys, s, tenant_key, DynamoStore};
 use domain::ids::StaffId;
 use domain::ids::TenantId;
 use domain::membership::Employment;
@@ -13,7 +13,7 @@ use domain::StoreError;
 
 /// The tenant and staff member of an index entry's keys.
 fn staff_of(item: &super::Item) -> Option<(TenantId, StaffId)> {
-    let tenant = get_s(item, keys::PK)?.strip_prefix("TENANT#")?;
+    let tenant = keys::tenant_of_home(get_s(item, keys::PK)?)?;
     let staff = get_s(item, keys::SK)?.strip_prefix(keys::STAFF_PREFIX)?;
     Some((TenantId::parse(tenant).ok()?, StaffId::parse(staff).ok()?))
 }
@@ -55,7 +55,7 @@ impl LinkRetirements for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .set_key(Some(tenant_key(tenant, keys::staff(staff))))
             .update_expression("REMOVE #id, #url SET #retiring = :id")
             .condition_expression("#employment = :resigned AND #id = :id")
             .expression_attribute_names("#id", keys::LINK_ID)
@@ -82,7 +82,7 @@ impl LinkRetirements for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .set_key(Some(tenant_key(tenant, keys::staff(staff))))
             .update_expression("REMOVE #retiring")
             .condition_expression("#retiring = :id")
             .expression_attribute_names("#retiring", keys::RETIRING_LINK_ID)
@@ -104,7 +104,7 @@ impl LinkRetirements for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .set_key(Some(tenant_key(tenant, keys::staff(staff))))
             .update_expression("REMOVE #gpk, #gsk")
             .condition_expression(
                 "attribute_exists(pk) AND attribute_not_exists(#retiring) \

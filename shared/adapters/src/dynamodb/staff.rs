@@ -6,7 +6,8 @@
 use super::conditions::ConditionalWriteError;
 use super::owed::OwedEdit;
 use super::{
-    corrupt, employment_name, get_n, get_strings, key, keys, n, s, unavailable, DynamoStore, Item,
+    corrupt, employment_name, get_n, get_strings, keys, n, s, tenant_key, unavailable, DynamoStore,
+    Item,
 };
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use domain::facts::{StaffLedger, TenantProfiles};
@@ -35,7 +36,7 @@ impl DynamoStore {
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), sk)))
+            .set_key(Some(tenant_key(tenant, sk)))
             .consistent_read(true)
             .send()
             .await
@@ -60,10 +61,7 @@ impl DynamoStore {
         self.client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(
-                keys::tenant(tenant),
-                keys::department(department),
-            )))
+            .set_key(Some(tenant_key(tenant, keys::department(department))))
             .update_expression(expression)
             .expression_attribute_values(":staff", AttributeValue::Ss(vec![staff.to_string()]))
             .expression_attribute_values(":department", s(department.as_str()))
@@ -85,10 +83,7 @@ impl DynamoStore {
     ) -> Result<TransactWriteItem, StoreError> {
         let update = Update::builder()
             .table_name(&self.table)
-            .set_key(Some(key(
-                keys::tenant(tenant),
-                keys::department(department),
-            )))
+            .set_key(Some(tenant_key(tenant, keys::department(department))))
             .expression_attribute_values(":department", s(department.as_str()))
             .expression_attribute_values(":at", n(at_ms))
             .expression_attribute_values(":version", n(seen.unwrap_or(0) + 1));
@@ -171,7 +166,7 @@ impl StaffLedger for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .set_key(Some(tenant_key(tenant, keys::staff(staff))))
             .update_expression(expression)
             .condition_expression(
                 "attribute_not_exists(employment_at_ms) OR employment_at_ms <= :at",
@@ -210,7 +205,10 @@ impl StaffLedger for DynamoStore {
         let codes = self.codes_of_staff(tenant, from).await?;
         if let Some(old) = self.get(tenant, keys::staff(from)).await? {
             let mut moved = old.clone();
-            moved.insert(keys::SK.into(), s(keys::staff(to)));
+            moved.extend(tenant_key(tenant, keys::staff(to)));
+            if moved.contains_key(keys::GSI2_SK) {
+                moved.insert(keys::GSI2_SK.into(), s(to.as_str()));
+            }
             moved.remove("departments");
             moved.remove("departments_at_ms");
             // The old id's link names the old id (`range.user_list`): it is retired with the
@@ -243,7 +241,8 @@ impl StaffLedger for DynamoStore {
         }
         for (old_sk, new_sk) in counters {
             if let Some(mut counter) = self.get(tenant, old_sk).await? {
-                counter.insert(keys::SK.into(), s(new_sk));
+                // Under the new id's home, as its sort key says (`keys::home`).
+                counter.extend(tenant_key(tenant, new_sk));
                 self.put_if_absent(counter).await?;
             }
         }
@@ -270,11 +269,14 @@ impl StaffLedger for DynamoStore {
         self.client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::staff(from))))
+            .set_key(Some(tenant_key(tenant, keys::staff(from))))
             .update_expression(
-                "SET #employment = :resigned, renamed_to = :to, #gpk = :gpk, #gsk = :gsk",
+                "SET #employment = :resigned, renamed_to = :to, #gpk = :gpk, #gsk = :gsk \
+                 REMOVE #spk, #ssk",
             )
             .expression_attribute_names("#employment", "employment")
+            .expression_attribute_names("#spk", keys::GSI2_PK)
+            .expression_attribute_names("#ssk", keys::GSI2_SK)
             .expression_attribute_names("#gpk", keys::GSI1_PK)
             .expression_attribute_names("#gsk", keys::GSI1_SK)
             .expression_attribute_values(":resigned", s(employment_name(Employment::Resigned)))
@@ -313,7 +315,7 @@ impl StaffLedger for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::staff(staff))))
+            .set_key(Some(tenant_key(tenant, keys::staff(staff))))
             .condition_expression(
                 "attribute_not_exists(departments_at_ms) OR departments_at_ms <= :at",
             )
@@ -358,7 +360,6 @@ impl StaffLedger for DynamoStore {
         members: &BTreeSet<StaffId>,
         at_ms: u64,
     ) -> Result<Vec<StaffId>, StoreError> {
-        let pk = keys::tenant(tenant);
         let owner = keys::department(department);
         let stored = self.get(tenant, owner.clone()).await?;
         let before: BTreeSet<String> = stored
@@ -389,7 +390,7 @@ impl StaffLedger for DynamoStore {
             let staff = StaffId::parse(staff).map_err(|_| corrupt("department member"))?;
             let update = Update::builder()
                 .table_name(&self.table)
-                .set_key(Some(key(pk.clone(), keys::staff(&staff))))
+                .set_key(Some(tenant_key(tenant, keys::staff(&staff))))
                 .update_expression(expression)
                 .expression_attribute_values(
                     ":department",

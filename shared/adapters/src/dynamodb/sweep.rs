@@ -4,7 +4,7 @@
 //! (`DRIFT#GUARD`) and its creation intents (`INTENT#<code>#<ms>`, in `gsi1` under `INTENTS`).
 
 use super::conditions::ConditionalWriteError;
-use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore, Item};
+use super::{get_n, get_s, key, keys, n, s, tenant_key, unavailable, DynamoStore, Item};
 use aws_sdk_dynamodb::types::ReturnValue;
 use domain::ids::CodeId;
 use domain::ids::TenantId;
@@ -107,7 +107,7 @@ impl DynamoStore {
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), sk.to_owned())))
+            .set_key(Some(tenant_key(tenant, sk.to_owned())))
             .consistent_read(true)
             .send()
             .await
@@ -131,51 +131,19 @@ impl DriftLedger for DynamoStore {
         tenant: &TenantId,
         after: &CodeId,
     ) -> Result<(), StoreError> {
-        let mut item = key(keys::tenant(tenant), keys::DRIFT_SAMPLE.to_owned());
+        let mut item = tenant_key(tenant, keys::DRIFT_SAMPLE.to_owned());
         item.insert("after_code".into(), s(after.as_str()));
         self.put(item).await
     }
 
-    /// One query of the tenant's code items after `after` (their sort keys only).
+    /// One query of the tenant's code index (`gsi1`) after `after`.
     async fn codes_after(
         &self,
         tenant: &TenantId,
         after: Option<&CodeId>,
         limit: usize,
     ) -> Result<Vec<CodeId>, StoreError> {
-        // `CODE$` sorts right after every `CODE#...` key.
-        let upper = keys::CODE_PREFIX.replace('#', "$");
-        let query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .expression_attribute_names("#pk", keys::PK)
-            .expression_attribute_names("#sk", keys::SK)
-            .expression_attribute_values(":pk", s(keys::tenant(tenant)))
-            .projection_expression("#sk")
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX));
-        let query = match after {
-            Some(after) => query
-                .key_condition_expression("#pk = :pk AND #sk BETWEEN :from AND :upper")
-                // The code itself sorts first in the range: asked for one more, dropped below.
-                .expression_attribute_values(":from", s(format!("{}\u{1}", keys::code(after))))
-                .expression_attribute_values(":upper", s(upper)),
-            None => query
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-                .expression_attribute_values(":prefix", s(keys::CODE_PREFIX)),
-        };
-        let output = query
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        Ok(output
-            .items
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|item| get_s(item, keys::SK)?.strip_prefix(keys::CODE_PREFIX))
-            .filter_map(|code| CodeId::parse(code).ok())
-            .filter(|code| Some(code) != after)
-            .collect())
+        self.code_ids(tenant, after, Some(limit)).await
     }
 
     async fn add_to_report(
@@ -191,7 +159,7 @@ impl DriftLedger for DynamoStore {
         self.client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::drift_report(day))))
+            .set_key(Some(tenant_key(tenant, keys::drift_report(day))))
             .update_expression(
                 "ADD #read :read, differing :differing, stale_confirmed :stale_confirmed \
                  SET #expires = :expires",
@@ -230,7 +198,7 @@ impl DriftLedger for DynamoStore {
     }
 
     async fn trip_guard(&self, tenant: &TenantId, trip: &GuardTrip) -> Result<(), StoreError> {
-        let mut item = key(keys::tenant(tenant), keys::DRIFT_GUARD.to_owned());
+        let mut item = tenant_key(tenant, keys::DRIFT_GUARD.to_owned());
         item.insert("tripped_at_ms".into(), n(trip.tripped_at_ms));
         item.insert("sampled".into(), n(trip.sampled));
         item.insert("differing".into(), n(trip.differing));
@@ -242,10 +210,7 @@ impl DriftLedger for DynamoStore {
             .client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(key(
-                keys::tenant(tenant),
-                keys::DRIFT_GUARD.to_owned(),
-            )))
+            .set_key(Some(tenant_key(tenant, keys::DRIFT_GUARD.to_owned())))
             .return_values(ReturnValue::AllOld)
             .send()
             .await
@@ -258,7 +223,7 @@ impl DriftLedger for DynamoStore {
 impl CreationIntents for DynamoStore {
     async fn record_intent(&self, intent: &CreationIntent) -> Result<(), StoreError> {
         let sk = keys::creation_intent(&intent.code, intent.started_at_ms);
-        let mut item = key(keys::tenant(&intent.tenant), sk.clone());
+        let mut item = tenant_key(&intent.tenant, sk.clone());
         item.insert(keys::GSI1_PK.into(), s(keys::INTENTS));
         item.insert(
             keys::GSI1_SK.into(),
@@ -275,8 +240,8 @@ impl CreationIntents for DynamoStore {
         self.client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(key(
-                keys::tenant(&intent.tenant),
+            .set_key(Some(tenant_key(
+                &intent.tenant,
                 keys::creation_intent(&intent.code, intent.started_at_ms),
             )))
             .send()
@@ -295,7 +260,7 @@ impl CreationIntents for DynamoStore {
         Ok(items
             .iter()
             .filter_map(|item| {
-                let tenant = get_s(item, keys::PK)?.strip_prefix("TENANT#")?;
+                let tenant = keys::tenant_of_home(get_s(item, keys::PK)?)?;
                 let rest = get_s(item, keys::SK)?.strip_prefix("INTENT#")?;
                 let (code, at) = rest.rsplit_once('#')?;
                 Some(CreationIntent {

@@ -1,7 +1,7 @@
 //! Tenant profiles.
 
 use super::conditions::ConditionalWriteError;
-use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore};
+use super::{get_n, get_s, key, keys, n, s, tenant_key, unavailable, DynamoStore};
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use domain::admin::{ProfileWrite, SecretsChanged, StoredProfile};
 use domain::facts::TenantProfiles;
@@ -20,7 +20,7 @@ impl DynamoStore {
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::PROFILE.to_owned())))
+            .set_key(Some(tenant_key(tenant, keys::PROFILE.to_owned())))
             .consistent_read(true)
             .send()
             .await
@@ -149,7 +149,7 @@ impl CallbackSettingsSource for DynamoStore {
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::PROFILE.to_owned())))
+            .set_key(Some(tenant_key(tenant, keys::PROFILE.to_owned())))
             .projection_expression("corp_id, callback_token, encoding_aes_key")
             .send()
             .await
@@ -174,7 +174,7 @@ impl CallbackSettingsSource for DynamoStore {
 /// in the registry the sweep walks (`keys::TENANTS_INDEX`).
 fn profile_item(tenant: &TenantId, next: &StoredProfile) -> super::Item {
     let profile = &next.profile;
-    let mut item = key(keys::tenant(tenant), keys::PROFILE.to_owned());
+    let mut item = tenant_key(tenant, keys::PROFILE.to_owned());
     item.insert("corp_id".into(), s(&profile.corp_id));
     item.insert("callback_token".into(), s(&profile.callback_token));
     item.insert("encoding_aes_key".into(), s(&profile.encoding_aes_key));

@@ -1,7 +1,7 @@
 //! The landing page's one write per visit (`domain::landing`).
 
 use super::conditions::ConditionalWriteError;
-use super::{corrupt, get_bool, get_n, get_s, key, keys, n, DynamoStore, Item};
+use super::{corrupt, get_bool, get_n, get_s, keys, n, tenant_key, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use domain::ids::CodeId;
 use domain::ids::TenantId;
@@ -22,7 +22,7 @@ impl RotationCounter for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(keys::tenant(tenant), keys::pushed(code))))
+            .set_key(Some(tenant_key(tenant, keys::pushed(code))))
             .update_expression("ADD visits :one")
             .condition_expression(
                 "attribute_exists(rotation) AND (attribute_not_exists(starved) OR starved = :no)",

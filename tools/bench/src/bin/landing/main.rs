@@ -184,7 +184,7 @@ async fn rotation(
     let key = HashMap::from([
         (
             "pk".to_owned(),
-            AttributeValue::S(format!("TENANT#{}", seeded.tenant)),
+            AttributeValue::S(format!("TENANT#{}#CODE#{}", seeded.tenant, seeded.code)),
         ),
         (
             "sk".to_owned(),
