@@ -1,6 +1,6 @@
 //! `qrsync-ops plan`: the capacity planner (the model is `qrsync_scale::plan`). A tenant's seats
-//! come from the deployed table (`--tenant`: the staff -> codes and department -> codes
-//! indexes, read-only, paginated, bounded), from a profile on the command line (`--synthetic`)
+//! come from the deployed table (`--tenant`: the tenant's code configurations and the
+//! departments they list, read-only, paginated, bounded), from a profile on the command line (`--synthetic`)
 //! or are the bench's (`--bench`); the budget, lanes and sweep from `template.yaml`, as the
 //! simulation reads them. With `--bench` the one-tenant prediction is the simulation's own run
 //! of the bench (`qrsync_scale::plan::simulated`, the deployment's functions under virtual

@@ -3,6 +3,7 @@
 //! within bounds, shares that must add up adding up, and the size classes' expected total
 //! within the stated tolerance of the platform's codes; a refusal names the field.
 
+use crate::services::dynamodb::WarmThroughput;
 use chrono_tz::Tz;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -39,6 +40,7 @@ pub struct Profile {
     pub timezone: Vec<TimezoneShare>,
     pub scans: Scans,
     pub campaign: Campaign,
+    pub dynamodb: DynamoShape,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -202,12 +204,45 @@ pub struct Spike {
     pub minutes: u32,
 }
 
+/// The table's and each of its global secondary indexes' warm throughput (DynamoDB Developer
+/// Guide, "Understanding DynamoDB warm throughput"): the reads and writes a second each serves
+/// at once, which gives its partitions (`services::dynamodb::WarmThroughput::partitions`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DynamoShape {
+    pub table_read_units_per_second: u64,
+    pub table_write_units_per_second: u64,
+    /// Each index alike (`gsi1`, `gsi2`).
+    pub index_read_units_per_second: u64,
+    pub index_write_units_per_second: u64,
+}
+
+impl DynamoShape {
+    pub fn table(&self) -> WarmThroughput {
+        WarmThroughput {
+            read_units_per_second: self.table_read_units_per_second,
+            write_units_per_second: self.table_write_units_per_second,
+        }
+    }
+
+    pub fn index(&self) -> WarmThroughput {
+        WarmThroughput {
+            read_units_per_second: self.index_read_units_per_second,
+            write_units_per_second: self.index_write_units_per_second,
+        }
+    }
+}
+
 /// Shares that must add up to one may be this far off (three decimals in the file).
 const SHARE_SLACK: f64 = 0.001;
 /// The largest platform the simulation is built to hold (twice the production shape's codes
 /// several times over; past it a run would not fit the machine).
 const MAX_CODES: u64 = 50_000_000;
 const MAX_TENANTS: u32 = 1_000_000;
+/// The most warm throughput a profile may give the table or an index, in units a second: 25
+/// times DynamoDB's default table-level quota of 40,000 (raised on request), and a thousand
+/// partitions, which the simulation holds easily.
+const MAX_WARM_UNITS: u64 = 1_000_000;
 
 impl Profile {
     pub fn load(path: &Path) -> Result<Self, ProfileError> {
@@ -418,6 +453,38 @@ impl Profile {
             )
             .map_err(|e| refuse(e.field, format!("{} (a spike ends by midnight)", e.problem)))?;
         }
+        let d = &self.dynamodb;
+        let new = WarmThroughput::NEW_TABLE;
+        // A table's warm throughput starts at a new table's and never comes down.
+        for (field, value, least) in [
+            (
+                "dynamodb.table_read_units_per_second",
+                d.table_read_units_per_second,
+                new.read_units_per_second,
+            ),
+            (
+                "dynamodb.table_write_units_per_second",
+                d.table_write_units_per_second,
+                new.write_units_per_second,
+            ),
+            (
+                "dynamodb.index_read_units_per_second",
+                d.index_read_units_per_second,
+                new.read_units_per_second,
+            ),
+            (
+                "dynamodb.index_write_units_per_second",
+                d.index_write_units_per_second,
+                new.write_units_per_second,
+            ),
+        ] {
+            whole(field, value, least, MAX_WARM_UNITS).map_err(|e| {
+                refuse(
+                    e.field,
+                    format!("{} (a new table's warm throughput is the least)", e.problem),
+                )
+            })?;
+        }
         // Triangular spikes: each carries half its length at the peak rate.
         let in_spikes: f64 = k
             .spikes
@@ -568,6 +635,26 @@ mod tests {
         .unwrap_err();
         assert_eq!(error.field, "campaign.spikes[2].minutes");
         assert!(error.problem.contains("midnight"), "{error}");
+    }
+
+    /// The shipped profile with the line that sets `field` setting it to `value` instead.
+    fn with_value(field: &str, value: &str) -> Result<Profile, ProfileError> {
+        let text = shipped_text();
+        let line = text
+            .lines()
+            .find(|line| line.starts_with(&format!("{field} =")))
+            .unwrap_or_else(|| panic!("{field} not in profile.toml"));
+        Profile::parse(&text.replacen(line, &format!("{field} = {value}"), 1))
+    }
+
+    #[test]
+    fn a_warm_throughput_below_a_new_tables_or_past_the_bound_is_refused_naming_its_field() {
+        let error = with_value("table_write_units_per_second", "3_999").unwrap_err();
+        assert_eq!(error.field, "dynamodb.table_write_units_per_second");
+        assert!(error.problem.contains("new table"), "{error}");
+        let error = with_value("index_read_units_per_second", "2_000_000").unwrap_err();
+        assert_eq!(error.field, "dynamodb.index_read_units_per_second");
+        assert!(with_value("index_read_units_per_second", "12_000").is_ok());
     }
 
     #[test]

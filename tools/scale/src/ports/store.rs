@@ -12,8 +12,11 @@
 //! # The requests, call by call
 //!
 //! What `shared/adapters/src/dynamodb/*.rs` sends (S strong, E eventually consistent; `gsi1`
-//! reads are always eventual; "+idx" is an index entry the write changes, billed as its own
-//! write on the index's partition). This table is the one place to compare with the adapter.
+//! and `gsi2` reads are always eventual; "+idx" is an index entry the write changes, billed as
+//! its own write on the index's partition). Each item is under the partition key its sort key
+//! gives it (`keys::home`, `ItemKey::of`): a code's items under the code's, a staff member's
+//! and a department's under theirs, the rest under the tenant's. This table is the one place
+//! to compare with the adapter.
 //!
 //! | call | requests |
 //! |---|---|
@@ -42,14 +45,15 @@
 //! | `StaffLedger::set_employment` | UpdateItem `STAFF#s` (+idx `STAFF#RESIGNED` on a resignation) |
 //! | `StaffLedger::codes_of_staff`, `ScheduleFacts::codes_of_staff`, `CodeIndex` (staff) | Query S `SEAT#s#` (pages); GetItem S `STAFF#s`; Query S `DEPTSEAT#d#` per department |
 //! | `StaffLedger::codes_listing_department`, `CodeIndex` (department) | Query S `DEPTSEAT#d#` |
-//! | `CodeIndex` (tenant) | Query S `CODE#` (pages of 1 MB of code items) |
+//! | `CodeIndex` (tenant) | Query `gsi1` `TENANT#t#CODES` (keys only; pages of 1 MB of entries) |
 //! | `StaffLedger::set_staff_departments` | GetItem S `STAFF#s`; UpdateItem `STAFF#s`; UpdateItem `DEPT#d` per department joined or left |
 //! | `StaffLedger::set_department_members` | GetItem S `DEPT#d`; Query S `OWED#DEPT#d#`; TransactWriteItems [Update `DEPT#d`, Update `STAFF#s` per member changed] when at most 99 change, else one of the owed chunks and one per chunk of 99 |
-//! | `StaffLedger::rename_staff` | `codes_of_staff`; GetItem + PutItem of the staff item and `set_staff_departments`; GetItem `PROFILE`; GetItem (+ PutItem when found) per counter; per code GetItem and, when it named `from`, `put_code` (GetItem, Query owed, TransactWriteItems); `set_staff_departments(from, {})`; UpdateItem `STAFF#from` |
+//! | `StaffLedger::rename_staff` | `codes_of_staff`; GetItem + PutItem of the staff item (+idx `gsi2` when it has a schedule) and `set_staff_departments`; GetItem `PROFILE`; GetItem (+ PutItem when found) per counter; per code GetItem and, when it named `from`, `put_code` (GetItem, Query owed, TransactWriteItems); `set_staff_departments(from, {})`; UpdateItem `STAFF#from` |
 //! | `DueIndex::acquire` / `advance` / `release` | UpdateItem `SCHEDULES / TICK_CURSOR` |
 //! | `DueIndex::due_in` | Query `gsi1` per shard (8) of the minute's bucket, in pages of 1 MB |
 //! | `DueIndex::reschedule` | UpdateItem `DUE#..` +idx moved (old entry deleted, new put), or DeleteItem +idx removed |
 //! | `ScheduleFacts::schedule` | GetItem S `STAFF#s` |
+//! | `ScheduleFacts::schedules` | Query `gsi2` `TENANT#t#SCHEDULES` (the scheduled staff's keys and schedules) |
 //! | `ScheduleFacts::limits_reached` | Query S `LIMIT#first..last` (pages) |
 //! | `FanOutMarks::mark_fan_out` / `clear_fan_out` | UpdateItem +idx (`FANOUT_MARKS`) / DeleteItem `FANOUT_MARK#..` |
 //! | `CallbackArchive::keep` | PutItem `ARCHIVE#t#day / ..` |
@@ -61,7 +65,7 @@
 //! | `TenantRegistry::tenants_after` | Query `gsi1` `TENANTS` |
 //! | `DriftLedger::sample_cursor` / `report` / `guard` | GetItem S `DRIFT#SAMPLE` / `DRIFT#DAY#day` / `DRIFT#GUARD` |
 //! | `DriftLedger::save_sample_cursor` / `trip_guard` / `add_to_report` / `resume` | PutItem / PutItem / UpdateItem / DeleteItem |
-//! | `DriftLedger::codes_after` | Query E of the tenant's `CODE#` items from `after` (read whole) |
+//! | `DriftLedger::codes_after` | Query `gsi1` `TENANT#t#CODES` from after `after` (keys only) |
 //! | `CreationIntents::record_intent` / `clear_intent` / `stale_intents` | PutItem +idx / DeleteItem +idx / Query `gsi1` `INTENTS` |
 //! | `LinkRetirements::resigned_before` | Query `gsi1` `STAFF#RESIGNED`; GetItem S per staff member |
 //! | `LinkRetirements::detach_link` / `link_retired` / `nothing_to_retire` | UpdateItem `STAFF#s` (the last +idx removed) |
@@ -111,8 +115,12 @@ use domain::StoreError;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-/// The table's one global secondary index (`keys::GSI1`).
+/// The table's global secondary index of time-ordered and listing entries (`keys::GSI1`),
+/// keys only: due items, marks, claims, intents, resigned staff, tenants, each tenant's codes.
 const GSI1: &str = keys::GSI1;
+/// The index of each tenant's staff with a work schedule (`keys::GSI2`), the schedule
+/// projected: what the schedule tick reads.
+const GSI2: &str = keys::GSI2;
 /// Keys one `BatchGetItem` reads at most (the adapter's `batch_get` chunks).
 const BATCH_GET_KEYS: usize = 100;
 /// Departments one snapshot request reads (the adapter's `DEPARTMENTS_PER_PAGE`).
@@ -244,7 +252,7 @@ fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
 // ------------------------------------------------------------------------ item sizes
 
 fn profile_bytes(tenant: &TenantId, profile: &TenantProfile) -> usize {
-    let key = ItemKey::new(keys::tenant(tenant), keys::PROFILE);
+    let key = ItemKey::of(tenant, keys::PROFILE);
     let mut size = Size::of(&key)
         .s("corp_id", profile.corp_id.len())
         .s("callback_token", profile.callback_token.len())
@@ -264,7 +272,10 @@ fn profile_bytes(tenant: &TenantId, profile: &TenantProfile) -> usize {
 }
 
 fn code_bytes(tenant: &TenantId, code: &CodeId, stored: &StoredCode) -> usize {
+    let listed = code_index_key(tenant, code);
     let mut size = Size::of(&ItemKey::code(tenant, code))
+        .s(keys::GSI1_PK, listed.pk.len())
+        .s(keys::GSI1_SK, listed.sk.len())
         .s("config", json_len(&stored.config))
         .n("version", 100)
         .n("created_at_ms", MS)
@@ -276,6 +287,17 @@ fn code_bytes(tenant: &TenantId, code: &CodeId, stored: &StoredCode) -> usize {
         );
     }
     size.bytes()
+}
+
+/// A code's entry in `gsi1`'s list of its tenant's codes (`keys::codes_index`): the code id
+/// under `TENANT#<t>#CODES`, which every code item carries.
+fn code_index_key(tenant: &TenantId, code: &CodeId) -> ItemKey {
+    ItemKey::new(keys::codes_index(tenant), code.as_str())
+}
+
+/// What listing one code through `gsi1` reads: its entry's keys and the code item's.
+fn code_index_bytes(tenant: &TenantId, code: &CodeId) -> usize {
+    index_entry_bytes(&code_index_key(tenant, code), &ItemKey::code(tenant, code))
 }
 
 fn pushed_bytes(
@@ -304,10 +326,7 @@ fn pushed_list_bytes(tenant: &TenantId, code: &CodeId, pushed: &PushedList) -> u
 }
 
 fn push_log_key(tenant: &TenantId, code: &CodeId, push: &PushRecord) -> ItemKey {
-    ItemKey::new(
-        keys::tenant(tenant),
-        keys::push_log(code, push.pushed_at_ms, "000000"),
-    )
+    ItemKey::of(tenant, keys::push_log(code, push.pushed_at_ms, "000000"))
 }
 
 fn push_log_bytes(tenant: &TenantId, code: &CodeId, push: &PushRecord) -> usize {
@@ -332,7 +351,7 @@ fn lease_bytes(tenant: &TenantId, code: &CodeId) -> usize {
 }
 
 fn dirty_key(tenant: &TenantId, code: &CodeId) -> ItemKey {
-    ItemKey::new(keys::tenant(tenant), keys::dirty(code))
+    ItemKey::of(tenant, keys::dirty(code))
 }
 
 fn dirty_index_key(tenant: &TenantId, code: &CodeId, due_ms: u64) -> ItemKey {
@@ -356,7 +375,7 @@ fn dirty_bytes(tenant: &TenantId, code: &CodeId) -> usize {
 }
 
 fn staff_key(tenant: &TenantId, staff: &StaffId) -> ItemKey {
-    ItemKey::new(keys::tenant(tenant), keys::staff(staff))
+    ItemKey::of(tenant, keys::staff(staff))
 }
 
 /// A staff item: the admin's facts, WeCom's refusal, the schedule (JSON), the link and the
@@ -376,9 +395,12 @@ fn staff_bytes(
             .n("employment_at_ms", MS)
             .b("rejected_by_wecom");
         if let Some(schedule) = &facts.schedule {
+            let entry = schedule_index_key(tenant, staff);
             size = size
                 .s("schedule", json_len(schedule))
-                .n("schedule_at_ms", MS);
+                .n("schedule_at_ms", MS)
+                .s(keys::GSI2_PK, entry.pk.len())
+                .s(keys::GSI2_SK, entry.sk.len());
         }
     }
     if !departments.is_empty() {
@@ -389,8 +411,25 @@ fn staff_bytes(
     Size(size.bytes() + link_bytes).bytes()
 }
 
+/// A staff member's entry in `gsi2` (`keys::schedules_index`), present while they have a
+/// schedule.
+fn schedule_index_key(tenant: &TenantId, staff: &StaffId) -> ItemKey {
+    ItemKey::new(keys::schedules_index(tenant), staff.as_str())
+}
+
+/// An entry of `gsi2`, which projects the schedule: its index keys, the table's keys and the
+/// schedule.
+fn schedule_entry_bytes(tenant: &TenantId, staff: &StaffId, schedule: &WeeklySchedule) -> usize {
+    let entry = schedule_index_key(tenant, staff);
+    Size::of(&staff_key(tenant, staff))
+        .s(keys::GSI2_PK, entry.pk.len())
+        .s(keys::GSI2_SK, entry.sk.len())
+        .s("schedule", json_len(schedule))
+        .bytes()
+}
+
 fn department_key(tenant: &TenantId, department: &DepartmentId) -> ItemKey {
-    ItemKey::new(keys::tenant(tenant), keys::department(department))
+    ItemKey::of(tenant, keys::department(department))
 }
 
 fn department_bytes(
@@ -449,7 +488,7 @@ fn budget_bytes(key: &ItemKey, now_ms: u64) -> usize {
 }
 
 fn claim_key(add: &AddFact) -> ItemKey {
-    ItemKey::new(keys::tenant(&add.tenant), keys::claim(&add.business_key()))
+    ItemKey::of(&add.tenant, keys::claim(&add.business_key()))
 }
 
 fn add_claim_bytes(add: &AddFact) -> usize {
@@ -464,29 +503,26 @@ fn add_claim_bytes(add: &AddFact) -> usize {
 }
 
 fn add_counter_keys(add: &AddFact) -> [(ItemKey, bool); 3] {
-    let pk = keys::tenant(&add.tenant);
+    let t = &add.tenant;
     [
         (
-            ItemKey::new(pk.clone(), keys::adds_total(&add.code, &add.staff)),
+            ItemKey::of(t, keys::adds_total(&add.code, &add.staff)),
             false,
         ),
         (
-            ItemKey::new(
-                pk.clone(),
-                keys::adds_today_on_code(&add.day, &add.code, &add.staff),
-            ),
+            ItemKey::of(t, keys::adds_today_on_code(&add.day, &add.code, &add.staff)),
             true,
         ),
         (
-            ItemKey::new(pk, keys::adds_today_all_codes(&add.day, &add.staff)),
+            ItemKey::of(t, keys::adds_today_all_codes(&add.day, &add.staff)),
             true,
         ),
     ]
 }
 
 fn limit_key(claim: &LimitClaim) -> ItemKey {
-    ItemKey::new(
-        keys::tenant(&claim.tenant),
+    ItemKey::of(
+        &claim.tenant,
         keys::limit_reached(&claim.day, claim.limit, &claim.staff, claim.code.as_ref()),
     )
 }
@@ -518,7 +554,7 @@ fn limit_claim_bytes(claim: &LimitClaim) -> usize {
 }
 
 fn due_key(tenant: &TenantId, subject: &Subject) -> ItemKey {
-    ItemKey::new(keys::tenant(tenant), keys::due(subject))
+    ItemKey::of(tenant, keys::due(subject))
 }
 
 fn due_index_key(tenant: &TenantId, subject: &Subject, minute: Minute) -> ItemKey {
@@ -551,10 +587,7 @@ fn cursor_bytes(owner: &str) -> usize {
 }
 
 fn fan_out_key(fan_out: &FanOut) -> ItemKey {
-    ItemKey::new(
-        keys::tenant(&fan_out.tenant),
-        keys::fan_out_mark(&fan_out.fact_key),
-    )
+    ItemKey::of(&fan_out.tenant, keys::fan_out_mark(&fan_out.fact_key))
 }
 
 fn fan_out_index_key(fan_out: &FanOut, due_ms: u64) -> ItemKey {
@@ -713,14 +746,21 @@ impl MeteredStore {
         Ok(())
     }
 
-    /// A strongly consistent query of the tenant's keys under `prefix` (`query_tenant`).
+    /// A strongly consistent query of the tenant's keys under `prefix` (`query_tenant`), of
+    /// the one partition key the prefix's items live under. A prefix whose items span many
+    /// (`keys::spans_homes`: every code) has no such query: the adapter refuses it and reads
+    /// through an index, and so must a caller here.
     async fn query_tenant(
         &self,
         tenant: &TenantId,
         prefix: &str,
         bytes: usize,
     ) -> Result<(), StoreError> {
-        let start = ItemKey::new(keys::tenant(tenant), prefix);
+        debug_assert!(
+            !keys::spans_homes(prefix),
+            "{prefix} spans partition keys: meter the index query the adapter makes"
+        );
+        let start = ItemKey::of(tenant, prefix);
         self.query(start, bytes, Consistency::Strong, None).await
     }
 
@@ -747,7 +787,7 @@ impl MeteredStore {
 
     /// Seat entries are keys only (`pk`, `sk`).
     fn seats_bytes(tenant: &TenantId, prefix: &str, codes: usize) -> usize {
-        let one = ItemKey::new(keys::tenant(tenant), format!("{prefix}{}", "c".repeat(12)));
+        let one = ItemKey::of(tenant, format!("{prefix}{}", "c".repeat(12)));
         key_only_bytes(&one) * codes
     }
 
@@ -847,7 +887,7 @@ impl MeteredStore {
             let bytes = key_only_bytes(&entry);
             Touch::new(entry, bytes)
         }));
-        let owed = ItemKey::new(keys::tenant(tenant), keys::owed_of(&keys::code(code)));
+        let owed = ItemKey::of(tenant, keys::owed_of(&keys::code(code)));
         vec![
             (Kind::GetItem, Request::Get(touch, Consistency::Strong)),
             (
@@ -911,9 +951,8 @@ impl CodeFacts for MeteredStore {
                 0,
             ],
         };
-        let pk = keys::tenant(tenant);
         let first_keys = [
-            ItemKey::new(pk.clone(), keys::PROFILE),
+            ItemKey::of(tenant, keys::PROFILE),
             ItemKey::code(tenant, code),
             ItemKey::pushed(tenant, code),
             dirty_key(tenant, code),
@@ -960,7 +999,7 @@ impl CodeFacts for MeteredStore {
                 ),
                 (keys::adds_total(code, person), counts.on_code_total, false),
             ] {
-                let key = ItemKey::new(pk.clone(), sk);
+                let key = ItemKey::of(tenant, sk);
                 let bytes = if count > 0 {
                     counter_bytes(&key, daily)
                 } else {
@@ -1264,7 +1303,7 @@ impl DirtyMarks for MeteredStore {
     }
 
     async fn count_repaired(&self, tenant: &TenantId, day: &str) -> Result<(), StoreError> {
-        let key = ItemKey::new(keys::tenant(tenant), keys::drift_report(day));
+        let key = ItemKey::of(tenant, keys::drift_report(day));
         let bytes = Size::of(&key).n("repaired", 100).bytes();
         self.write(Kind::UpdateItem, Touch::new(key, bytes)).await?;
         self.data.count_repaired(tenant, day).await
@@ -1357,7 +1396,7 @@ impl MeteredStore {
             .data
             .stored_profile(tenant)
             .map_or(0, |profile| profile_bytes(tenant, &profile));
-        Touch::new(ItemKey::new(keys::tenant(tenant), keys::PROFILE), bytes)
+        Touch::new(ItemKey::of(tenant, keys::PROFILE), bytes)
     }
 
     fn code_touch(&self, tenant: &TenantId, code: &CodeId) -> Touch {
@@ -1391,7 +1430,7 @@ impl AddLedger for MeteredStore {
     }
 
     async fn record_ignored(&self, tenant: &TenantId, kind: &str) -> Result<(), StoreError> {
-        let key = ItemKey::new(keys::tenant(tenant), keys::ignored(kind));
+        let key = ItemKey::of(tenant, keys::ignored(kind));
         let bytes = Size::of(&key).n("events", 1_000).bytes();
         self.write(Kind::UpdateItem, Touch::new(key, bytes)).await?;
         self.data.record_ignored(tenant, kind).await
@@ -1418,7 +1457,6 @@ impl QuotaLedger for MeteredStore {
         day: &str,
     ) -> Result<AddCounts, StoreError> {
         let counts = self.data.counts(tenant, code, staff, day).await?;
-        let pk = keys::tenant(tenant);
         let counters = [
             (
                 keys::adds_today_on_code(day, code, staff),
@@ -1435,7 +1473,7 @@ impl QuotaLedger for MeteredStore {
         let touches = counters
             .into_iter()
             .map(|(sk, count, daily)| {
-                let key = ItemKey::new(pk.clone(), sk);
+                let key = ItemKey::of(tenant, sk);
                 let bytes = if count > 0 {
                     counter_bytes(&key, daily)
                 } else {
@@ -1544,8 +1582,13 @@ impl StaffLedger for MeteredStore {
             Request::Get(old.clone(), Consistency::Strong),
         )];
         let departments = self.data.stored_staff_departments(tenant, from);
-        if self.data.stored_staff(tenant, from).is_some() {
-            let moved = Touch::new(staff_key(tenant, to), old.bytes);
+        if let Some(facts) = self.data.stored_staff(tenant, from) {
+            let mut moved = Touch::new(staff_key(tenant, to), old.bytes);
+            // The new item keeps the schedule, so it is a new entry of gsi2.
+            if let Some(schedule) = &facts.schedule {
+                let bytes = schedule_entry_bytes(tenant, to, schedule);
+                moved = moved.with_index(GSI2, schedule_index_key(tenant, to), bytes);
+            }
             requests.push((Kind::PutItem, Request::Write(moved)));
             requests.extend(self.staff_departments_requests(tenant, to, &departments));
         }
@@ -1559,14 +1602,13 @@ impl StaffLedger for MeteredStore {
             .map(|profile| profile.timezone)
             .unwrap_or_default();
         let day = domain::tenants::tenant_day(at_ms, timezone);
-        let pk = keys::tenant(tenant);
         let mut counters = vec![(keys::adds_today_all_codes(&day, from), true)];
         for code in &codes {
             counters.push((keys::adds_today_on_code(&day, code, from), true));
             counters.push((keys::adds_total(code, from), false));
         }
         for (sk, daily) in counters {
-            let key = ItemKey::new(pk.clone(), sk);
+            let key = ItemKey::of(tenant, sk);
             let bytes = counter_bytes(&key, daily);
             requests.push((
                 Kind::GetItem,
@@ -1585,8 +1627,8 @@ impl StaffLedger for MeteredStore {
             let config = &stored.code.config;
             if config.members.contains(from) || config.fallback.contains(from) {
                 let entries = vec![
-                    ItemKey::new(pk.clone(), keys::seat(from, code)),
-                    ItemKey::new(pk.clone(), keys::seat(to, code)),
+                    ItemKey::of(tenant, keys::seat(from, code)),
+                    ItemKey::of(tenant, keys::seat(to, code)),
                 ];
                 requests.extend(self.put_code_requests(tenant, code, &stored.code, entries));
             }
@@ -1636,7 +1678,7 @@ impl StaffLedger for MeteredStore {
             (
                 Kind::Query,
                 Request::Query {
-                    start: ItemKey::new(owner.pk.clone(), keys::owed_of(&owner.sk)),
+                    start: ItemKey::of(tenant, keys::owed_of(&owner.sk)),
                     bytes: 0,
                     consistency: Consistency::Strong,
                     index: None,
@@ -1656,7 +1698,7 @@ impl StaffLedger for MeteredStore {
             ));
         } else {
             let chunks: Vec<&[Touch]> = changed.chunks(WRITES_PER_TRANSACTION).collect();
-            let chunk_key = |i: usize| ItemKey::new(owner.pk.clone(), keys::owed(&owner.sk, i));
+            let chunk_key = |i: usize| ItemKey::of(tenant, keys::owed(&owner.sk, i));
             let mut first = vec![owner_touch];
             for (i, chunk) in chunks.iter().enumerate() {
                 let key = chunk_key(i);
@@ -1788,22 +1830,22 @@ impl ScheduleFacts for MeteredStore {
         self.data.timezone(tenant).await
     }
 
-    /// The adapter's query reads every staff item of the tenant (the filter to those with a
-    /// schedule is applied after the read, so it is billed for all of them).
+    /// The adapter's one query of `gsi2` under the tenant's schedules partition (eventually
+    /// consistent, as an index read is): only staff with a schedule have an entry there, each
+    /// its keys and the projected schedule, so the staff without one cost nothing.
     async fn schedules(
         &self,
         tenant: &TenantId,
     ) -> Result<Vec<(StaffId, WeeklySchedule)>, StoreError> {
-        let bytes: usize = self
-            .data
-            .staff_of(tenant)
+        let schedules = self.data.schedules(tenant).await?;
+        let bytes: usize = schedules
             .iter()
-            .map(|staff| self.staff_touch(tenant, staff, 0).bytes)
+            .map(|(staff, schedule)| schedule_entry_bytes(tenant, staff, schedule))
             .sum();
-        let start = ItemKey::new(keys::tenant(tenant), keys::STAFF_PREFIX);
-        self.query(start, bytes, Consistency::Eventual, None)
+        let start = ItemKey::new(keys::schedules_index(tenant), "");
+        self.query(start, bytes, Consistency::Eventual, Some(GSI2))
             .await?;
-        self.data.schedules(tenant).await
+        Ok(schedules)
     }
 
     async fn limits_reached(
@@ -1819,8 +1861,8 @@ impl ScheduleFacts for MeteredStore {
         let bytes: usize = reached
             .iter()
             .map(|claim| {
-                let key = ItemKey::new(
-                    keys::tenant(tenant),
+                let key = ItemKey::of(
+                    tenant,
                     keys::limit_reached(last_day, claim.limit, &claim.staff, claim.code.as_ref()),
                 );
                 // A claim item: owner (an add's business key), times, its index keys.
@@ -1849,12 +1891,15 @@ impl CodeIndex for MeteredStore {
             }
             Source::Tenant => {
                 let codes = self.data.codes_of(tenant, source).await?;
-                // Every code item is read whole (a projection does not lower the bill).
+                // Each code has a partition key of its own: the tenant's codes are listed by
+                // `gsi1` (keys only), and a fan-out needs their ids alone.
                 let bytes: usize = codes
                     .iter()
-                    .map(|code| self.code_touch(tenant, code).bytes)
+                    .map(|code| code_index_bytes(tenant, code))
                     .sum();
-                self.query_tenant(tenant, keys::CODE_PREFIX, bytes).await?;
+                let start = ItemKey::new(keys::codes_index(tenant), "");
+                self.query(start, bytes, Consistency::Eventual, Some(GSI1))
+                    .await?;
                 Ok(codes)
             }
         }
@@ -1949,7 +1994,7 @@ fn sweep_lease_key() -> ItemKey {
 }
 
 fn tenant_item_key(tenant: &TenantId, sk: &str) -> ItemKey {
-    ItemKey::new(keys::tenant(tenant), sk)
+    ItemKey::of(tenant, sk)
 }
 
 fn drift_report_bytes(key: &ItemKey) -> usize {
@@ -1969,8 +2014,8 @@ fn guard_bytes(key: &ItemKey) -> usize {
 }
 
 fn intent_key(intent: &CreationIntent) -> ItemKey {
-    ItemKey::new(
-        keys::tenant(&intent.tenant),
+    ItemKey::of(
+        &intent.tenant,
         keys::creation_intent(&intent.code, intent.started_at_ms),
     )
 }
@@ -2204,8 +2249,8 @@ impl DriftLedger for MeteredStore {
         self.data.save_sample_cursor(tenant, after).await
     }
 
-    /// One query of the tenant's code items (eventually consistent), read whole though only
-    /// their keys are kept; from `after`, which the adapter reads again and drops.
+    /// One query of the tenant's codes in `gsi1` (keys only, eventually consistent), from
+    /// after `after`: the ids are all the sample keeps.
     async fn codes_after(
         &self,
         tenant: &TenantId,
@@ -2215,17 +2260,19 @@ impl DriftLedger for MeteredStore {
         let codes = self.data.codes_after(tenant, after, limit).await?;
         let bytes: usize = codes
             .iter()
-            .chain(after)
-            .map(|code| self.code_touch(tenant, code).bytes)
+            .map(|code| code_index_bytes(tenant, code))
             .sum();
-        let start = ItemKey::new(keys::tenant(tenant), keys::CODE_PREFIX);
+        let start = ItemKey::new(
+            keys::codes_index(tenant),
+            after.map_or("", |after| after.as_str()),
+        );
         self.send(
             Kind::Query,
             Request::Query {
                 start,
                 bytes,
                 consistency: Consistency::Eventual,
-                index: None,
+                index: Some(GSI1.to_owned()),
             },
         )
         .await?;

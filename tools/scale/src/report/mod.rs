@@ -225,14 +225,41 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
     let d = &o.dynamo;
     let _ = writeln!(
         out,
-        "\nDynamoDB: {:.0} read units, {} write units, {} throttled attempts, {} requests failed after the SDK's retries, {} transaction conflicts, {} partition splits",
+        "\nDynamoDB: {:.0} read units, {} write units, {} throttled attempts, {} requests failed after the SDK's retries, {} transaction conflicts, {} partition splits ({} shared partitions split in two, {} for hot keys)",
         d.read_units(),
         thousands(d.write_units),
         thousands(d.throttled_attempts),
         thousands(d.failed_requests),
         thousands(d.conflicts),
-        o.splits
+        o.splits.total(),
+        o.splits.shared,
+        o.splits.keys
     );
+    let c = &o.dynamo_config;
+    let _ = writeln!(
+        out,
+        "  warm throughput: the table {} reads and {} writes a second ({} partitions), each index {} and {} ({} partitions)",
+        thousands(c.table.read_units_per_second),
+        thousands(c.table.write_units_per_second),
+        c.table.partitions(),
+        thousands(c.index.read_units_per_second),
+        thousands(c.index.write_units_per_second),
+        c.index.partitions()
+    );
+    let peaks: Vec<String> = o
+        .dynamo_peaks
+        .iter()
+        .map(|(space, peak)| {
+            format!(
+                "{space} {} read and {} write units",
+                thousands(peak.read_units().ceil() as u64),
+                thousands(peak.write_units)
+            )
+        })
+        .collect();
+    if !peaks.is_empty() {
+        let _ = writeln!(out, "  most served in one second: {}", peaks.join("; "));
+    }
     let mut throttled: Vec<_> = o.throttles.iter().collect();
     throttled.sort_by(|a, b| b.1.cmp(a.1));
     for (pattern, count) in throttled.iter().take(8) {

@@ -10,7 +10,9 @@ use crate::population::Population;
 use crate::ports::store::MeteredStore;
 use crate::profile::Profile;
 use crate::services::clock;
-use crate::services::dynamodb::{DynamoConfig, DynamoDb, KeyPattern, Usage as DynamoUsage};
+use crate::services::dynamodb::{
+    DynamoConfig, DynamoDb, KeyPattern, Peak, Splits, Usage as DynamoUsage,
+};
 use crate::services::lambda::FunctionCounters;
 use crate::services::scheduler::ScheduleCounters;
 use crate::services::sqs::{QueueCounters, QueueSample};
@@ -65,7 +67,11 @@ pub struct Outcome {
     pub dynamo: DynamoUsage,
     pub dynamo_by_minute: Vec<(u64, DynamoUsage)>,
     pub throttles: BTreeMap<KeyPattern, u64>,
-    pub splits: u64,
+    pub splits: Splits,
+    /// The table's and indexes' warm throughput the stretch ran with (the profile's).
+    pub dynamo_config: DynamoConfig,
+    /// The busiest second's units, for the table (`"table"`) and each index.
+    pub dynamo_peaks: BTreeMap<String, Peak>,
     pub wecom: WeComCounters,
     /// Per size class: tenants WeCom answered 45009 at least once, and those answers.
     pub refused_by_class: Vec<(u64, u64)>,
@@ -177,7 +183,13 @@ pub(super) async fn drive(
     let sink = Arc::clone(&shared);
     let trace = Arc::new(Trace::keeping(move |seen| lock(&sink.measure).seen(seen)));
     let data = InMemoryStore::without_history();
-    let dynamo = Arc::new(DynamoDb::new(DynamoConfig::default(), options.seed));
+    // The production table's warm throughput, from the profile: not a new table's.
+    let dynamo_config = DynamoConfig {
+        table: profile.dynamodb.table(),
+        index: profile.dynamodb.index(),
+        ..DynamoConfig::default()
+    };
+    let dynamo = Arc::new(DynamoDb::new(dynamo_config, options.seed));
     let store = MeteredStore::new(data.clone(), Arc::clone(&dynamo), Arc::clone(&trace));
 
     let loading = std::time::Instant::now();
@@ -386,6 +398,8 @@ pub(super) async fn drive(
         dynamo_by_minute: dynamo_by_minute.into_iter().collect(),
         throttles: dynamo.throttles_by_pattern(),
         splits: dynamo.splits(),
+        dynamo_config,
+        dynamo_peaks: dynamo.peaks(),
         wecom,
         refused_by_class,
         sweep,

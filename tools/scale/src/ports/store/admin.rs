@@ -26,7 +26,7 @@ impl AdminStore for MeteredStore {
             .stored_profile(tenant)
             .map_or(0, |profile| profile_bytes(tenant, &profile));
         self.get(
-            Touch::new(ItemKey::new(keys::tenant(tenant), keys::PROFILE), bytes),
+            Touch::new(ItemKey::of(tenant, keys::PROFILE), bytes),
             Consistency::Strong,
         )
         .await?;

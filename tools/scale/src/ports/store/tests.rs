@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::services::clock;
-use crate::services::dynamodb::DynamoConfig;
+use crate::services::dynamodb::{DynamoConfig, READ_UNIT_BYTES, TABLE};
 use domain::codes::StoredCode;
 use domain::facts::{FactOutcome, FactRecorder};
 use domain::fakes::{FakeWeCom, InMemoryQueues};
@@ -351,7 +351,7 @@ async fn a_tick_over_one_shift_item_reads_the_minutes_eight_shards_and_handles_t
         .expect("ran");
     assert_eq!((report.minutes_walked, report.due_items), (1, 1));
     // The run: cursor taken, the minute's 8 shard queries, the cursor moved and given back.
-    // The item: tenant's profile, one query of the tenant's staff for their schedules, and
+    // The item: tenant's profile, one query of gsi2 for the tenant's scheduled staff, and
     // its deletion (no schedule: no next edge); codes are the fan-out function's to read.
     assert_eq!(
         store.requests().by_kind(),
@@ -362,10 +362,19 @@ async fn a_tick_over_one_shift_item_reads_the_minutes_eight_shards_and_handles_t
             (Kind::DeleteItem, 1),
         ])
     );
+    // No staff member has a schedule: the gsi2 query reads nothing (billed as the minimum).
+    assert_eq!(
+        store
+            .meter()
+            .peaks()
+            .get(keys::GSI2)
+            .map(|p| p.read_half_units),
+        Some(1)
+    );
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_tenant_wide_fan_out_reads_every_code_item_in_pages_of_a_megabyte() {
+async fn a_tenant_wide_fan_out_lists_its_codes_from_gsi1_keys_only_not_their_items() {
     let store = store();
     let template = CodeSnapshot {
         now_ms: START_MS,
@@ -381,13 +390,23 @@ async fn a_tenant_wide_fan_out_reads_every_code_item_in_pages_of_a_megabyte() {
         .await
         .expect("read");
     assert_eq!(found.len(), codes);
-    let one = store.code_touch(&tenant(), &found[0]).bytes;
-    let expected = (codes * one).div_ceil(QUERY_PAGE_BYTES);
-    assert!(expected >= 2, "{codes} codes of {one} bytes fit one page");
+    // Each code is its own partition key: one query of the tenant's codes partition of
+    // `gsi1`, whose entries are keys (about 100 bytes), where the code items are kilobytes.
+    let entry = code_index_bytes(&tenant(), &found[0]);
+    let item = store.code_touch(&tenant(), &found[0]).bytes;
+    assert!(entry * 4 < item, "{entry} bytes an entry, {item} an item");
+    assert_eq!(store.requests().by_kind(), sent(&[(Kind::Query, 1)]));
+    let read_half_units = (codes * entry).div_ceil(READ_UNIT_BYTES) as u64;
     assert_eq!(
-        store.requests().by_kind(),
-        sent(&[(Kind::Query, u64::try_from(expected).expect("small"))])
+        store
+            .meter()
+            .peaks()
+            .get(keys::GSI1)
+            .map(|p| p.read_half_units),
+        Some(read_half_units),
+        "eventually consistent, on gsi1"
     );
+    assert_eq!(store.meter().peaks().get(TABLE), None, "no table read");
 }
 
 #[tokio::test(start_paused = true)]
@@ -407,11 +426,11 @@ async fn a_request_still_throttled_after_the_sdks_attempts_fails_the_call_and_wr
         Arc::new(DynamoDb::new(config, 1)),
         Arc::new(Trace::default()),
     );
-    // A partition takes 1,000 write units a second: the tenant's tallies spend them all.
-    let tally = Tally::default();
+    // A partition takes 1,000 write units a second: landing visits to the code spend all of
+    // its partition's (the lease is under the same partition key, the code's).
     for _ in 0..1_000 {
         throttled
-            .record_tally(&tenant(), "2026-11-30", &tally)
+            .count_visit(&tenant(), &code())
             .await
             .expect("served");
     }
