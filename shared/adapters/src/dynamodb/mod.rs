@@ -297,33 +297,52 @@ impl DynamoStore {
     }
 
     /// A tenant's code ids from `gsi1` (`keys::codes_index`), in id order, those after
-    /// `after`, at most `limit` (every one when `None`), following pages. The index is
-    /// eventually consistent: a code created a moment ago may be missing from it, and one
-    /// deleted a moment ago still listed (its item then reads as absent).
+    /// `after`, at most `limit` (every one when `None`). The index is eventually consistent: a
+    /// code created a moment ago may be missing from it, and one deleted a moment ago still
+    /// listed (its item then reads as absent).
     pub async fn code_ids(
         &self,
         tenant: &TenantId,
         after: Option<&CodeId>,
         limit: Option<usize>,
     ) -> Result<Vec<CodeId>, StoreError> {
-        let mut ids = Vec::new();
+        self.index_sort_keys(&keys::codes_index(tenant), after.map(CodeId::as_str), limit)
+            .await?
+            .iter()
+            .map(|id| CodeId::parse(id).map_err(|_| corrupt("code index entry")))
+            .collect()
+    }
+
+    /// The sort keys of `gsi1` partition `partition` after `after`, in order, at most `limit`
+    /// (all when `None`), following pages: a registry kept in an index partition (the
+    /// tenants, a tenant's codes).
+    pub(crate) async fn index_sort_keys(
+        &self,
+        partition: &str,
+        after: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut found = Vec::new();
+        if limit == Some(0) {
+            return Ok(found);
+        }
         let mut start = None;
         loop {
-            let wanted = limit.map(|limit| limit.saturating_sub(ids.len()));
-            let mut query = self
+            let wanted = limit.map(|limit| limit.saturating_sub(found.len()));
+            let query = self
                 .client
                 .query()
                 .table_name(&self.table)
                 .index_name(keys::GSI1)
                 .expression_attribute_names("#gpk", keys::GSI1_PK)
-                .expression_attribute_values(":gpk", s(keys::codes_index(tenant)))
+                .expression_attribute_values(":gpk", s(partition))
                 .set_limit(wanted.map(|w| i32::try_from(w).unwrap_or(i32::MAX)))
                 .set_exclusive_start_key(start);
-            query = match after {
+            let query = match after {
                 Some(after) => query
                     .key_condition_expression("#gpk = :gpk AND #gsk > :after")
                     .expression_attribute_names("#gsk", keys::GSI1_SK)
-                    .expression_attribute_values(":after", s(after.as_str())),
+                    .expression_attribute_values(":after", s(after)),
                 None => query.key_condition_expression("#gpk = :gpk"),
             };
             let output = query
@@ -331,13 +350,13 @@ impl DynamoStore {
                 .await
                 .map_err(|e| unavailable(e.into_service_error()))?;
             for item in output.items.unwrap_or_default() {
-                let id = get_s(&item, keys::GSI1_SK).ok_or_else(|| corrupt("code index entry"))?;
-                ids.push(CodeId::parse(id).map_err(|_| corrupt("code index entry"))?);
+                let sort = get_s(&item, keys::GSI1_SK).ok_or_else(|| corrupt("index entry"))?;
+                found.push(sort.to_owned());
             }
             start = output.last_evaluated_key;
-            let full = limit.is_some_and(|limit| ids.len() >= limit);
+            let full = limit.is_some_and(|limit| found.len() >= limit);
             if start.is_none() || full {
-                return Ok(ids);
+                return Ok(found);
             }
         }
     }

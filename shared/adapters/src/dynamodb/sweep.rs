@@ -67,36 +67,21 @@ impl SweepRuns for DynamoStore {
 
 #[async_trait::async_trait]
 impl TenantRegistry for DynamoStore {
-    /// One query of the registry's index partition, from after `after`.
+    /// The registry's index partition, from after `after`.
     async fn tenants_after(
         &self,
         after: Option<&TenantId>,
         limit: usize,
     ) -> Result<Vec<TenantId>, StoreError> {
-        let query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(keys::GSI1)
-            .expression_attribute_names("#gpk", keys::GSI1_PK)
-            .expression_attribute_values(":gpk", s(keys::TENANTS_INDEX))
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX));
-        let query = match after {
-            Some(after) => query
-                .key_condition_expression("#gpk = :gpk AND #gsk > :after")
-                .expression_attribute_names("#gsk", keys::GSI1_SK)
-                .expression_attribute_values(":after", s(after.as_str())),
-            None => query.key_condition_expression("#gpk = :gpk"),
-        };
-        let output = query
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?;
-        Ok(output
-            .items
-            .unwrap_or_default()
+        Ok(self
+            .index_sort_keys(
+                keys::TENANTS_INDEX,
+                after.map(TenantId::as_str),
+                Some(limit),
+            )
+            .await?
             .iter()
-            .filter_map(|item| TenantId::parse(get_s(item, keys::GSI1_SK)?).ok())
+            .filter_map(|tenant| TenantId::parse(tenant).ok())
             .collect())
     }
 }
