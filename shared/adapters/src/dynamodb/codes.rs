@@ -507,7 +507,14 @@ impl CodeFacts for DynamoStore {
             .into_iter()
             .collect();
         people.extend(record.code.config.fallback.iter().cloned());
-        let (staff, adds, links) = self.people_facts(tenant, code, &day, people).await?;
+        let counters = CountersRead {
+            on_code: record.code.config.switches.daily_limit.is_some(),
+            on_code_total: record.code.config.switches.add_limit.is_some(),
+            all_codes: profile.company_daily_cap.is_some(),
+        };
+        let (staff, adds, links) = self
+            .people_facts(tenant, code, &day, people, counters)
+            .await?;
         Ok(Some(CodeSnapshot {
             profile,
             code: record.code,
@@ -531,26 +538,45 @@ impl CodeFacts for DynamoStore {
     }
 }
 
+/// Which add counters a recompute of the code reads: only those of the limits it has (a
+/// daily limit reads the day's adds on the code, an add limit the code's total, the tenant's
+/// company cap the day's adds on every code). `membership::limits_reached` and the rotation
+/// look at no other, so a counter of a limit that is off is not read and counts 0: a refresh
+/// of a code without limits reads one item per candidate, not four.
+#[derive(Debug, Clone, Copy)]
+struct CountersRead {
+    on_code: bool,
+    on_code_total: bool,
+    all_codes: bool,
+}
+
 impl DynamoStore {
-    /// The staff facts, the day's add counters on `code` and the acquisition link of every one
-    /// of `people`, in strongly consistent batch reads; a staff member with no record has no
-    /// facts, and a counter never written counts 0.
+    /// The staff facts, the add counters `counters` names on `code` and the acquisition link of
+    /// every one of `people`, in strongly consistent batch reads; a staff member with no record
+    /// has no facts, and a counter never written (or not read) counts 0.
     async fn people_facts(
         &self,
         tenant: &TenantId,
         code: &CodeId,
         day: &str,
         people: BTreeSet<StaffId>,
+        counters: CountersRead,
     ) -> Result<PeopleFacts, StoreError> {
         let mut wanted = Vec::with_capacity(people.len() * 4);
         for staff in &people {
             wanted.push(tenant_key(tenant, keys::staff(staff)));
-            wanted.push(tenant_key(
-                tenant,
-                keys::adds_today_on_code(day, code, staff),
-            ));
-            wanted.push(tenant_key(tenant, keys::adds_today_all_codes(day, staff)));
-            wanted.push(tenant_key(tenant, keys::adds_total(code, staff)));
+            if counters.on_code {
+                wanted.push(tenant_key(
+                    tenant,
+                    keys::adds_today_on_code(day, code, staff),
+                ));
+            }
+            if counters.all_codes {
+                wanted.push(tenant_key(tenant, keys::adds_today_all_codes(day, staff)));
+            }
+            if counters.on_code_total {
+                wanted.push(tenant_key(tenant, keys::adds_total(code, staff)));
+            }
         }
         let found: HashMap<String, Item> = self
             .batch_get(wanted)

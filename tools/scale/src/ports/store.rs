@@ -986,19 +986,31 @@ impl CodeFacts for MeteredStore {
                 if facts.is_some() { staff } else { 0 },
             ));
             let counts = snapshot.adds.get(person).copied().unwrap_or_default();
-            for (sk, count, daily) in [
+            // Only the counters of the limits the code has, as the adapter reads them.
+            let switches = &config.switches;
+            for (sk, count, daily, read) in [
                 (
                     keys::adds_today_on_code(&day, code, person),
                     counts.on_code,
                     true,
+                    switches.daily_limit.is_some(),
                 ),
                 (
                     keys::adds_today_all_codes(&day, person),
                     counts.all_codes,
                     true,
+                    snapshot.profile.company_daily_cap.is_some(),
                 ),
-                (keys::adds_total(code, person), counts.on_code_total, false),
+                (
+                    keys::adds_total(code, person),
+                    counts.on_code_total,
+                    false,
+                    switches.add_limit.is_some(),
+                ),
             ] {
+                if !read {
+                    continue;
+                }
                 let key = ItemKey::of(tenant, sk);
                 let bytes = if count > 0 {
                     counter_bytes(&key, daily)

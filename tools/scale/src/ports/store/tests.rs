@@ -164,7 +164,8 @@ async fn an_unchanged_refresh_sends_the_four_requests_the_adapter_sends() {
     load_code(&store, members());
     let outcome = refresh(&refresher(&store, BudgetLimits::default())).await;
     assert_eq!(outcome, Outcome::Unchanged);
-    // Age, snapshot (its first keys with the lease, then 15 people x 4 keys), tally: the lease
+    // Age, snapshot (its first keys with the lease, then the 15 people's staff items: the code
+    // has no limits, so no add counter is read), tally: the lease
     // is free and there is nothing to write, so it is never taken.
     assert_eq!(
         store.requests().by_kind(),
@@ -180,6 +181,32 @@ async fn an_unchanged_refresh_sends_the_four_requests_the_adapter_sends() {
         4,
         "nothing throttled, nothing retried"
     );
+}
+
+/// The read units of one snapshot of `snapshot`'s code (strongly consistent, each key its own).
+async fn snapshot_read_units(snapshot: &CodeSnapshot) -> f64 {
+    let store = store();
+    store.data().load_snapshot(&tenant(), &code(), snapshot);
+    store
+        .snapshot(&tenant(), &code(), START_MS)
+        .await
+        .expect("store available")
+        .expect("a code");
+    store.meter().total().read_units()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_snapshot_reads_only_the_add_counters_of_the_limits_the_code_has() {
+    // 15 members: the first keys (profile, code, pushed, mark, lease: 5 units), then each
+    // member's staff item, and a counter per member for each limit switched on.
+    let without = snapshot_read_units(&snapshot_of(members())).await;
+    let mut limited = snapshot_of(members());
+    limited.code.config.switches.daily_limit = Some(20);
+    limited.code.config.switches.add_limit = Some(500);
+    limited.profile.company_daily_cap = Some(100);
+    let with_every_limit = snapshot_read_units(&limited).await;
+    assert_eq!(without, 5.0 + 15.0);
+    assert_eq!(with_every_limit, 5.0 + 15.0 * 4.0);
 }
 
 #[tokio::test(start_paused = true)]
