@@ -246,6 +246,31 @@ mod tests {
         assert_eq!(fakes.wecom.pushes().len(), 2);
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn the_codes_of_a_batch_are_pushed_side_by_side_and_tallied_in_one_write() {
+        let fakes = Fakes::default();
+        fakes
+            .wecom
+            .take_for_each_push(std::time::Duration::from_secs(2));
+        let consumer = consumer(&fakes);
+        let response = handle(&consumer, &inlets(), sample())
+            .await
+            .expect("handled");
+        assert!(response.batch_item_failures.is_empty());
+        assert_eq!(fakes.wecom.pushes().len(), 2);
+        assert_eq!(
+            fakes.wecom.most_pushes_in_flight(),
+            2,
+            "the second code's push did not wait for the first's"
+        );
+        assert_eq!(fakes.store.tally().pushes, 2);
+        assert_eq!(
+            fakes.store.tally_writes(),
+            1,
+            "one tally write for the tenant's day, not one per code"
+        );
+    }
+
     #[tokio::test]
     async fn when_the_table_fails_for_a_code_all_its_messages_are_reported_and_the_other_code_is_pushed(
     ) {

@@ -84,6 +84,13 @@ impl PartialBatch {
         }
     }
 
+    /// Takes in what another part of the same batch failed (its codes were refreshed side by
+    /// side with this part's).
+    pub fn absorb(&mut self, other: PartialBatch) {
+        self.failed_groups.extend(other.failed_groups);
+        self.failed_messages.extend(other.failed_messages);
+    }
+
     /// The message ids to report in `batchItemFailures`.
     pub fn failures(self) -> Vec<String> {
         self.failed_messages

@@ -41,6 +41,11 @@ struct WeComState {
     /// Each contact way's last accepted list: what WeCom holds now, with or without history.
     holds: HashMap<String, Vec<String>>,
     links_created: usize,
+    /// How long each list replacement takes (on tokio's clock), and the most that were ever
+    /// in flight at once.
+    push_latency: Option<std::time::Duration>,
+    pushes_in_flight: usize,
+    most_pushes_in_flight: usize,
 }
 
 /// WeCom's contact ways: numbers them `cw-1`, `cw-2`... and remembers what was asked. Deleting
@@ -54,6 +59,16 @@ pub struct FakeWeCom {
 impl FakeWeCom {
     fn state(&self) -> MutexGuard<'_, WeComState> {
         self.state.lock().expect("fake WeCom lock")
+    }
+
+    /// Each later list replacement takes `latency` before it is answered.
+    pub fn take_for_each_push(&self, latency: std::time::Duration) {
+        self.state().push_latency = Some(latency);
+    }
+
+    /// The most list replacements that were in flight at once.
+    pub fn most_pushes_in_flight(&self) -> usize {
+        self.state().most_pushes_in_flight
     }
 
     /// Every later create fails with `error`.
@@ -221,7 +236,17 @@ impl ContactWayPusher for FakeWeCom {
         config_id: &str,
         users: &[String],
     ) -> Result<(), WeComError> {
+        let latency = {
+            let mut state = self.state();
+            state.pushes_in_flight += 1;
+            state.most_pushes_in_flight = state.most_pushes_in_flight.max(state.pushes_in_flight);
+            state.push_latency
+        };
+        if let Some(latency) = latency {
+            tokio::time::sleep(latency).await;
+        }
         let mut state = self.state();
+        state.pushes_in_flight -= 1;
         if !state.forgets_history {
             state.calls.push((config_id.to_owned(), users.to_vec()));
         }

@@ -19,7 +19,7 @@
 use super::retry::{self, Path, RetriedReason};
 use super::{
     AcquisitionLinks, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, Outcome,
-    PutOffCause, RefreshError, RefreshRequest, Refresher, RetryQueues,
+    PutOffCause, RefreshError, RefreshRequest, Refresher, RetryQueues, Tallies,
 };
 use crate::batch::DeadLetters;
 use crate::batch::PartialBatch;
@@ -219,10 +219,31 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
             };
             merge(&mut work, delivery, reason, lane);
         }
-        for code in work {
-            self.refresh_code(&mut batch, code, deadline_ms).await;
+        // The codes of a batch are refreshed side by side: each is its own message group and
+        // its own lease, so nothing orders them, and one code's WeCom call does not wait on the
+        // nine before it (the batch's time, and its billed duration, was their sum).
+        let tallies = Tallies::default();
+        let parts = work
+            .into_iter()
+            .map(|code| self.refreshed(code, deadline_ms, &tallies));
+        for part in futures::future::join_all(parts).await {
+            batch.absorb(part);
         }
+        self.refresher.record_tallies(tallies).await;
         batch
+    }
+
+    /// One code's refresh, and what of the batch it failed.
+    async fn refreshed(
+        &self,
+        code: CodeWork<'_>,
+        deadline_ms: u64,
+        tallies: &Tallies,
+    ) -> PartialBatch {
+        let mut part = PartialBatch::default();
+        self.refresh_code(&mut part, code, deadline_ms, tallies)
+            .await;
+        part
     }
 
     /// A reason whose delay is served goes back to refresh.fifo, in its code's group.
@@ -242,7 +263,13 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
     /// Logs at info only what changed WeCom (a push, bounded by the budget); a recompute that
     /// changed nothing and a put-off are debug lines, as they are the bulk at production volume
     /// and the metrics count them (docs/design/refresh.md, "Logs").
-    async fn refresh_code(&self, batch: &mut PartialBatch, code: CodeWork<'_>, deadline_ms: u64) {
+    async fn refresh_code(
+        &self,
+        batch: &mut PartialBatch,
+        code: CodeWork<'_>,
+        deadline_ms: u64,
+        tallies: &Tallies,
+    ) {
         let (tenant, code_id) = (&code.reason.reason.tenant, &code.reason.reason.code);
         if is_last_receive(code.receive_count, self.max_receives) {
             tracing::warn!(tenant = %tenant, code = %code_id, receive_count = code.receive_count, "last receive before the queue's redrive; code marked dirty first");
@@ -256,7 +283,7 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
             resync: code.reason.resync,
             deadline_ms,
         };
-        let result = self.refresher.refresh(asked).await;
+        let result = self.refresher.refresh_counted(asked, tallies).await;
         match &result {
             Ok(Outcome::Pushed(users)) => {
                 tracing::info!(tenant = %tenant, code = %code_id, reasons = code.messages.len(), outcome = %format!("pushed {} users", users.len()), "code refreshed");

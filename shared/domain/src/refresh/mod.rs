@@ -27,7 +27,7 @@ use crate::tenants::Timezone;
 use crate::wecom::errors::{FailureClass, WeComError};
 use crate::Clock;
 use crate::StoreError;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -78,6 +78,33 @@ impl Tally {
         self.requeued_lease += other.requeued_lease;
         self.to_slow_lane += other.to_slow_lane;
         self.slow_interval_waits += other.slow_interval_waits;
+    }
+}
+
+/// What the refreshes of one batch did, per tenant and tenant day, written as one update of
+/// each tenant's daily tally item when the batch is done (`Refresher::record_tallies`), not
+/// one per code: the tally item is one key per tenant and day, and a tenant whose codes are
+/// refreshed a thousand times a second would otherwise write it as often (DynamoDB serves one
+/// key at most 1,000 write units a second).
+#[derive(Debug, Default)]
+pub struct Tallies(Mutex<BTreeMap<(TenantId, String), Tally>>);
+
+impl Tallies {
+    fn add(&self, tenant: &TenantId, day: String, tally: &Tally) {
+        let mut tallies = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        tallies
+            .entry((tenant.clone(), day))
+            .or_default()
+            .absorb(tally);
+    }
+
+    fn into_days(self) -> BTreeMap<(TenantId, String), Tally> {
+        self.0
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -255,8 +282,21 @@ where
 
     /// One recompute for a code, however many reasons asked for it: lane policy -> lease ->
     /// recompute -> dedupe -> budget -> push -> record (the flow of docs/rules.md).
-    #[tracing::instrument(skip(self, asked), fields(tenant = %asked.tenant, code = %asked.code, reasons = asked.fact_at_ms.len(), lane = ?asked.lane))]
     pub async fn refresh(&self, asked: RefreshRequest<'_>) -> Result<Outcome, RefreshError> {
+        let tallies = Tallies::default();
+        let outcome = self.refresh_counted(asked, &tallies).await;
+        self.record_tallies(tallies).await;
+        outcome
+    }
+
+    /// `refresh`, its counts added to `tallies` for the caller to record with the rest of its
+    /// batch (`record_tallies`).
+    #[tracing::instrument(skip(self, asked, tallies), fields(tenant = %asked.tenant, code = %asked.code, reasons = asked.fact_at_ms.len(), lane = ?asked.lane))]
+    pub async fn refresh_counted(
+        &self,
+        asked: RefreshRequest<'_>,
+        tallies: &Tallies,
+    ) -> Result<Outcome, RefreshError> {
         let now_ms = (self.clock)();
         let (outcome, timezone) = self.refresh_leased(asked, now_ms).await?;
         let reasons = u32::try_from(asked.fact_at_ms.len()).unwrap_or(u32::MAX);
@@ -314,12 +354,23 @@ where
         let Some(timezone) = timezone else {
             return Ok(outcome);
         };
-        let day = crate::tenants::tenant_day(now_ms, timezone);
-        // Counters are for people; a failure to count must not fail (and so repeat) a push.
-        if let Err(error) = self.facts.record_tally(asked.tenant, &day, &tally).await {
-            tracing::warn!(error = %error, "refresh tally not recorded");
-        }
+        tallies.add(
+            asked.tenant,
+            crate::tenants::tenant_day(now_ms, timezone),
+            &tally,
+        );
         Ok(outcome)
+    }
+
+    /// Adds what `tallies` counted to each tenant's daily tally item, one write per tenant and
+    /// day.
+    pub async fn record_tallies(&self, tallies: Tallies) {
+        for ((tenant, day), tally) in tallies.into_days() {
+            // Counters are for people; a failure to count must not fail (and so repeat) a push.
+            if let Err(error) = self.facts.record_tally(&tenant, &day, &tally).await {
+                tracing::warn!(tenant = %tenant, error = %error, "refresh tally not recorded");
+            }
+        }
     }
 
     /// The refresh up to its outcome, and the tenant's timezone when the tenant was found

@@ -153,6 +153,8 @@ struct Tables {
     records_fail: bool,
     starved: u32,
     tally: Tally,
+    /// How many tally writes added up to it.
+    tally_writes: usize,
     marks: Marks,
     /// The dirty set as the table keeps it: each marked code's latest mark (time, why,
     /// resyncs sent, next due), and the drift repairs counted per tenant-day.
@@ -878,6 +880,11 @@ impl InMemoryStore {
     /// Every refresh's tally, added up.
     pub fn tally(&self) -> Tally {
         self.tables().tally
+    }
+
+    /// How many writes of a tally there were.
+    pub fn tally_writes(&self) -> usize {
+        self.tables().tally_writes
     }
 
     pub fn marks(&self) -> Marks {

@@ -131,6 +131,7 @@ impl CodeRecords for InMemoryStore {
     async fn record_tally(&self, _: &TenantId, _: &str, tally: &Tally) -> Result<(), StoreError> {
         let mut tables = self.available()?;
         tables.tally.absorb(tally);
+        tables.tally_writes += 1;
         Ok(())
     }
 }
