@@ -3,7 +3,7 @@
 //! within bounds, shares that must add up adding up, and the size classes' expected total
 //! within the stated tolerance of the platform's codes; a refusal names the field.
 
-use crate::services::dynamodb::WarmThroughput;
+use crate::services::dynamodb::{Quota, WarmThroughput};
 use chrono_tz::Tz;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -206,7 +206,9 @@ pub struct Spike {
 
 /// The table's and each of its global secondary indexes' warm throughput (DynamoDB Developer
 /// Guide, "Understanding DynamoDB warm throughput"): the reads and writes a second each serves
-/// at once, which gives its partitions (`services::dynamodb::WarmThroughput::partitions`).
+/// at once, which gives its partitions (`services::dynamodb::WarmThroughput::partitions`); and
+/// the account's throughput quota on each ("Quotas in Amazon DynamoDB"), the most it serves in
+/// a second whatever its partitions (`services::dynamodb::Quota`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DynamoShape {
@@ -215,6 +217,11 @@ pub struct DynamoShape {
     /// Each index alike (`gsi1`, `gsi2`).
     pub index_read_units_per_second: u64,
     pub index_write_units_per_second: u64,
+    pub table_quota_read_units_per_second: u64,
+    pub table_quota_write_units_per_second: u64,
+    /// Each index on its own, alike (`gsi1`, `gsi2`).
+    pub index_quota_read_units_per_second: u64,
+    pub index_quota_write_units_per_second: u64,
 }
 
 impl DynamoShape {
@@ -231,6 +238,20 @@ impl DynamoShape {
             write_units_per_second: self.index_write_units_per_second,
         }
     }
+
+    pub fn table_quota(&self) -> Quota {
+        Quota {
+            read_units_per_second: self.table_quota_read_units_per_second,
+            write_units_per_second: self.table_quota_write_units_per_second,
+        }
+    }
+
+    pub fn index_quota(&self) -> Quota {
+        Quota {
+            read_units_per_second: self.index_quota_read_units_per_second,
+            write_units_per_second: self.index_quota_write_units_per_second,
+        }
+    }
 }
 
 /// Shares that must add up to one may be this far off (three decimals in the file).
@@ -243,6 +264,9 @@ const MAX_TENANTS: u32 = 1_000_000;
 /// times DynamoDB's default table-level quota of 40,000 (raised on request), and a thousand
 /// partitions, which the simulation holds easily.
 const MAX_WARM_UNITS: u64 = 1_000_000;
+/// The most quota a profile may give, in units a second: as much as the most warm throughput,
+/// since a quota past every warm throughput the profile can give changes nothing a run does.
+const MAX_QUOTA_UNITS: u64 = MAX_WARM_UNITS;
 
 impl Profile {
     pub fn load(path: &Path) -> Result<Self, ProfileError> {
@@ -485,6 +509,46 @@ impl Profile {
                 )
             })?;
         }
+        // A quota of nothing would throttle every request; and a warm throughput the quota
+        // does not cover is never served (the quota throttles first), so it needs the quota
+        // raised.
+        for (warm_field, warm, quota_field, quota) in [
+            (
+                "dynamodb.table_read_units_per_second",
+                d.table_read_units_per_second,
+                "dynamodb.table_quota_read_units_per_second",
+                d.table_quota_read_units_per_second,
+            ),
+            (
+                "dynamodb.table_write_units_per_second",
+                d.table_write_units_per_second,
+                "dynamodb.table_quota_write_units_per_second",
+                d.table_quota_write_units_per_second,
+            ),
+            (
+                "dynamodb.index_read_units_per_second",
+                d.index_read_units_per_second,
+                "dynamodb.index_quota_read_units_per_second",
+                d.index_quota_read_units_per_second,
+            ),
+            (
+                "dynamodb.index_write_units_per_second",
+                d.index_write_units_per_second,
+                "dynamodb.index_quota_write_units_per_second",
+                d.index_quota_write_units_per_second,
+            ),
+        ] {
+            whole(quota_field, quota, 1, MAX_QUOTA_UNITS)?;
+            if warm > quota {
+                return Err(refuse(
+                    warm_field,
+                    format!(
+                        "{warm} is above {quota_field} ({quota}): a warm throughput above the \
+                         quota is never served; raise the quota (on request to AWS) with it"
+                    ),
+                ));
+            }
+        }
         // Triangular spikes: each carries half its length at the peak rate.
         let in_spikes: f64 = k
             .spikes
@@ -639,12 +703,21 @@ mod tests {
 
     /// The shipped profile with the line that sets `field` setting it to `value` instead.
     fn with_value(field: &str, value: &str) -> Result<Profile, ProfileError> {
-        let text = shipped_text();
-        let line = text
-            .lines()
-            .find(|line| line.starts_with(&format!("{field} =")))
-            .unwrap_or_else(|| panic!("{field} not in profile.toml"));
-        Profile::parse(&text.replacen(line, &format!("{field} = {value}"), 1))
+        with_values(&[(field, value)])
+    }
+
+    /// The shipped profile with each `(field, value)` set as `with_value` sets one.
+    fn with_values(changes: &[(&str, &str)]) -> Result<Profile, ProfileError> {
+        let mut text = shipped_text();
+        for (field, value) in changes {
+            let line = text
+                .lines()
+                .find(|line| line.starts_with(&format!("{field} =")))
+                .unwrap_or_else(|| panic!("{field} not in profile.toml"))
+                .to_owned();
+            text = text.replacen(&line, &format!("{field} = {value}"), 1);
+        }
+        Profile::parse(&text)
     }
 
     #[test]
@@ -655,6 +728,51 @@ mod tests {
         let error = with_value("index_read_units_per_second", "2_000_000").unwrap_err();
         assert_eq!(error.field, "dynamodb.index_read_units_per_second");
         assert!(with_value("index_read_units_per_second", "12_000").is_ok());
+    }
+
+    #[test]
+    fn a_zero_quota_is_refused_naming_its_field() {
+        let error = with_value("table_quota_write_units_per_second", "0").unwrap_err();
+        assert_eq!(error.field, "dynamodb.table_quota_write_units_per_second");
+        let error = with_value("index_quota_read_units_per_second", "0").unwrap_err();
+        assert_eq!(error.field, "dynamodb.index_quota_read_units_per_second");
+    }
+
+    #[test]
+    fn a_warm_throughput_above_the_quota_is_refused_naming_both_fields_unless_the_quota_is_raised()
+    {
+        let error = with_value("table_write_units_per_second", "50_000").unwrap_err();
+        assert_eq!(error.field, "dynamodb.table_write_units_per_second");
+        assert!(
+            error
+                .problem
+                .contains("dynamodb.table_quota_write_units_per_second"),
+            "{error}"
+        );
+        let error = with_value("index_quota_read_units_per_second", "11_999").unwrap_err();
+        assert_eq!(error.field, "dynamodb.index_read_units_per_second");
+        assert!(
+            error
+                .problem
+                .contains("dynamodb.index_quota_read_units_per_second"),
+            "{error}"
+        );
+        let profile = with_values(&[
+            ("table_write_units_per_second", "50_000"),
+            ("table_quota_write_units_per_second", "50_000"),
+        ])
+        .expect("a raised quota covers the warm throughput");
+        assert_eq!(
+            profile.dynamodb.table_quota().write_units_per_second,
+            50_000
+        );
+    }
+
+    #[test]
+    fn the_shipped_quota_is_the_documented_on_demand_default() {
+        let profile = Profile::load_default().expect("profile.toml is valid");
+        assert_eq!(profile.dynamodb.table_quota(), Quota::ON_DEMAND_DEFAULT);
+        assert_eq!(profile.dynamodb.index_quota(), Quota::ON_DEMAND_DEFAULT);
     }
 
     #[test]

@@ -250,10 +250,13 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
         .dynamo_peaks
         .iter()
         .map(|(space, peak)| {
+            let quota = c.quota(space);
             format!(
-                "{space} {} read and {} write units",
+                "{space} {} read and {} write units (quota {} and {})",
                 thousands(peak.read_units().ceil() as u64),
-                thousands(peak.write_units)
+                thousands(peak.write_units),
+                thousands(quota.read_units_per_second),
+                thousands(quota.write_units_per_second)
             )
         })
         .collect();
@@ -262,7 +265,10 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
     }
     let mut throttled: Vec<_> = o.throttles.iter().collect();
     throttled.sort_by(|a, b| b.1.cmp(a.1));
-    for (pattern, count) in throttled.iter().take(8) {
+    // The quota's throttles are a handful of lines at most (the table and each index) and say
+    // the table as a whole ran out, so they show whatever the hot keys' counts.
+    let (quota, keys): (Vec<_>, Vec<_>) = throttled.into_iter().partition(|(p, _)| p.is_quota());
+    for (pattern, count) in quota.iter().chain(keys.iter().take(8)) {
         let _ = writeln!(
             out,
             "  throttled on {} / {}: {}",

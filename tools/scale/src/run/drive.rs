@@ -68,7 +68,8 @@ pub struct Outcome {
     pub dynamo_by_minute: Vec<(u64, DynamoUsage)>,
     pub throttles: BTreeMap<KeyPattern, u64>,
     pub splits: Splits,
-    /// The table's and indexes' warm throughput the stretch ran with (the profile's).
+    /// The table's and indexes' warm throughput and quotas the stretch ran with (the
+    /// profile's).
     pub dynamo_config: DynamoConfig,
     /// The busiest second's units, for the table (`"table"`) and each index.
     pub dynamo_peaks: BTreeMap<String, Peak>,
@@ -183,10 +184,13 @@ pub(super) async fn drive(
     let sink = Arc::clone(&shared);
     let trace = Arc::new(Trace::keeping(move |seen| lock(&sink.measure).seen(seen)));
     let data = InMemoryStore::without_history();
-    // The production table's warm throughput, from the profile: not a new table's.
+    // The production table's warm throughput, from the profile: not a new table's; and the
+    // account's quota on it and on each index, from the profile too.
     let dynamo_config = DynamoConfig {
         table: profile.dynamodb.table(),
         index: profile.dynamodb.index(),
+        table_quota: profile.dynamodb.table_quota(),
+        index_quota: profile.dynamodb.index_quota(),
         ..DynamoConfig::default()
     };
     let dynamo = Arc::new(DynamoDb::new(dynamo_config, options.seed));

@@ -1,10 +1,10 @@
 //! DynamoDB's request units and partition limits under virtual time: what each request costs,
 //! which partition serves it (decided by the partition key string, exactly as the adapters key
 //! items: `adapters::dynamodb::keys`), the per-partition limits per second, the partitions a
-//! table's warm throughput gives and how they split when they keep throttling, index writes
-//! that throttle the table's write, transaction conflicts, and the AWS SDK's standard retry of
-//! throttled requests. docs/aws-semantics.md §3 and tools/scale/README.md, "The simulated
-//! services".
+//! table's warm throughput gives and how they split when they keep throttling, the account's
+//! throughput quota on the table and on each index, index writes that throttle the table's
+//! write, transaction conflicts, and the AWS SDK's standard retry of throttled requests.
+//! docs/aws-semantics.md §3 and tools/scale/README.md, "The simulated services".
 //!
 //! This is the metering of a request, not a store: the simulation keeps the items in the
 //! domain's in-memory store and asks this model what each request it makes costs and whether
@@ -103,11 +103,33 @@ fn pattern_of(key: &str) -> String {
     }
 }
 
-/// Which kind of key a counter is about: `TENANT#*` / `CODE#*`.
+/// Which kind of key a counter is about: `TENANT#*` / `CODE#*`; or, for a throttle by the
+/// account's quota rather than by a partition, the table or index and the units it ran out of
+/// (`table quota` / `write units`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct KeyPattern {
     pub pk: String,
     pub sk: String,
+}
+
+/// What a quota throttle is recorded under, in place of a key's pattern: no item key has a
+/// space in it, so it never reads as a hot key's.
+const QUOTA_PATTERN_SUFFIX: &str = " quota";
+
+impl KeyPattern {
+    /// The pattern a throttle by `space`'s quota is counted under (`table quota`, `gsi1 quota`),
+    /// with the units it ran out of (`read units`, `write units`, `read and write units`).
+    pub fn quota(space: &str, units: &str) -> Self {
+        Self {
+            pk: format!("{space}{QUOTA_PATTERN_SUFFIX}"),
+            sk: units.to_owned(),
+        }
+    }
+
+    /// Whether the throttles counted under it were the account's quota, not a partition's.
+    pub fn is_quota(&self) -> bool {
+        self.pk.ends_with(QUOTA_PATTERN_SUFFIX)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -265,6 +287,40 @@ impl WarmThroughput {
     }
 }
 
+/// The account's throughput quota on an on-demand table, and on each of its global secondary
+/// indexes on its own ("Quotas in Amazon DynamoDB", "DynamoDB maximum throughput for on-demand
+/// tables"): the most request units it serves in a second however many partitions it has.
+/// Past it a request is throttled like a partition throttle (`ThrottlingException`, which the
+/// SDK retries). Adjustable on request, so a warm throughput above it needs it raised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    pub read_units_per_second: u64,
+    pub write_units_per_second: u64,
+}
+
+impl Quota {
+    /// The default for every account: 40,000 read and 40,000 write request units a second, per
+    /// table and per index.
+    pub const ON_DEMAND_DEFAULT: Self = Self {
+        read_units_per_second: 40_000,
+        write_units_per_second: 40_000,
+    };
+
+    /// Which of its units a second that has already served `served` and is now asked `asked`
+    /// (units as a `Peak` counts them: reads in halves) would exceed: `None` while both fit.
+    fn exceeded(&self, served: Peak, asked: Peak) -> Option<&'static str> {
+        let reads = served.read_half_units + asked.read_half_units
+            > self.read_units_per_second.saturating_mul(2);
+        let writes = served.write_units + asked.write_units > self.write_units_per_second;
+        match (reads, writes) {
+            (true, true) => Some("read and write units"),
+            (true, false) => Some("read units"),
+            (false, true) => Some("write units"),
+            (false, false) => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DynamoConfig {
     /// The table's warm throughput, which gives its partitions before any split. The default
@@ -272,6 +328,10 @@ pub struct DynamoConfig {
     pub table: WarmThroughput,
     /// Each global secondary index's (`gsi1`, `gsi2`), which has partitions of its own.
     pub index: WarmThroughput,
+    /// The account's quota on the table, and on each index on its own (an index's traffic does
+    /// not count against the table's, nor one index's against another's).
+    pub table_quota: Quota,
+    pub index_quota: Quota,
     /// How long a partition must throttle before it splits: a shared partition in two, or its
     /// hot key onto partitions of its own (and, each further delay, twice as many by sort key).
     pub split_delay: Duration,
@@ -287,6 +347,8 @@ impl Default for DynamoConfig {
         Self {
             table: WarmThroughput::NEW_TABLE,
             index: WarmThroughput::NEW_TABLE,
+            table_quota: Quota::ON_DEMAND_DEFAULT,
+            index_quota: Quota::ON_DEMAND_DEFAULT,
             split_delay: Duration::from_secs(5 * 60),
             retry: RetryPolicy::default(),
             request_latency: Duration::from_millis(5),
@@ -304,6 +366,15 @@ impl DynamoConfig {
             self.index.partitions()
         }
     }
+
+    /// The table's (`"table"`) or an index's quota.
+    pub fn quota(&self, space: &str) -> Quota {
+        if space == TABLE {
+            self.table_quota
+        } else {
+            self.index_quota
+        }
+    }
 }
 
 /// Counts for one second (or a whole run).
@@ -311,7 +382,8 @@ impl DynamoConfig {
 pub struct Usage {
     pub read_half_units: u64,
     pub write_units: u64,
-    /// Attempts refused for a partition's limit (each retried one counts).
+    /// Attempts refused for a partition's limit or the account's quota (each retried one
+    /// counts).
     pub throttled_attempts: u64,
     /// Requests that failed after the SDK's last attempt.
     pub failed_requests: u64,
@@ -476,6 +548,17 @@ struct SpaceSeconds {
     second: u64,
     now: Peak,
     peak: Peak,
+}
+
+impl SpaceSeconds {
+    /// What the space has served in `second` so far.
+    fn served_in(&self, second: u64) -> Peak {
+        if self.second == second {
+            self.now
+        } else {
+            Peak::default()
+        }
+    }
 }
 
 struct State {
@@ -712,6 +795,12 @@ impl DynamoDb {
         let mut guard = self.lock();
         let state = &mut *guard;
         self.check_conflicts(state, request, now)?;
+        // The quota is the request router's, before any partition: a request it refuses is not
+        // asked of a partition, so it heats none and splits none.
+        if let Some(pattern) = self.over_quota(state, demands, second) {
+            Self::count_throttle(state, &pattern, second);
+            return Ok(Some(pattern));
+        }
         let placed: Vec<PartitionId> = demands
             .iter()
             .map(|d| self.partition_of(state, d))
@@ -793,6 +882,49 @@ impl DynamoDb {
         Ok(None)
     }
 
+    /// The quota pattern of the first space (in the order the request asks them: the table
+    /// before its indexes) that serving `demands` in `second` would take past its quota.
+    fn over_quota(&self, state: &State, demands: &[Demand], second: u64) -> Option<KeyPattern> {
+        let mut asked: Vec<(&str, Peak)> = Vec::new();
+        for demand in demands {
+            let space = demand.space.as_str();
+            let at = match asked.iter().position(|(s, _)| *s == space) {
+                Some(at) => at,
+                None => {
+                    asked.push((space, Peak::default()));
+                    asked.len() - 1
+                }
+            };
+            asked[at].1.read_half_units += demand.read_half_units;
+            asked[at].1.write_units += demand.write_units;
+        }
+        asked.into_iter().find_map(|(space, asked)| {
+            let served = state
+                .by_space
+                .get(space)
+                .map(|seconds| seconds.served_in(second))
+                .unwrap_or_default();
+            self.config
+                .quota(space)
+                .exceeded(served, asked)
+                .map(|units| KeyPattern::quota(space, units))
+        })
+    }
+
+    /// Counts a throttled attempt, in all, in its second and under its pattern.
+    fn count_throttle(state: &mut State, pattern: &KeyPattern, second: u64) {
+        state.total.throttled_attempts += 1;
+        state
+            .by_second
+            .entry(second)
+            .or_default()
+            .throttled_attempts += 1;
+        *state
+            .throttles_by_pattern
+            .entry(pattern.clone())
+            .or_default() += 1;
+    }
+
     fn record_throttle(
         &self,
         state: &mut State,
@@ -806,16 +938,7 @@ impl DynamoDb {
         if space != TABLE {
             pattern.pk = format!("{space}:{}", pattern.pk);
         }
-        state.total.throttled_attempts += 1;
-        state
-            .by_second
-            .entry(second)
-            .or_default()
-            .throttled_attempts += 1;
-        *state
-            .throttles_by_pattern
-            .entry(pattern.clone())
-            .or_default() += 1;
+        Self::count_throttle(state, &pattern, second);
         let Some(p) = state.partitions.get_mut(partition) else {
             return pattern;
         };
@@ -957,7 +1080,8 @@ impl DynamoDb {
             .collect()
     }
 
-    /// Throttled attempts per key pattern (`TENANT#*`/`CODE#*`; an index's as `gsi1:DIRTY#*`).
+    /// Throttled attempts per key pattern (`TENANT#*`/`CODE#*`; an index's as `gsi1:DIRTY#*`;
+    /// the account's quota as `table quota`/`write units`, an index's as `gsi1 quota`).
     pub fn throttles_by_pattern(&self) -> BTreeMap<KeyPattern, u64> {
         self.lock().throttles_by_pattern.clone()
     }
@@ -1459,6 +1583,169 @@ mod tests {
             .await;
         assert_eq!(refresh, Err(DynamoError::TransactionCanceled(record)));
         assert!(writing.await.expect("task").is_ok());
+    }
+
+    /// A table with room for any spread load (40 partitions of the table and of each index),
+    /// and `table_quota` and `index_quota` as given.
+    fn db_with_quotas(table_quota: Quota, index_quota: Quota) -> Arc<DynamoDb> {
+        let roomy = WarmThroughput {
+            read_units_per_second: 120_000,
+            write_units_per_second: 40_000,
+        };
+        db_with(DynamoConfig {
+            table: roomy,
+            index: roomy,
+            table_quota,
+            index_quota,
+            ..DynamoConfig::default()
+        })
+    }
+
+    fn writes_quota(write_units_per_second: u64) -> Quota {
+        Quota {
+            write_units_per_second,
+            ..Quota::ON_DEMAND_DEFAULT
+        }
+    }
+
+    /// `count` distinct codes' records, each under its own partition key: load spread evenly.
+    fn spread(label: &str, count: u64) -> Vec<ItemKey> {
+        let t = tenant("campaign");
+        (0..count)
+            .map(|n| ItemKey::code(&t, &code(&format!("{label}x{n}"))))
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_second_asking_more_than_the_tables_quota_is_throttled_at_it_and_served_again_the_next_second(
+    ) {
+        let db = db_with_quotas(writes_quota(2_000), Quota::ON_DEMAND_DEFAULT);
+        let served =
+            served_at_each_second(&db, 2, |second| spread(&format!("s{second}"), 3_000)).await;
+        assert_eq!(served[0], 2_000);
+        // Each second serves the quota again, and no more, whatever the retries add.
+        let by_second = db.by_second();
+        let writes: Vec<Option<u64>> = [0, 1]
+            .iter()
+            .map(|second| by_second.get(second).map(|u| u.write_units))
+            .collect();
+        assert_eq!(writes, [Some(2_000), Some(2_000)]);
+        assert!(by_second
+            .get(&0)
+            .is_some_and(|u| u.throttled_attempts >= 1_000));
+        let throttles = db.throttles_by_pattern();
+        let quota = KeyPattern::quota(TABLE, "write units");
+        assert_eq!(
+            throttles.keys().collect::<Vec<_>>(),
+            [&quota],
+            "no partition throttled: {throttles:?}"
+        );
+        assert_eq!(throttles[&quota], db.total().throttled_attempts);
+        assert!(quota.is_quota());
+        assert!(!ItemKey::code(&tenant("t1"), &code("c1"))
+            .pattern()
+            .is_quota());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_quota_counts_read_units_an_eventually_consistent_read_a_half_a_strong_one_a_whole()
+    {
+        let quota = Quota {
+            read_units_per_second: 100,
+            ..Quota::ON_DEMAND_DEFAULT
+        };
+        let mut served = Vec::new();
+        for consistency in [Consistency::Eventual, Consistency::Strong] {
+            let db = db_with_quotas(quota, Quota::ON_DEMAND_DEFAULT);
+            let tasks: Vec<_> = spread("c", 300)
+                .into_iter()
+                .map(|key| {
+                    let db = Arc::clone(&db);
+                    let read = Request::Get(Touch::new(key, 100), consistency);
+                    tokio::spawn(async move { db.request(&read).await })
+                })
+                .collect();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let throttled = db.throttles_by_pattern().into_keys().collect::<Vec<_>>();
+            served.push((db.total().read_half_units, throttled));
+            drop(tasks);
+        }
+        // 100 units a second: 200 eventually consistent reads of a half each, 100 strong ones.
+        let quota_pattern = vec![KeyPattern::quota(TABLE, "read units")];
+        assert_eq!(served, [(200, quota_pattern.clone()), (200, quota_pattern)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_index_has_a_quota_of_its_own_apart_from_the_tables_and_the_other_indexes() {
+        let db = db_with_quotas(Quota::ON_DEMAND_DEFAULT, writes_quota(500));
+        // 800 writes a second into each index, each entry under its own index key.
+        let tasks: Vec<_> = [keys::GSI1, keys::GSI2]
+            .into_iter()
+            .flat_map(|index| {
+                spread(index, 800)
+                    .into_iter()
+                    .enumerate()
+                    .map(move |(n, key)| {
+                        let entry = ItemKey::new(format!("TENANT#{index}#{n}"), "CODE#x");
+                        Touch::new(key, 100).with_index(index, entry, 100)
+                    })
+            })
+            .map(|touch| {
+                let db = Arc::clone(&db);
+                tokio::spawn(async move { db.request(&Request::Write(touch)).await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let writes: Vec<(String, u64)> = db
+            .peaks()
+            .into_iter()
+            .map(|(space, peak)| (space, peak.write_units))
+            .collect();
+        // Each index takes its 500; the table serves both indexes' writes, 1,000, past 500.
+        assert_eq!(
+            writes,
+            [
+                (keys::GSI1.to_owned(), 500),
+                (keys::GSI2.to_owned(), 500),
+                (TABLE.to_owned(), 1_000)
+            ]
+        );
+        let throttled: Vec<KeyPattern> = db.throttles_by_pattern().into_keys().collect();
+        assert_eq!(
+            throttled,
+            [
+                KeyPattern::quota(keys::GSI1, "write units"),
+                KeyPattern::quota(keys::GSI2, "write units")
+            ]
+        );
+        drop(tasks);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttle_for_the_quota_never_splits_a_partition() {
+        let config = |table_quota| DynamoConfig {
+            split_delay: Duration::from_secs(2),
+            table_quota,
+            ..DynamoConfig::default()
+        };
+        let t = tenant("heavy");
+        let mut splits = Vec::new();
+        // 1,500 writes a second on one partition key: past its partition's 1,000 (which splits
+        // it within the split delay), or past a quota of 500 (which it never reaches).
+        for quota in [Quota::ON_DEMAND_DEFAULT, writes_quota(500)] {
+            let db = db_with(config(quota));
+            for second in 0..20 {
+                let _tasks = burst(&db, (0..1_500).map(|n| one_home(&t, second * 10_000 + n)));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            splits.push((db.splits().total(), db.throttles_by_pattern()));
+        }
+        assert!(splits[0].0 >= 1, "the load splits a partition: {splits:?}");
+        assert_eq!(splits[1].0, 0, "{:?}", splits[1].1);
+        assert_eq!(
+            splits[1].1.keys().collect::<Vec<_>>(),
+            [&KeyPattern::quota(TABLE, "write units")]
+        );
     }
 
     #[tokio::test(start_paused = true)]
