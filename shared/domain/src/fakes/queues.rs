@@ -29,6 +29,10 @@ struct Queued {
     parked: Vec<(String, String)>,
     published: Vec<StaffQuotaReached>,
     replay_pages: Vec<crate::replay::Page>,
+    /// How long each reason's send takes (on tokio's clock), and the most ever in flight.
+    send_latency: Option<std::time::Duration>,
+    sends_in_flight: usize,
+    most_sends_in_flight: usize,
 }
 
 /// Every queue and the notification bus. Clones share what was sent. A fan-out is only
@@ -52,6 +56,16 @@ impl InMemoryQueues {
             queued: Arc::clone(&self.queued),
             index: Some(index),
         }
+    }
+
+    /// Each later reason's send takes `latency` before it is answered.
+    pub fn take_for_each_send(&self, latency: std::time::Duration) {
+        self.queued().send_latency = Some(latency);
+    }
+
+    /// The most reasons' sends that were in flight at once.
+    pub fn most_sends_in_flight(&self) -> usize {
+        self.queued().most_sends_in_flight
     }
 
     /// Reasons sending fails while on.
@@ -124,7 +138,17 @@ impl InMemoryQueues {
 #[async_trait::async_trait]
 impl ReasonQueue for InMemoryQueues {
     async fn send(&self, reason: &RefreshReason) -> Result<(), StoreError> {
+        let latency = {
+            let mut queued = self.queued();
+            queued.sends_in_flight += 1;
+            queued.most_sends_in_flight = queued.most_sends_in_flight.max(queued.sends_in_flight);
+            queued.send_latency
+        };
+        if let Some(latency) = latency {
+            tokio::time::sleep(latency).await;
+        }
         let mut queued = self.queued();
+        queued.sends_in_flight -= 1;
         if let Some(left) = &mut queued.sends_left {
             if *left == 0 {
                 return Err(StoreError::new(
