@@ -21,3 +21,16 @@ pub const LIMIT_2: u64 = 400;
 pub const ROUND_SECS: u64 = 20;
 /// A round waits until the work queues hold at most this many messages.
 pub const MAX_QUEUED: u64 = 1000;
+/// The default run's phases (`make bench` without `--long`), each of one kind of refresh where
+/// it can be. Unchanged: staff who send their own facts again (`online: true` while online), so
+/// every code they sit on is recomputed and found unchanged.
+pub const UNCHANGED_STAFF: usize = 10;
+/// Push: staff with no code in common flipped offline, so every refresh pushes once; at most
+/// this many codes (and never more than half the budget a minute), so none waits for budget.
+pub const PUSH_CODES: usize = 270;
+/// The burst: one more staff member sits on every code; going offline changes every list at
+/// once. At least this many list changes make a burst (issue 31's N).
+pub const MIN_BURST: usize = 2000;
+/// The 45009 phase: staff flipped offline until this many codes change, more than the
+/// sandbox's `LIMIT_2` allows in a minute.
+pub const THROTTLED_CODES: usize = 600;
