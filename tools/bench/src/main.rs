@@ -610,6 +610,7 @@ impl Bench<'_> {
         let args = self.args;
         let above = Checks {
             min_reasons: None,
+            min_burst: None,
             warm_share: None,
             throttled: false,
             minutes: false,
@@ -684,6 +685,7 @@ impl Bench<'_> {
                 limit: args.limit1,
                 drive: Drive::Burst,
                 checks: Checks {
+                    min_burst: Some(args.min_burst),
                     warm_share: Some(args.warm_share),
                     minutes: true,
                     ..above
