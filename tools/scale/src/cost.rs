@@ -115,6 +115,50 @@ pub struct MonthUsage {
     pub scheduler_invocations: u64,
 }
 
+impl MonthUsage {
+    /// Both months' usage together: a month counted in parts (the day's activity, the waves)
+    /// is billed as one. A function in both is one function; the tenants, the storage and the
+    /// NAT gateways are `self`'s when `other` has none.
+    pub fn plus(&self, other: &MonthUsage) -> MonthUsage {
+        let mut functions = self.functions.clone();
+        for theirs in &other.functions {
+            match functions.iter_mut().find(|f| f.function == theirs.function) {
+                Some(ours) => {
+                    ours.invocations += theirs.invocations;
+                    ours.billed_ms += theirs.billed_ms;
+                }
+                None => functions.push(theirs.clone()),
+            }
+        }
+        MonthUsage {
+            tenants: self.tenants.max(other.tenants),
+            scans: self.scans + other.scans,
+            functions,
+            api_rest_requests: self.api_rest_requests + other.api_rest_requests,
+            sqs: SqsRequests {
+                fifo: self.sqs.fifo + other.sqs.fifo,
+                standard: self.sqs.standard + other.sqs.standard,
+            },
+            dynamo: DynamoUsage {
+                read_units: self.dynamo.read_units + other.dynamo.read_units,
+                write_units: self.dynamo.write_units + other.dynamo.write_units,
+                storage_gb: self.dynamo.storage_gb + other.dynamo.storage_gb,
+                point_in_time_recovery: self.dynamo.point_in_time_recovery
+                    || other.dynamo.point_in_time_recovery,
+            },
+            logs: LogsUsage {
+                ingested_gb: self.logs.ingested_gb + other.logs.ingested_gb,
+                stored_gb: self.logs.stored_gb + other.logs.stored_gb,
+            },
+            custom_metrics: self.custom_metrics.max(other.custom_metrics),
+            alarms: self.alarms.max(other.alarms),
+            dashboards: self.dashboards.max(other.dashboards),
+            nat: self.nat.clone().or_else(|| other.nat.clone()),
+            scheduler_invocations: self.scheduler_invocations + other.scheduler_invocations,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FunctionUsage {
     pub function: String,
@@ -356,7 +400,8 @@ pub fn month_cost(usage: &MonthUsage) -> MonthCost {
         usage.scheduler_invocations as f64,
     );
     lines.sort_by(|a, b| b.usd.total_cmp(&a.usd));
-    let total_usd: f64 = lines.iter().map(|l| l.usd).sum();
+    // Folded from +0: an empty month's total prints as $0, not -0.
+    let total_usd = lines.iter().fold(0.0, |total, l| total + l.usd);
     MonthCost {
         lines,
         total_usd,
@@ -502,6 +547,63 @@ mod tests {
         });
         // 1,440 gateway-hours x $0.045 + 100 GB x $0.045 + 1,440 address-hours x $0.005
         assert!(close(cost.total_usd, 64.8 + 4.5 + 7.2));
+    }
+
+    #[test]
+    fn a_month_counted_in_parts_costs_what_its_parts_cost() {
+        let function = |invocations, billed_ms| FunctionUsage {
+            function: "Refresh".into(),
+            memory_mb: 512,
+            invocations,
+            billed_ms,
+            ..Default::default()
+        };
+        let day = MonthUsage {
+            tenants: 300,
+            scans: 1_000_000,
+            functions: vec![function(1_000_000, 50_000_000)],
+            sqs: SqsRequests {
+                fifo: 2_000_000,
+                standard: 10,
+            },
+            dynamo: DynamoUsage {
+                read_units: 1e6,
+                write_units: 1e6,
+                storage_gb: 10.0,
+                point_in_time_recovery: false,
+            },
+            scheduler_invocations: 50_000,
+            ..Default::default()
+        };
+        let waves = MonthUsage {
+            functions: vec![function(3_000_000, 90_000_000)],
+            sqs: SqsRequests {
+                fifo: 6_000_000,
+                standard: 0,
+            },
+            dynamo: DynamoUsage {
+                read_units: 4e6,
+                write_units: 2e6,
+                ..Default::default()
+            },
+            logs: LogsUsage {
+                ingested_gb: 2.0,
+                stored_gb: 2.0,
+            },
+            ..Default::default()
+        };
+        let whole = day.plus(&waves);
+        assert_eq!(whole.tenants, 300);
+        assert_eq!(whole.functions.len(), 1, "one function, billed once");
+        assert_eq!(whole.functions[0].invocations, 4_000_000);
+        assert_eq!(whole.sqs.fifo, 8_000_000);
+        assert!(close(whole.dynamo.storage_gb, 10.0));
+        let parts = month_cost(&day).total_usd + month_cost(&waves).total_usd;
+        assert!(close(month_cost(&whole).total_usd, parts));
+        assert!(close(
+            usd(&month_cost(&whole), "FIFO requests"),
+            usd(&month_cost(&waves), "FIFO requests") * 4.0 / 3.0
+        ));
     }
 
     #[test]

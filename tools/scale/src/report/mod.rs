@@ -4,8 +4,10 @@
 
 pub mod chart;
 mod month;
+mod waves;
 
-pub use month::{month_usage, MonthScale};
+pub use month::{month_parts, month_usage, MonthFunction, MonthParts, MonthScale};
+pub use waves::{Baseline, Driver, Edge, Wave};
 
 use crate::cost::{month_cost, PRICES_AS_OF, REGION};
 use crate::run::Outcome;
@@ -235,6 +237,22 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
         o.splits.shared,
         o.splits.keys
     );
+    let (recomputes, pushes) = o.measure.classes.iter().fold((0u64, 0u64), |(r, p), f| {
+        (
+            r + u64::from(f.refreshes.recomputes),
+            p + u64::from(f.refreshes.pushes),
+        )
+    });
+    if recomputes > 0 && pushes > 0 {
+        // Every unit counts, facts and sweeps included: what the refresh path's share costs
+        // per unit of its work, for comparing one step with the next.
+        let _ = writeln!(
+            out,
+            "  per recompute {:.1} read units; per push {:.1} write units (every unit of the stretch over the refresh's recomputes and pushes)",
+            d.read_units() / recomputes as f64,
+            d.write_units as f64 / pushes as f64
+        );
+    }
     let c = &o.dynamo_config;
     let _ = writeln!(
         out,
@@ -297,8 +315,24 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
 
     sweep_lines(&mut out, o);
 
-    let usage = month_usage(o, scale);
-    let cost = month_cost(&usage);
+    month_lines(&mut out, o, scale);
+    if let Some(chart) = chart {
+        let _ = writeln!(
+            out,
+            "\nchart: {chart} (facts waiting and the oldest's age, queue depths, the tick's minutes behind, DynamoDB throttles, per minute)"
+        );
+    }
+    out
+}
+
+/// The month at list prices: the total and what drives it, the largest lines, and the work
+/// the stretch left queued.
+fn month_lines(out: &mut String, o: &Outcome, scale: &MonthScale) {
+    let parts = month_parts(o, scale);
+    let cost = month_cost(&parts.total());
+    let continuous = month_cost(&parts.continuous).total_usd;
+    let shift_edges = month_cost(&parts.shift_edges).total_usd;
+    let midnights = month_cost(&parts.midnights).total_usd;
     let _ = writeln!(
         out,
         "\n## A month at list prices ({REGION}, prices as of {PRICES_AS_OF})\n\n{}\n",
@@ -306,8 +340,9 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
     );
     let _ = writeln!(
         out,
-        "total ${:.0} a month; per tenant-month ${:.3}; per million scans ${:.0}",
+        "total ${:.0} a month: the day's activity ${continuous:.0}, the waves ${:.0} (shift edges ${shift_edges:.0}, midnights ${midnights:.0}); per tenant-month ${:.3}; per million scans ${:.0}",
         cost.total_usd,
+        shift_edges + midnights,
         cost.per_tenant_month_usd.unwrap_or(0.0),
         cost.per_million_scans_usd.unwrap_or(0.0)
     );
@@ -318,13 +353,24 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
             line.service, line.what, line.usd, line.quantity, line.unit
         );
     }
-    if let Some(chart) = chart {
+    if parts.unfinished_messages > 0 {
+        let waves = shift_edges + midnights;
+        // What the backlog would have cost to finish, at what the waves' handled messages
+        // cost: rough (a queued fan-out is many refreshes), so beside the total, not in it.
+        let estimate = if waves > 0.0 && parts.wave_messages_handled > 0.0 {
+            format!(
+                "; at the waves' cost per message handled, finishing it would add about ${:.0} a month",
+                waves * parts.unfinished_per_month / parts.wave_messages_handled
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "\nchart: {chart} (facts waiting and the oldest's age, queue depths, the tick's minutes behind, DynamoDB throttles, per minute)"
+            "  not counted: {} messages still queued at the end in the queues the functions consume; an unfinished wave understates the waves' cost{estimate}",
+            thousands(parts.unfinished_messages)
         );
     }
-    out
 }
 
 /// The sweep's coverage: what its runs read back in the stretch, and how long reading back

@@ -81,6 +81,12 @@ pub struct Outcome {
     /// Each sample: (minute's start, minutes the tick's cursor is behind, facts waiting, the
     /// oldest waiting fact's age in ms).
     pub timeline: Vec<(u64, u64, u64, u64)>,
+    /// The usage counted by each minute's start, from the stretch's start to the end of
+    /// settling: the month's cost tells the day's usual minutes from the waves' by it.
+    pub usage_by_minute: Vec<UsageSoFar>,
+    /// The simulated tenants' staff by zone, and on each of the profile's shifts: what the
+    /// day's shift edges and midnights move, for weighing the stretch's against the day's.
+    pub staff_by_zone: Vec<ZoneStaff>,
     /// Why the run stopped before the stretch's end, if it did.
     pub stopped: Option<String>,
     pub load_seconds: f64,
@@ -100,6 +106,45 @@ pub struct Happened {
     pub callbacks_retried: u64,
     pub callbacks_lost: u64,
     pub admin_failures: u64,
+    /// A break is two flips, offline then online; those done (a break's end may fall after
+    /// the stretch).
+    pub staff_flips: u64,
+    pub reasons: ReasonsMade,
+}
+
+/// The changes the day's activity made the lists owe, by what made them: the month's cost
+/// weighs each by how often it happens in a day (`report::month`). Counted as the measure
+/// counts facts (a flip's on the staff member's codes with the offline check, a resignation's
+/// on all their codes), and an add's own reason with the facts of the limits it crossed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReasonsMade {
+    pub by_adds: u64,
+    pub by_flips: u64,
+    pub by_resignations: u64,
+}
+
+impl ReasonsMade {
+    pub fn total(&self) -> u64 {
+        self.by_adds + self.by_flips + self.by_resignations
+    }
+}
+
+/// Everything counted by one instant, from the stretch's start.
+#[derive(Debug, Clone)]
+pub struct UsageSoFar {
+    pub at_ms: u64,
+    pub happened: Happened,
+    pub queues: Vec<(String, QueueCounters)>,
+    pub functions: Vec<(String, FunctionCounters)>,
+}
+
+/// One zone's staff among the simulated tenants: all of them, and those on each of the
+/// profile's shifts (in the profile's order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneStaff {
+    pub zone: Tz,
+    pub staff: u64,
+    pub on_shift: Vec<u64>,
 }
 
 /// The truth the measure judges routing against: adds as they happened, and who resigned.
@@ -222,6 +267,7 @@ pub(super) async fn drive(
         });
     }
     let load_seconds = loading.elapsed().as_secs_f64();
+    let staff_by_zone = staff_by_zone(population, &tenants, profile.shift.len());
     let tenants = Arc::new(tenants);
 
     let world_options = WorldOptions {
@@ -238,6 +284,7 @@ pub(super) async fn drive(
         .spawn_sampler(Duration::from_millis(SAMPLE_EVERY_MS));
     let mut happenings = Happenings::new(profile, population, options.seed);
     let mut timeline = Vec::new();
+    let mut usage_by_minute = Vec::new();
     let mut zones: Vec<Tz> = tenants.iter().map(|t| t.zone).collect();
     zones.sort_by_key(|z| z.name());
     zones.dedup();
@@ -249,6 +296,7 @@ pub(super) async fn drive(
         if now_ms % 60_000 == 0 {
             shift_edges(profile, &tenants, &zones, &data, &shared, at, now_ms).await;
             let sampled = sample(&data, &shared, now_ms);
+            usage_by_minute.push(usage_so_far(&world, &shared, now_ms));
             if (now_ms - start_ms) % (5 * 60_000) == 0 {
                 progress(&world, zone, sampled, wall.elapsed());
             }
@@ -287,6 +335,7 @@ pub(super) async fn drive(
     while clock::now_ms() < settled_ms {
         if clock::now_ms() % 60_000 < 1_000 {
             timeline.push(sample(&data, &shared, clock::now_ms()));
+            usage_by_minute.push(usage_so_far(&world, &shared, clock::now_ms()));
             stopped = over_memory(
                 options,
                 &format!(
@@ -409,6 +458,8 @@ pub(super) async fn drive(
         sweep,
         schedules,
         timeline,
+        usage_by_minute,
+        staff_by_zone,
         stopped,
         load_seconds,
         wall_seconds: wall.elapsed().as_secs_f64(),
@@ -466,6 +517,51 @@ fn progress(world: &World<MeteredStore>, zone: Tz, sampled: (u64, u64, u64, u64)
     );
 }
 
+/// The usage counted so far, every queue's and function's (in the template's order).
+fn usage_so_far(world: &World<MeteredStore>, shared: &Shared, now_ms: u64) -> UsageSoFar {
+    UsageSoFar {
+        at_ms: now_ms,
+        happened: lock(&shared.happened).clone(),
+        queues: world
+            .settings
+            .queues
+            .keys()
+            .filter_map(|name| Some((name.clone(), world.sqs.counters(name).ok()?)))
+            .collect(),
+        functions: world
+            .settings
+            .functions
+            .keys()
+            .filter_map(|name| Some((name.clone(), world.account.counters(name).ok()?)))
+            .collect(),
+    }
+}
+
+/// The tenants' staff summed by zone, in all and on each shift.
+fn staff_by_zone(population: &Population, tenants: &[TenantView], shifts: usize) -> Vec<ZoneStaff> {
+    let mut zones: Vec<ZoneStaff> = Vec::new();
+    for (figures, view) in population.tenants.iter().zip(tenants) {
+        let at = match zones.iter().position(|z| z.zone == view.zone) {
+            Some(at) => at,
+            None => {
+                zones.push(ZoneStaff {
+                    zone: view.zone,
+                    staff: 0,
+                    on_shift: vec![0; shifts],
+                });
+                zones.len() - 1
+            }
+        };
+        let zone = &mut zones[at];
+        zone.staff += u64::from(figures.staff);
+        for (on_shift, staff) in zone.on_shift.iter_mut().zip(&view.by_shift) {
+            *on_shift += staff.len() as u64;
+        }
+    }
+    zones.sort_by_key(|z| z.zone.name());
+    zones
+}
+
 fn at_ms(ms: u64) -> DateTime<Utc> {
     Utc.timestamp_millis_opt(i64::try_from(ms).unwrap_or(i64::MAX))
         .single()
@@ -516,7 +612,7 @@ async fn shift_edges(
 }
 
 /// A fact at `at_ms` on every code `staff` sits on (only those with the offline check on, if
-/// `offline_check_only`).
+/// `offline_check_only`); how many.
 async fn facts_on_codes_of(
     data: &InMemoryStore,
     shared: &Shared,
@@ -524,9 +620,9 @@ async fn facts_on_codes_of(
     staff: &StaffId,
     at_ms: u64,
     offline_check_only: bool,
-) {
+) -> u64 {
     let Ok(codes) = StaffLedger::codes_of_staff(data, tenant, staff).await else {
-        return;
+        return 0;
     };
     let mut affected = Vec::with_capacity(codes.len());
     for code in codes {
@@ -542,6 +638,7 @@ async fn facts_on_codes_of(
     for code in &affected {
         measure.fact(tenant, code, at_ms);
     }
+    affected.len() as u64
 }
 
 /// What WeCom holds for the code: the last list it took, or the one it was created with.
@@ -658,7 +755,9 @@ async fn happen(
             lock(&shared.truth)
                 .resigned
                 .insert((view.id.clone(), staff.clone()));
-            facts_on_codes_of(data, shared, &view.id, &staff, clock::now_ms(), false).await;
+            let facts =
+                facts_on_codes_of(data, shared, &view.id, &staff, clock::now_ms(), false).await;
+            lock(&shared.happened).reasons.by_resignations += facts;
             let message = contact_callback(
                 view,
                 &[("ChangeType", "delete_user"), ("UserID", staff.as_str())],
@@ -717,12 +816,20 @@ async fn add(
             .filter(|limit| !before.contains(limit))
             .collect::<Vec<_>>()
     };
-    lock(&shared.happened).adds += 1;
     let now = clock::now_ms();
-    if crossed.iter().any(|limit| limit.company_wide()) {
-        facts_on_codes_of(data, shared, &view.id, member, now, false).await;
+    // The add's own reason on its code, and the facts of the limits it crossed.
+    let crossing_facts = if crossed.iter().any(|limit| limit.company_wide()) {
+        facts_on_codes_of(data, shared, &view.id, member, now, false).await
     } else if !crossed.is_empty() {
         lock(&shared.measure).fact(&view.id, code, now);
+        1
+    } else {
+        0
+    };
+    {
+        let mut happened = lock(&shared.happened);
+        happened.adds += 1;
+        happened.reasons.by_adds += 1 + crossing_facts;
     }
     let customer = format!("wm{}x{}", clock::now_ms(), member.as_str());
     let message = add_callback(view, code, member, &customer);
@@ -737,7 +844,12 @@ async fn set_online(
     staff: &StaffId,
     online: bool,
 ) {
-    facts_on_codes_of(data, shared, &view.id, staff, clock::now_ms(), true).await;
+    let facts = facts_on_codes_of(data, shared, &view.id, staff, clock::now_ms(), true).await;
+    {
+        let mut happened = lock(&shared.happened);
+        happened.staff_flips += 1;
+        happened.reasons.by_flips += facts;
+    }
     let Ok(admin) = world.admin() else {
         lock(&shared.happened).admin_failures += 1;
         return;

@@ -10,7 +10,7 @@
 
 mod drive;
 
-pub use drive::{Happened, Outcome};
+pub use drive::{Happened, Outcome, ReasonsMade, UsageSoFar, ZoneStaff};
 
 use crate::population::Population;
 use crate::ports::wecom::EgressIps;
