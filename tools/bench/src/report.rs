@@ -4,7 +4,7 @@
 use crate::attribution::{attribute, Attribution, Charged, Sample, OUTCOMES};
 use crate::sandbox::Call;
 use crate::world::Budget;
-use stack_client::report::{quantiles, Lines};
+use stack_client::report::{quantiles, thousands, Lines};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -232,19 +232,6 @@ fn secs(ms: u64) -> String {
 /// `hh:mm` UTC of a minute since the epoch.
 fn clock(minute: u64) -> String {
     format!("{:02}:{:02}", minute / 60 % 24, minute % 60)
-}
-
-/// A count with thousands separators (1,234).
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The counters the refresh function keeps per tenant-day, as the report names them.

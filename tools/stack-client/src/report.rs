@@ -66,6 +66,19 @@ impl Lines {
     }
 }
 
+/// A count with thousands separators (1,234).
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The nearest-rank percentile `p` (0 to 100) of `sorted`; 0 when there is no value.
 pub fn percentile(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
