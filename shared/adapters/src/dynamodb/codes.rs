@@ -17,7 +17,7 @@ use domain::ids::TenantId;
 use domain::ids::{CodeId, DepartmentId, StaffId};
 use domain::lanes::{CodeAge, Lane};
 use domain::membership::{
-    candidates, AddCounts, CodeConfig, RotationSlot, StaffFacts, MAX_DEPARTMENT_CANDIDATES,
+    candidates, AddCounts, CodeConfig, RotationSlot, MAX_DEPARTMENT_CANDIDATES,
 };
 use domain::owed::replan;
 use domain::refresh::{AfterRecord, CodeRecords, FencedWrite, Lease, PushRecord, Tally};
@@ -29,13 +29,6 @@ use std::collections::{BTreeSet, HashMap};
 
 /// Push history is kept for reports and audits, then collected.
 const PUSH_LOG_TTL_SECS: u64 = 30 * 24 * 3600;
-
-/// The staff facts, add counters and acquisition links of a snapshot's people.
-type PeopleFacts = (
-    HashMap<StaffId, StaffFacts>,
-    HashMap<StaffId, AddCounts>,
-    HashMap<StaffId, String>,
-);
 
 /// A code item as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -468,22 +461,140 @@ impl CodeFacts for DynamoStore {
         code: &CodeId,
         now_ms: u64,
     ) -> Result<Option<CodeSnapshot>, StoreError> {
-        let first = self
-            .batch_get(vec![
-                tenant_key(tenant, keys::PROFILE.to_owned()),
-                tenant_key(tenant, keys::code(code)),
-                tenant_key(tenant, keys::pushed(code)),
-                tenant_key(tenant, keys::dirty(code)),
-                tenant_key(tenant, keys::lease(code)),
-            ])
-            .await?;
-        let by_sk: HashMap<String, Item> = first
-            .into_iter()
-            .filter_map(|item| Some((get_s(&item, keys::SK)?.to_owned(), item)))
-            .collect();
-        let (Some(profile), Some(code_item)) =
-            (by_sk.get(keys::PROFILE), by_sk.get(&keys::code(code)))
-        else {
+        self.snapshots(&[(tenant, code)], now_ms)
+            .await
+            .pop()
+            .unwrap_or(Ok(None))
+    }
+
+    /// Two strongly consistent batch reads for all of `codes` (more only past 100 keys, or for
+    /// codes that list departments): every code's own items with each tenant's profile once,
+    /// then every candidate's staff item and add counters, each key once however many of the
+    /// codes list that staff member.
+    #[tracing::instrument(skip_all, fields(codes = codes.len()))]
+    async fn snapshots(
+        &self,
+        codes: &[(&TenantId, &CodeId)],
+        now_ms: u64,
+    ) -> Vec<Result<Option<CodeSnapshot>, StoreError>> {
+        match self.read_snapshots(codes, now_ms).await {
+            Ok(snapshots) => snapshots,
+            Err(error) => codes
+                .iter()
+                .map(|_| Err(StoreError::new(error.what, error.to_string())))
+                .collect(),
+        }
+    }
+}
+
+/// Keys read in one batch, each once (BatchGetItem refuses a request that names a key twice).
+#[derive(Default)]
+struct Wanted {
+    seen: BTreeSet<(String, String)>,
+    keys: Vec<Item>,
+}
+
+impl Wanted {
+    fn add(&mut self, tenant: &TenantId, sk: String) {
+        let pk = keys::home(tenant, &sk);
+        if self.seen.insert((pk.clone(), sk.clone())) {
+            self.keys.push(super::key(pk, sk));
+        }
+    }
+}
+
+/// The items a batch read found, by key.
+struct Found(HashMap<(String, String), Item>);
+
+impl Found {
+    fn of(items: Vec<Item>) -> Self {
+        Self(
+            items
+                .into_iter()
+                .filter_map(|item| {
+                    let pk = get_s(&item, keys::PK)?.to_owned();
+                    let sk = get_s(&item, keys::SK)?.to_owned();
+                    Some(((pk, sk), item))
+                })
+                .collect(),
+        )
+    }
+
+    fn get(&self, tenant: &TenantId, sk: &str) -> Option<&Item> {
+        self.0.get(&(keys::home(tenant, sk), sk.to_owned()))
+    }
+}
+
+/// A code's own items as read, before its candidates' are.
+struct CodeRead {
+    profile: domain::tenants::TenantProfile,
+    code: StoredCode,
+    last_pushed: Option<PushedList>,
+    dirty_since_ms: Option<u64>,
+    lease: LeaseSeen,
+    departments: HashMap<DepartmentId, BTreeSet<StaffId>>,
+    people: BTreeSet<StaffId>,
+    counters: CountersRead,
+    day: String,
+}
+
+impl DynamoStore {
+    async fn read_snapshots(
+        &self,
+        codes: &[(&TenantId, &CodeId)],
+        now_ms: u64,
+    ) -> Result<Vec<Result<Option<CodeSnapshot>, StoreError>>, StoreError> {
+        let mut first = Wanted::default();
+        for (tenant, code) in codes {
+            first.add(tenant, keys::PROFILE.to_owned());
+            for sk in [
+                keys::code(code),
+                keys::pushed(code),
+                keys::dirty(code),
+                keys::lease(code),
+            ] {
+                first.add(tenant, sk);
+            }
+        }
+        let first = Found::of(self.batch_get(first.keys).await?);
+        let own = codes
+            .iter()
+            .map(|(tenant, code)| self.code_read(&first, tenant, code, now_ms));
+        let own: Vec<Result<Option<CodeRead>, StoreError>> = futures::future::join_all(own).await;
+        let mut people = Wanted::default();
+        for ((tenant, code), read) in codes.iter().zip(&own) {
+            if let Ok(Some(read)) = read {
+                for staff in &read.people {
+                    for sk in read.counters.keys(&read.day, code, staff) {
+                        people.add(tenant, sk);
+                    }
+                }
+            }
+        }
+        let people = Found::of(self.batch_get(people.keys).await?);
+        Ok(codes
+            .iter()
+            .zip(own)
+            .map(|((tenant, code), read)| {
+                Ok(read?.map(|read| read.into_snapshot(&people, tenant, code, now_ms)))
+            })
+            .collect())
+    }
+
+    /// A code's own items from `first`, and its departments (read now, as they decide its
+    /// candidates). `Ok(None)` when the tenant or the code does not exist, or WeCom no longer
+    /// knows the code.
+    async fn code_read(
+        &self,
+        first: &Found,
+        tenant: &TenantId,
+        code: &CodeId,
+        now_ms: u64,
+    ) -> Result<Option<CodeRead>, StoreError> {
+        let (Some(profile), Some(code_item)) = (
+            first.get(tenant, keys::PROFILE),
+            first.get(tenant, &keys::code(code)),
+        ) else {
             return Ok(None);
         };
         // WeCom answered 41044 for it (`FailureMarks::mark_code_gone`): refreshed no more.
@@ -492,14 +603,14 @@ impl CodeFacts for DynamoStore {
         }
         let profile = Self::profile_from(profile)?;
         let record = code_record(code_item)?;
-        let last_pushed = by_sk.get(&keys::pushed(code)).map(|item| PushedList {
-            users: parse_staff(&get_strings(item, "users")),
-            pushed_at_ms: get_n(item, "pushed_at_ms").unwrap_or(0),
-            starved: get_bool(item, "starved").unwrap_or(false),
-            rotation: get_s(item, "rotation").and_then(|raw| serde_json::from_str(raw).ok()),
-        });
-
-        let day = tenant_day(now_ms, profile.timezone);
+        let last_pushed = first
+            .get(tenant, &keys::pushed(code))
+            .map(|item| PushedList {
+                users: parse_staff(&get_strings(item, "users")),
+                pushed_at_ms: get_n(item, "pushed_at_ms").unwrap_or(0),
+                starved: get_bool(item, "starved").unwrap_or(false),
+                rotation: get_s(item, "rotation").and_then(|raw| serde_json::from_str(raw).ok()),
+            });
         let departments = self
             .departments_for_candidates(tenant, &record.code.config)
             .await?;
@@ -512,29 +623,87 @@ impl CodeFacts for DynamoStore {
             on_code_total: record.code.config.switches.add_limit.is_some(),
             all_codes: profile.company_daily_cap.is_some(),
         };
-        let (staff, adds, links) = self
-            .people_facts(tenant, code, &day, people, counters)
-            .await?;
-        Ok(Some(CodeSnapshot {
+        Ok(Some(CodeRead {
+            day: tenant_day(now_ms, profile.timezone),
             profile,
             code: record.code,
-            staff,
-            adds,
-            departments,
-            now_ms,
             last_pushed,
-            dirty_since_ms: by_sk
-                .get(&keys::dirty(code))
+            dirty_since_ms: first
+                .get(tenant, &keys::dirty(code))
                 .and_then(|item| get_n(item, "marked_at_ms")),
-            links,
-            lease: by_sk
-                .get(&keys::lease(code))
+            lease: first
+                .get(tenant, &keys::lease(code))
                 .map(|item| LeaseSeen {
                     acquisitions: get_n(item, "acquisitions").unwrap_or(0),
                     held_until_ms: get_n(item, "lease_expires_ms").unwrap_or(0),
                 })
                 .unwrap_or_default(),
+            departments,
+            people,
+            counters,
         }))
+    }
+}
+
+impl CodeRead {
+    /// The snapshot, with the staff facts, add counters and acquisition links of its
+    /// candidates from `people`: a staff member with no record has no facts, and a counter
+    /// never written (or not read) counts 0.
+    fn into_snapshot(
+        self,
+        people: &Found,
+        tenant: &TenantId,
+        code: &CodeId,
+        now_ms: u64,
+    ) -> CodeSnapshot {
+        let count = |sk: String| {
+            people
+                .get(tenant, &sk)
+                .and_then(|item| get_n::<u32>(item, "adds"))
+                .unwrap_or(0)
+        };
+        let day = &self.day;
+        let mut staff = HashMap::new();
+        let mut adds = HashMap::new();
+        let mut links = HashMap::new();
+        for person in self.people {
+            if let Some(item) = people.get(tenant, &keys::staff(&person)) {
+                staff.insert(person.clone(), staff_from(item));
+                if let Some(url) = get_s(item, LINK_URL) {
+                    links.insert(person.clone(), url.to_owned());
+                }
+            }
+            let counts = AddCounts {
+                on_code: if self.counters.on_code {
+                    count(keys::adds_today_on_code(day, code, &person))
+                } else {
+                    0
+                },
+                all_codes: if self.counters.all_codes {
+                    count(keys::adds_today_all_codes(day, &person))
+                } else {
+                    0
+                },
+                on_code_total: if self.counters.on_code_total {
+                    count(keys::adds_total(code, &person))
+                } else {
+                    0
+                },
+            };
+            adds.insert(person, counts);
+        }
+        CodeSnapshot {
+            profile: self.profile,
+            code: self.code,
+            staff,
+            adds,
+            departments: self.departments,
+            now_ms,
+            last_pushed: self.last_pushed,
+            dirty_since_ms: self.dirty_since_ms,
+            links,
+            lease: self.lease,
+        }
     }
 }
 
@@ -550,66 +719,25 @@ struct CountersRead {
     all_codes: bool,
 }
 
-impl DynamoStore {
-    /// The staff facts, the add counters `counters` names on `code` and the acquisition link of
-    /// every one of `people`, in strongly consistent batch reads; a staff member with no record
-    /// has no facts, and a counter never written (or not read) counts 0.
-    async fn people_facts(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        day: &str,
-        people: BTreeSet<StaffId>,
-        counters: CountersRead,
-    ) -> Result<PeopleFacts, StoreError> {
-        let mut wanted = Vec::with_capacity(people.len() * 4);
-        for staff in &people {
-            wanted.push(tenant_key(tenant, keys::staff(staff)));
-            if counters.on_code {
-                wanted.push(tenant_key(
-                    tenant,
-                    keys::adds_today_on_code(day, code, staff),
-                ));
-            }
-            if counters.all_codes {
-                wanted.push(tenant_key(tenant, keys::adds_today_all_codes(day, staff)));
-            }
-            if counters.on_code_total {
-                wanted.push(tenant_key(tenant, keys::adds_total(code, staff)));
-            }
+impl CountersRead {
+    /// The keys a recompute of `code` reads for `staff`: the staff item, and the counters of
+    /// the limits it has.
+    fn keys(&self, day: &str, code: &CodeId, staff: &StaffId) -> Vec<String> {
+        let mut wanted = vec![keys::staff(staff)];
+        if self.on_code {
+            wanted.push(keys::adds_today_on_code(day, code, staff));
         }
-        let found: HashMap<String, Item> = self
-            .batch_get(wanted)
-            .await?
-            .into_iter()
-            .filter_map(|item| Some((get_s(&item, keys::SK)?.to_owned(), item)))
-            .collect();
-        let count = |sk: String| {
-            found
-                .get(&sk)
-                .and_then(|item| get_n::<u32>(item, "adds"))
-                .unwrap_or(0)
-        };
-        let mut staff = HashMap::new();
-        let mut adds = HashMap::new();
-        let mut links = HashMap::new();
-        for person in people {
-            if let Some(item) = found.get(&keys::staff(&person)) {
-                staff.insert(person.clone(), staff_from(item));
-                if let Some(url) = get_s(item, LINK_URL) {
-                    links.insert(person.clone(), url.to_owned());
-                }
-            }
-            let counts = AddCounts {
-                on_code: count(keys::adds_today_on_code(day, code, &person)),
-                all_codes: count(keys::adds_today_all_codes(day, &person)),
-                on_code_total: count(keys::adds_total(code, &person)),
-            };
-            adds.insert(person, counts);
+        if self.all_codes {
+            wanted.push(keys::adds_today_all_codes(day, staff));
         }
-        Ok((staff, adds, links))
+        if self.on_code_total {
+            wanted.push(keys::adds_total(code, staff));
+        }
+        wanted
     }
+}
 
+impl DynamoStore {
     /// Writes `items` with the lease fence appended, in one transaction: all or nothing, and
     /// nothing when the lease was taken over.
     async fn fenced_write(

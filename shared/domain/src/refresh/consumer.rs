@@ -90,6 +90,18 @@ impl<'a> CodeWork<'a> {
         }
     }
 
+    /// The refresh its reasons ask for, to be done by `deadline_ms`.
+    fn request(&self, deadline_ms: u64) -> RefreshRequest<'_> {
+        RefreshRequest {
+            tenant: &self.reason.reason.tenant,
+            code: &self.reason.reason.code,
+            fact_at_ms: &self.fact_at_ms,
+            lane: self.lane,
+            resync: self.reason.resync,
+            deadline_ms,
+        }
+    }
+
     fn is_for(&self, reason: &RetriedReason) -> bool {
         self.reason.reason.tenant == reason.reason.tenant
             && self.reason.reason.code == reason.reason.code
@@ -221,11 +233,21 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
         }
         // The codes of a batch are refreshed side by side: each is its own message group and
         // its own lease, so nothing orders them, and one code's WeCom call does not wait on the
-        // nine before it (the batch's time, and its billed duration, was their sum).
+        // nine before it (the batch's time, and its billed duration, was their sum). What they
+        // share is read once for all (`Refresher::refresh_batch`).
+        let last_receives = work
+            .iter()
+            .filter(|code| is_last_receive(code.receive_count, self.max_receives))
+            .map(|code| self.mark_last_receive(code));
+        futures::future::join_all(last_receives).await;
+        let asks: Vec<RefreshRequest<'_>> =
+            work.iter().map(|code| code.request(deadline_ms)).collect();
         let tallies = Tallies::default();
+        let results = self.refresher.refresh_batch(&asks, &tallies).await;
         let parts = work
             .into_iter()
-            .map(|code| self.refreshed(code, deadline_ms, &tallies));
+            .zip(results)
+            .map(|(code, result)| self.refreshed(code, result));
         for part in futures::future::join_all(parts).await {
             batch.absorb(part);
         }
@@ -233,17 +255,24 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
         batch
     }
 
-    /// One code's refresh, and what of the batch it failed.
+    /// What one code's refresh leaves of the batch: its reasons sent down their path, and the
+    /// messages to redeliver.
     async fn refreshed(
         &self,
         code: CodeWork<'_>,
-        deadline_ms: u64,
-        tallies: &Tallies,
+        result: Result<Outcome, RefreshError>,
     ) -> PartialBatch {
         let mut part = PartialBatch::default();
-        self.refresh_code(&mut part, code, deadline_ms, tallies)
-            .await;
+        self.after_refresh(&mut part, code, result).await;
         part
+    }
+
+    /// A code on its last receive before the queue's own redrive is marked dirty first: a
+    /// redriven message passes no code of ours.
+    async fn mark_last_receive(&self, code: &CodeWork<'_>) {
+        let (tenant, code_id) = (&code.reason.reason.tenant, &code.reason.reason.code);
+        tracing::warn!(tenant = %tenant, code = %code_id, receive_count = code.receive_count, "last receive before the queue's redrive; code marked dirty first");
+        self.mark_dirty(code, DirtyWhy::LastReceive).await;
     }
 
     /// A reason whose delay is served goes back to refresh.fifo, in its code's group.
@@ -263,27 +292,13 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
     /// Logs at info only what changed WeCom (a push, bounded by the budget); a recompute that
     /// changed nothing and a put-off are debug lines, as they are the bulk at production volume
     /// and the metrics count them (docs/design/refresh.md, "Logs").
-    async fn refresh_code(
+    async fn after_refresh(
         &self,
         batch: &mut PartialBatch,
         code: CodeWork<'_>,
-        deadline_ms: u64,
-        tallies: &Tallies,
+        result: Result<Outcome, RefreshError>,
     ) {
         let (tenant, code_id) = (&code.reason.reason.tenant, &code.reason.reason.code);
-        if is_last_receive(code.receive_count, self.max_receives) {
-            tracing::warn!(tenant = %tenant, code = %code_id, receive_count = code.receive_count, "last receive before the queue's redrive; code marked dirty first");
-            self.mark_dirty(&code, DirtyWhy::LastReceive).await;
-        }
-        let asked = RefreshRequest {
-            tenant,
-            code: code_id,
-            fact_at_ms: &code.fact_at_ms,
-            lane: code.lane,
-            resync: code.reason.resync,
-            deadline_ms,
-        };
-        let result = self.refresher.refresh_counted(asked, tallies).await;
         match &result {
             Ok(Outcome::Pushed(users)) => {
                 tracing::info!(tenant = %tenant, code = %code_id, reasons = code.messages.len(), outcome = %format!("pushed {} users", users.len()), "code refreshed");

@@ -30,6 +30,10 @@ use crate::StoreError;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use tracing::Instrument;
+
+/// A refresh's outcome and, when the tenant was found, its timezone (its day names the tally).
+type Leased = Result<(Outcome, Option<Timezone>), RefreshError>;
 
 /// One completed push, as recorded after WeCom accepted it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -291,14 +295,103 @@ where
 
     /// `refresh`, its counts added to `tallies` for the caller to record with the rest of its
     /// batch (`record_tallies`).
-    #[tracing::instrument(skip(self, asked, tallies), fields(tenant = %asked.tenant, code = %asked.code, reasons = asked.fact_at_ms.len(), lane = ?asked.lane))]
     pub async fn refresh_counted(
         &self,
         asked: RefreshRequest<'_>,
         tallies: &Tallies,
     ) -> Result<Outcome, RefreshError> {
+        let span = refresh_span(&asked);
+        async {
+            let now_ms = (self.clock)();
+            let result = self.refresh_leased(asked, now_ms).await;
+            self.counted(asked, now_ms, result, tallies)
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// `refresh_counted` for each code of one batch, side by side, in their order. What the
+    /// codes share is read once for all of them (`CodeFacts::snapshots`: a tenant's profile, a
+    /// staff member's facts and day's adds), after every reason of the batch was sent; each
+    /// code then goes on alone, under its own lease. A code put off before its read (out of
+    /// time, its tenant's budget spent, the slow lane) reads nothing.
+    pub async fn refresh_batch(
+        &self,
+        asks: &[RefreshRequest<'_>],
+        tallies: &Tallies,
+    ) -> Vec<Result<Outcome, RefreshError>> {
         let now_ms = (self.clock)();
-        let (outcome, timezone) = self.refresh_leased(asked, now_ms).await?;
+        let before = futures::future::join_all(asks.iter().map(|asked| {
+            self.before_snapshot(*asked, now_ms)
+                .instrument(refresh_span(asked))
+        }))
+        .await;
+        let mut results: Vec<Option<Leased>> = Vec::with_capacity(asks.len());
+        let mut reading = Vec::new();
+        for (at, before) in before.into_iter().enumerate() {
+            match before {
+                Ok(None) => {
+                    reading.push(at);
+                    results.push(None);
+                }
+                Ok(Some(ended)) => results.push(Some(Ok(ended))),
+                Err(error) => results.push(Some(Err(error))),
+            }
+        }
+        let wanted: Vec<(&TenantId, &CodeId)> = reading
+            .iter()
+            .map(|&at| (asks[at].tenant, asks[at].code))
+            .collect();
+        let mut snapshots = self.facts.snapshots(&wanted, now_ms).await.into_iter();
+        let read: Vec<(usize, Result<Option<CodeSnapshot>, StoreError>)> = reading
+            .iter()
+            .map(|&at| {
+                let snapshot = snapshots.next().unwrap_or_else(|| {
+                    Err(StoreError::new(
+                        "table",
+                        "a snapshot missing from the batch read",
+                    ))
+                });
+                (at, snapshot)
+            })
+            .collect();
+        let rest = futures::future::join_all(read.into_iter().map(|(at, snapshot)| async move {
+            let result = match snapshot {
+                Ok(snapshot) => {
+                    self.after_snapshot(asks[at], now_ms, snapshot)
+                        .instrument(refresh_span(&asks[at]))
+                        .await
+                }
+                Err(error) => Err(error.into()),
+            };
+            (at, result)
+        }))
+        .await;
+        for (at, result) in rest {
+            results[at] = Some(result);
+        }
+        asks.iter()
+            .zip(results)
+            .map(|(asked, result)| {
+                let result = result.unwrap_or_else(|| {
+                    Err(StoreError::new("table", "a code of the batch was not refreshed").into())
+                });
+                let _entered = refresh_span(asked).entered();
+                self.counted(*asked, now_ms, result, tallies)
+            })
+            .collect()
+    }
+
+    /// The outcome of one refresh that began at `now_ms`, counted in `tallies` and the
+    /// metrics.
+    fn counted(
+        &self,
+        asked: RefreshRequest<'_>,
+        now_ms: u64,
+        result: Leased,
+        tallies: &Tallies,
+    ) -> Result<Outcome, RefreshError> {
+        let (outcome, timezone) = result?;
         let reasons = u32::try_from(asked.fact_at_ms.len()).unwrap_or(u32::MAX);
         let mut tally = Tally::default();
         match &outcome {
@@ -375,17 +468,25 @@ where
 
     /// The refresh up to its outcome, and the tenant's timezone when the tenant was found
     /// (its day names the tally).
-    ///
-    /// The snapshot is read before the lease: a code whose lease is free and whose recompute
-    /// leaves nothing to write (WeCom has the list, the rotation is kept, no mark) is done
-    /// without taking it. Otherwise the lease is taken only if nobody took it since the read
-    /// (`LeaseSeen::acquisitions`), so no writer pushed in between and the snapshot is as good
-    /// as one read under the lease; when somebody did, it is read again under the lease.
-    async fn refresh_leased(
+    async fn refresh_leased(&self, asked: RefreshRequest<'_>, now_ms: u64) -> Leased {
+        if let Some(ended) = self.before_snapshot(asked, now_ms).await? {
+            return Ok(ended);
+        }
+        let snapshot = self
+            .facts
+            .snapshot(asked.tenant, asked.code, now_ms)
+            .await?;
+        self.after_snapshot(asked, now_ms, snapshot).await
+    }
+
+    /// What ends a refresh before its snapshot is read: too little time left, the tenant's
+    /// budget known spent, or the lane policy sending the code to the slow lane. `None` when
+    /// the snapshot is to be read.
+    async fn before_snapshot(
         &self,
         asked: RefreshRequest<'_>,
         now_ms: u64,
-    ) -> Result<(Outcome, Option<Timezone>), RefreshError> {
+    ) -> Result<Option<(Outcome, Option<Timezone>)>, RefreshError> {
         // A code that could not make even one call before the deadline is not started: its
         // lease would only hold the next writer off.
         if !asked.leaves_time_for(now_ms, self.lease_times.call_ms) {
@@ -393,7 +494,7 @@ where
                 cause: PutOffCause::OutOfTime,
                 retry_after_ms: 0,
             };
-            return Ok((outcome, None));
+            return Ok(Some((outcome, None)));
         }
         if let Some((retry_after_ms, timezone)) = self.budget_spent_for(asked.tenant, now_ms) {
             tracing::debug!(
@@ -404,7 +505,7 @@ where
                 cause: PutOffCause::Budget,
                 retry_after_ms,
             };
-            return Ok((outcome, Some(timezone)));
+            return Ok(Some((outcome, Some(timezone))));
         }
         if asked.lane == Lane::Fast {
             let age = if self.lanes.needs_age(asked.tenant) {
@@ -413,11 +514,27 @@ where
                 None
             };
             if self.lanes.lane_for(asked.tenant, age, now_ms) == Lane::Slow {
-                return Ok((Outcome::ToSlowLane, None));
+                return Ok(Some((Outcome::ToSlowLane, None)));
             }
         }
+        Ok(None)
+    }
+
+    /// The refresh from its snapshot on.
+    ///
+    /// The snapshot is read before the lease: a code whose lease is free and whose recompute
+    /// leaves nothing to write (WeCom has the list, the rotation is kept, no mark) is done
+    /// without taking it. Otherwise the lease is taken only if nobody took it since the read
+    /// (`LeaseSeen::acquisitions`), so no writer pushed in between and the snapshot is as good
+    /// as one read under the lease; when somebody did, it is read again under the lease.
+    async fn after_snapshot(
+        &self,
+        asked: RefreshRequest<'_>,
+        now_ms: u64,
+        snapshot: Option<CodeSnapshot>,
+    ) -> Leased {
         let (tenant, code) = (asked.tenant, asked.code);
-        let Some(snapshot) = self.facts.snapshot(tenant, code, now_ms).await? else {
+        let Some(snapshot) = snapshot else {
             return Ok((Outcome::CodeNotFound, None));
         };
         let timezone = snapshot.profile.timezone;
@@ -1128,3 +1245,8 @@ fn lease_lost() -> Outcome {
 
 #[cfg(test)]
 mod tests;
+
+/// The span every line of one code's refresh is logged in.
+fn refresh_span(asked: &RefreshRequest<'_>) -> tracing::Span {
+    tracing::info_span!("refresh", tenant = %asked.tenant, code = %asked.code, reasons = asked.fact_at_ms.len(), lane = ?asked.lane)
+}

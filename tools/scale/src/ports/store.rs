@@ -917,63 +917,145 @@ impl CodeFacts for MeteredStore {
         code: &CodeId,
         now_ms_at: u64,
     ) -> Result<Option<CodeSnapshot>, StoreError> {
-        let found = self.data.snapshot(tenant, code, now_ms_at).await?;
-        let first = match &found {
-            Some(snapshot) => [
-                profile_bytes(tenant, &snapshot.profile),
-                code_bytes(tenant, code, &snapshot.code),
-                snapshot
-                    .last_pushed
-                    .as_ref()
-                    .map_or(0, |pushed| pushed_list_bytes(tenant, code, pushed)),
-                snapshot
-                    .dirty_since_ms
-                    .map_or(0, |_| dirty_bytes(tenant, code)),
-                if snapshot.lease.acquisitions > 0 {
-                    lease_bytes(tenant, code)
-                } else {
-                    0
-                },
-            ],
-            None => [
-                self.data
-                    .stored_profile(tenant)
-                    .map_or(0, |profile| profile_bytes(tenant, &profile)),
-                self.data
-                    .stored_code(tenant, code)
-                    .map_or(0, |stored| code_bytes(tenant, code, &stored.code)),
-                self.data
-                    .stored_pushed(tenant, code)
-                    .map_or(0, |pushed| pushed_list_bytes(tenant, code, &pushed)),
-                self.data
-                    .dirty_mark(tenant, code)
-                    .map_or(0, |_| dirty_bytes(tenant, code)),
-                0,
-            ],
-        };
-        let first_keys = [
-            ItemKey::of(tenant, keys::PROFILE),
-            ItemKey::code(tenant, code),
-            ItemKey::pushed(tenant, code),
-            dirty_key(tenant, code),
-            ItemKey::lease(tenant, code),
-        ];
-        let touches = first_keys
-            .into_iter()
-            .zip(first)
-            .map(|(key, bytes)| Touch::new(key, bytes))
-            .collect();
-        self.batch_get(touches).await?;
-        let Some(snapshot) = found else {
-            return Ok(None);
-        };
+        self.snapshots(&[(tenant, code)], now_ms_at)
+            .await
+            .pop()
+            .unwrap_or(Ok(None))
+    }
+
+    /// As the adapter reads them: one batch read of every code's own items with each
+    /// tenant's profile once, each code's departments, then one batch read of every
+    /// candidate's staff item and counters, each key once.
+    async fn snapshots(
+        &self,
+        codes: &[(&TenantId, &CodeId)],
+        now_ms_at: u64,
+    ) -> Vec<Result<Option<CodeSnapshot>, StoreError>> {
+        let mut found = Vec::with_capacity(codes.len());
+        for (tenant, code) in codes {
+            found.push(self.data.snapshot(tenant, code, now_ms_at).await);
+        }
+        match self.meter_snapshots(codes, &found, now_ms_at).await {
+            Ok(()) => found,
+            Err(error) => codes
+                .iter()
+                .map(|_| Err(StoreError::new(error.what, error.to_string())))
+                .collect(),
+        }
+    }
+}
+
+/// Touches read in one batch, each key once.
+#[derive(Default)]
+struct SharedTouches {
+    seen: std::collections::HashSet<ItemKey>,
+    touches: Vec<Touch>,
+}
+
+impl SharedTouches {
+    fn add(&mut self, key: ItemKey, bytes: usize) {
+        if self.seen.insert(key.clone()) {
+            self.touches.push(Touch::new(key, bytes));
+        }
+    }
+}
+
+impl MeteredStore {
+    /// The requests of `snapshots` for `codes`, whose snapshots `found` read.
+    async fn meter_snapshots(
+        &self,
+        codes: &[(&TenantId, &CodeId)],
+        found: &[Result<Option<CodeSnapshot>, StoreError>],
+        now_ms_at: u64,
+    ) -> Result<(), StoreError> {
+        let mut first = SharedTouches::default();
+        for ((tenant, code), found) in codes.iter().zip(found) {
+            let bytes = match found {
+                Ok(Some(snapshot)) => [
+                    profile_bytes(tenant, &snapshot.profile),
+                    code_bytes(tenant, code, &snapshot.code),
+                    snapshot
+                        .last_pushed
+                        .as_ref()
+                        .map_or(0, |pushed| pushed_list_bytes(tenant, code, pushed)),
+                    snapshot
+                        .dirty_since_ms
+                        .map_or(0, |_| dirty_bytes(tenant, code)),
+                    if snapshot.lease.acquisitions > 0 {
+                        lease_bytes(tenant, code)
+                    } else {
+                        0
+                    },
+                ],
+                _ => [
+                    self.data
+                        .stored_profile(tenant)
+                        .map_or(0, |profile| profile_bytes(tenant, &profile)),
+                    self.data
+                        .stored_code(tenant, code)
+                        .map_or(0, |stored| code_bytes(tenant, code, &stored.code)),
+                    self.data
+                        .stored_pushed(tenant, code)
+                        .map_or(0, |pushed| pushed_list_bytes(tenant, code, &pushed)),
+                    self.data
+                        .dirty_mark(tenant, code)
+                        .map_or(0, |_| dirty_bytes(tenant, code)),
+                    0,
+                ],
+            };
+            let keys = [
+                ItemKey::of(tenant, keys::PROFILE),
+                ItemKey::code(tenant, code),
+                ItemKey::pushed(tenant, code),
+                dirty_key(tenant, code),
+                ItemKey::lease(tenant, code),
+            ];
+            for (key, bytes) in keys.into_iter().zip(bytes) {
+                first.add(key, bytes);
+            }
+        }
+        self.batch_get(first.touches).await?;
+        let mut people = SharedTouches::default();
+        for ((tenant, code), found) in codes.iter().zip(found) {
+            if let Ok(Some(snapshot)) = found {
+                self.people_touches(&mut people, tenant, code, snapshot, now_ms_at)
+                    .await?;
+            }
+        }
+        self.batch_get(people.touches).await?;
+        for ((tenant, code), found) in codes.iter().zip(found) {
+            let Ok(Some(snapshot)) = found else {
+                continue;
+            };
+            self.trace.snapshot_read(tenant, code, now_ms());
+            // A refresh that finds the lease free and nothing to write ends here, with no
+            // lease to give back (`domain::refresh`, the same test).
+            if snapshot.lease.free_at(now_ms_at)
+                && domain::refresh::nothing_to_write(false, snapshot)
+            {
+                self.trace.lease_released(tenant, code, now_ms());
+            }
+        }
+        Ok(())
+    }
+
+    /// The code's department reads (made now), and its candidates' staff items and the
+    /// counters of its limits, added to `people`.
+    async fn people_touches(
+        &self,
+        people: &mut SharedTouches,
+        tenant: &TenantId,
+        code: &CodeId,
+        snapshot: &CodeSnapshot,
+        now_ms_at: u64,
+    ) -> Result<(), StoreError> {
         let config = &snapshot.code.config;
-        let read = self.meter_departments(tenant, config, &snapshot).await?;
-        let mut people: BTreeSet<StaffId> = candidates(config, &read).into_iter().collect();
-        people.extend(config.fallback.iter().cloned());
+        let read = self.meter_departments(tenant, config, snapshot).await?;
+        let mut candidates_read: BTreeSet<StaffId> =
+            candidates(config, &read).into_iter().collect();
+        candidates_read.extend(config.fallback.iter().cloned());
         let day = domain::tenants::tenant_day(now_ms_at, snapshot.profile.timezone);
-        let mut touches = Vec::with_capacity(people.len() * 4);
-        for person in &people {
+        for person in &candidates_read {
             // The staff item's departments are left out: a staff item is never near 4 KB.
             let link = snapshot
                 .links
@@ -981,10 +1063,10 @@ impl CodeFacts for MeteredStore {
                 .map_or(0, |url| LINK_BYTES - 60 + url.len());
             let facts = snapshot.staff.get(person);
             let staff = staff_bytes(tenant, person, facts, &BTreeSet::new(), link);
-            touches.push(Touch::new(
+            people.add(
                 staff_key(tenant, person),
                 if facts.is_some() { staff } else { 0 },
-            ));
+            );
             let counts = snapshot.adds.get(person).copied().unwrap_or_default();
             // Only the counters of the limits the code has, as the adapter reads them.
             let switches = &config.switches;
@@ -1017,18 +1099,10 @@ impl CodeFacts for MeteredStore {
                 } else {
                     0
                 };
-                touches.push(Touch::new(key, bytes));
+                people.add(key, bytes);
             }
         }
-        self.batch_get(touches).await?;
-        self.trace.snapshot_read(tenant, code, now_ms());
-        // A refresh that finds the lease free and nothing to write ends here, with no lease
-        // to give back (`domain::refresh`, the same test).
-        if snapshot.lease.free_at(now_ms_at) && domain::refresh::nothing_to_write(false, &snapshot)
-        {
-            self.trace.lease_released(tenant, code, now_ms());
-        }
-        Ok(Some(snapshot))
+        Ok(())
     }
 }
 

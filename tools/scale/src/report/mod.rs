@@ -11,6 +11,8 @@ pub use waves::{Baseline, Driver, Edge, Wave};
 
 use crate::cost::{month_cost, PRICES_AS_OF, REGION};
 use crate::run::Outcome;
+use crate::services::dynamodb::Peak;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// The report's text. `chart` names the image drawn beside it, if one was.
@@ -253,6 +255,7 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
             d.write_units as f64 / pushes as f64
         );
     }
+    let _ = writeln!(out, "{}", units_by_kind(&o.dynamo_by_kind));
     let c = &o.dynamo_config;
     let _ = writeln!(
         out,
@@ -471,6 +474,40 @@ pub fn thousands(n: u64) -> String {
             out.push(',');
         }
         out.push(c);
+    }
+    out
+}
+
+/// Where the units went: the kinds of item that took at least 1% of the stretch's read or
+/// write units, the busiest first.
+fn units_by_kind(by_kind: &BTreeMap<String, Peak>) -> String {
+    let reads: u64 = by_kind.values().map(|units| units.read_half_units).sum();
+    let writes: u64 = by_kind.values().map(|units| units.write_units).sum();
+    let share = |part: u64, whole: u64| {
+        if whole == 0 {
+            0.0
+        } else {
+            part as f64 * 100.0 / whole as f64
+        }
+    };
+    let mut kinds: Vec<(&String, &Peak)> = by_kind
+        .iter()
+        .filter(|(_, units)| {
+            share(units.read_half_units, reads) >= 1.0 || share(units.write_units, writes) >= 1.0
+        })
+        .collect();
+    kinds.sort_by_key(|(_, units)| {
+        std::cmp::Reverse(units.read_half_units * 2 + units.write_units * 10)
+    });
+    let mut out = String::from("  units by kind of item (at least 1% of reads or writes):");
+    for (kind, units) in kinds {
+        out.push_str(&format!(
+            "\n    {kind:<32} {:>14} read units ({:>4.1}%) {:>12} write units ({:>4.1}%)",
+            thousands(units.read_units().round() as u64),
+            share(units.read_half_units, reads),
+            thousands(units.write_units),
+            share(units.write_units, writes)
+        ));
     }
     out
 }

@@ -73,6 +73,8 @@ pub struct Outcome {
     pub dynamo_config: DynamoConfig,
     /// The busiest second's units, for the table (`"table"`) and each index.
     pub dynamo_peaks: BTreeMap<String, Peak>,
+    /// The stretch's units per space and kind of sort key (`table STAFF#*`).
+    pub dynamo_by_kind: BTreeMap<String, Peak>,
     pub wecom: WeComCounters,
     /// Per size class: tenants WeCom answered 45009 at least once, and those answers.
     pub refused_by_class: Vec<(u64, u64)>,
@@ -453,6 +455,7 @@ pub(super) async fn drive(
         splits: dynamo.splits(),
         dynamo_config,
         dynamo_peaks: dynamo.peaks(),
+        dynamo_by_kind: dynamo.served_by_kind(),
         wecom,
         refused_by_class,
         sweep,

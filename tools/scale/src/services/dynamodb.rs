@@ -577,6 +577,8 @@ struct State {
     by_second: BTreeMap<u64, Usage>,
     by_space: HashMap<String, SpaceSeconds>,
     throttles_by_pattern: BTreeMap<KeyPattern, u64>,
+    /// Units served per space and kind of sort key (`table STAFF#*`), for where they went.
+    served_by_kind: HashMap<String, Peak>,
     splits: Splits,
     rng: StdRng,
 }
@@ -621,6 +623,7 @@ impl DynamoDb {
                 by_second: BTreeMap::new(),
                 by_space: HashMap::new(),
                 throttles_by_pattern: BTreeMap::new(),
+                served_by_kind: HashMap::new(),
                 splits: Splits::default(),
                 rng: StdRng::seed_from_u64(seed),
             }),
@@ -870,6 +873,10 @@ impl DynamoDb {
             space.now.write_units += demand.write_units;
             space.peak.read_half_units = space.peak.read_half_units.max(space.now.read_half_units);
             space.peak.write_units = space.peak.write_units.max(space.now.write_units);
+            let kind = format!("{} {}", demand.space, pattern_of(&demand.key.sk));
+            let served = state.served_by_kind.entry(kind).or_default();
+            served.read_half_units += demand.read_half_units;
+            served.write_units += demand.write_units;
         }
         let (read, write) = demands.iter().fold((0, 0), |(r, w), d| {
             (r + d.read_half_units, w + d.write_units)
@@ -1084,6 +1091,16 @@ impl DynamoDb {
     /// the account's quota as `table quota`/`write units`, an index's as `gsi1 quota`).
     pub fn throttles_by_pattern(&self) -> BTreeMap<KeyPattern, u64> {
         self.lock().throttles_by_pattern.clone()
+    }
+
+    /// The units served per space and kind of sort key (`table STAFF#*`, `gsi1 DUE#*`), the
+    /// whole run's.
+    pub fn served_by_kind(&self) -> BTreeMap<String, Peak> {
+        self.lock()
+            .served_by_kind
+            .iter()
+            .map(|(kind, units)| (kind.clone(), *units))
+            .collect()
     }
 
     /// How many shared partitions split in two, and how many times a hot key got (more)
