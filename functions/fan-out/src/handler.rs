@@ -252,7 +252,7 @@ mod tests {
 
         assert_eq!(answer.batch_item_failures.len(), 1, "left to the redrive");
         let mark = store
-            .fan_out_mark(&fan_out.tenant, &fan_out.fact_key)
+            .fan_out_mark(&fan_out.tenant, &fan_out.mark_key())
             .expect("marked before it expanded");
         assert_eq!(mark.fan_out, fan_out);
     }
@@ -278,7 +278,10 @@ mod tests {
 
         assert!(answer.batch_item_failures.is_empty());
         assert_eq!(reasons.reasons().len(), 250);
-        assert_eq!(store.fan_out_mark(&fan_out.tenant, &fan_out.fact_key), None);
+        assert_eq!(
+            store.fan_out_mark(&fan_out.tenant, &fan_out.mark_key()),
+            None
+        );
     }
 
     #[tokio::test]
@@ -306,6 +309,9 @@ mod tests {
         .expect("handled");
 
         assert_eq!(answer.batch_item_failures.len(), 1);
-        assert_eq!(store.fan_out_mark(&fan_out.tenant, &fan_out.fact_key), None);
+        assert_eq!(
+            store.fan_out_mark(&fan_out.tenant, &fan_out.mark_key()),
+            None
+        );
     }
 }

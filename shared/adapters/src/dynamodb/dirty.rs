@@ -297,7 +297,7 @@ fn fan_out_mark_from(item: &Item) -> Option<FanOutMark> {
 }
 
 fn fan_out_key(fan_out: &FanOut) -> Item {
-    tenant_key(&fan_out.tenant, keys::fan_out_mark(&fan_out.fact_key))
+    tenant_key(&fan_out.tenant, keys::fan_out_mark(&fan_out.mark_key()))
 }
 
 #[async_trait::async_trait]
@@ -310,7 +310,7 @@ impl FanOutMarks for DynamoStore {
         why: DirtyWhy,
         at_ms: u64,
     ) -> Result<(), StoreError> {
-        let sk = keys::fan_out_mark(&fan_out.fact_key);
+        let sk = keys::fan_out_mark(&fan_out.mark_key());
         let result = self
             .client
             .update_item()
@@ -411,7 +411,7 @@ impl FanOutIndex for DynamoStore {
         resends: u32,
         next_due_ms: u64,
     ) -> Result<(), StoreError> {
-        let sk = keys::fan_out_mark(&mark.fan_out.fact_key);
+        let sk = keys::fan_out_mark(&mark.fan_out.mark_key());
         let result = self
             .client
             .update_item()

@@ -170,7 +170,7 @@ async fn a_fan_out_on_its_last_receive_is_marked_given_up_before_it_expands() {
     assert!(expander.expand(&given_up, BEGAN, || false).await.is_err());
 
     let mark = index
-        .fan_out_mark(&given_up.tenant, &given_up.fact_key)
+        .fan_out_mark(&given_up.tenant, &given_up.mark_key())
         .expect("the fan-out is marked");
     assert_eq!(mark.fan_out, given_up, "the mark holds the fan-out itself");
     assert_eq!(
@@ -201,7 +201,7 @@ async fn the_expansion_that_follows_its_mark_and_completes_clears_it() {
         .expect("sent");
     assert!(matches!(first, Expanded::Continued { .. }));
     assert!(index
-        .fan_out_mark(&given_up.tenant, &given_up.fact_key)
+        .fan_out_mark(&given_up.tenant, &given_up.mark_key())
         .is_some());
     let rest = sent.fan_outs().last().cloned().expect("a continuation");
     let last = expander
@@ -211,7 +211,7 @@ async fn the_expansion_that_follows_its_mark_and_completes_clears_it() {
 
     assert_eq!(last, Expanded::Done { reasons: 50 });
     assert_eq!(
-        index.fan_out_mark(&given_up.tenant, &given_up.fact_key),
+        index.fan_out_mark(&given_up.tenant, &given_up.mark_key()),
         None
     );
 }
@@ -235,7 +235,7 @@ async fn a_completed_expansion_that_began_before_a_newer_mark_leaves_it() {
 
     assert_eq!(done, Expanded::Done { reasons: 1 });
     let mark = index
-        .fan_out_mark(&given_up.tenant, &given_up.fact_key)
+        .fan_out_mark(&given_up.tenant, &given_up.mark_key())
         .expect("the newer mark stands");
     assert_eq!(mark.marked_at_ms, BEGAN + 10);
 }

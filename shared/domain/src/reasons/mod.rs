@@ -123,11 +123,24 @@ pub struct FanOut {
     pub cause: Cause,
     /// When the fact was written; every reason carries it, so the push latency starts there.
     pub fact_at_ms: u64,
-    /// The fact's identity: it names the fan-out and deduplicates its reasons.
+    /// The fact's identity: it deduplicates the fan-out's reasons, and names the fan-out
+    /// with `part` (`mark_key`).
     pub fact_key: String,
+    /// Which part of its fact this fan-out is, when the fact was split over several (a shift
+    /// edge of more staff than one fan-out takes): each part is a fan-out of its own for the
+    /// marks of docs/rules.md rule 11, while their reasons are the one fact's. A code several
+    /// parts reach is sent reasons with one deduplication id: refresh.fifo keeps the first
+    /// and drops the rest it is sent within its five-minute deduplication window, so the code
+    /// is recomputed once (coalescing before the queue).
+    #[serde(default, skip_serializing_if = "is_first_part")]
+    pub part: u32,
     /// The codes up to this one (in code order) were sent by an earlier part of the fan-out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_through: Option<CodeId>,
+}
+
+fn is_first_part(part: &u32) -> bool {
+    *part == 0
 }
 
 impl FanOut {
@@ -144,7 +157,22 @@ impl FanOut {
             cause,
             fact_at_ms,
             fact_key,
+            part: 0,
             sent_through: None,
+        }
+    }
+
+    /// This fan-out as part `part` of its fact.
+    #[must_use]
+    pub fn part(self, part: u32) -> Self {
+        Self { part, ..self }
+    }
+
+    /// The fan-out's own name among its fact's parts: the key of its mark (rule 11).
+    pub fn mark_key(&self) -> String {
+        match self.part {
+            0 => self.fact_key.clone(),
+            part => format!("{}#{part}", self.fact_key),
         }
     }
 

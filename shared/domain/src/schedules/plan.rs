@@ -217,9 +217,8 @@ pub fn rollover_fan_outs(
     )
 }
 
-/// `STAFF_PER_FAN_OUT` staff per fan-out. The first keeps `key`; the others add their place,
-/// so each is its own fact for the fan-out marks (docs/rules.md rule 11), and a code they share
-/// is recomputed once per fan-out at most.
+/// `STAFF_PER_FAN_OUT` staff per fan-out, each a part of the fact `key` (`FanOut::part`): a
+/// code several parts reach is sent one reason refresh.fifo keeps, and recomputed once.
 fn staff_fan_outs(
     tenant: &TenantId,
     staff: impl IntoIterator<Item = StaffId>,
@@ -233,19 +232,16 @@ fn staff_fan_outs(
         .collect();
     sources
         .chunks(STAFF_PER_FAN_OUT)
-        .enumerate()
-        .map(|(place, chunk)| {
-            let fact_key = match place {
-                0 => key.to_owned(),
-                _ => format!("{key}#{place}"),
-            };
+        .zip(0..)
+        .map(|(chunk, part)| {
             FanOut::new(
                 tenant.clone(),
                 chunk.to_vec(),
                 cause,
                 at.start_ms(),
-                fact_key,
+                key.to_owned(),
             )
+            .part(part)
         })
         .collect()
 }

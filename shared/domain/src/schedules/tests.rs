@@ -320,7 +320,7 @@ fn the_same_edges_give_the_same_fan_outs_of_at_most_a_hundred_staff_each() {
         [100, 100, 50]
     );
     assert_eq!(
-        once.iter().map(|f| f.fact_key.as_str()).collect::<Vec<_>>(),
+        once.iter().map(FanOut::mark_key).collect::<Vec<_>>(),
         [
             "shifts:202611300100",
             "shifts:202611300100#1",
@@ -334,6 +334,30 @@ fn the_same_edges_give_the_same_fan_outs_of_at_most_a_hundred_staff_each() {
     assert_ne!(
         plan::shift_fan_outs(&tenant(), &later)[0].fact_key,
         once[0].fact_key
+    );
+}
+
+#[test]
+fn a_code_two_parts_of_one_edge_reach_is_sent_reasons_refresh_fifo_takes_for_one() {
+    let edge = minute("2026-11-30T01:00:00Z");
+    let many: Vec<StaffId> = (0..150).map(|n| staff(&format!("s{n:03}"))).collect();
+    let by_edge = std::collections::BTreeMap::from([(edge, many)]);
+    let parts = plan::shift_fan_outs(&tenant(), &by_edge);
+    assert_eq!(parts.len(), 2);
+    assert_ne!(
+        parts[0].mark_key(),
+        parts[1].mark_key(),
+        "each part is marked on its own"
+    );
+    let shared = CodeId::parse("c-1").expect("valid");
+    let [first, second] = [&parts[0], &parts[1]].map(|part| part.fact().reason_for(&shared));
+    assert_eq!(first.deduplication_id(), second.deduplication_id());
+    assert_eq!(first.group_id(), second.group_id());
+    let rollover = plan::rollover_fan_outs(&tenant(), "2026-11-30", edge, [staff("s000")]);
+    assert_ne!(
+        rollover[0].fact().reason_for(&shared).deduplication_id(),
+        first.deduplication_id(),
+        "another fact is another reason"
     );
 }
 

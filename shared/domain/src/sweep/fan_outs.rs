@@ -22,7 +22,7 @@ impl<P: SweepPorts> Sweep<P> {
                 .await?;
             let fresh: Vec<FanOutMark> = marks
                 .iter()
-                .filter(|m| seen.insert((m.fan_out.tenant.clone(), m.fan_out.fact_key.clone())))
+                .filter(|m| seen.insert((m.fan_out.tenant.clone(), m.fan_out.mark_key())))
                 .cloned()
                 .collect();
             // A page of marks this run already sent (their reschedule failed): stop.

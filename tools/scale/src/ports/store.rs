@@ -587,7 +587,7 @@ fn cursor_bytes(owner: &str) -> usize {
 }
 
 fn fan_out_key(fan_out: &FanOut) -> ItemKey {
-    ItemKey::of(&fan_out.tenant, keys::fan_out_mark(&fan_out.fact_key))
+    ItemKey::of(&fan_out.tenant, keys::fan_out_mark(&fan_out.mark_key()))
 }
 
 fn fan_out_index_key(fan_out: &FanOut, due_ms: u64) -> ItemKey {
@@ -2004,7 +2004,7 @@ impl FanOutMarks for MeteredStore {
         let mut touch = Touch::new(fan_out_key(fan_out), bytes);
         if self
             .data
-            .fan_out_mark(&fan_out.tenant, &fan_out.fact_key)
+            .fan_out_mark(&fan_out.tenant, &fan_out.mark_key())
             .is_none()
         {
             touch = indexed(touch, fan_out_index_key(fan_out, at_ms));
@@ -2014,7 +2014,7 @@ impl FanOutMarks for MeteredStore {
     }
 
     async fn clear_fan_out(&self, fan_out: &FanOut, began_ms: u64) -> Result<bool, StoreError> {
-        let mark = self.data.fan_out_mark(&fan_out.tenant, &fan_out.fact_key);
+        let mark = self.data.fan_out_mark(&fan_out.tenant, &fan_out.mark_key());
         let bytes = mark
             .as_ref()
             .map_or(0, |mark| fan_out_mark_bytes(fan_out, mark.marked_at_ms));

@@ -609,15 +609,15 @@ impl InMemoryStore {
         })
     }
 
-    /// The fan-out mark of the fact `fact_key`, if one is stored.
+    /// The fan-out mark named `mark_key` (`FanOut::mark_key`), if one is stored.
     pub fn fan_out_mark(
         &self,
         tenant: &TenantId,
-        fact_key: &str,
+        mark_key: &str,
     ) -> Option<crate::dirty::FanOutMark> {
         self.tables()
             .fan_out_marks
-            .get(&(tenant.clone(), fact_key.to_owned()))
+            .get(&(tenant.clone(), mark_key.to_owned()))
             .cloned()
     }
 

@@ -103,7 +103,7 @@ impl FanOutMarks for InMemoryStore {
         at_ms: u64,
     ) -> Result<(), StoreError> {
         let mut tables = self.available()?;
-        let key = (fan_out.tenant.clone(), fan_out.fact_key.clone());
+        let key = (fan_out.tenant.clone(), fan_out.mark_key());
         match tables.fan_out_marks.get_mut(&key) {
             Some(mark) if mark.marked_at_ms > at_ms => {}
             Some(mark) => {
@@ -127,7 +127,7 @@ impl FanOutMarks for InMemoryStore {
 
     async fn clear_fan_out(&self, fan_out: &FanOut, began_ms: u64) -> Result<bool, StoreError> {
         let mut tables = self.available()?;
-        let key = (fan_out.tenant.clone(), fan_out.fact_key.clone());
+        let key = (fan_out.tenant.clone(), fan_out.mark_key());
         if tables
             .fan_out_marks
             .get(&key)
@@ -151,10 +151,10 @@ impl FanOutIndex for InMemoryStore {
             .cloned()
             .collect();
         due.sort_by(|a, b| {
-            (a.due_at_ms, &a.fan_out.tenant, &a.fan_out.fact_key).cmp(&(
+            (a.due_at_ms, &a.fan_out.tenant, a.fan_out.mark_key()).cmp(&(
                 b.due_at_ms,
                 &b.fan_out.tenant,
-                &b.fan_out.fact_key,
+                b.fan_out.mark_key(),
             ))
         });
         due.truncate(limit);
@@ -168,7 +168,7 @@ impl FanOutIndex for InMemoryStore {
         next_due_ms: u64,
     ) -> Result<(), StoreError> {
         let mut tables = self.available()?;
-        let key = (mark.fan_out.tenant.clone(), mark.fan_out.fact_key.clone());
+        let key = (mark.fan_out.tenant.clone(), mark.fan_out.mark_key());
         if let Some(stored) = tables.fan_out_marks.get_mut(&key) {
             if stored.marked_at_ms == mark.marked_at_ms {
                 stored.resends = resends;

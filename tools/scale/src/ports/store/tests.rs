@@ -332,14 +332,13 @@ async fn a_fan_out_of_a_staff_member_on_a_hundred_codes_is_one_page_of_seats_the
         .seat(&tenant(), &member, &codes.iter().collect::<Vec<_>>());
     let queues = InMemoryQueues::default();
     let expander = Expander::new(store.clone(), queues.clone(), queues.clone(), store.clone());
-    let fan_out = FanOut {
-        tenant: tenant(),
-        sources: vec![Source::Staff { staff: member }],
-        cause: Cause::StaffChanged,
-        fact_at_ms: START_MS,
-        fact_key: "staff00-online".into(),
-        sent_through: None,
-    };
+    let fan_out = FanOut::new(
+        tenant(),
+        vec![Source::Staff { staff: member }],
+        Cause::StaffChanged,
+        START_MS,
+        "staff00-online".into(),
+    );
     let expanded = expander
         .expand(&fan_out, START_MS, || false)
         .await
