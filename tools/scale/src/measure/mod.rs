@@ -41,6 +41,14 @@ pub struct EndedWithoutPush {
     pub read_at_ms: u64,
 }
 
+/// Staleness samples of the tenants on one side of their WeCom budget.
+#[derive(Debug, Clone, Default)]
+pub struct BudgetFigures {
+    pub tenants: u64,
+    pub staleness_ms: Vec<u32>,
+    pub waiting_ms: Vec<u32>,
+}
+
 /// Staleness samples and scan routing, by size class.
 #[derive(Debug, Clone, Default)]
 pub struct ClassFigures {
@@ -57,6 +65,10 @@ pub struct ClassFigures {
 pub struct Measure {
     start_ms: u64,
     class_of: HashMap<TenantId, usize>,
+    /// Tenants with more codes than their budget pushes in a minute (`tenant`).
+    over_budget: std::collections::HashSet<TenantId>,
+    /// Staleness of the tenants within their budget, then of those over it.
+    pub by_budget: [BudgetFigures; 2],
     /// Which code a contact way belongs to (the platform's config ids name it).
     code_of_config: fn(&str) -> Option<CodeKey>,
     codes: HashMap<CodeKey, Track>,
@@ -74,6 +86,8 @@ impl Measure {
         Self {
             start_ms,
             class_of: HashMap::new(),
+            over_budget: std::collections::HashSet::new(),
+            by_budget: [BudgetFigures::default(), BudgetFigures::default()],
             code_of_config,
             codes: HashMap::new(),
             ended: Vec::new(),
@@ -85,8 +99,20 @@ impl Measure {
         }
     }
 
-    pub fn tenant(&mut self, tenant: &TenantId, class: usize) {
+    /// A tenant of size class `class`; `over_budget` when all its codes changing at once
+    /// would take its WeCom budget more than a minute (the issue's "tenants within their
+    /// budget" are the others).
+    pub fn tenant(&mut self, tenant: &TenantId, class: usize, over_budget: bool) {
         self.class_of.insert(tenant.clone(), class);
+        if over_budget {
+            self.over_budget.insert(tenant.clone());
+        }
+        self.by_budget[usize::from(over_budget)].tenants += 1;
+    }
+
+    fn budget_figures(&mut self, tenant: &TenantId) -> &mut BudgetFigures {
+        let over = self.over_budget.contains(tenant);
+        &mut self.by_budget[usize::from(over)]
     }
 
     fn offset(&self, at_ms: u64) -> u32 {
@@ -211,6 +237,9 @@ impl Measure {
                 }
             }
         }
+        self.budget_figures(&key.0)
+            .staleness_ms
+            .extend_from_slice(&resolved);
         if let Some(figures) = self.class_figures(&key.0) {
             figures.staleness_ms.extend(resolved);
         }
@@ -240,6 +269,9 @@ impl Measure {
                 .map(|f| end.saturating_sub(f))
                 .collect();
             waiting += ages.len() as u64;
+            self.budget_figures(&key.0)
+                .waiting_ms
+                .extend_from_slice(&ages);
             if let Some(figures) = self.class_figures(&key.0) {
                 figures.waiting_ms.extend(ages);
             }
@@ -276,7 +308,7 @@ mod tests {
     fn measure() -> Measure {
         let (tenant, _) = ids();
         let mut measure = Measure::new(1_000_000, 1, |config| (config == "cw1").then(ids));
-        measure.tenant(&tenant, 0);
+        measure.tenant(&tenant, 0, false);
         measure
     }
 
@@ -296,6 +328,8 @@ mod tests {
             at_ms: 1_003_000,
         });
         assert_eq!(measure.classes[0].staleness_ms, vec![2_500]);
+        assert_eq!(measure.by_budget[0].staleness_ms, vec![2_500]);
+        assert!(measure.by_budget[1].staleness_ms.is_empty());
     }
 
     #[test]

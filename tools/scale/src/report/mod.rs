@@ -63,7 +63,7 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
     );
     let _ = writeln!(
         out,
-        "{:<8} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>11} {:>13}",
+        "{:<9} {:>10} {:>11} {:>9} {:>9} {:>9} {:>9} {:>11} {:>13}",
         "class", "facts", "resolved", "p50", "p95", "p99", "max", "waiting", "oldest waits"
     );
     let mut all_resolved = Vec::new();
@@ -74,9 +74,15 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
         staleness_row(&mut out, name, &figures.staleness_ms, &figures.waiting_ms);
     }
     staleness_row(&mut out, "all", &all_resolved, &all_waiting);
+    for (name, figures) in ["in budget", "over"].iter().zip(&o.measure.by_budget) {
+        staleness_row(&mut out, name, &figures.staleness_ms, &figures.waiting_ms);
+    }
+    let [within, over] = &o.measure.by_budget;
     let _ = writeln!(
         out,
-        "  (percentiles count a fact still waiting at the end with its age then: a lower bound)\n"
+        "  (percentiles count a fact still waiting at the end with its age then: a lower bound;\n   in budget: the {} tenants whose codes all fit one minute of their WeCom budget, over: the {} others)\n",
+        thousands(within.tenants),
+        thousands(over.tenants)
     );
 
     let _ = writeln!(out, "## Routing\n");
@@ -424,7 +430,7 @@ fn staleness_row(out: &mut String, name: &str, resolved: &[u32], waiting: &[u32]
         .map_or("-".into(), |w| duration(u64::from(*w)));
     let _ = writeln!(
         out,
-        "{:<8} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>11} {:>13}",
+        "{:<9} {:>10} {:>11} {:>9} {:>9} {:>9} {:>9} {:>11} {:>13}",
         name,
         thousands(all.len() as u64),
         thousands(resolved.len() as u64),

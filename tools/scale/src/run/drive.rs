@@ -249,7 +249,8 @@ pub(super) async fn drive(
     let mut names = platform::Names::default();
     for tenant in &population.tenants {
         let loaded = platform::load_tenant(&data, profile, tenant, start_ms, &mut names);
-        lock(&shared.measure).tenant(&loaded.id, tenant.class);
+        let over_budget = loaded.codes.len() as u64 > u64::from(settings.refresh.budget.per_minute);
+        lock(&shared.measure).tenant(&loaded.id, tenant.class, over_budget);
         codes += loaded.codes.len() as u64;
         staff += u64::from(tenant.staff);
         let mut by_shift = vec![Vec::new(); profile.shift.len()];
