@@ -1,31 +1,19 @@
-//! Translates inbox.fifo batches into `domain::inbox::consume`, where the per-message policy
+//! Translates inbox.fifo batches into `domain::inbox::InboxConsumer`, where the per-message policy
 //! lives (archive, record, retry, park the poison), and its answer into the batch response.
 
 use adapters::sqs::received;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use domain::batch::{DeadLetters, Received};
-use domain::facts::{FactLedger, FactRecorder, QuotaNotifier, TenantProfiles};
-use domain::inbox::InboxExits;
-use domain::reasons::ReasonQueue;
-use domain::replay::CallbackArchive;
+use domain::batch::Received;
+use domain::inbox::{InboxConsumer, InboxPorts};
 use lambda_runtime::{Error, LambdaEvent};
 
 #[tracing::instrument(skip_all, fields(records = event.payload.records.len()))]
-pub(crate) async fn handle<T, L, Q, N, D, A>(
-    recorder: &FactRecorder<T, L, Q, N>,
-    exits: &InboxExits<D, A>,
+pub(crate) async fn handle<P: InboxPorts>(
+    consumer: &InboxConsumer<P>,
     event: LambdaEvent<SqsEvent>,
-) -> Result<SqsBatchResponse, Error>
-where
-    T: TenantProfiles,
-    L: FactLedger,
-    Q: ReasonQueue,
-    N: QuotaNotifier,
-    D: DeadLetters,
-    A: CallbackArchive,
-{
+) -> Result<SqsBatchResponse, Error> {
     let messages: Vec<Received<'_>> = event.payload.records.iter().map(received).collect();
-    let batch = domain::inbox::consume(recorder, exits, &messages).await;
+    let batch = consumer.consume(&messages).await;
     let mut response = SqsBatchResponse::default();
     response.set_failures(batch.failures());
     Ok(response)
@@ -35,9 +23,23 @@ where
 mod tests {
     use super::*;
     use domain::dirty::DirtyWhy;
+    use domain::facts::FactRecorder;
     use domain::fakes::{InMemoryQueues, InMemoryStore};
+    use domain::inbox::InboxExits;
     use domain::replay::Archiving;
     use lambda_runtime::Context;
+
+    /// The inbox's ports in memory.
+    struct Fakes;
+
+    impl InboxPorts for Fakes {
+        type Tenants = InMemoryStore;
+        type Ledger = InMemoryStore;
+        type Reasons = InMemoryQueues;
+        type Notifier = InMemoryQueues;
+        type DeadLetters = InMemoryQueues;
+        type Archive = InMemoryStore;
+    }
 
     /// The table, with the sample's tenant, and the queues.
     fn fakes() -> (InMemoryStore, InMemoryQueues) {
@@ -50,17 +52,6 @@ mod tests {
         7
     }
 
-    fn exits(
-        store: &InMemoryStore,
-        queues: &InMemoryQueues,
-    ) -> InboxExits<InMemoryQueues, InMemoryStore> {
-        InboxExits {
-            dead_letters: queues.clone(),
-            max_receives: 5,
-            archive: Archiving::new(store.clone(), 30, clock),
-        }
-    }
-
     fn sample() -> LambdaEvent<SqsEvent> {
         let path = format!(
             "{}/../../events/sqs-inbox-add-and-poison.json",
@@ -71,17 +62,21 @@ mod tests {
         LambdaEvent::new(event, Context::default())
     }
 
-    fn recorder(
-        store: &InMemoryStore,
-        queues: &InMemoryQueues,
-    ) -> FactRecorder<InMemoryStore, InMemoryStore, InMemoryQueues, InMemoryQueues> {
-        FactRecorder::new(
-            store.clone(),
-            store.clone(),
-            queues.clone(),
-            queues.clone(),
-            clock,
-        )
+    fn consumer(store: &InMemoryStore, queues: &InMemoryQueues) -> InboxConsumer<Fakes> {
+        InboxConsumer {
+            recorder: FactRecorder::new(
+                store.clone(),
+                store.clone(),
+                queues.clone(),
+                queues.clone(),
+                clock,
+            ),
+            exits: InboxExits {
+                dead_letters: queues.clone(),
+                max_receives: 5,
+                archive: Archiving::new(store.clone(), 30, clock),
+            },
+        }
     }
 
     fn dirty(store: &InMemoryStore) -> Vec<(String, DirtyWhy)> {
@@ -95,13 +90,9 @@ mod tests {
     #[tokio::test]
     async fn a_parked_message_naming_a_code_marks_the_code_dirty() {
         let (store, queues) = fakes();
-        handle(
-            &recorder(&store, &queues),
-            &exits(&store, &queues),
-            sample(),
-        )
-        .await
-        .expect("handled");
+        handle(&consumer(&store, &queues), sample())
+            .await
+            .expect("handled");
         assert_eq!(
             dirty(&store),
             [("code-1".to_owned(), DirtyWhy::InboxGaveUp)]
@@ -116,7 +107,7 @@ mod tests {
         event.payload.records[0]
             .attributes
             .insert("ApproximateReceiveCount".into(), "5".into());
-        handle(&recorder(&store, &queues), &exits(&store, &queues), event)
+        handle(&consumer(&store, &queues), event)
             .await
             .expect("handled");
         assert_eq!(
@@ -132,7 +123,7 @@ mod tests {
         let mut event = sample();
         event.payload.records.truncate(1);
         store.set_unavailable(true);
-        let response = handle(&recorder(&store, &queues), &exits(&store, &queues), event)
+        let response = handle(&consumer(&store, &queues), event)
             .await
             .expect("handled");
         store.set_unavailable(false);
@@ -150,17 +141,8 @@ mod tests {
         let event = serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
             .expect("an SQS event");
         let (store, queues) = fakes();
-        let recorder = FactRecorder::new(
-            store.clone(),
-            store.clone(),
-            queues.clone(),
-            queues.clone(),
-            clock,
-        );
-
         let response = handle(
-            &recorder,
-            &exits(&store, &queues),
+            &consumer(&store, &queues),
             LambdaEvent::new(event, Context::default()),
         )
         .await

@@ -7,9 +7,21 @@ use adapters::dynamodb::DynamoStore;
 use adapters::eventbridge::EventBridgeNotifier;
 use adapters::sqs::{SqsDeadLetters, SqsReasonQueue};
 use domain::facts::FactRecorder;
-use domain::inbox::InboxExits;
+use domain::inbox::{InboxConsumer, InboxExits, InboxPorts};
 use domain::replay::Archiving;
 use lambda_runtime::{run, service_fn, Error};
+
+/// The inbox's ports on AWS.
+struct Deployed;
+
+impl InboxPorts for Deployed {
+    type Tenants = DynamoStore;
+    type Ledger = DynamoStore;
+    type Reasons = SqsReasonQueue;
+    type Notifier = EventBridgeNotifier;
+    type DeadLetters = SqsDeadLetters;
+    type Archive = DynamoStore;
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -35,8 +47,9 @@ async fn main() -> Result<(), Error> {
         max_receives: config.max_receives,
         archive: Archiving::new(store, config.archive_days, adapters::clock::system_clock),
     };
+    let consumer = InboxConsumer::<Deployed> { recorder, exits };
     run(service_fn(|event| {
-        metrics.measured(handler::handle(&recorder, &exits, event))
+        metrics.measured(handler::handle(&consumer, event))
     }))
     .await
 }

@@ -19,6 +19,17 @@ use crate::intake::InboxMessage;
 use crate::reasons::ReasonQueue;
 use crate::replay::{Archiving, CallbackArchive};
 
+/// What the inbox's consumer needs from the outside world, named once: the fact recorder's
+/// ports, the dead-letter queue and the callback archive.
+pub trait InboxPorts {
+    type Tenants: TenantProfiles;
+    type Ledger: FactLedger;
+    type Reasons: ReasonQueue;
+    type Notifier: QuotaNotifier;
+    type DeadLetters: DeadLetters;
+    type Archive: CallbackArchive;
+}
+
 /// The inbox's `maxReceiveCount`, where poison goes, and the archive every message is kept in.
 pub struct InboxExits<D, A> {
     pub dead_letters: D,
@@ -26,110 +37,93 @@ pub struct InboxExits<D, A> {
     pub archive: Archiving<A>,
 }
 
-/// Consumes one batch of the inbox; the answer names the messages to redeliver.
-///
-/// A message group's messages are worked in their order (a failure fails the rest of its
-/// group), and the groups side by side: nothing orders one group's facts against another's
-/// (two adds that count on one item meet in DynamoDB's atomic updates, as they do from two
-/// containers), so a batch takes its longest group's time, not the sum of its messages'.
-pub async fn consume<T, L, Q, N, D, A>(
-    recorder: &FactRecorder<T, L, Q, N>,
-    exits: &InboxExits<D, A>,
-    messages: &[Received<'_>],
-) -> PartialBatch
-where
-    T: TenantProfiles,
-    L: FactLedger,
-    Q: ReasonQueue,
-    N: QuotaNotifier,
-    D: DeadLetters,
-    A: CallbackArchive,
-{
-    let mut groups: Vec<Vec<&Received<'_>>> = Vec::new();
-    for message in messages {
-        match groups
-            .iter_mut()
-            .find(|group| group[0].group == message.group)
-        {
-            Some(group) => group.push(message),
-            None => groups.push(vec![message]),
-        }
-    }
-    let parts = groups
-        .into_iter()
-        .map(|group| consume_group(recorder, exits, group));
-    let mut batch = PartialBatch::default();
-    for part in futures::future::join_all(parts).await {
-        batch.absorb(part);
-    }
-    batch
+/// The inbox queue's consumer: the fact recorder and the inbox's exits.
+pub struct InboxConsumer<P: InboxPorts> {
+    pub recorder: FactRecorder<P::Tenants, P::Ledger, P::Reasons, P::Notifier>,
+    pub exits: InboxExits<P::DeadLetters, P::Archive>,
 }
 
-/// One message group's messages of a batch, in their order.
-async fn consume_group<T, L, Q, N, D, A>(
-    recorder: &FactRecorder<T, L, Q, N>,
-    exits: &InboxExits<D, A>,
-    messages: Vec<&Received<'_>>,
-) -> PartialBatch
-where
-    T: TenantProfiles,
-    L: FactLedger,
-    Q: ReasonQueue,
-    N: QuotaNotifier,
-    D: DeadLetters,
-    A: CallbackArchive,
-{
-    let mut batch = PartialBatch::default();
-    for message in messages {
-        let Received {
-            message_id: id,
-            group,
-            body,
-            receive_count,
-        } = *message;
-        if batch.group_failed(group) {
-            batch.fail(group, id);
-            continue;
-        }
-        if is_last_receive(receive_count, exits.max_receives) {
-            recorder.gave_up_on(group, DirtyWhy::LastReceive).await;
-        }
-        let outcome = match serde_json::from_str::<InboxMessage>(body) {
-            Ok(inbox) => match exits.archive.keep(&inbox, group).await {
-                Ok(()) => recorder.record(&inbox).await,
-                Err(error) => Err(FactsError::Store(error)),
-            },
-            Err(error) => Err(FactsError::Poison(format!("not an inbox message: {error}"))),
-        };
-        match outcome {
-            Ok(FactOutcome::Add {
-                fact,
-                outcome,
-                crossings,
-            }) => {
-                let counted = matches!(outcome, CountOutcome::Counted { .. });
-                crate::telemetry::add(&fact.tenant, counted);
-                tracing::info!(message_id = id, tenant = %fact.tenant, code = %fact.code, staff = %fact.staff, ?outcome, crossings = crossings.len(), "add recorded");
-            }
-            Ok(FactOutcome::StaffChanged { kind, codes }) => {
-                tracing::info!(message_id = id, kind, codes, "contact change recorded")
-            }
-            Ok(FactOutcome::Ignored { kind }) => {
-                tracing::info!(message_id = id, kind, "event acknowledged")
-            }
-            Err(FactsError::Poison(reason)) => {
-                recorder.gave_up_on(group, DirtyWhy::InboxGaveUp).await;
-                batch
-                    .park_poison(&exits.dead_letters, group, id, body, &reason)
-                    .await;
-            }
-            Err(FactsError::Store(error)) => {
-                tracing::warn!(message_id = id, group, error = ?error, "fact not written; redelivered later");
-                batch.fail(group, id);
+impl<P: InboxPorts> InboxConsumer<P> {
+    /// Consumes one batch of the inbox; the answer names the messages to redeliver.
+    ///
+    /// A message group's messages are worked in their order (a failure fails the rest of its
+    /// group), and the groups side by side: nothing orders one group's facts against another's
+    /// (two adds that count on one item meet in DynamoDB's atomic updates, as they do from two
+    /// containers), so a batch takes its longest group's time, not the sum of its messages'.
+    pub async fn consume(&self, messages: &[Received<'_>]) -> PartialBatch {
+        let mut groups: Vec<Vec<&Received<'_>>> = Vec::new();
+        for message in messages {
+            match groups
+                .iter_mut()
+                .find(|group| group[0].group == message.group)
+            {
+                Some(group) => group.push(message),
+                None => groups.push(vec![message]),
             }
         }
+        let parts = groups.into_iter().map(|group| self.consume_group(group));
+        let mut batch = PartialBatch::default();
+        for part in futures::future::join_all(parts).await {
+            batch.absorb(part);
+        }
+        batch
     }
-    batch
+
+    /// One message group's messages of a batch, in their order.
+    async fn consume_group(&self, messages: Vec<&Received<'_>>) -> PartialBatch {
+        let (recorder, exits) = (&self.recorder, &self.exits);
+        let mut batch = PartialBatch::default();
+        for message in messages {
+            let Received {
+                message_id: id,
+                group,
+                body,
+                receive_count,
+            } = *message;
+            if batch.group_failed(group) {
+                batch.fail(group, id);
+                continue;
+            }
+            if is_last_receive(receive_count, exits.max_receives) {
+                recorder.gave_up_on(group, DirtyWhy::LastReceive).await;
+            }
+            let outcome = match serde_json::from_str::<InboxMessage>(body) {
+                Ok(inbox) => match exits.archive.keep(&inbox, group).await {
+                    Ok(()) => recorder.record(&inbox).await,
+                    Err(error) => Err(FactsError::Store(error)),
+                },
+                Err(error) => Err(FactsError::Poison(format!("not an inbox message: {error}"))),
+            };
+            match outcome {
+                Ok(FactOutcome::Add {
+                    fact,
+                    outcome,
+                    crossings,
+                }) => {
+                    let counted = matches!(outcome, CountOutcome::Counted { .. });
+                    crate::telemetry::add(&fact.tenant, counted);
+                    tracing::info!(message_id = id, tenant = %fact.tenant, code = %fact.code, staff = %fact.staff, ?outcome, crossings = crossings.len(), "add recorded");
+                }
+                Ok(FactOutcome::StaffChanged { kind, codes }) => {
+                    tracing::info!(message_id = id, kind, codes, "contact change recorded")
+                }
+                Ok(FactOutcome::Ignored { kind }) => {
+                    tracing::info!(message_id = id, kind, "event acknowledged")
+                }
+                Err(FactsError::Poison(reason)) => {
+                    recorder.gave_up_on(group, DirtyWhy::InboxGaveUp).await;
+                    batch
+                        .park_poison(&exits.dead_letters, group, id, body, &reason)
+                        .await;
+                }
+                Err(FactsError::Store(error)) => {
+                    tracing::warn!(message_id = id, group, error = ?error, "fact not written; redelivered later");
+                    batch.fail(group, id);
+                }
+            }
+        }
+        batch
+    }
 }
 
 #[cfg(test)]
@@ -137,19 +131,24 @@ mod tests {
     use super::*;
     use crate::fakes::{InMemoryQueues, InMemoryStore};
 
-    type Recorder = FactRecorder<InMemoryStore, InMemoryStore, InMemoryQueues, InMemoryQueues>;
+    /// The inbox's ports in memory.
+    struct Fakes;
+
+    impl InboxPorts for Fakes {
+        type Tenants = InMemoryStore;
+        type Ledger = InMemoryStore;
+        type Reasons = InMemoryQueues;
+        type Notifier = InMemoryQueues;
+        type DeadLetters = InMemoryQueues;
+        type Archive = InMemoryStore;
+    }
 
     fn clock() -> u64 {
         7
     }
 
     /// The table with the sample's tenant, the queues, the recorder and the exits over them.
-    fn world() -> (
-        InMemoryStore,
-        InMemoryQueues,
-        Recorder,
-        InboxExits<InMemoryQueues, InMemoryStore>,
-    ) {
+    fn world() -> (InMemoryStore, InMemoryQueues, InboxConsumer<Fakes>) {
         let store = InMemoryStore::default();
         store.insert_reference_tenant();
         let queues = InMemoryQueues::default();
@@ -165,7 +164,7 @@ mod tests {
             max_receives: 5,
             archive: Archiving::new(store.clone(), 30, clock),
         };
-        (store, queues, recorder, exits)
+        (store, queues, InboxConsumer { recorder, exits })
     }
 
     /// The stored callback of the sample inbox batch: an add of `zhangsan` by `code-1`.
@@ -195,7 +194,7 @@ mod tests {
     #[tokio::test]
     async fn a_message_behind_a_failed_one_of_its_group_is_reported_unworked_while_other_groups_go_on(
     ) {
-        let (_store, queues, recorder, exits) = world();
+        let (_store, queues, consumer) = world();
         queues.set_unavailable(true);
         let add = add_body();
         let batch = [
@@ -204,7 +203,7 @@ mod tests {
             message("m3", "demo#code#code-2", "not json"),
         ];
 
-        let failures = consume(&recorder, &exits, &batch).await.failures();
+        let failures = consumer.consume(&batch).await.failures();
 
         assert_eq!(failures, ["m1", "m2"], "the reason could not be sent");
         assert_eq!(
@@ -216,7 +215,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_message_groups_of_a_batch_are_worked_side_by_side() {
-        let (store, queues, recorder, exits) = world();
+        let (store, queues, consumer) = world();
         queues.take_for_each_send(std::time::Duration::from_secs(1));
         // The sample's one add, delivered in two groups (as a retried callback may be): each
         // group's message is worked, the add counted once.
@@ -226,7 +225,7 @@ mod tests {
             message("m2", "demo#code#code-2", &add),
         ];
 
-        let failures = consume(&recorder, &exits, &batch).await.failures();
+        let failures = consumer.consume(&batch).await.failures();
 
         assert!(failures.is_empty());
         assert_eq!(store.counted().len(), 1, "the add is counted once");
@@ -240,10 +239,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_poison_message_is_parked_and_acknowledged_and_its_code_marked_dirty() {
-        let (store, queues, recorder, exits) = world();
+        let (store, queues, consumer) = world();
 
         let batch = [message("m1", "demo#code#code-1", "not json")];
-        let failures = consume(&recorder, &exits, &batch).await.failures();
+        let failures = consumer.consume(&batch).await.failures();
 
         assert!(failures.is_empty());
         assert_eq!(queues.parked(), [("m1".to_owned(), "poison".to_owned())]);
@@ -258,12 +257,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_message_before_its_last_receive_leaves_its_code_unmarked() {
-        let (store, _queues, recorder, exits) = world();
+        let (store, _queues, consumer) = world();
         let add = add_body();
         let mut received = message("m1", "demo#code#code-1", &add);
         received.receive_count = 4;
 
-        let failures = consume(&recorder, &exits, &[received]).await.failures();
+        let failures = consumer.consume(&[received]).await.failures();
 
         assert!(failures.is_empty());
         assert!(store.marks().dirty.is_empty());

@@ -22,7 +22,7 @@ use domain::batch::Received;
 use domain::budget::BudgetLimits;
 use domain::facts::FactRecorder;
 use domain::fanout::{consumer as fan_out, Expander};
-use domain::inbox::InboxExits;
+use domain::inbox::{InboxConsumer, InboxExits, InboxPorts};
 use domain::refresh::consumer::{Delivery, RefreshConsumer, RefreshPorts};
 use domain::refresh::Refresher;
 use domain::replay::Archiving;
@@ -50,6 +50,18 @@ impl<S: SimStore> RefreshPorts for SimRefresh<S> {
     type Budget = S::Budget;
     type DeadLetters = SimDeadLetters;
     type Retries = SimRetryQueues;
+}
+
+/// The inbox's ports in the simulation (`functions/record-facts/src/main.rs`'s `Deployed`).
+pub struct SimInbox<S>(PhantomData<S>);
+
+impl<S: SimStore> InboxPorts for SimInbox<S> {
+    type Tenants = S;
+    type Ledger = S;
+    type Reasons = SimReasonQueue;
+    type Notifier = QuotaEvents;
+    type DeadLetters = SimDeadLetters;
+    type Archive = S;
 }
 
 /// The sweep's ports in the simulation (`functions/sweep/src/main.rs`'s `Deployed`).
@@ -188,7 +200,7 @@ fn refresh_codes<S: SimStore>(
     })
 }
 
-/// record-facts: `domain::inbox::consume` with the `FactRecorder` and the inbox's exits.
+/// record-facts: `domain::inbox::InboxConsumer`, the `FactRecorder` and the inbox's exits.
 fn record_facts<S: SimStore>(world: &World<S>) -> anyhow::Result<Handler> {
     let settings = &world.settings.record_facts;
     let sqs = &world.sqs;
@@ -210,15 +222,12 @@ fn record_facts<S: SimStore>(world: &World<S>) -> anyhow::Result<Handler> {
             clock::now_ms,
         ),
     };
-    let parts = Arc::new((recorder, exits));
+    let consumer = Arc::new(InboxConsumer::<SimInbox<S>> { recorder, exits });
     Ok(handler(move |invocation: Invocation| {
-        let parts = Arc::clone(&parts);
+        let consumer = Arc::clone(&consumer);
         async move {
-            let (recorder, exits) = &*parts;
             let messages: Vec<Received<'_>> = invocation.messages.iter().map(received).collect();
-            domain::inbox::consume(recorder, exits, &messages)
-                .await
-                .failures()
+            consumer.consume(&messages).await.failures()
         }
     }))
 }
