@@ -162,7 +162,7 @@ invoke: tools
 invoke-test: $(VENV)/tools/.installed
 	$(TOOLS)/python tools/local/invoke.py test
 
-## test: every check from a clean clone: build, unit tests, three shards of integration tests, lint
+## test: every check from a clean clone: build, unit tests, four shards of integration tests, lint
 ## One cargo build makes everything (`--all-targets`: the unit tests, the
 ## sandbox and the functions; then the integration tests, `test = false`, by name) while the
 ## Python tools install beside it (mostly downloads); the functions are then staged for the
