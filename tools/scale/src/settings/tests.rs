@@ -31,7 +31,7 @@ fn the_lanes_run_the_production_columns_batches_at_once_and_the_trial_columns_wh
     let (_, fast) = settings
         .source_of(&settings.refresh.fast_queue)
         .expect("fast lane read");
-    assert_eq!(slow.maximum_concurrency, Some(10));
+    assert_eq!(slow.maximum_concurrency, Some(30));
     assert_eq!(fast.maximum_concurrency, Some(50));
     assert_eq!((slow.batch_size, fast.batch_size), (10, 10));
     assert!(fast.report_batch_item_failures);
@@ -176,7 +176,7 @@ fn the_bill_counts_the_templates_alarms_table_and_each_functions_log_retention()
 
 #[test]
 fn a_value_changed_in_a_copy_of_the_template_changes_what_is_read() {
-    let text = edited("    production: {", "SlowLane: 10", "SlowLane: 7");
+    let text = edited("    production: {", "SlowLane: 30", "SlowLane: 7");
     let settings = Settings::read(&text, &[]).expect("edited template reads");
     let (_, slow) = settings
         .source_of(&settings.refresh.slow_queue)
