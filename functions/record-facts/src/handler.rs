@@ -24,22 +24,10 @@ mod tests {
     use super::*;
     use domain::dirty::DirtyWhy;
     use domain::facts::FactRecorder;
-    use domain::fakes::{InMemoryQueues, InMemoryStore};
+    use domain::fakes::{InMemoryInboxPorts, InMemoryQueues, InMemoryStore};
     use domain::inbox::InboxExits;
     use domain::replay::Archiving;
     use lambda_runtime::Context;
-
-    /// The inbox's ports in memory.
-    struct Fakes;
-
-    impl InboxPorts for Fakes {
-        type Tenants = InMemoryStore;
-        type Ledger = InMemoryStore;
-        type Reasons = InMemoryQueues;
-        type Notifier = InMemoryQueues;
-        type DeadLetters = InMemoryQueues;
-        type Archive = InMemoryStore;
-    }
 
     /// The table, with the sample's tenant, and the queues.
     fn fakes() -> (InMemoryStore, InMemoryQueues) {
@@ -62,7 +50,10 @@ mod tests {
         LambdaEvent::new(event, Context::default())
     }
 
-    fn consumer(store: &InMemoryStore, queues: &InMemoryQueues) -> InboxConsumer<Fakes> {
+    fn consumer(
+        store: &InMemoryStore,
+        queues: &InMemoryQueues,
+    ) -> InboxConsumer<InMemoryInboxPorts> {
         InboxConsumer {
             recorder: FactRecorder::new(
                 store.clone(),

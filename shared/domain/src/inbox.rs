@@ -129,26 +129,18 @@ impl<P: InboxPorts> InboxConsumer<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fakes::{InMemoryQueues, InMemoryStore};
-
-    /// The inbox's ports in memory.
-    struct Fakes;
-
-    impl InboxPorts for Fakes {
-        type Tenants = InMemoryStore;
-        type Ledger = InMemoryStore;
-        type Reasons = InMemoryQueues;
-        type Notifier = InMemoryQueues;
-        type DeadLetters = InMemoryQueues;
-        type Archive = InMemoryStore;
-    }
+    use crate::fakes::{InMemoryInboxPorts, InMemoryQueues, InMemoryStore};
 
     fn clock() -> u64 {
         7
     }
 
     /// The table with the sample's tenant, the queues, the recorder and the exits over them.
-    fn world() -> (InMemoryStore, InMemoryQueues, InboxConsumer<Fakes>) {
+    fn world() -> (
+        InMemoryStore,
+        InMemoryQueues,
+        InboxConsumer<InMemoryInboxPorts>,
+    ) {
         let store = InMemoryStore::default();
         store.insert_reference_tenant();
         let queues = InMemoryQueues::default();

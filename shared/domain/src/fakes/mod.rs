@@ -23,6 +23,19 @@ mod store;
 mod wecom;
 
 pub use admin::AdminWorld;
+
+/// The inbox consumer's ports in memory (`crate::inbox::InboxConsumer`).
+pub struct InMemoryInboxPorts;
+
+impl crate::inbox::InboxPorts for InMemoryInboxPorts {
+    type Tenants = InMemoryStore;
+    type Ledger = InMemoryStore;
+    type Reasons = InMemoryQueues;
+    type Notifier = InMemoryQueues;
+    type DeadLetters = InMemoryQueues;
+    type Archive = InMemoryStore;
+}
+
 pub use budget::FakeBudget;
 pub use intake::{InMemoryCallbackSettings, InMemoryInbox};
 pub use landing::InMemoryRotations;
