@@ -620,14 +620,13 @@ async fn fan_out_page<S: Side>(side: &S, fixture: &Fixture) -> Counts {
         side.store().clone(),
     );
     let now_ms = (side.clock())();
-    let fan_out = FanOut {
-        tenant: fixture.tenant.clone(),
-        sources: vec![Source::Staff { staff: member }],
-        cause: Cause::StaffChanged,
-        fact_at_ms: now_ms,
-        fact_key: "staff00-online".into(),
-        sent_through: None,
-    };
+    let fan_out = FanOut::new(
+        fixture.tenant.clone(),
+        vec![Source::Staff { staff: member }],
+        Cause::StaffChanged,
+        now_ms,
+        "staff00-online".into(),
+    );
     counted(side, async {
         let expanded = expander
             .expand(&fan_out, now_ms, || false)
