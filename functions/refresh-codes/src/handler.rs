@@ -54,7 +54,7 @@ mod tests {
     use domain::fakes::{FakeBudget, FakeWeCom, InMemoryQueues, InMemoryStore};
     use domain::ids::TenantId;
     use domain::ids::{CodeId, StaffId};
-    use domain::lanes::{CodeAge, LanePolicy, LaneSwitch};
+    use domain::lanes::{LanePolicy, LaneSwitch};
     use domain::membership::{CodeConfig, Family, StaffFacts, Switches};
     use domain::refresh::retry::RetryDelay;
     use domain::refresh::{Lease, LeaseTimes, Refresher};
@@ -116,13 +116,9 @@ mod tests {
                     dirty_since_ms: None,
                     links: Default::default(),
                     lease: Default::default(),
+                    age: Default::default(),
                 };
                 store.load_snapshot(&tenant(), &code(id), &snapshot);
-                let age = CodeAge {
-                    created_at_ms: 0,
-                    updated_at_ms: 0,
-                };
-                store.set_age(&tenant(), &code(id), age);
             }
             Self {
                 store,
@@ -475,7 +471,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_reasons_of_a_code_the_policy_calls_quiet_go_to_the_slow_lane_as_one_message() {
+    async fn the_reasons_of_a_code_the_all_switch_sheds_go_to_the_slow_lane_as_one_message() {
         let fakes = Fakes::default();
         let consumer = consumer_with(&fakes, all_slow());
         let response = handle(&consumer, &inlets(), sample())

@@ -67,6 +67,7 @@ fn snapshot(members: Vec<StaffId>, at_ms: u64) -> CodeSnapshot {
         dirty_since_ms: None,
         links: HashMap::new(),
         lease: Default::default(),
+        age: Default::default(),
     }
 }
 

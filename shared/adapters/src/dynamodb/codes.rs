@@ -532,6 +532,7 @@ struct CodeRead {
     last_pushed: Option<PushedList>,
     dirty_since_ms: Option<u64>,
     lease: LeaseSeen,
+    age: CodeAge,
     departments: HashMap<DepartmentId, BTreeSet<StaffId>>,
     people: BTreeSet<StaffId>,
     counters: CountersRead,
@@ -626,6 +627,10 @@ impl DynamoStore {
         Ok(Some(CodeRead {
             day: tenant_day(now_ms, profile.timezone),
             profile,
+            age: CodeAge {
+                created_at_ms: record.created_at_ms,
+                updated_at_ms: record.updated_at_ms,
+            },
             code: record.code,
             last_pushed,
             dirty_since_ms: first
@@ -703,6 +708,7 @@ impl CodeRead {
             dirty_since_ms: self.dirty_since_ms,
             links,
             lease: self.lease,
+            age: self.age,
         }
     }
 }
@@ -779,24 +785,6 @@ impl DynamoStore {
 
 #[async_trait::async_trait]
 impl CodeRecords for DynamoStore {
-    async fn age(&self, tenant: &TenantId, code: &CodeId) -> Result<Option<CodeAge>, StoreError> {
-        // Eventually consistent and two attributes: the policy needs no more.
-        let item = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(tenant_key(tenant, keys::code(code))))
-            .projection_expression("created_at_ms, updated_at_ms")
-            .send()
-            .await
-            .map_err(|e| unavailable(e.into_service_error()))?
-            .item;
-        Ok(item.map(|item| CodeAge {
-            created_at_ms: get_n(&item, "created_at_ms").unwrap_or(0),
-            updated_at_ms: get_n(&item, "updated_at_ms").unwrap_or(0),
-        }))
-    }
-
     async fn record_push(
         &self,
         tenant: &TenantId,

@@ -1,5 +1,6 @@
 use super::StoredCode;
 use crate::ids::{DepartmentId, StaffId};
+use crate::lanes::CodeAge;
 use crate::membership::{
     self, AddCounts, Facts, Membership, RotationSlot, StaffFacts, TenantRules,
 };
@@ -54,6 +55,9 @@ pub struct CodeSnapshot {
     /// The code's lease, read with the rest: a refresh that finds it free and has nothing to
     /// write takes no lease (`crate::refresh`).
     pub lease: LeaseSeen,
+    /// When the code was created and last edited: the lane policy's input, read with the
+    /// code's item rather than on its own (`crate::lanes`).
+    pub age: CodeAge,
 }
 
 impl CodeSnapshot {

@@ -1,12 +1,15 @@
-//! docs/rules.md "Lanes": which lane a code's refresh runs on, decided per event by a pure function
-//! of the code's creation and update age, a tenant whitelist and an operator switch. No lane
-//! state is stored anywhere: a rule change takes effect on the next event, and a code edited
-//! after a quiet spell is back on the fast lane at once.
+//! docs/rules.md "Lanes": how fresh a code's list must be, decided per event by a pure
+//! function of the code's creation and update age, a tenant whitelist and an operator switch.
+//! No lane state is stored anywhere: a rule change takes effect on the next event, and a code
+//! edited after a quiet spell is fast again at once.
 //!
-//! Every refresh starts on the fast lane. A code the policy puts on the slow lane has its
-//! reason republished to the slow queue without a WeCom call; the slow lane pushes a code at
-//! most once per `slow_interval_ms`, requeueing with a delay (never sleeping) in between.
-//! Both lanes spend the same tenant budget (docs/rules.md rule 6).
+//! The slow lane is a per-code interval, not a queue every quiet code waits in: a code the
+//! policy calls quiet is pushed at most once per `slow_interval_ms`, on whichever queue its
+//! reason arrived, and a push due sooner is put off through the retry queues (never sleeping).
+//! The decision needs the code's age, which comes with the snapshot the refresh reads anyway,
+//! so no read is spent on it. The slow queue, with its own small concurrency, is for the
+//! operator's `all` switch: shedding a whole platform's load in an incident, decided before
+//! anything is read. Both lanes spend the same tenant budget (docs/rules.md rule 6).
 
 use crate::ids::TenantId;
 use std::collections::BTreeSet;
@@ -43,7 +46,7 @@ impl std::str::FromStr for LaneSwitch {
 }
 
 /// When a code was created and last edited by the admin: all the policy reads of a code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CodeAge {
     pub created_at_ms: u64,
     pub updated_at_ms: u64,
@@ -71,10 +74,10 @@ impl LanePolicy {
         }
     }
 
-    /// Whether `lane_for` needs the code's age for this tenant; when not, the refresh skips
-    /// reading it.
-    pub fn needs_age(&self, tenant: &TenantId) -> bool {
-        self.switch == LaneSwitch::Auto && !self.fast_tenants.contains(tenant)
+    /// Whether the operator's `all` switch sends this tenant's reasons to the slow queue
+    /// before anything of the code is read (every tenant not on the whitelist).
+    pub fn sheds(&self, tenant: &TenantId) -> bool {
+        self.switch == LaneSwitch::AllSlow && !self.fast_tenants.contains(tenant)
     }
 
     /// The lane for one event of `tenant`'s code aged `age` (`None`: not read, or no such
@@ -154,7 +157,7 @@ mod tests {
                 p.lane_for(&tenant("vip"), aged(500, 500, now), now),
                 Lane::Fast
             );
-            assert!(!p.needs_age(&tenant("vip")));
+            assert!(!p.sheds(&tenant("vip")));
         }
     }
 
@@ -166,8 +169,8 @@ mod tests {
         let all = policy(LaneSwitch::AllSlow);
         assert_eq!(off.lane_for(&acme, aged(500, 500, now), now), Lane::Fast);
         assert_eq!(all.lane_for(&acme, aged(0, 0, now), now), Lane::Slow);
-        assert!(!off.needs_age(&acme) && !all.needs_age(&acme));
-        assert!(policy(LaneSwitch::Auto).needs_age(&acme));
+        assert!(all.sheds(&acme), "`all` sheds before any read");
+        assert!(!off.sheds(&acme) && !policy(LaneSwitch::Auto).sheds(&acme));
     }
 
     #[test]

@@ -45,7 +45,8 @@ pub struct PushRecord {
     pub fact_at_ms: Vec<u64>,
     /// The landing page's rotation from the same recompute (sequenced and quota codes).
     pub rotation: Option<Vec<RotationSlot>>,
-    /// The lane whose refresh pushed it.
+    /// The lane the push ran as (`Refresher::lane_of`): slow for a quiet code, whichever
+    /// queue delivered its reasons.
     pub lane: Lane,
 }
 
@@ -125,8 +126,8 @@ pub enum Outcome {
     NotCreated,
     /// WeCom answered 41044: the code is marked gone and dirty, and an alert raised.
     CodeGone,
-    /// The lane policy puts the code on the slow lane: its reasons are republished to the
-    /// slow queue, nothing read or called.
+    /// The operator's `all` switch sheds the code to the slow queue: its reasons are
+    /// republished there, nothing read or called.
     ToSlowLane,
     /// Not done now and not a failure: the reasons wait `retry_after_ms` in a retry queue.
     PutOff {
@@ -480,8 +481,8 @@ where
     }
 
     /// What ends a refresh before its snapshot is read: too little time left, the tenant's
-    /// budget known spent, or the lane policy sending the code to the slow lane. `None` when
-    /// the snapshot is to be read.
+    /// budget known spent, or the operator's `all` switch shedding the code to the slow
+    /// queue. `None` when the snapshot is to be read.
     async fn before_snapshot(
         &self,
         asked: RefreshRequest<'_>,
@@ -507,15 +508,10 @@ where
             };
             return Ok(Some((outcome, Some(timezone))));
         }
-        if asked.lane == Lane::Fast {
-            let age = if self.lanes.needs_age(asked.tenant) {
-                self.facts.age(asked.tenant, asked.code).await?
-            } else {
-                None
-            };
-            if self.lanes.lane_for(asked.tenant, age, now_ms) == Lane::Slow {
-                return Ok(Some((Outcome::ToSlowLane, None)));
-            }
+        // The operator's `all` switch sheds load before anything is read; the age-based policy
+        // is decided from the snapshot, which holds the code's age (`lane_of`).
+        if asked.lane == Lane::Fast && self.lanes.sheds(asked.tenant) {
+            return Ok(Some((Outcome::ToSlowLane, None)));
         }
         Ok(None)
     }
@@ -900,15 +896,26 @@ where
         Ok(kept.url)
     }
 
-    /// On the slow lane, a code pushed less than the lane's interval ago is put off until the
-    /// interval is over.
+    /// The lane a refresh runs as: the slow queue's, or the policy's for the code's age. A
+    /// quiet code is slow whichever queue its reason came from.
+    fn lane_of(&self, held: &LeasedRefresh<'_>, snapshot: &CodeSnapshot, now_ms: u64) -> Lane {
+        match held.asked.lane {
+            Lane::Slow => Lane::Slow,
+            Lane::Fast => self
+                .lanes
+                .lane_for(held.asked.tenant, Some(snapshot.age), now_ms),
+        }
+    }
+
+    /// A slow code pushed less than the lane's interval ago is put off until the interval is
+    /// over.
     fn slow_lane_wait(
         &self,
         held: &LeasedRefresh<'_>,
         snapshot: &CodeSnapshot,
         now_ms: u64,
     ) -> Option<Outcome> {
-        if held.asked.lane != Lane::Slow {
+        if self.lane_of(held, snapshot, now_ms) != Lane::Slow {
             return None;
         }
         let last = snapshot.last_pushed.as_ref().map(|p| p.pushed_at_ms);
@@ -974,7 +981,7 @@ where
             fallback: push.fallback,
             fact_at_ms: push.held.asked.fact_at_ms.to_vec(),
             rotation: push.rotation.clone(),
-            lane: push.held.asked.lane,
+            lane: self.lane_of(push.held, snapshot, now_ms),
         };
         let recorded = self
             .facts

@@ -7,7 +7,6 @@ use super::retry::{RetriedReason, RetryDelay};
 use super::{PushRecord, Tally};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
-use crate::lanes::CodeAge;
 use crate::membership::RotationSlot;
 use crate::wecom::acquisition::AcquisitionLink;
 use crate::wecom::contact_way::CorpCredentials;
@@ -18,9 +17,6 @@ use crate::StoreError;
 /// writer that lost its lease gets `FencedWrite::LeaseLost` and nothing is written.
 #[async_trait::async_trait]
 pub trait CodeRecords: Send + Sync {
-    /// When the code was created and last edited, for the lane policy (one cheap read).
-    /// `Ok(None)` when there is no such code.
-    async fn age(&self, tenant: &TenantId, code: &CodeId) -> Result<Option<CodeAge>, StoreError>;
     /// Records a push WeCom accepted: the last-pushed list and a history entry; with
     /// `AfterRecord::Release` the same write gives the lease back.
     async fn record_push(

@@ -64,6 +64,7 @@ fn snapshot(online: &[(&str, bool)]) -> CodeSnapshot {
         dirty_since_ms: None,
         links: Default::default(),
         lease: Default::default(),
+        age: Default::default(),
     }
 }
 
@@ -365,12 +366,8 @@ fn slow_after_an_hour() -> LanePolicy {
 }
 
 #[tokio::test]
-async fn a_quiet_code_on_the_fast_lane_is_sent_to_the_slow_lane_without_a_lease_or_a_call() {
-    let touched_at_zero = CodeAge {
-        created_at_ms: 0,
-        updated_at_ms: 0,
-    };
-    // The clock reads 1_000: untouched for 1 s, quiet after 0.5 s.
+async fn a_quiet_code_on_the_fast_lane_is_pushed_there_once_its_slow_interval_is_over() {
+    // The clock reads 1_000: untouched for 1 s, quiet after 0.5 s; never pushed.
     let quiet = with_lanes(
         snapshot(&[("a", true)]),
         LanePolicy {
@@ -379,16 +376,84 @@ async fn a_quiet_code_on_the_fast_lane_is_sent_to_the_slow_lane_without_a_lease_
         },
         LEASE,
     );
-    quiet.facts.set_age(&tenant(), &code(), touched_at_zero);
-    assert_eq!(fast(&quiet, &[1]).await.expect("ok"), Outcome::ToSlowLane);
-    assert!(quiet.facts.code_lease(&tenant(), &code()).is_none());
-    assert_eq!(quiet.facts.snapshots_read().len(), 0);
-    assert!(quiet.pusher.calls().is_empty());
-    // Untouched for 1 s is not quiet for an hour: the fast lane pushes it itself.
+    assert_eq!(
+        fast(&quiet, &[1]).await.expect("ok"),
+        Outcome::Pushed(vec![id("a")]),
+        "no hop through the slow queue: the interval is all the slow lane asks"
+    );
+    let pushes = quiet.facts.pushes();
+    assert_eq!(pushes.len(), 1);
+    assert_eq!(
+        pushes[0].lane,
+        Lane::Slow,
+        "recorded as the slow lane's push"
+    );
+    // Untouched for 1 s is not quiet for an hour: the push is the fast lane's.
     let recent = with_lanes(snapshot(&[("a", true)]), slow_after_an_hour(), LEASE);
-    recent.facts.set_age(&tenant(), &code(), touched_at_zero);
     assert_eq!(
         fast(&recent, &[1]).await.expect("ok"),
+        Outcome::Pushed(vec![id("a")])
+    );
+    assert_eq!(recent.facts.pushes()[0].lane, Lane::Fast);
+}
+
+#[tokio::test]
+async fn a_quiet_code_on_the_fast_lane_pushed_within_its_interval_is_put_off_without_a_call() {
+    let mut state = snapshot(&[("a", true), ("b", true)]);
+    state.last_pushed = Some(PushedList {
+        users: vec![id("a")],
+        pushed_at_ms: 0,
+        starved: false,
+        rotation: None,
+    });
+    let quiet = with_lanes(
+        state,
+        LanePolicy {
+            quiet_after_ms: 500,
+            ..slow_after_an_hour()
+        },
+        LEASE,
+    );
+    assert_eq!(
+        fast(&quiet, &[1]).await.expect("ok"),
+        Outcome::PutOff {
+            cause: PutOffCause::SlowInterval,
+            retry_after_ms: 59_000
+        }
+    );
+    assert!(quiet.pusher.calls().is_empty());
+    // An edit makes it recent: the same reason is pushed at once.
+    quiet.facts.set_age(
+        &tenant(),
+        &code(),
+        CodeAge {
+            created_at_ms: 0,
+            updated_at_ms: 900,
+        },
+    );
+    assert_eq!(
+        fast(&quiet, &[1]).await.expect("ok"),
+        Outcome::Pushed(vec![id("a"), id("b")])
+    );
+}
+
+#[tokio::test]
+async fn the_all_switch_sheds_a_fast_lane_code_to_the_slow_queue_without_a_read_lease_or_call() {
+    let shed = with_lanes(
+        snapshot(&[("a", true)]),
+        LanePolicy {
+            switch: LaneSwitch::AllSlow,
+            ..slow_after_an_hour()
+        },
+        LEASE,
+    );
+    assert_eq!(fast(&shed, &[1]).await.expect("ok"), Outcome::ToSlowLane);
+    assert!(shed.facts.code_lease(&tenant(), &code()).is_none());
+    assert_eq!(shed.facts.snapshots_read().len(), 0);
+    assert!(shed.pusher.calls().is_empty());
+    // On the slow queue itself it is refreshed.
+    assert_eq!(
+        on_lane(&shed, Lane::Slow, false, &[1]).await.expect("ok"),
         Outcome::Pushed(vec![id("a")])
     );
 }

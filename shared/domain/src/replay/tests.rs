@@ -55,6 +55,7 @@ fn snapshot(members: &[&str]) -> CodeSnapshot {
         dirty_since_ms: None,
         links: HashMap::new(),
         lease: Default::default(),
+        age: Default::default(),
     }
 }
 

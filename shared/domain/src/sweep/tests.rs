@@ -76,6 +76,7 @@ fn snapshot(n: usize, members: &[&str]) -> CodeSnapshot {
         dirty_since_ms: None,
         links: Default::default(),
         lease: Default::default(),
+        age: Default::default(),
     }
 }
 

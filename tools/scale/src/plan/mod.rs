@@ -401,15 +401,24 @@ impl fmt::Display for Plan {
         for lane in [&self.inputs.fast_lane, &self.inputs.slow_lane] {
             let _ = writeln!(out, "  {}", self.lane_line(lane));
         }
-        if let Some(slow) = self.inputs.slow_lane.codes_per_minute() {
-            let _ = writeln!(
-                out,
-                "  SlowLaneSwitch={}: codes untouched for {} go to the slow lane, whose whole rate is {} of this tenant's budget of {}/min",
-                self.inputs.lane_switch,
-                duration(self.inputs.quiet_after_ms as f64 / 60_000.0),
-                percent(slow, f64::from(budget.per_minute)),
-                thousands(u64::from(budget.per_minute)),
-            );
+        match self.inputs.slow_lane.codes_per_minute() {
+            // `all` sheds every tenant off the whitelist to the slow queue, before any read.
+            Some(slow) if self.inputs.lane_switch == "all" => {
+                let _ = writeln!(
+                    out,
+                    "  SlowLaneSwitch=all: every code goes to the slow lane, whose whole rate is {} of this tenant's budget of {}/min",
+                    percent(slow, f64::from(budget.per_minute)),
+                    thousands(u64::from(budget.per_minute)),
+                );
+            }
+            _ if self.inputs.lane_switch == "auto" => {
+                let _ = writeln!(
+                    out,
+                    "  SlowLaneSwitch=auto: codes untouched for {} are pushed at most once per slow-lane interval, on the lane their reason arrives on (the slow queue is only for `all`)",
+                    duration(self.inputs.quiet_after_ms as f64 / 60_000.0),
+                );
+            }
+            _ => {}
         }
         let _ = writeln!(
             out,

@@ -93,7 +93,6 @@ use domain::fanout::CodeIndex;
 use domain::ids::{CodeId, DepartmentId, StaffId, TenantId};
 use domain::intake::{InboxMessage, MessageGroup};
 use domain::landing::{Counted, RotationCounter};
-use domain::lanes::CodeAge;
 use domain::membership::{
     candidates, AddCounts, CodeConfig, Employment, RotationSlot, StaffFacts, Switches,
     WeeklySchedule, MAX_DEPARTMENT_CANDIDATES,
@@ -1145,19 +1144,6 @@ impl MeteredStore {
 
 #[async_trait::async_trait]
 impl CodeRecords for MeteredStore {
-    async fn age(&self, tenant: &TenantId, code: &CodeId) -> Result<Option<CodeAge>, StoreError> {
-        let bytes = self
-            .data
-            .stored_code(tenant, code)
-            .map_or(0, |stored| code_bytes(tenant, code, &stored.code));
-        self.get(
-            Touch::new(ItemKey::code(tenant, code), bytes),
-            Consistency::Eventual,
-        )
-        .await?;
-        self.data.age(tenant, code).await
-    }
-
     async fn record_push(
         &self,
         tenant: &TenantId,

@@ -15,7 +15,7 @@ use crate::tenants::{TenantProfile, Timezone};
 use crate::wecom::acquisition::AcquisitionLink;
 use std::collections::BTreeSet;
 
-fn profile(corp_id: &str, version: u64) -> StoredProfile {
+pub(super) fn profile(corp_id: &str, version: u64) -> StoredProfile {
     StoredProfile {
         profile: TenantProfile {
             corp_id: corp_id.to_owned(),
@@ -31,7 +31,7 @@ fn profile(corp_id: &str, version: u64) -> StoredProfile {
 }
 
 /// A corp id no other tenant holds (corp ids are claimed across the whole table).
-fn fresh_corp() -> String {
+pub(super) fn fresh_corp() -> String {
     format!("wwcontract{:016x}", rand::random::<u64>())
 }
 

@@ -1,26 +1,37 @@
-//! Records read back as they were written: a code's age, the drift read-back's own records,
+//! Records read back as they were written: a code's age (in its snapshot), the drift read-back's own records,
 //! a replay run's record.
 
 use super::{code, config, now_ms, staff, Fixture};
 use crate::admin::AdminStore;
+use crate::codes::CodeFacts;
 use crate::dirty::DirtyMarks;
 use crate::ids::CodeId;
 use crate::ids::TenantId;
 use crate::lanes::CodeAge;
-use crate::refresh::CodeRecords;
 use crate::replay::{ReplayRuns, Selection};
 use crate::sweep::{DriftCounts, DriftLedger, DriftReport, GuardTrip};
+
+async fn age<S: CodeFacts>(store: &S, tenant: &TenantId, id: &CodeId) -> Option<CodeAge> {
+    store
+        .snapshot(tenant, id, now_ms())
+        .await
+        .expect("store available")
+        .map(|snapshot| snapshot.age)
+}
 
 pub async fn a_codes_age_keeps_its_creation_and_moves_with_each_edit<F: Fixture>(
     fixture: &F,
     tenant: TenantId,
 ) {
     let store = fixture.store();
+    // A snapshot is read only for a tenant with a profile.
+    let profile = super::conditions::profile(&super::conditions::fresh_corp(), 1);
+    store
+        .put_profile(&tenant, &profile, None)
+        .await
+        .expect("store available");
     let id = code("aged");
-    assert_eq!(
-        store.age(&tenant, &id).await.expect("store available"),
-        None
-    );
+    assert_eq!(age(store, &tenant, &id).await, None);
     let created = now_ms();
     store
         .put_code(&tenant, &id, &config(vec![staff("ann")]), None, created)
@@ -28,7 +39,7 @@ pub async fn a_codes_age_keeps_its_creation_and_moves_with_each_edit<F: Fixture>
         .expect("store available")
         .expect("created");
     assert_eq!(
-        store.age(&tenant, &id).await.expect("store available"),
+        age(store, &tenant, &id).await,
         Some(CodeAge {
             created_at_ms: created,
             updated_at_ms: created,
@@ -46,7 +57,7 @@ pub async fn a_codes_age_keeps_its_creation_and_moves_with_each_edit<F: Fixture>
         .expect("store available")
         .expect("edited");
     assert_eq!(
-        store.age(&tenant, &id).await.expect("store available"),
+        age(store, &tenant, &id).await,
         Some(CodeAge {
             created_at_ms: created,
             updated_at_ms: created + 500,

@@ -104,6 +104,7 @@ impl CodeFacts for InMemoryStore {
                 acquisitions: tables.lease_acquisitions.get(&key).copied().unwrap_or(0),
                 held_until_ms: tables.leases.get(&key).map_or(0, |l| l.expires_at_ms),
             },
+            age: tables.ages.get(&key).copied().unwrap_or_default(),
         }))
     }
 }

@@ -546,6 +546,7 @@ impl InMemoryStore {
                 version: 1,
             },
         );
+        tables.ages.insert(key.clone(), snapshot.age);
         for (staff, facts) in &snapshot.staff {
             tables
                 .staff

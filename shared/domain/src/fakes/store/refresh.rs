@@ -5,7 +5,6 @@ use crate::codes::PushedList;
 use crate::dirty::{DirtyMarks, DirtyWhy};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
-use crate::lanes::CodeAge;
 use crate::membership::RotationSlot;
 use crate::refresh::{
     Acquired, AfterRecord, CodeLeases, CodeRecords, FailureMarks, FencedWrite, Lease, PushRecord,
@@ -26,14 +25,6 @@ impl InMemoryStore {
 
 #[async_trait::async_trait]
 impl CodeRecords for InMemoryStore {
-    async fn age(&self, tenant: &TenantId, code: &CodeId) -> Result<Option<CodeAge>, StoreError> {
-        Ok(self
-            .available()?
-            .ages
-            .get(&(tenant.clone(), code.clone()))
-            .copied())
-    }
-
     async fn record_push(
         &self,
         tenant: &TenantId,

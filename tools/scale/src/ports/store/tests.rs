@@ -10,6 +10,7 @@ use domain::facts::{FactOutcome, FactRecorder};
 use domain::fakes::{FakeWeCom, InMemoryQueues};
 use domain::fanout::{Expanded, Expander};
 use domain::intake::InboxMessage;
+use domain::lanes::CodeAge;
 use domain::lanes::{Lane, LanePolicy, LaneSwitch};
 use domain::membership::{Family, Switches};
 use domain::reasons::Cause;
@@ -111,6 +112,7 @@ fn snapshot_of(pushed: Vec<StaffId>) -> CodeSnapshot {
         dirty_since_ms: None,
         links: HashMap::new(),
         lease: Default::default(),
+        age: Default::default(),
     }
 }
 
@@ -159,26 +161,23 @@ fn sent(counts: &[(Kind, u64)]) -> BTreeMap<Kind, u64> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_unchanged_refresh_sends_the_four_requests_the_adapter_sends() {
+async fn an_unchanged_refresh_sends_the_three_requests_the_adapter_sends() {
     let store = store();
     load_code(&store, members());
     let outcome = refresh(&refresher(&store, BudgetLimits::default())).await;
     assert_eq!(outcome, Outcome::Unchanged);
-    // Age, snapshot (its first keys with the lease, then the 15 people's staff items: the code
-    // has no limits, so no add counter is read), tally: the lease
-    // is free and there is nothing to write, so it is never taken.
+    // Snapshot (its first keys with the lease, then the 15 people's staff items: the code
+    // has no limits, so no add counter is read), tally: the lease is free and there is
+    // nothing to write, so it is never taken. The lane policy reads the code's age from the
+    // snapshot: no read of its own.
     assert_eq!(
         store.requests().by_kind(),
-        sent(&[
-            (Kind::GetItem, 1),
-            (Kind::BatchGetItem, 2),
-            (Kind::UpdateItem, 1),
-        ])
+        sent(&[(Kind::BatchGetItem, 2), (Kind::UpdateItem, 1)])
     );
-    assert_eq!(store.requests().total(), 4);
+    assert_eq!(store.requests().total(), 3);
     assert_eq!(
         store.requests().attempts(),
-        4,
+        3,
         "nothing throttled, nothing retried"
     );
 }
@@ -210,8 +209,7 @@ async fn a_snapshot_reads_only_the_add_counters_of_the_limits_the_code_has() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_push_sends_seven_requests_its_record_a_transaction_of_three_items_that_frees_the_lease()
-{
+async fn a_push_sends_six_requests_its_record_a_transaction_of_three_items_that_frees_the_lease() {
     let store = store();
     load_code(&store, members()[..14].to_vec());
     let outcome = refresh(&refresher(&store, BudgetLimits::default())).await;
@@ -219,7 +217,6 @@ async fn a_push_sends_seven_requests_its_record_a_transaction_of_three_items_tha
     assert_eq!(
         store.requests().by_kind(),
         sent(&[
-            (Kind::GetItem, 1),
             (Kind::BatchGetItem, 2),
             (Kind::UpdateItem, 3),
             (Kind::TransactWriteItems, 1),
@@ -233,9 +230,10 @@ async fn a_push_sends_seven_requests_its_record_a_transaction_of_three_items_tha
 
 /// The local world measured 7 at a commit before the refresh counted its put-off refreshes
 /// per minute (`record_requeues`, an `UpdateItem` after the tally write, so the interceptor
-/// gives it to the next refresh's count): the adapter now sends 8.
+/// gives it to the next refresh's count), and the lane policy read the code's age on its own:
+/// the adapter now sends 7.
 #[tokio::test(start_paused = true)]
-async fn a_refresh_put_off_for_budget_sends_eight_requests_the_last_one_after_its_tally() {
+async fn a_refresh_put_off_for_budget_sends_seven_requests_the_last_one_after_its_tally() {
     let store = store();
     load_code(&store, members()[..14].to_vec());
     let spent = BudgetLimits {
@@ -244,15 +242,11 @@ async fn a_refresh_put_off_for_budget_sends_eight_requests_the_last_one_after_it
     };
     let outcome = refresh(&refresher(&store, spent)).await;
     assert!(matches!(outcome, Outcome::PutOff { .. }), "{outcome:?}");
-    // Age, snapshot (2), lease, refused spend, release, tally, the minute's requeue count: the
+    // Snapshot (2), lease, refused spend, release, tally, the minute's requeue count: the
     // first of the tenant's put-offs in a container; the next ones are put off unread.
     assert_eq!(
         store.requests().by_kind(),
-        sent(&[
-            (Kind::GetItem, 1),
-            (Kind::BatchGetItem, 2),
-            (Kind::UpdateItem, 5),
-        ])
+        sent(&[(Kind::BatchGetItem, 2), (Kind::UpdateItem, 5)])
     );
 }
 
