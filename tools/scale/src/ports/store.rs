@@ -20,12 +20,11 @@
 //!
 //! | call | requests |
 //! |---|---|
-//! | `CodeRecords::age` | GetItem `CODE#c` E |
 //! | `CodeLeases::acquire` | UpdateItem `LEASE#c` |
 //! | `CodeFacts::snapshot` | BatchGetItem S [`PROFILE`, `CODE#c`, `PUSHED#c`, `DIRTY#c`]; stops there when the profile or code is missing; then BatchGetItem S of `DEPT#d` per 10 departments, until they hold 2,000 candidates; then BatchGetItem S of 4 keys per person (staff, today on code, today on all codes, total on code) in requests of 100 keys |
 //! | `CodeLeases::release` | UpdateItem `LEASE#c` |
 //! | `CodeRecords::record_tally` | UpdateItem `STATS#REFRESH#day`; when requeued for budget or throttle, UpdateItem `REQUEUES#shard / MINUTE#m` |
-//! | `CodeRecords::record_push` | TransactWriteItems [Put `PUSHED#c`, Put `PUSHLOG#c#..`, ConditionCheck `LEASE#c`] |
+//! | `CodeRecords::record_push` | TransactWriteItems [Put `PUSHED#c`, Update `LEASE#c` (fence, and release with `AfterRecord::Release`)]; once it holds, PutItem `PUSHLOG#c#..` |
 //! | `CodeRecords::record_starved`, `record_rotation` | TransactWriteItems [Update `PUSHED#c`, ConditionCheck `LEASE#c`] |
 //! | `RotationCounter::count_visit` (the landing page) | UpdateItem `PUSHED#c` (refused or not) |
 //! | `CodeRecords::keep_link` | UpdateItem `STAFF#s` |
@@ -1155,10 +1154,6 @@ impl CodeRecords for MeteredStore {
         let pushed = pushed_bytes(tenant, code, &push.users, push.rotation.as_deref());
         self.transact(vec![
             Touch::new(ItemKey::pushed(tenant, code), pushed),
-            Touch::new(
-                push_log_key(tenant, code, push),
-                push_log_bytes(tenant, code, push),
-            ),
             Self::fence(tenant, code),
         ])
         .await?;
@@ -1166,6 +1161,15 @@ impl CodeRecords for MeteredStore {
         if then == AfterRecord::Release {
             // The record gave the lease back: the refresh ends here.
             self.trace.lease_released(tenant, code, now_ms());
+        }
+        if matches!(recorded, Ok(FencedWrite::Written)) {
+            // The history entry after the record, as the adapter writes it; a failure leaves
+            // the push recorded.
+            let log = Touch::new(
+                push_log_key(tenant, code, push),
+                push_log_bytes(tenant, code, push),
+            );
+            let _ = self.write(Kind::PutItem, log).await;
         }
         recorded
     }
