@@ -45,6 +45,9 @@ enum Command {
         #[arg(long = "parameter", value_parser = parse_override)]
         parameters: Vec<(String, String)>,
     },
+    /// Compares each tenant's p99 staleness on a day (`run --out`'s `<out>.tenants.csv`) with
+    /// its own on a quiet day (the same seed with `--profile` of a campaign-free profile).
+    Compare { day: PathBuf, quiet: PathBuf },
     /// Loads the population into the in-memory table and prints what it took (time, memory).
     Load {
         #[arg(long, default_value_os_t = default_profile_path())]
@@ -159,6 +162,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     print!("{text}");
     if let Some(out) = &args.out {
         std::fs::write(out.with_extension("txt"), &text)?;
+        std::fs::write(
+            out.with_extension("tenants.csv"),
+            report::tenants_csv(&outcome),
+        )?;
     }
     Ok(())
 }
@@ -177,6 +184,18 @@ fn main() -> anyhow::Result<()> {
                     Settings::read_project(&overrides)?,
                     true
                 )?)
+            );
+        }
+        Command::Compare { day, quiet } => {
+            let read = |path: &PathBuf| -> anyhow::Result<Vec<qrsync_scale::measure::TenantRow>> {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                qrsync_scale::measure::parse_csv(&text)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+            };
+            print!(
+                "{}",
+                qrsync_scale::measure::compare(&read(&day)?, &read(&quiet)?)
             );
         }
         Command::Profile {

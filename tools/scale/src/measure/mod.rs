@@ -12,8 +12,10 @@
 //!   true facts at that instant (the adds that happened, whether or not qrsync has counted
 //!   them yet) the recompute would not list that member.
 
+mod tenants;
 mod truth;
 
+pub use tenants::{compare, parse_csv, tenants_csv, TenantRow, TenantStaleness};
 pub use truth::TrueAdds;
 
 use crate::observe::Seen;
@@ -69,6 +71,10 @@ pub struct Measure {
     over_budget: std::collections::HashSet<TenantId>,
     /// Staleness of the tenants within their budget, then of those over it.
     pub by_budget: [BudgetFigures; 2],
+    /// Each tenant's own staleness (`tenants.csv`, the over-budget bound).
+    pub tenants: HashMap<TenantId, TenantStaleness>,
+    /// The template's `WeComBudgetPerMinute`, which the over-budget bound is taken at.
+    pub budget_per_minute: u32,
     /// Which code a contact way belongs to (the platform's config ids name it).
     code_of_config: fn(&str) -> Option<CodeKey>,
     codes: HashMap<CodeKey, Track>,
@@ -88,6 +94,8 @@ impl Measure {
             class_of: HashMap::new(),
             over_budget: std::collections::HashSet::new(),
             by_budget: [BudgetFigures::default(), BudgetFigures::default()],
+            tenants: HashMap::new(),
+            budget_per_minute: 0,
             code_of_config,
             codes: HashMap::new(),
             ended: Vec::new(),
@@ -97,6 +105,12 @@ impl Measure {
             lists_landed: 0,
             facts: 0,
         }
+    }
+
+    /// The over-budget bound is taken at `per_minute` (`WeComBudgetPerMinute`).
+    pub fn with_budget_per_minute(mut self, per_minute: u32) -> Self {
+        self.budget_per_minute = per_minute;
+        self
     }
 
     /// A tenant of size class `class`; `over_budget` when all its codes changing at once
@@ -170,6 +184,7 @@ impl Measure {
                 let Some(key) = (self.code_of_config)(&config_id) else {
                     return;
                 };
+                self.tenants.entry(key.0.clone()).or_default().lists_landed += 1;
                 let at = self.offset(at_ms);
                 if let Some(read_at) = self.codes.get(&key).and_then(|t| t.read_at) {
                     self.resolve(&key, read_at, at);
@@ -237,6 +252,10 @@ impl Measure {
                 }
             }
         }
+        let tenant = self.tenants.entry(key.0.clone()).or_default();
+        for staleness in &resolved {
+            tenant.add(*staleness);
+        }
         self.budget_figures(&key.0)
             .staleness_ms
             .extend_from_slice(&resolved);
@@ -269,6 +288,10 @@ impl Measure {
                 .map(|f| end.saturating_sub(f))
                 .collect();
             waiting += ages.len() as u64;
+            let tenant = self.tenants.entry(key.0.clone()).or_default();
+            for age in &ages {
+                tenant.add_waiting(*age);
+            }
             self.budget_figures(&key.0)
                 .waiting_ms
                 .extend_from_slice(&ages);
@@ -277,6 +300,11 @@ impl Measure {
             }
         }
         waiting
+    }
+
+    /// Whether `tenant` has more codes than its budget pushes in a minute.
+    pub fn is_over_budget(&self, tenant: &TenantId) -> bool {
+        self.over_budget.contains(tenant)
     }
 
     /// Every code that saw a fact or a refresh (the end-of-stretch check reads these).
@@ -350,6 +378,10 @@ mod tests {
         assert!(measure.classes[0].staleness_ms.is_empty());
         assert_eq!(measure.close(1_010_000), 1);
         assert_eq!(measure.classes[0].waiting_ms, vec![7_500]);
+        // The tenant's own figures: the landed list, and the fact still waiting at its age.
+        let own = &measure.tenants[&tenant];
+        assert_eq!((own.lists_landed, own.facts, own.waiting), (1, 1, 1));
+        assert_eq!(own.max_ms, 7_500);
     }
 
     #[test]

@@ -10,8 +10,10 @@ pub use month::{month_parts, month_usage, MonthFunction, MonthParts, MonthScale}
 pub use waves::{Baseline, Driver, Edge, Wave};
 
 use crate::cost::{month_cost, PRICES_AS_OF, REGION};
+use crate::measure::Measure;
 use crate::run::Outcome;
 use crate::services::dynamodb::Peak;
+use domain::ids::TenantId;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -80,10 +82,11 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
     let [within, over] = &o.measure.by_budget;
     let _ = writeln!(
         out,
-        "  (percentiles count a fact still waiting at the end with its age then: a lower bound;\n   in budget: the {} tenants whose codes all fit one minute of their WeCom budget, over: the {} others)\n",
+        "  (percentiles count a fact still waiting at the end with its age then: a lower bound;\n   in budget: the {} tenants whose codes all fit one minute of their WeCom budget, over: the {} others)",
         thousands(within.tenants),
         thousands(over.tenants)
     );
+    over_budget_bound(&mut out, &o.measure);
 
     let _ = writeln!(out, "## Routing\n");
     let _ = writeln!(
@@ -412,6 +415,63 @@ fn sweep_lines(out: &mut String, o: &Outcome) {
     } else {
         let _ = writeln!(out, "  coverage: no contact way read back in the stretch");
     }
+}
+
+/// Every tenant's own staleness, one line each, by tenant id (`<out>.tenants.csv`).
+pub fn tenants_csv(o: &Outcome) -> String {
+    let mut rows: Vec<_> = o.measure.tenants.iter().collect();
+    rows.sort_by(|a, b| a.0.cmp(b.0));
+    crate::measure::tenants_csv(rows.into_iter().map(|(tenant, staleness)| {
+        let class = o
+            .measure
+            .class_of(tenant)
+            .and_then(|c| o.class_names.get(c))
+            .map_or("?", String::as_str);
+        (
+            tenant.as_str(),
+            class,
+            o.measure.is_over_budget(tenant),
+            staleness,
+        )
+    }))
+}
+
+/// The over-budget tenants whose latest-resolved fact came within 1.1 x (their list changes /
+/// the budget) + 5 s, and the one furthest past it. The changes are the lists WeCom took, so
+/// with facts still waiting the bound is a lower one.
+fn over_budget_bound(out: &mut String, measure: &Measure) {
+    let per_minute = measure.budget_per_minute;
+    let mut within = 0;
+    let mut over = 0;
+    let mut worst: Option<(f64, &TenantId, u32, u64)> = None;
+    for (tenant, staleness) in &measure.tenants {
+        if !measure.is_over_budget(tenant) {
+            continue;
+        }
+        over += 1;
+        let bound = staleness.over_budget_bound_ms(per_minute);
+        let max = staleness.max_ms;
+        if u64::from(max) <= bound {
+            within += 1;
+        }
+        let ratio = f64::from(max) / bound as f64;
+        if worst.is_none_or(|(r, ..)| ratio > r) {
+            worst = Some((ratio, tenant, max, bound));
+        }
+    }
+    let _ = write!(
+        out,
+        "  over budget, within 1.1 x (list changes / {per_minute} a minute) + 5 s: {within} of {over} tenants"
+    );
+    if let Some((ratio, tenant, max, bound)) = worst {
+        let _ = write!(
+            out,
+            "; furthest: {tenant}, max {:.0} s against {:.0} s ({ratio:.1} x)",
+            f64::from(max) / 1000.0,
+            bound as f64 / 1000.0
+        );
+    }
+    let _ = writeln!(out, "\n");
 }
 
 fn staleness_row(out: &mut String, name: &str, resolved: &[u32], waiting: &[u32]) {

@@ -219,11 +219,10 @@ pub(super) async fn drive(
     clock::start_at(start_ms);
 
     let shared = Arc::new(Shared {
-        measure: Mutex::new(Measure::new(
-            start_ms,
-            profile.size_class.len(),
-            code_of_config,
-        )),
+        measure: Mutex::new(
+            Measure::new(start_ms, profile.size_class.len(), code_of_config)
+                .with_budget_per_minute(settings.refresh.budget.per_minute),
+        ),
         truth: Mutex::new(Truth::default()),
         happened: Mutex::new(Happened::default()),
         under_way: std::sync::atomic::AtomicU64::new(0),
