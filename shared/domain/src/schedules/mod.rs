@@ -20,7 +20,8 @@
 //! tenant's schedules (one query), finds the staff whose shifts started or ended since the item
 //! was last handled (`Due::handled_through_ms`, so a writer that moves the item earlier never
 //! skips another staff member's edge), sends them in `FanOut`s of at most
-//! `plan::STAFF_PER_FAN_OUT` staff, and moves the item to the earliest next edge of any of them.
+//! `plan::STAFF_PER_FAN_OUT` staff (past `plan::TENANT_WIDE_AFTER_STAFF`, one fan-out to every
+//! code of the tenant), and moves the item to the earliest next edge of any of them.
 //! A schedule write moves the item to the next minute (`plan::asap`), so the tick recomputes
 //! the next edge with the new schedule; a tick that read the schedules before that write finds
 //! the item moved and leaves the writer's minute.

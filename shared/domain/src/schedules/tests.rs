@@ -338,6 +338,27 @@ fn the_same_edges_give_the_same_fan_outs_of_at_most_a_hundred_staff_each() {
 }
 
 #[test]
+fn an_edge_moving_more_than_three_hundred_staff_is_one_fan_out_to_every_code_of_the_tenant() {
+    let edge = minute("2026-11-30T01:00:00Z");
+    let crowd: Vec<StaffId> = (0..=plan::TENANT_WIDE_AFTER_STAFF)
+        .map(|n| staff(&format!("s{n:04}")))
+        .collect();
+    let by_edge = std::collections::BTreeMap::from([(edge, crowd.clone())]);
+    let fan_outs = plan::shift_fan_outs(&tenant(), &by_edge);
+    assert_eq!(fan_outs.len(), 1);
+    assert_eq!(fan_outs[0].sources, vec![Source::Tenant]);
+    assert_eq!(fan_outs[0].mark_key(), "shifts:202611300100");
+    assert_eq!(fan_outs[0].cause, Cause::ShiftChanged);
+    // One fewer is still told staff by staff, in parts.
+    let by_edge = std::collections::BTreeMap::from([(edge, crowd[1..].to_vec())]);
+    let parts = plan::shift_fan_outs(&tenant(), &by_edge);
+    assert_eq!(parts.len(), 3);
+    assert!(parts
+        .iter()
+        .all(|f| f.sources.iter().all(|s| matches!(s, Source::Staff { .. }))));
+}
+
+#[test]
 fn a_code_two_parts_of_one_edge_reach_is_sent_reasons_refresh_fifo_takes_for_one() {
     let edge = minute("2026-11-30T01:00:00Z");
     let many: Vec<StaffId> = (0..150).map(|n| staff(&format!("s{n:03}"))).collect();

@@ -58,15 +58,16 @@ impl ReasonQueue for SimReasonQueue {
         Ok(())
     }
 
-    /// Ten per `SendMessageBatch`, as the adapter sends them.
+    /// Ten per `SendMessageBatch`, side by side, as the adapter sends them.
     async fn send_all(&self, reasons: &[RefreshReason]) -> Result<(), StoreError> {
-        for chunk in reasons.chunks(MAX_BATCH) {
+        futures::future::try_join_all(reasons.chunks(MAX_BATCH).map(|chunk| async move {
             let messages: Vec<Outgoing> = chunk.iter().map(reason_message).collect();
             call().await;
             self.sqs
                 .send_batch(&self.queue, &messages)
-                .map_err(unavailable("refresh queue"))?;
-        }
+                .map_err(unavailable("refresh queue"))
+        }))
+        .await?;
         Ok(())
     }
 }

@@ -81,6 +81,25 @@ async fn a_fan_out_of_25_reasons_is_three_send_message_batch_requests_in_each_co
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_page_of_a_hundred_reasons_takes_one_requests_time_its_ten_batches_side_by_side() {
+    let sqs = sqs();
+    let reasons: Vec<RefreshReason> = (0..100)
+        .map(|n| fact("shifts:1").reason_for(&code(n)))
+        .collect();
+    let started = tokio::time::Instant::now();
+    SimReasonQueue::new(Arc::clone(&sqs), "refresh.fifo")
+        .send_all(&reasons)
+        .await
+        .expect("sent");
+    assert_eq!(started.elapsed(), crate::services::sqs::REQUEST_LATENCY);
+    assert_eq!(
+        sqs.counters("refresh.fifo").map(|c| c.send_requests),
+        Ok(10)
+    );
+    assert_eq!(drain(&sqs, "refresh.fifo").len(), 100);
+}
+
+#[tokio::test(start_paused = true)]
 async fn one_reason_is_one_send_message_and_its_repeat_within_five_minutes_is_dropped_by_its_id() {
     let sqs = sqs();
     let queue = SimReasonQueue::new(Arc::clone(&sqs), "refresh.fifo");
