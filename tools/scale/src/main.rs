@@ -94,6 +94,9 @@ struct RunArgs {
     /// Where the report and its chart are written (`<out>.txt`, `<out>.svg`); stdout too.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// The same day without the campaign (its scans and spikes), for `compare`.
+    #[arg(long)]
+    quiet_day: bool,
 }
 
 fn parse_egress(raw: &str) -> Result<EgressIps, String> {
@@ -110,6 +113,11 @@ fn parse_egress(raw: &str) -> Result<EgressIps, String> {
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
     let profile = Profile::load(&args.profile)?;
+    let profile = if args.quiet_day {
+        profile.quiet_day()?
+    } else {
+        profile
+    };
     let settings = Settings::read_file(&args.template, &args.parameters)
         .with_context(|| format!("reading {}", args.template.display()))?;
     let options = RunOptions {

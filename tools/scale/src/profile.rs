@@ -290,6 +290,19 @@ impl Profile {
         Ok(profile)
     }
 
+    /// The same platform on a day without the campaign: the campaign's share of the day's
+    /// scans and its spikes taken out, every other tenant's scans at the rate they had (the
+    /// day's scans cut to the share that was not the campaign's). The quiet day a tenant's
+    /// staleness is compared with (`qrsync-scale compare`).
+    pub fn quiet_day(mut self) -> Result<Self, ProfileError> {
+        let kept = 1.0 - self.campaign.share_of_day_scans;
+        self.scans.day = (self.scans.day as f64 * kept).round() as u64;
+        self.campaign.share_of_day_scans = 0.0;
+        self.campaign.spikes.clear();
+        self.validate()?;
+        Ok(self)
+    }
+
     /// The codes the size classes give on average.
     pub fn expected_codes(&self) -> f64 {
         self.size_class
@@ -649,6 +662,18 @@ mod tests {
         assert!(waves.contains(&"09:00".to_owned()) && waves.contains(&"18:00".to_owned()));
         let off = (profile.expected_codes() / 6e6 - 1.0).abs();
         assert!(off < 0.05, "{}", profile.expected_codes());
+    }
+
+    #[test]
+    fn the_quiet_day_keeps_every_other_tenants_scans_and_drops_the_campaign() {
+        let day = Profile::load_default().expect("profile.toml is valid");
+        let quiet = day.clone().quiet_day().expect("a valid profile");
+        let share = day.campaign.share_of_day_scans;
+        let background = (day.scans.day as f64 * (1.0 - share)).round() as u64;
+        assert_eq!(quiet.scans.day, background);
+        assert_eq!(quiet.campaign.share_of_day_scans, 0.0);
+        assert!(quiet.campaign.spikes.is_empty() && !day.campaign.spikes.is_empty());
+        assert_eq!(quiet.size_class, day.size_class, "the same platform");
     }
 
     #[test]
