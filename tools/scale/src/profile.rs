@@ -794,9 +794,14 @@ mod tests {
     }
 
     #[test]
-    fn the_shipped_quota_is_the_documented_on_demand_default() {
+    fn the_shipped_quota_is_the_on_demand_default_but_the_tables_reads_raised_for_the_wave() {
         let profile = Profile::load_default().expect("profile.toml is valid");
-        assert_eq!(profile.dynamodb.table_quota(), Quota::ON_DEMAND_DEFAULT);
+        let table = profile.dynamodb.table_quota();
+        assert_eq!(table.read_units_per_second, 200_000);
+        assert_eq!(
+            table.write_units_per_second,
+            Quota::ON_DEMAND_DEFAULT.write_units_per_second
+        );
         assert_eq!(profile.dynamodb.index_quota(), Quota::ON_DEMAND_DEFAULT);
     }
 

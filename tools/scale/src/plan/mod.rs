@@ -511,8 +511,9 @@ mod tests {
         let read = Inputs::from_settings(&settings, 0.1, None).expect("inputs");
         assert_eq!(read.budget.per_minute, 1_234);
         assert_eq!(read.slow_lane.maximum_concurrency, Some(30));
-        assert_eq!(read.fast_lane.maximum_concurrency, Some(50));
+        assert_eq!(read.fast_lane.maximum_concurrency, Some(200));
         assert!((read.slow_lane.codes_per_minute().expect("bounded") - 18_000.0).abs() < 1e-6);
+        assert!((read.fast_lane.codes_per_minute().expect("bounded") - 120_000.0).abs() < 1e-6);
     }
 
     #[test]

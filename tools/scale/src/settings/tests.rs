@@ -32,7 +32,7 @@ fn the_lanes_run_the_production_columns_batches_at_once_and_the_trial_columns_wh
         .source_of(&settings.refresh.fast_queue)
         .expect("fast lane read");
     assert_eq!(slow.maximum_concurrency, Some(30));
-    assert_eq!(fast.maximum_concurrency, Some(50));
+    assert_eq!(fast.maximum_concurrency, Some(200));
     assert_eq!((slow.batch_size, fast.batch_size), (10, 10));
     assert!(fast.report_batch_item_failures);
     let trial = Settings::read_project(&[("Concurrency".to_owned(), "trial".to_owned())])
@@ -129,7 +129,7 @@ fn queues_read_as_fifo_or_standard_with_their_timeouts_delays_and_dead_letters()
         .expect("fan-out read");
     assert_eq!(
         (source.batch_size, source.maximum_concurrency),
-        (5, Some(20))
+        (5, Some(40))
     );
     assert_eq!(function.timeout, Duration::from_secs(30));
 }
