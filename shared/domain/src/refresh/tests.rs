@@ -397,8 +397,8 @@ async fn a_quiet_code_on_the_fast_lane_is_pushed_there_once_its_slow_interval_is
     assert_eq!(recent.facts.pushes()[0].lane, Lane::Fast);
 }
 
-#[tokio::test]
-async fn a_quiet_code_on_the_fast_lane_pushed_within_its_interval_is_put_off_without_a_call() {
+/// `a` and `b` online; WeCom holds `[a]`, pushed at 0 (the clock reads 1 s).
+fn a_and_b_online_wecom_holding_a_pushed_at_zero() -> CodeSnapshot {
     let mut state = snapshot(&[("a", true), ("b", true)]);
     state.last_pushed = Some(PushedList {
         users: vec![id("a")],
@@ -406,6 +406,12 @@ async fn a_quiet_code_on_the_fast_lane_pushed_within_its_interval_is_put_off_wit
         starved: false,
         rotation: None,
     });
+    state
+}
+
+#[tokio::test]
+async fn a_quiet_code_on_the_fast_lane_pushed_within_its_interval_is_put_off_without_a_call() {
+    let state = a_and_b_online_wecom_holding_a_pushed_at_zero();
     let quiet = with_lanes(
         state,
         LanePolicy {
@@ -460,13 +466,7 @@ async fn the_all_switch_sheds_a_fast_lane_code_to_the_slow_queue_without_a_read_
 
 #[tokio::test]
 async fn the_slow_lane_pushes_a_code_at_most_once_per_interval_and_requeues_the_rest() {
-    let mut state = snapshot(&[("a", true), ("b", true)]);
-    state.last_pushed = Some(PushedList {
-        users: vec![id("a")],
-        pushed_at_ms: 0,
-        starved: false,
-        rotation: None,
-    });
+    let state = a_and_b_online_wecom_holding_a_pushed_at_zero();
     let refresher = with_lanes(state, slow_after_an_hour(), LEASE);
     let outcome = on_lane(&refresher, Lane::Slow, false, &[1])
         .await
