@@ -439,10 +439,6 @@ where
                 (metric::SLOW_LANE_REPUBLISHES, tally.to_slow_lane),
             ],
         );
-        if let (Outcome::Pushed(_), Some(oldest)) = (&outcome, asked.fact_at_ms.iter().min()) {
-            let latency_ms = (self.clock)().saturating_sub(*oldest);
-            crate::telemetry::fact_to_push(latency_ms, asked.lane);
-        }
         // Put off before the snapshot (slow lane, lease busy), the tenant's day is unknown and
         // nothing is counted.
         let Some(timezone) = timezone else {
@@ -995,6 +991,12 @@ where
                 "the code's lease was taken over during the push; this writer's record was refused"
             );
             return Err(PushFailure::Lease(PutOffCause::LeaseLost));
+        }
+        // Per lane the push ran as (a quiet code's is the slow lane's, whichever queue), as
+        // its history entry says.
+        if let Some(oldest) = record.fact_at_ms.iter().min() {
+            let latency_ms = record.pushed_at_ms.saturating_sub(*oldest);
+            crate::telemetry::fact_to_push(latency_ms, record.lane);
         }
         snapshot.last_pushed = Some(PushedList {
             users: record.users,
