@@ -365,17 +365,18 @@ fn slow_after_an_hour() -> LanePolicy {
     }
 }
 
+/// Quiet after 0.5 s, so a code untouched since 0 is quiet when the clock reads 1 s.
+fn quiet_after_half_a_second() -> LanePolicy {
+    LanePolicy {
+        quiet_after_ms: 500,
+        ..slow_after_an_hour()
+    }
+}
+
 #[tokio::test]
 async fn a_quiet_code_on_the_fast_lane_is_pushed_there_once_its_slow_interval_is_over() {
     // The clock reads 1_000: untouched for 1 s, quiet after 0.5 s; never pushed.
-    let quiet = with_lanes(
-        snapshot(&[("a", true)]),
-        LanePolicy {
-            quiet_after_ms: 500,
-            ..slow_after_an_hour()
-        },
-        LEASE,
-    );
+    let quiet = with_lanes(snapshot(&[("a", true)]), quiet_after_half_a_second(), LEASE);
     assert_eq!(
         fast(&quiet, &[1]).await.expect("ok"),
         Outcome::Pushed(vec![id("a")]),
@@ -412,14 +413,7 @@ fn a_and_b_online_wecom_holding_a_pushed_at_zero() -> CodeSnapshot {
 #[tokio::test]
 async fn a_quiet_code_on_the_fast_lane_pushed_within_its_interval_is_put_off_without_a_call() {
     let state = a_and_b_online_wecom_holding_a_pushed_at_zero();
-    let quiet = with_lanes(
-        state,
-        LanePolicy {
-            quiet_after_ms: 500,
-            ..slow_after_an_hour()
-        },
-        LEASE,
-    );
+    let quiet = with_lanes(state, quiet_after_half_a_second(), LEASE);
     assert_eq!(
         fast(&quiet, &[1]).await.expect("ok"),
         Outcome::PutOff {

@@ -124,6 +124,15 @@ impl Measure {
         self.by_budget[usize::from(over_budget)].tenants += 1;
     }
 
+    /// The tenant's own figures; its id is cloned only the first time (this runs per fact).
+    fn tenant_figures(&mut self, tenant: &TenantId) -> &mut TenantStaleness {
+        if !self.tenants.contains_key(tenant) {
+            self.tenants
+                .insert(tenant.clone(), TenantStaleness::default());
+        }
+        self.tenants.get_mut(tenant).expect("inserted above")
+    }
+
     fn budget_figures(&mut self, tenant: &TenantId) -> &mut BudgetFigures {
         let over = self.over_budget.contains(tenant);
         &mut self.by_budget[usize::from(over)]
@@ -184,7 +193,7 @@ impl Measure {
                 let Some(key) = (self.code_of_config)(&config_id) else {
                     return;
                 };
-                self.tenants.entry(key.0.clone()).or_default().lists_landed += 1;
+                self.tenant_figures(&key.0).lists_landed += 1;
                 let at = self.offset(at_ms);
                 if let Some(read_at) = self.codes.get(&key).and_then(|t| t.read_at) {
                     self.resolve(&key, read_at, at);
@@ -252,7 +261,7 @@ impl Measure {
                 }
             }
         }
-        let tenant = self.tenants.entry(key.0.clone()).or_default();
+        let tenant = self.tenant_figures(&key.0);
         for staleness in &resolved {
             tenant.add(*staleness);
         }
@@ -288,7 +297,7 @@ impl Measure {
                 .map(|f| end.saturating_sub(f))
                 .collect();
             waiting += ages.len() as u64;
-            let tenant = self.tenants.entry(key.0.clone()).or_default();
+            let tenant = self.tenant_figures(&key.0);
             for age in &ages {
                 tenant.add_waiting(*age);
             }
