@@ -9,7 +9,9 @@ use adapters::dynamodb::{keys, DynamoBudget, DynamoStore};
 use adapters::wecom::WeComClient;
 use anyhow::{ensure, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
-use domain::budget::{BudgetLimits, BudgetSlot, Spend, WeComBudget, UPDATE_CONTACT_WAY};
+use domain::budget::{
+    BudgetLimits, BudgetSlot, Spend, WeComBudget, MOST_SHARDS, UPDATE_CONTACT_WAY,
+};
 use domain::ids::TenantId;
 use domain::ids::{CodeId, StaffId};
 use domain::wecom::contact_way::CorpCredentials;
@@ -284,23 +286,22 @@ async fn a_tenant_without_budget_is_requeued_not_failed_and_converges(world: &Wo
     world.wait_until_drained().await?;
     let now = now_ms();
     let slot = BudgetSlot::at(now);
-    world
-        .dynamodb
-        .update_item()
-        .table_name(world.output("TableName"))
-        .key(
-            "pk",
-            AttributeValue::S(keys::tenant(&TenantId::parse(&live.tenant.id)?)),
-        )
-        .key(
-            "sk",
-            AttributeValue::S(keys::budget(UPDATE_CONTACT_WAY, slot.hour)),
-        )
-        .update_expression("SET #m = :spent")
-        .expression_attribute_names("#m", &slot.minute_counter)
-        .expression_attribute_values(":spent", AttributeValue::N("150000".into()))
-        .send()
-        .await?;
+    let tenant = TenantId::parse(&live.tenant.id)?;
+    // Every shard the budget could be kept in, whatever the deployed limits make of it.
+    for shard in 0..MOST_SHARDS {
+        let budget_item = keys::budget(UPDATE_CONTACT_WAY, shard, slot.hour);
+        world
+            .dynamodb
+            .update_item()
+            .table_name(world.output("TableName"))
+            .key("pk", AttributeValue::S(keys::home(&tenant, &budget_item)))
+            .key("sk", AttributeValue::S(budget_item))
+            .update_expression("SET #m = :spent")
+            .expression_attribute_names("#m", &slot.minute_counter)
+            .expression_attribute_values(":spent", AttributeValue::N("150000".into()))
+            .send()
+            .await?;
+    }
     live.set_online(&live.staff[1], false).await?;
     let wanted = vec![live.staff[0].clone()];
     eventually("the unbudgeted code converges", CONVERGE, || async {

@@ -85,7 +85,7 @@ class World:
 
     def refresh_tally(self) -> tuple[int, int]:
         """(reasons, recomputes) over every day of the demo tenant's refresh counters."""
-        rows = self.items("TENANT#demo", "STATS#REFRESH#")
+        rows = self.items("TENANT#demo#STATS#REFRESH", "STATS#REFRESH#")
         total = lambda field: sum(int(row.get(field, {}).get("N", "0")) for row in rows)  # noqa: E731
         return total("reasons"), total("recomputes")
 

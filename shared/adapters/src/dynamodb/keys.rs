@@ -22,7 +22,11 @@ pub fn tenant(tenant: &TenantId) -> String {
 /// a code's record, what WeCom accepted, its lease, mark, push log, creation intents, owed
 /// index writes and per-code add counters under `TENANT#<t>#CODE#<c>`; a staff member's item,
 /// seats and all-codes daily counter under `TENANT#<t>#STAFF#<s>`; a department's members,
-/// seats and owed writes under `TENANT#<t>#DEPT#<d>`; everything else under `TENANT#<t>`.
+/// seats and owed writes under `TENANT#<t>#DEPT#<d>`; each shard of the budget of each WeCom
+/// API under `TENANT#<t>#BUDGET#<api>#<shard>` and the refresh tallies under
+/// `TENANT#<t>#STATS#REFRESH`, so the items every push and every refresh batch write share no
+/// partition key with the tenant's claims and profile, nor a shard with another;
+/// everything else under `TENANT#<t>`.
 ///
 /// A prefix that names a kind but no owner (`CODE#`, `PUSHLOG#`) spans many homes and has
 /// none: `spans_homes` says so, and such a read goes through an index.
@@ -55,9 +59,17 @@ pub fn tenant_of_home(pk: &str) -> Option<&str> {
     Some(rest.split_once('#').map_or(rest, |(tenant, _)| tenant))
 }
 
-/// The owner kind (`CODE`, `STAFF`, `DEPT`) and owner id a sort key belongs to, if any. Ids
+/// The owner kind (`CODE`, `STAFF`, `DEPT`, `BUDGET`, `STATS`) and owner id a sort key belongs to, if any. Ids
 /// never hold `#` (`domain::ids`), so the fields split cleanly.
 fn owner(sk: &str) -> Option<(&'static str, &str)> {
+    if let Some(rest) = sk.strip_prefix("BUDGET#") {
+        // `<api>#<shard>#<hour>`: the owner is the API's shard, two fields.
+        let owner = rest
+            .match_indices('#')
+            .nth(1)
+            .map_or("", |(at, _)| &rest[..at]);
+        return Some(("BUDGET", owner));
+    }
     let fields: Vec<&str> = sk.split('#').collect();
     match fields.as_slice() {
         ["CODE" | "PUSHED" | "LEASE" | "DIRTY" | "PUSHLOG" | "INTENT", code, ..] => {
@@ -72,6 +84,7 @@ fn owner(sk: &str) -> Option<(&'static str, &str)> {
         ["OWED", "CODE", code, ..] => Some(("CODE", code)),
         ["OWED", "DEPT", department, ..] => Some(("DEPT", department)),
         ["OWED", ..] => Some(("CODE", "")),
+        ["STATS", "REFRESH", ..] => Some(("STATS", "REFRESH")),
         _ => None,
     }
 }
@@ -220,10 +233,10 @@ pub fn refresh_tally(day: &str) -> String {
     format!("STATS#REFRESH#{day}")
 }
 
-/// A tenant's budget for one WeCom API in one UTC hour (hours since the epoch): the hour's
-/// total and a counter per minute (`budget::BudgetSlot`).
-pub fn budget(api: &str, hour: u64) -> String {
-    format!("BUDGET#{api}#{hour}")
+/// One shard of a tenant's budget for one WeCom API in one UTC hour (hours since the epoch):
+/// the hour's total and a counter per minute (`budget::BudgetSlot`, `BudgetLimits::shards`).
+pub fn budget(api: &str, shard: u32, hour: u64) -> String {
+    format!("BUDGET#{api}#{shard}#{hour}")
 }
 
 /// The code's dirty mark (`domain::dirty`): one item per code, found by the sweep through
@@ -536,14 +549,32 @@ mod tests {
     fn what_belongs_to_the_tenant_as_a_whole_stays_under_the_tenant() {
         for sk in [
             PROFILE.to_owned(),
-            budget("update_contact_way", 1),
-            refresh_tally("2026-12-06"),
             claim("add:x"),
             limits_reached_on("2026-12-06"),
             due(&Subject::Shifts),
             fan_out_mark("fact"),
         ] {
             assert_eq!(home(&t1(), &sk), "TENANT#t1", "{sk}");
+        }
+    }
+
+    #[test]
+    fn each_shard_of_each_apis_budget_and_the_refresh_tallies_have_homes_apart_from_the_tenants() {
+        assert_eq!(
+            home(&t1(), &budget("update_contact_way", 0, 494_000)),
+            "TENANT#t1#BUDGET#update_contact_way#0"
+        );
+        assert_eq!(
+            home(&t1(), &budget("update_contact_way", 14, 494_001)),
+            "TENANT#t1#BUDGET#update_contact_way#14"
+        );
+        assert_eq!(
+            home(&t1(), &budget("create_link", 3, 494_000)),
+            "TENANT#t1#BUDGET#create_link#3"
+        );
+        assert!(spans_homes("BUDGET#"));
+        for sk in [refresh_tally("2026-12-06"), "STATS#REFRESH#".to_owned()] {
+            assert_eq!(home(&t1(), &sk), "TENANT#t1#STATS#REFRESH", "{sk}");
         }
     }
 

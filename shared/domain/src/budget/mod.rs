@@ -2,16 +2,28 @@
 //! spent before each call, honouring both of WeCom's windows (per wall-clock minute and per
 //! wall-clock hour, docs/wecom-api.md §7).
 //!
-//! The windows live in one stored item per tenant, API and UTC hour: an hour total and one
-//! counter per minute of that hour. One spend is one conditional `ADD` to that item
+//! The windows live in stored items per tenant, API and UTC hour: an hour total and one
+//! counter per minute of that hour. One spend is one conditional `ADD` to such an item
 //! (`hour_total < per_hour AND minute_n < per_minute`), so both windows are checked and
 //! charged in the same atomic write: two racing workers cannot both take the last unit, and
-//! there is no read before the write. This module holds the pure arithmetic; the adapter is
+//! there is no read before the write.
+//!
+//! A budget of more than `SHARE_MOST_PER_MINUTE` a minute is kept in shards: items each
+//! holding a share of both windows (`BudgetLimits::shards`, `BudgetLimits::share`), the
+//! shares adding up to the limits. One item takes at most 1,000 writes a second however it
+//! is keyed, and a campaign's wave may spend a whole minute's budget in its first second; a
+//! share of at most 600 keeps every item under that even then. A spend tries two shards
+//! (`shards_to_try`: a random one, then the one half way round), so one shard running out
+//! before the others wastes little of the minute; it is refused only when both are spent.
+//! Since every grant is within one shard's share, the tenant is never granted more than its
+//! limits. This module holds the pure arithmetic; the adapter is
 //! `adapters::dynamodb::budget` (`DynamoBudget`).
 
 mod ports;
 
 pub use ports::WeComBudget;
+
+use crate::StoreError;
 
 /// The API whose budget the refresh function spends.
 pub const UPDATE_CONTACT_WAY: &str = "update_contact_way";
@@ -43,6 +55,88 @@ impl Default for BudgetLimits {
             per_minute: 9_000,
             per_hour: 135_000,
         }
+    }
+}
+
+/// The most one shard of a budget holds of a minute (see the module's note).
+pub const SHARE_MOST_PER_MINUTE: u32 = 600;
+/// The most shards a budget is kept in: WeCom's 10,000 a minute in shards of at most 600.
+pub const MOST_SHARDS: u32 = 17;
+
+impl BudgetLimits {
+    /// How many items the budget is kept in. Part of the items' keys: a budget whose count
+    /// changes (its limits redeployed) starts the current hour again in its new shards.
+    pub fn shards(&self) -> u32 {
+        self.per_minute
+            .div_ceil(SHARE_MOST_PER_MINUTE)
+            .clamp(1, MOST_SHARDS)
+    }
+
+    /// Shard `shard`'s share of both windows: an even split, the remainder to the first
+    /// shards, so the shares add up to the limits exactly.
+    pub fn share(&self, shard: u32) -> BudgetLimits {
+        let shards = self.shards();
+        let part = |total: u32| total / shards + u32::from(shard < total % shards);
+        BudgetLimits {
+            per_minute: part(self.per_minute),
+            per_hour: part(self.per_hour),
+        }
+    }
+}
+
+/// The shards a spend tries, in order, from a number drawn at random (`pick`): the shard it
+/// names, then the one half way round (the two are the same for a budget of one shard).
+pub fn shards_to_try(limits: BudgetLimits, pick: u64) -> Vec<u32> {
+    let shards = limits.shards();
+    let first = (pick % u64::from(shards)) as u32;
+    let second = (first + shards / 2) % shards;
+    if second == first {
+        vec![first]
+    } else {
+        vec![first, second]
+    }
+}
+
+/// A spend from `limits`' shards, as every store of the budget makes it: the shards
+/// `shards_to_try` names, in order, until one grants; `spend_shard(shard, share)` is one
+/// atomic check-and-charge of that shard's item against its share. Refused, it says the
+/// window that reopens first.
+pub async fn spend_sharded<F, Fut>(
+    limits: BudgetLimits,
+    pick: u64,
+    mut spend_shard: F,
+) -> Result<Spend, StoreError>
+where
+    F: FnMut(u32, BudgetLimits) -> Fut,
+    Fut: std::future::Future<Output = Result<Spend, StoreError>>,
+{
+    let mut refused: Option<Spend> = None;
+    for shard in shards_to_try(limits, pick) {
+        match spend_shard(shard, limits.share(shard)).await? {
+            Spend::Granted => return Ok(Spend::Granted),
+            refusal => refused = Some(refused.map_or(refusal, |r| sooner(r, refusal))),
+        }
+    }
+    // `shards_to_try` names at least one shard, so a refusal was seen.
+    Ok(refused.unwrap_or(Spend::Exhausted {
+        window: Window::Minute,
+        retry_after_ms: MINUTE_MS,
+    }))
+}
+
+/// Of two refusals, the one whose window reopens first: the soonest a retry can be granted.
+pub fn sooner(a: Spend, b: Spend) -> Spend {
+    match (a, b) {
+        (
+            Spend::Exhausted {
+                retry_after_ms: x, ..
+            },
+            Spend::Exhausted {
+                retry_after_ms: y, ..
+            },
+        ) if y < x => b,
+        (Spend::Granted, _) | (_, Spend::Granted) => Spend::Granted,
+        _ => a,
     }
 }
 
@@ -157,6 +251,65 @@ mod tests {
                 retry_after_ms: 10 * 60_000
             })
         );
+    }
+
+    #[test]
+    fn a_budget_over_six_hundred_a_minute_is_kept_in_shards_whose_shares_add_up_to_it() {
+        let limits = BudgetLimits::default();
+        assert_eq!(limits.shards(), 15);
+        let shares: Vec<BudgetLimits> = (0..15).map(|shard| limits.share(shard)).collect();
+        assert!(shares.iter().all(|s| s.per_minute <= SHARE_MOST_PER_MINUTE));
+        assert_eq!(shares.iter().map(|s| s.per_minute).sum::<u32>(), 9_000);
+        assert_eq!(shares.iter().map(|s| s.per_hour).sum::<u32>(), 135_000);
+        let odd = BudgetLimits {
+            per_minute: 1_201,
+            per_hour: 7,
+        };
+        assert_eq!(odd.shards(), 3);
+        let shares: Vec<BudgetLimits> = (0..3).map(|shard| odd.share(shard)).collect();
+        assert_eq!(
+            shares
+                .iter()
+                .map(|s| (s.per_minute, s.per_hour))
+                .collect::<Vec<_>>(),
+            [(401, 3), (400, 2), (400, 2)]
+        );
+        let wecoms = BudgetLimits {
+            per_minute: 10_000,
+            per_hour: 150_000,
+        };
+        assert_eq!(wecoms.shards(), MOST_SHARDS);
+        assert!(wecoms.share(0).per_minute <= SHARE_MOST_PER_MINUTE);
+    }
+
+    #[test]
+    fn a_small_budget_is_one_item_and_a_spend_tries_it_alone() {
+        assert_eq!(LIMITS.shards(), 1);
+        assert_eq!(LIMITS.share(0), LIMITS);
+        assert_eq!(shards_to_try(LIMITS, 12_345), vec![0]);
+    }
+
+    #[test]
+    fn a_spend_tries_the_drawn_shard_then_the_one_half_way_round() {
+        let limits = BudgetLimits::default();
+        assert_eq!(shards_to_try(limits, 3), vec![3, 10]);
+        assert_eq!(shards_to_try(limits, 14), vec![14, 6]);
+        assert_eq!(shards_to_try(limits, 15 + 2), vec![2, 9]);
+    }
+
+    #[test]
+    fn of_two_refusals_the_one_reopening_first_is_kept() {
+        let minute = Spend::Exhausted {
+            window: Window::Minute,
+            retry_after_ms: 5_000,
+        };
+        let hour = Spend::Exhausted {
+            window: Window::Hour,
+            retry_after_ms: 600_000,
+        };
+        assert_eq!(sooner(hour, minute), minute);
+        assert_eq!(sooner(minute, hour), minute);
+        assert_eq!(sooner(hour, Spend::Granted), Spend::Granted);
     }
 
     #[test]

@@ -1,13 +1,17 @@
 //! The tenants' shared WeCom budget.
 
-use crate::budget::{exhausted, reopens_in, BudgetLimits, BudgetSlot, Spend, WeComBudget, Window};
+use crate::budget::{
+    exhausted, reopens_in, spend_sharded, BudgetLimits, BudgetSlot, Spend, WeComBudget, Window,
+};
 use crate::ids::TenantId;
 use crate::StoreError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// One hour's item: the hour's total and each minute's counter.
+/// One hour's item of a shard: the hour's total and each minute's counter.
 type HourSpent = (u32, HashMap<String, u32>);
+/// Whose item: tenant, API, UTC hour and shard.
+type ItemOf = (TenantId, String, u64, u32);
 
 #[derive(Default)]
 struct Left {
@@ -15,10 +19,12 @@ struct Left {
     calls: Option<u32>,
     /// When spent, how long until calls may be made again (the minute's end when `None`).
     retry_after_ms: Option<u64>,
-    /// With limits, the budget is kept as the table keeps it (`limited`): per tenant, API and
-    /// UTC hour, the hour's total and each minute's counter.
+    /// With limits, the budget is kept as the table keeps it (`limited`): per tenant, API,
+    /// UTC hour and shard, the hour's total and each minute's counter.
     limits: Option<BudgetLimits>,
-    spent: HashMap<(TenantId, String, u64), HourSpent>,
+    spent: HashMap<ItemOf, HourSpent>,
+    /// Spends so far: the seed of the next one's shard (`pick`), so a run is repeatable.
+    spends: u64,
 }
 
 /// A budget of calls, unlimited until told otherwise. Clones share it.
@@ -56,31 +62,62 @@ impl FakeBudget {
     pub fn set_left(&self, calls: Option<u32>) {
         self.left().calls = calls;
     }
+
+    /// The number a spend draws its first shard from: the spend's count, scrambled
+    /// (SplitMix64's finaliser), so that shards are drawn as at random but repeatably.
+    pub fn pick(&self) -> u64 {
+        let mut left = self.left();
+        left.spends += 1;
+        let mut z = left.spends.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// One atomic check-and-charge of shard `shard`'s item against its `share`, as
+    /// `DynamoBudget` makes it: both windows or nothing.
+    pub fn spend_shard(
+        &self,
+        tenant: &TenantId,
+        api: &str,
+        shard: u32,
+        share: BudgetLimits,
+        now_ms: u64,
+    ) -> Spend {
+        let mut left = self.left();
+        let slot = BudgetSlot::at(now_ms);
+        let (hour, minutes) = left
+            .spent
+            .entry((tenant.clone(), api.to_owned(), slot.hour, shard))
+            .or_default();
+        let minute = minutes.entry(slot.minute_counter).or_default();
+        if *hour < share.per_hour && *minute < share.per_minute {
+            *hour += 1;
+            *minute += 1;
+            return Spend::Granted;
+        }
+        exhausted(share, *hour, *minute, now_ms).unwrap_or(Spend::Exhausted {
+            window: Window::Minute,
+            retry_after_ms: reopens_in(Window::Minute, now_ms),
+        })
+    }
+
+    /// The budget's limits, when it keeps them as the table does (`limited`).
+    pub fn limits(&self) -> Option<BudgetLimits> {
+        self.left().limits
+    }
 }
 
 #[async_trait::async_trait]
 impl WeComBudget for FakeBudget {
     async fn spend(&self, tenant: &TenantId, api: &str, now_ms: u64) -> Result<Spend, StoreError> {
-        let mut left = self.left();
-        if let Some(limits) = left.limits {
-            let slot = BudgetSlot::at(now_ms);
-            let (hour, minutes) = left
-                .spent
-                .entry((tenant.clone(), api.to_owned(), slot.hour))
-                .or_default();
-            let minute = minutes.entry(slot.minute_counter).or_default();
-            if *hour < limits.per_hour && *minute < limits.per_minute {
-                *hour += 1;
-                *minute += 1;
-                return Ok(Spend::Granted);
-            }
-            return Ok(
-                exhausted(limits, *hour, *minute, now_ms).unwrap_or(Spend::Exhausted {
-                    window: Window::Minute,
-                    retry_after_ms: reopens_in(Window::Minute, now_ms),
-                }),
-            );
+        if let Some(limits) = self.limits() {
+            return spend_sharded(limits, self.pick(), |shard, share| async move {
+                Ok(self.spend_shard(tenant, api, shard, share, now_ms))
+            })
+            .await;
         }
+        let mut left = self.left();
         let retry_after_ms = left.retry_after_ms;
         match left.calls.as_mut() {
             Some(0) => Ok(Spend::Exhausted {

@@ -32,7 +32,7 @@
 //! | `DirtyMarks::mark_dirty` | UpdateItem `DIRTY#c` +idx (`gsi1` dirty shard) |
 //! | `DirtyMarks::clear_dirty` | DeleteItem `DIRTY#c` (+idx removed when there was a mark) |
 //! | `DirtyMarks::count_repaired` | UpdateItem `DRIFT#day` |
-//! | `MeteredBudget::spend` | UpdateItem `BUDGET#api#hour` (refused or not) |
+//! | `MeteredBudget::spend` | UpdateItem `BUDGET#api#shard#hour` (refused or not), a second on another shard when the first is spent |
 //! | `TenantProfiles::profile`, `ScheduleFacts::timezone` | GetItem `PROFILE` S |
 //! | `AddLedger::count_add` | TransactWriteItems [Put `CLAIM#key`, Update total, Update today on code, Update today all codes] |
 //! | `AddLedger::record_ignored` | UpdateItem `IGNORED#kind` |
@@ -80,7 +80,7 @@ use crate::observe::Trace;
 use crate::services::clock::now_ms;
 use crate::services::dynamodb::{Consistency, DynamoDb, DynamoError, ItemKey, Request, Touch};
 use adapters::dynamodb::keys;
-use domain::budget::{BudgetLimits, BudgetSlot, Spend, WeComBudget};
+use domain::budget::{spend_sharded, BudgetLimits, BudgetSlot, Spend, WeComBudget};
 use domain::codes::{CodeFacts, CodeSnapshot, PushedList, StoredCode};
 use domain::dirty::{DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
 use domain::facts::{
@@ -1429,12 +1429,14 @@ impl RotationCounter for MeteredStore {
     }
 }
 
-/// The shared WeCom budget with `DynamoBudget`'s semantics (both windows in one conditional
-/// `UpdateItem` per spend; `FakeBudget::limited` keeps the windows as the table does, and the
-/// store contract holds the two to it), each spend metered as that `UpdateItem`.
+/// The shared WeCom budget with `DynamoBudget`'s semantics (one conditional `UpdateItem` per
+/// shard tried, both windows in it; `FakeBudget::limited` keeps each shard's windows as the
+/// table does, and the store contract holds the two to it), each shard's spend metered as
+/// that `UpdateItem`.
 #[derive(Clone)]
 pub struct MeteredBudget {
     store: MeteredStore,
+    limits: BudgetLimits,
     windows: FakeBudget,
 }
 
@@ -1442,6 +1444,7 @@ impl MeteredBudget {
     pub fn new(store: MeteredStore, limits: BudgetLimits) -> Self {
         Self {
             store,
+            limits,
             windows: FakeBudget::limited(limits),
         }
     }
@@ -1455,12 +1458,22 @@ impl WeComBudget for MeteredBudget {
         api: &str,
         now_ms_at: u64,
     ) -> Result<Spend, StoreError> {
-        let key = ItemKey::budget(tenant, api, BudgetSlot::at(now_ms_at).hour);
-        let bytes = budget_bytes(&key, now_ms_at);
-        self.store
-            .write(Kind::UpdateItem, Touch::new(key, bytes))
-            .await?;
-        self.windows.spend(tenant, api, now_ms_at).await
+        spend_sharded(
+            self.limits,
+            self.windows.pick(),
+            |shard, share| async move {
+                let hour = BudgetSlot::at(now_ms_at).hour;
+                let key = ItemKey::budget(tenant, api, shard, hour);
+                let bytes = budget_bytes(&key, now_ms_at);
+                self.store
+                    .write(Kind::UpdateItem, Touch::new(key, bytes))
+                    .await?;
+                Ok(self
+                    .windows
+                    .spend_shard(tenant, api, shard, share, now_ms_at))
+            },
+        )
+        .await
     }
 }
 

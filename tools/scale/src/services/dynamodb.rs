@@ -76,15 +76,15 @@ impl ItemKey {
         Self::of(tenant, keys::lease(code))
     }
 
-    /// The refresh function's counters for a tenant-day: one item every refresh writes, under
-    /// the tenant itself.
+    /// The refresh function's counters for a tenant-day: one item every refresh batch writes,
+    /// under the tenant's tally home.
     pub fn refresh_tally(tenant: &TenantId, day: &str) -> Self {
         Self::of(tenant, keys::refresh_tally(day))
     }
 
-    /// A tenant's WeCom budget for one API and UTC hour, under the tenant itself.
-    pub fn budget(tenant: &TenantId, api: &str, hour: u64) -> Self {
-        Self::of(tenant, keys::budget(api, hour))
+    /// One shard of a tenant's WeCom budget for one API and UTC hour, under that shard's home.
+    pub fn budget(tenant: &TenantId, api: &str, shard: u32, hour: u64) -> Self {
+        Self::of(tenant, keys::budget(api, shard, hour))
     }
 
     /// The key's pattern: each key cut after its first `#` (`TENANT#*`, `CODE#*`).
@@ -1261,13 +1261,15 @@ mod tests {
         );
         let s = domain::ids::StaffId::parse("s1").expect("staff id");
         assert_eq!(ItemKey::of(&t, keys::staff(&s)).pk, "TENANT#acme#STAFF#s1");
-        for tenant_wide in [
-            ItemKey::refresh_tally(&t, "2026-12-05"),
-            ItemKey::budget(&t, "update_contact_way", 494_000),
-            ItemKey::of(&t, keys::PROFILE),
-        ] {
-            assert_eq!(tenant_wide.pk, "TENANT#acme", "{tenant_wide:?}");
-        }
+        assert_eq!(ItemKey::of(&t, keys::PROFILE).pk, "TENANT#acme");
+        assert_eq!(
+            ItemKey::refresh_tally(&t, "2026-12-05").pk,
+            "TENANT#acme#STATS#REFRESH"
+        );
+        assert_eq!(
+            ItemKey::budget(&t, "update_contact_way", 7, 494_000).pk,
+            "TENANT#acme#BUDGET#update_contact_way#7"
+        );
         assert_eq!(
             ItemKey::code(&t, &c).pattern(),
             KeyPattern {

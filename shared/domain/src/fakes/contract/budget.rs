@@ -113,3 +113,34 @@ pub async fn each_tenant_and_each_api_spends_its_own_budget<F: Fixture>(
         Spend::Granted
     );
 }
+
+pub async fn a_budget_kept_in_shards_never_grants_more_than_its_hour_in_all<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    // Three shards (1,201 a minute is past two shares of 600), holding 3, 2 and 2 of the hour.
+    let limits = BudgetLimits {
+        per_minute: 1_201,
+        per_hour: 7,
+    };
+    assert_eq!(limits.shards(), 3);
+    let budget = fixture.budget(limits);
+    let at = next_hour();
+    let mut granted = 0;
+    for i in 0..20 {
+        match spend(&budget, &tenant, "api", at + i).await {
+            Spend::Granted => granted += 1,
+            refusal => assert_eq!(
+                refusal,
+                refused(Window::Hour, at + i),
+                "only the hour is ever full"
+            ),
+        }
+    }
+    assert!(granted <= 7, "{granted} granted of an hour of 7");
+    // A refusal needs both shards it tried full: two of 2 at the least.
+    assert!(
+        granted >= 4,
+        "refused before two shards were full: {granted}"
+    );
+}

@@ -155,6 +155,7 @@ macro_rules! store_contract {
             spends_beyond_the_minutes_budget_are_refused_until_the_next_minute,
             spends_beyond_the_hours_budget_are_refused_until_the_next_hour,
             each_tenant_and_each_api_spends_its_own_budget,
+            a_budget_kept_in_shards_never_grants_more_than_its_hour_in_all,
         );
     };
     (@cases $fixture:path; $($case:ident),+ $(,)?) => {
