@@ -28,7 +28,7 @@ use domain::facts::{QuotaLedger, StaffLedger};
 use domain::fakes::InMemoryStore;
 use domain::ids::{CodeId, StaffId, TenantId};
 use domain::intake::InboxMessage;
-use domain::membership::{limits_reached, Employment, TenantRules};
+use domain::membership::{limits_reached, Employment, Membership, TenantRules};
 use domain::wecom::callback::{write_flat_xml, CallbackEvent, Envelope};
 use domain::wecom::crypto::CallbackCrypto;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -671,7 +671,7 @@ async fn true_recompute(
     shared: &Shared,
     tenant: &TenantId,
     code: &CodeId,
-) -> Option<Vec<StaffId>> {
+) -> Option<Membership> {
     let mut snapshot = data.snapshot(tenant, code, clock::now_ms()).await.ok()??;
     {
         let truth = lock(&shared.truth);
@@ -686,13 +686,14 @@ async fn true_recompute(
             }
         }
     }
-    Some(
-        snapshot
-            .recompute()
-            .users()
-            .map(<[StaffId]>::to_vec)
-            .unwrap_or_default(),
-    )
+    Some(snapshot.recompute())
+}
+
+/// Whether WeCom holding `held` is what the rules make of `recomputed`: its list, or, when
+/// nobody is eligible and there is no fallback, whatever list it had (an empty list cannot be
+/// pushed, so the last one stays and the code's alert is raised: `Refresher::starved`).
+fn holds(recomputed: &Membership, held: &[StaffId]) -> bool {
+    recomputed.users().is_none_or(|users| users == held)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -718,7 +719,11 @@ async fn happen(
             };
             let listed = true_recompute(data, shared, &view.id, &code_id)
                 .await
-                .is_some_and(|users| users.contains(&member));
+                .is_some_and(|recomputed| {
+                    recomputed
+                        .users()
+                        .is_some_and(|users| users.contains(&member))
+                });
             lock(&shared.measure).scan(&view.id, listed);
             let (world, data, tenants, shared) = (
                 Arc::clone(world),
@@ -956,13 +961,8 @@ async fn settle_ended(world: &World<MeteredStore>, data: &InMemoryStore, shared:
             .await
             .ok()
             .flatten()
-            .map(|s| {
-                s.recompute()
-                    .users()
-                    .map(<[StaffId]>::to_vec)
-                    .unwrap_or_default()
-            });
-        if recomputed.as_deref() == Some(held.as_slice()) {
+            .map(|s| s.recompute());
+        if recomputed.is_some_and(|recomputed| holds(&recomputed, &held)) {
             lock(&shared.measure).held_at_read(&ended);
         }
     }
@@ -981,8 +981,34 @@ async fn end_check(
         let held = held(world, data, &tenant, &code, &config_id);
         if let Some(recomputed) = true_recompute(data, shared, &tenant, &code).await {
             checked += 1;
-            differ += u64::from(recomputed != held);
+            differ += u64::from(!holds(&recomputed, &held));
         }
     }
     (checked, differ)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn staff(ids: &[&str]) -> Vec<StaffId> {
+        ids.iter()
+            .map(|id| StaffId::parse(id).expect("staff id"))
+            .collect()
+    }
+
+    #[test]
+    fn wecom_holds_a_recompute_when_it_has_its_list_or_the_fallback() {
+        let held = staff(&["a", "b"]);
+        assert!(holds(&Membership::Members(staff(&["a", "b"])), &held));
+        assert!(!holds(&Membership::Members(staff(&["a"])), &held));
+        assert!(holds(&Membership::Fallback(staff(&["a", "b"])), &held));
+        assert!(!holds(&Membership::Fallback(staff(&["c"])), &held));
+    }
+
+    #[test]
+    fn a_starved_recompute_is_held_by_whatever_list_wecom_keeps() {
+        assert!(holds(&Membership::Starved, &staff(&["a"])));
+        assert!(holds(&Membership::Starved, &[]));
+    }
 }
