@@ -19,6 +19,7 @@ use domain::membership::{
 };
 use domain::schedules::{plan, Minute, Subject};
 use domain::tenants::{TenantProfile, Timezone};
+use domain::wecom::acquisition::AcquisitionLink;
 use std::collections::{BTreeSet, HashMap};
 
 /// How long before the stretch a code not edited recently was last edited: beyond the lane
@@ -192,9 +193,13 @@ pub fn load_tenant(
     };
     let now = timezone.at(now_ms);
     let mut codes = Vec::with_capacity(tenant.codes as usize);
+    let mut rotating: BTreeSet<u32> = BTreeSet::new();
     for index in 0..tenant.codes {
         let figures = tenant.code(profile, index);
         let code = names.code(index);
+        if figures.family != DrawnFamily::Native {
+            rotating.extend(figures.members.iter().chain(&figures.fallback));
+        }
         let config = CodeConfig {
             family: match figures.family {
                 DrawnFamily::Native => Family::Native,
@@ -252,6 +257,21 @@ pub fn load_tenant(
         );
         codes.push(LoadedCode { config_id, users });
     }
+    // A platform that has run a while: whoever sits on a sequenced or quota code had an
+    // acquisition link created the first time they joined its rotation, and it stays until
+    // they resign (`sweep`). The day's refreshes create links only for newcomers.
+    for member in rotating {
+        let staff_id = &staff[member as usize];
+        let link_id = format!("wl{id}x{staff_id}");
+        store.insert_link(
+            &id,
+            staff_id,
+            AcquisitionLink {
+                url: format!("https://work.weixin.qq.com/ca/{link_id}"),
+                link_id,
+            },
+        );
+    }
     LoadedTenant { id, codes }
 }
 
@@ -299,5 +319,43 @@ mod tests {
         assert_eq!((tenant.as_str(), code.as_str()), ("t00042", "c001234"));
         assert_eq!(config_id_for(&tenant, &code), config);
         assert!(code_of_config("cw-7").is_none());
+    }
+
+    #[tokio::test]
+    async fn whoever_sits_on_a_rotating_code_starts_with_a_link_and_nobody_else_does() {
+        use domain::codes::CodeFacts;
+        let profile = Profile::load_default().expect("profile.toml is valid");
+        let population = Population::generate(&profile, 7);
+        let (mut with_link, mut without) = (0, 0);
+        for tenant in population.tenants.iter().filter(|t| t.codes < 60).take(20) {
+            let store = InMemoryStore::default();
+            let loaded = load_tenant(&store, &profile, tenant, 0, &mut Names::default());
+            let figures: Vec<_> = (0..tenant.codes)
+                .map(|i| tenant.code(&profile, i))
+                .collect();
+            let rotating: BTreeSet<StaffId> = figures
+                .iter()
+                .filter(|f| f.family != DrawnFamily::Native)
+                .flat_map(|f| f.members.iter().chain(&f.fallback))
+                .map(|m| Names::default().staff(*m))
+                .collect();
+            for index in 0..tenant.codes {
+                let snapshot = store
+                    .snapshot(&loaded.id, &Names::default().code(index), 0)
+                    .await
+                    .expect("store")
+                    .expect("the code was loaded");
+                for member in &snapshot.code.config.members {
+                    let has = snapshot.links.contains_key(member);
+                    assert_eq!(has, rotating.contains(member), "{member} on {index}");
+                    if has {
+                        with_link += 1;
+                    } else {
+                        without += 1;
+                    }
+                }
+            }
+        }
+        assert!(with_link > 0 && without > 0, "{with_link} {without}");
     }
 }

@@ -391,6 +391,14 @@ impl InMemoryStore {
             .insert((tenant.clone(), staff.clone()), facts);
     }
 
+    /// Stores `link` as the staff member's acquisition link, as a refresh that created it
+    /// would have kept it (`CodeFacts::keep_link`).
+    pub fn insert_link(&self, tenant: &TenantId, staff: &StaffId, link: AcquisitionLink) {
+        self.tables()
+            .links
+            .insert((tenant.clone(), staff.clone()), link);
+    }
+
     /// Every staff member of the tenant with an item, in id order.
     pub fn staff_of(&self, tenant: &TenantId) -> Vec<StaffId> {
         self.tables()
