@@ -178,14 +178,15 @@ impl<'a> LiveTenant<'a> {
             self.world.dynamodb.clone(),
             self.world.output("TableName").to_owned(),
         );
-        let prefix = keys::adds_total(&CodeId::parse(code)?, &StaffId::parse(staff)?);
+        let counter = keys::adds_total(&CodeId::parse(code)?, &StaffId::parse(staff)?);
         let items = store
-            .query_prefix(&TenantId::parse(&self.tenant.id)?, &prefix)
+            .query_prefix(&TenantId::parse(&self.tenant.id)?, &counter.sk)
             .await?;
         Ok(items
             .iter()
+            .filter(|item| item.get(keys::SK).and_then(|v| v.as_s().ok()) == Some(&counter.sk))
             .filter_map(|item| {
-                item.get("adds")
+                item.get(&counter.attribute)
                     .and_then(|v| v.as_n().ok())
                     .and_then(|n| n.parse::<u64>().ok())
             })

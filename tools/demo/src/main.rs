@@ -664,11 +664,16 @@ impl Demo<'_> {
         let created_lists = created_lists(&sandbox.calls(corp_id, "add_contact_way").await?);
         let contact_ways = sandbox.contact_ways(corp_id).await?;
         let store = &world.store;
+        // Each code's all-time counter item: a count per member who had adds on it.
         let adds_counted = store
-            .query_each_code(tenant, |code| format!("ADDS#TOTAL#{code}#"))
+            .query_each_code(tenant, keys::code_adds_total)
             .await?
             .iter()
-            .filter_map(|item| item::n(item, "adds"))
+            .flat_map(|item| {
+                item.keys()
+                    .filter(|name| name.starts_with(keys::COUNT_PREFIX))
+                    .filter_map(|name| item::n(item, name))
+            })
             .sum();
         let claims = store
             .query_prefix(tenant, "CLAIM#add:")

@@ -203,8 +203,8 @@ impl AdminStore for DynamoStore {
         Ok((codes, more))
     }
 
-    /// One `BatchGetItem` per 33 codes: each code's item (its limits) and the staff member's
-    /// two counters on it.
+    /// One `BatchGetItem` per 33 codes: each code's item (its limits) and its two counter
+    /// items, which hold the staff member's counts on it.
     async fn adds_on_codes(
         &self,
         tenant: &TenantId,
@@ -217,16 +217,16 @@ impl AdminStore for DynamoStore {
             .flat_map(|code| {
                 [
                     tenant_key(tenant, keys::code(code)),
-                    tenant_key(tenant, keys::adds_today_on_code(day, code, staff)),
-                    tenant_key(tenant, keys::adds_total(code, staff)),
+                    tenant_key(tenant, keys::adds_today_on_code(day, code, staff).sk),
+                    tenant_key(tenant, keys::adds_total(code, staff).sk),
                 ]
             })
             .collect();
         let items = self.batch_get(wanted).await?;
         let by_sk = |sk: &str| items.iter().find(|item| get_s(item, keys::SK) == Some(sk));
-        let count = |sk: String| {
-            by_sk(&sk)
-                .and_then(|item| get_n::<u32>(item, "adds"))
+        let count = |counter: keys::Counter| {
+            by_sk(&counter.sk)
+                .and_then(|item| get_n::<u32>(item, &counter.attribute))
                 .unwrap_or(0)
         };
         codes
@@ -251,10 +251,11 @@ impl AdminStore for DynamoStore {
         staff: &StaffId,
         day: &str,
     ) -> Result<u32, StoreError> {
+        let counter = keys::adds_today_all_codes(day, staff);
         Ok(self
-            .get(tenant, keys::adds_today_all_codes(day, staff))
+            .get(tenant, counter.sk)
             .await?
-            .and_then(|item| get_n::<u32>(&item, "adds"))
+            .and_then(|item| get_n::<u32>(&item, &counter.attribute))
             .unwrap_or(0))
     }
 

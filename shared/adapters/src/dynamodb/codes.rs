@@ -661,10 +661,10 @@ impl CodeRead {
         code: &CodeId,
         now_ms: u64,
     ) -> CodeSnapshot {
-        let count = |sk: String| {
+        let count = |counter: keys::Counter| {
             people
-                .get(tenant, &sk)
-                .and_then(|item| get_n::<u32>(item, "adds"))
+                .get(tenant, &counter.sk)
+                .and_then(|item| get_n::<u32>(item, &counter.attribute))
                 .unwrap_or(0)
         };
         let day = &self.day;
@@ -731,13 +731,13 @@ impl CountersRead {
     fn keys(&self, day: &str, code: &CodeId, staff: &StaffId) -> Vec<String> {
         let mut wanted = vec![keys::staff(staff)];
         if self.on_code {
-            wanted.push(keys::adds_today_on_code(day, code, staff));
+            wanted.push(keys::adds_today_on_code(day, code, staff).sk);
         }
         if self.all_codes {
-            wanted.push(keys::adds_today_all_codes(day, staff));
+            wanted.push(keys::adds_today_all_codes(day, staff).sk);
         }
         if self.on_code_total {
-            wanted.push(keys::adds_total(code, staff));
+            wanted.push(keys::adds_total(code, staff).sk);
         }
         wanted
     }

@@ -180,16 +180,60 @@ pub fn seats_of(staff: &StaffId) -> String {
     format!("SEAT#{staff}#")
 }
 
-pub fn adds_total(code: &CodeId, staff: &StaffId) -> String {
-    format!("ADDS#TOTAL#{code}#{staff}")
+/// Where one add count is kept: the item (its sort key) and the number attribute in it.
+///
+/// A code's counts, today's and all-time, are one item each with an attribute per staff
+/// member, so a recompute reads two items per code, not two per candidate; the company cap's
+/// count is per staff member (`ALL`), one item each, shared by every code they sit on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Counter {
+    pub sk: String,
+    pub attribute: String,
 }
 
-pub fn adds_today_on_code(day: &str, code: &CodeId, staff: &StaffId) -> String {
-    format!("ADDS#DAY#{day}#{code}#{staff}")
+/// How a per-code counter item names the attribute of a member's count.
+pub const COUNT_PREFIX: &str = "n_";
+
+/// The attribute of a per-code counter item that holds `staff`'s count.
+fn count_of(staff: &StaffId) -> String {
+    format!("{COUNT_PREFIX}{staff}")
 }
 
-pub fn adds_today_all_codes(day: &str, staff: &StaffId) -> String {
-    format!("ADDS#DAY#{day}#ALL#{staff}")
+/// The attribute of an item that holds one count.
+pub const ADDS: &str = "adds";
+
+/// `staff`'s adds on `code` since it was created.
+pub fn adds_total(code: &CodeId, staff: &StaffId) -> Counter {
+    Counter {
+        sk: code_adds_total(code),
+        attribute: count_of(staff),
+    }
+}
+
+/// The item of every member's adds on `code` since it was created.
+pub fn code_adds_total(code: &CodeId) -> String {
+    format!("ADDS#TOTAL#{code}")
+}
+
+/// `staff`'s adds on `code` on tenant day `day`.
+pub fn adds_today_on_code(day: &str, code: &CodeId, staff: &StaffId) -> Counter {
+    Counter {
+        sk: code_adds_on(day, code),
+        attribute: count_of(staff),
+    }
+}
+
+/// The item of every member's adds on `code` on tenant day `day`.
+pub fn code_adds_on(day: &str, code: &CodeId) -> String {
+    format!("ADDS#DAY#{day}#{code}")
+}
+
+/// `staff`'s adds on every code on tenant day `day` (the company cap's count).
+pub fn adds_today_all_codes(day: &str, staff: &StaffId) -> Counter {
+    Counter {
+        sk: format!("ADDS#DAY#{day}#ALL#{staff}"),
+        attribute: ADDS.to_owned(),
+    }
 }
 
 /// Stored membership of a WeCom department (a string set of user ids).
@@ -513,13 +557,35 @@ mod tests {
             push_log(&c1, 1, "n"),
             creation_intent(&c1, 1),
             owed(&code(&c1), 0),
-            adds_total(&c1, &s1),
-            adds_today_on_code("2026-12-06", &c1, &s1),
+            adds_total(&c1, &s1).sk,
+            adds_today_on_code("2026-12-06", &c1, &s1).sk,
         ]
         .iter()
         .map(|sk| home(&t1(), sk))
         .collect();
         assert!(homes.iter().all(|h| h == "TENANT#t1#CODE#c1"), "{homes:?}");
+    }
+
+    #[test]
+    fn a_codes_counts_of_every_member_share_one_item_a_day_and_one_in_all() {
+        let c1 = CodeId::parse("c1").expect("code");
+        let (s1, s2) = (
+            StaffId::parse("s1").expect("staff"),
+            StaffId::parse("s2").expect("staff"),
+        );
+        let day = "2026-12-06";
+        let (a, b) = (
+            adds_today_on_code(day, &c1, &s1),
+            adds_today_on_code(day, &c1, &s2),
+        );
+        assert_eq!(a.sk, b.sk);
+        assert_ne!(a.attribute, b.attribute);
+        assert_ne!(a.sk, adds_today_on_code("2026-12-07", &c1, &s1).sk);
+        assert_eq!(adds_total(&c1, &s1).sk, adds_total(&c1, &s2).sk);
+        assert_ne!(
+            adds_today_all_codes(day, &s1).sk,
+            adds_today_all_codes(day, &s2).sk
+        );
     }
 
     #[test]
@@ -532,7 +598,7 @@ mod tests {
         for sk in [
             staff(&s1),
             seat(&s1, &c1),
-            adds_today_all_codes("2026-12-06", &s1),
+            adds_today_all_codes("2026-12-06", &s1).sk,
         ] {
             assert_eq!(home(&t1(), &sk), "TENANT#t1#STAFF#s1", "{sk}");
         }

@@ -1,5 +1,6 @@
 //! Add claims and counters (docs/rules.md rule 8): the claim and the three counters move in one
-//! transaction, so an add is counted exactly once however often it is delivered.
+//! transaction, so an add is counted exactly once however often it is delivered. A code's
+//! counters are one item a day and one in all, a number per staff member (`keys::Counter`).
 
 use super::conditions::ConditionalWriteError;
 use super::{get_bool, get_n, get_s, key, keys, n, s, tenant_key, unavailable, DynamoStore};
@@ -20,19 +21,20 @@ const DAILY_COUNTER_TTL_SECS: u64 = 35 * 24 * 3600;
 fn increment(
     table: &str,
     tenant: &TenantId,
-    sk: String,
+    counter: keys::Counter,
     expires_at: Option<u64>,
 ) -> Result<TransactWriteItem, StoreError> {
     let mut update = Update::builder()
         .table_name(table)
-        .set_key(Some(tenant_key(tenant, sk)))
+        .set_key(Some(tenant_key(tenant, counter.sk)))
+        .expression_attribute_names("#count", counter.attribute)
         .expression_attribute_values(":one", n(1));
     update = match expires_at {
         Some(at) => update
-            .update_expression("ADD adds :one SET #expires = :expires")
+            .update_expression("ADD #count :one SET #expires = :expires")
             .expression_attribute_names("#expires", keys::EXPIRES_AT)
             .expression_attribute_values(":expires", n(at)),
-        None => update.update_expression("ADD adds :one"),
+        None => update.update_expression("ADD #count :one"),
     };
     Ok(TransactWriteItem::builder()
         .update(update.build().map_err(unavailable)?)
@@ -148,16 +150,16 @@ impl QuotaLedger for DynamoStore {
         let total = keys::adds_total(code, staff);
         let items = self
             .batch_get(vec![
-                tenant_key(tenant, on_code.clone()),
-                tenant_key(tenant, all_codes.clone()),
-                tenant_key(tenant, total.clone()),
+                tenant_key(tenant, on_code.sk.clone()),
+                tenant_key(tenant, all_codes.sk.clone()),
+                tenant_key(tenant, total.sk.clone()),
             ])
             .await?;
-        let count = |sk: &str| {
+        let count = |counter: &keys::Counter| {
             items
                 .iter()
-                .find(|item| get_s(item, keys::SK) == Some(sk))
-                .and_then(|item| get_n::<u32>(item, "adds"))
+                .find(|item| get_s(item, keys::SK) == Some(counter.sk.as_str()))
+                .and_then(|item| get_n::<u32>(item, &counter.attribute))
                 .unwrap_or(0)
         };
         Ok(AddCounts {

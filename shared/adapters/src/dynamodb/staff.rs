@@ -119,6 +119,26 @@ impl DynamoStore {
     }
 
     /// Writes `item` unless an item with its key exists (a repeat, or facts of its own).
+    /// Sets `counter` to `count` unless it holds a count already (a repeated rename).
+    async fn set_count_if_absent(
+        &self,
+        tenant: &TenantId,
+        counter: keys::Counter,
+        count: u32,
+    ) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(tenant_key(tenant, counter.sk)))
+            .update_expression("SET #count = if_not_exists(#count, :count)")
+            .expression_attribute_names("#count", counter.attribute)
+            .expression_attribute_values(":count", n(count))
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+
     async fn put_if_absent(&self, item: Item) -> Result<(), StoreError> {
         let result = self
             .client
@@ -228,22 +248,28 @@ impl StaffLedger for DynamoStore {
             Some(profile) => tenant_day(at_ms, profile.timezone),
             None => return Err(corrupt("rename for a tenant without a profile")),
         };
-        let mut counters = vec![(
-            keys::adds_today_all_codes(&day, from),
-            keys::adds_today_all_codes(&day, to),
-        )];
-        for code in &codes {
-            counters.push((
-                keys::adds_today_on_code(&day, code, from),
-                keys::adds_today_on_code(&day, code, to),
-            ));
-            counters.push((keys::adds_total(code, from), keys::adds_total(code, to)));
+        let all_codes = keys::adds_today_all_codes(&day, from);
+        if let Some(mut counter) = self.get(tenant, all_codes.sk).await? {
+            // Under the new id's home, as its sort key says (`keys::home`).
+            counter.extend(tenant_key(tenant, keys::adds_today_all_codes(&day, to).sk));
+            self.put_if_absent(counter).await?;
         }
-        for (old_sk, new_sk) in counters {
-            if let Some(mut counter) = self.get(tenant, old_sk).await? {
-                // Under the new id's home, as its sort key says (`keys::home`).
-                counter.extend(tenant_key(tenant, new_sk));
-                self.put_if_absent(counter).await?;
+        for code in &codes {
+            // A code's counters are one item each: the count moves to the new id's attribute.
+            for (old, new) in [
+                (
+                    keys::adds_today_on_code(&day, code, from),
+                    keys::adds_today_on_code(&day, code, to),
+                ),
+                (keys::adds_total(code, from), keys::adds_total(code, to)),
+            ] {
+                let count = self
+                    .get(tenant, old.sk)
+                    .await?
+                    .and_then(|item| get_n::<u32>(&item, &old.attribute));
+                if let Some(count) = count {
+                    self.set_count_if_absent(tenant, new, count).await?;
+                }
             }
         }
         for code in &codes {

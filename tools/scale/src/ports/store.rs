@@ -452,6 +452,20 @@ fn counter_bytes(key: &ItemKey, daily: bool) -> usize {
     size.bytes()
 }
 
+/// A code's counter item: a count per member with adds (`n_<staff>`), and, a day's, its expiry.
+fn code_counter_bytes(key: &ItemKey, counted: &[&StaffId], daily: bool) -> usize {
+    if counted.is_empty() {
+        return 0;
+    }
+    let size = counted.iter().fold(Size::of(key), |size, staff| {
+        size.n(&format!("n_{staff}"), 100)
+    });
+    if daily {
+        return size.n(keys::EXPIRES_AT, SECS).bytes();
+    }
+    size.bytes()
+}
+
 fn key_only_bytes(key: &ItemKey) -> usize {
     Size::of(key).bytes()
 }
@@ -504,15 +518,18 @@ fn add_counter_keys(add: &AddFact) -> [(ItemKey, bool); 3] {
     let t = &add.tenant;
     [
         (
-            ItemKey::of(t, keys::adds_total(&add.code, &add.staff)),
+            ItemKey::of(t, keys::adds_total(&add.code, &add.staff).sk),
             false,
         ),
         (
-            ItemKey::of(t, keys::adds_today_on_code(&add.day, &add.code, &add.staff)),
+            ItemKey::of(
+                t,
+                keys::adds_today_on_code(&add.day, &add.code, &add.staff).sk,
+            ),
             true,
         ),
         (
-            ItemKey::of(t, keys::adds_today_all_codes(&add.day, &add.staff)),
+            ItemKey::of(t, keys::adds_today_all_codes(&add.day, &add.staff).sk),
             true,
         ),
     ]
@@ -1066,39 +1083,49 @@ impl MeteredStore {
                 if facts.is_some() { staff } else { 0 },
             );
             let counts = snapshot.adds.get(person).copied().unwrap_or_default();
-            // Only the counters of the limits the code has, as the adapter reads them.
-            let switches = &config.switches;
-            for (sk, count, daily, read) in [
-                (
-                    keys::adds_today_on_code(&day, code, person),
-                    counts.on_code,
-                    true,
-                    switches.daily_limit.is_some(),
-                ),
-                (
-                    keys::adds_today_all_codes(&day, person),
-                    counts.all_codes,
-                    true,
-                    snapshot.profile.company_daily_cap.is_some(),
-                ),
-                (
-                    keys::adds_total(code, person),
-                    counts.on_code_total,
-                    false,
-                    switches.add_limit.is_some(),
-                ),
-            ] {
-                if !read {
-                    continue;
-                }
-                let key = ItemKey::of(tenant, sk);
-                let bytes = if count > 0 {
-                    counter_bytes(&key, daily)
+            if snapshot.profile.company_daily_cap.is_some() {
+                let key = ItemKey::of(tenant, keys::adds_today_all_codes(&day, person).sk);
+                let bytes = if counts.all_codes > 0 {
+                    counter_bytes(&key, true)
                 } else {
                     0
                 };
                 people.add(key, bytes);
             }
+        }
+        // The code's own counters, only those of the limits it has, as the adapter reads them:
+        // one item a day and one in all, holding a count per member with adds.
+        let switches = &config.switches;
+        for (sk, daily, read) in [
+            (
+                keys::code_adds_on(&day, code),
+                true,
+                switches.daily_limit.is_some(),
+            ),
+            (
+                keys::code_adds_total(code),
+                false,
+                switches.add_limit.is_some(),
+            ),
+        ] {
+            if !read {
+                continue;
+            }
+            let counted: Vec<&StaffId> = candidates_read
+                .iter()
+                .filter(|person| {
+                    snapshot.adds.get(*person).is_some_and(|counts| {
+                        if daily {
+                            counts.on_code > 0
+                        } else {
+                            counts.on_code_total > 0
+                        }
+                    })
+                })
+                .collect();
+            let key = ItemKey::of(tenant, sk);
+            let bytes = code_counter_bytes(&key, &counted, daily);
+            people.add(key, bytes);
         }
         Ok(())
     }
@@ -1561,8 +1588,8 @@ impl QuotaLedger for MeteredStore {
         ];
         let touches = counters
             .into_iter()
-            .map(|(sk, count, daily)| {
-                let key = ItemKey::of(tenant, sk);
+            .map(|(counter, count, daily)| {
+                let key = ItemKey::of(tenant, counter.sk);
                 let bytes = if count > 0 {
                     counter_bytes(&key, daily)
                 } else {
@@ -1696,8 +1723,8 @@ impl StaffLedger for MeteredStore {
             counters.push((keys::adds_today_on_code(&day, code, from), true));
             counters.push((keys::adds_total(code, from), false));
         }
-        for (sk, daily) in counters {
-            let key = ItemKey::of(tenant, sk);
+        for (counter, daily) in counters {
+            let key = ItemKey::of(tenant, counter.sk);
             let bytes = counter_bytes(&key, daily);
             requests.push((
                 Kind::GetItem,

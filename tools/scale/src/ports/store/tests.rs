@@ -197,7 +197,8 @@ async fn snapshot_read_units(snapshot: &CodeSnapshot) -> f64 {
 #[tokio::test(start_paused = true)]
 async fn a_snapshot_reads_only_the_add_counters_of_the_limits_the_code_has() {
     // 15 members: the first keys (profile, code, pushed, mark, lease: 5 units), then each
-    // member's staff item, and a counter per member for each limit switched on.
+    // member's staff item; with every limit on, the code's two counter items (today's and
+    // all-time, a count per member in each) and each member's company-cap counter.
     let without = snapshot_read_units(&snapshot_of(members())).await;
     let mut limited = snapshot_of(members());
     limited.code.config.switches.daily_limit = Some(20);
@@ -205,7 +206,7 @@ async fn a_snapshot_reads_only_the_add_counters_of_the_limits_the_code_has() {
     limited.profile.company_daily_cap = Some(100);
     let with_every_limit = snapshot_read_units(&limited).await;
     assert_eq!(without, 5.0 + 15.0);
-    assert_eq!(with_every_limit, 5.0 + 15.0 * 4.0);
+    assert_eq!(with_every_limit, 5.0 + 15.0 * 2.0 + 2.0);
 }
 
 #[tokio::test(start_paused = true)]
