@@ -3,9 +3,7 @@
 use super::conditions::ConditionalWriteError;
 use super::{get_n, keys, n, tenant_key, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
-use domain::budget::{
-    exhausted, reopens_in, spend_sharded, BudgetLimits, BudgetSlot, Spend, WeComBudget, Window,
-};
+use domain::budget::{refusal, spend_sharded, BudgetLimits, BudgetSlot, Spend, WeComBudget};
 use domain::ids::TenantId;
 use domain::StoreError;
 
@@ -79,16 +77,7 @@ impl DynamoBudget {
                 let old: Item = refused.item.unwrap_or_default();
                 let hour_total = get_n(&old, "spent").unwrap_or(0);
                 let minute_total = get_n(&old, &slot.minute_counter).unwrap_or(0);
-                // A refusal with room in both windows means the budget was lowered
-                // below what is spent; the minute's end is the soonest it can change.
-                Ok(
-                    exhausted(share, hour_total, minute_total, now_ms).unwrap_or(
-                        Spend::Exhausted {
-                            window: Window::Minute,
-                            retry_after_ms: reopens_in(Window::Minute, now_ms),
-                        },
-                    ),
-                )
+                Ok(refusal(share, hour_total, minute_total, now_ms))
             }
         }
     }

@@ -201,6 +201,16 @@ pub fn exhausted(
     })
 }
 
+/// The refusal of a spend on an item that held `hour_total` and `minute_total`: the full
+/// window, or, with room in both (the budget was lowered below what is spent), the minute,
+/// the soonest it can change.
+pub fn refusal(limits: BudgetLimits, hour_total: u32, minute_total: u32, now_ms: u64) -> Spend {
+    exhausted(limits, hour_total, minute_total, now_ms).unwrap_or(Spend::Exhausted {
+        window: Window::Minute,
+        retry_after_ms: reopens_in(Window::Minute, now_ms),
+    })
+}
+
 /// Milliseconds until `window` (the one containing `now_ms`) is over.
 pub fn reopens_in(window: Window, now_ms: u64) -> u64 {
     let length = match window {

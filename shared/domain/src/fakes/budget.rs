@@ -1,7 +1,7 @@
 //! The tenants' shared WeCom budget.
 
 use crate::budget::{
-    exhausted, reopens_in, spend_sharded, BudgetLimits, BudgetSlot, Spend, WeComBudget, Window,
+    refusal, reopens_in, spend_sharded, BudgetLimits, BudgetSlot, Spend, WeComBudget, Window,
 };
 use crate::ids::TenantId;
 use crate::StoreError;
@@ -96,10 +96,7 @@ impl FakeBudget {
             *minute += 1;
             return Spend::Granted;
         }
-        exhausted(share, *hour, *minute, now_ms).unwrap_or(Spend::Exhausted {
-            window: Window::Minute,
-            retry_after_ms: reopens_in(Window::Minute, now_ms),
-        })
+        refusal(share, *hour, *minute, now_ms)
     }
 
     /// The budget's limits, when it keeps them as the table does (`limited`).
