@@ -188,7 +188,7 @@ async fn history(
 }
 
 async fn tally(world: &World, tenant: &TenantId, attribute: &str) -> Result<u64> {
-    let items = store(world).query_prefix(tenant, "STATS#REFRESH#").await?;
+    let items = store(world).refresh_tallies(tenant, None).await?;
     Ok(items
         .iter()
         .filter_map(|item| item.get(attribute)?.as_n().ok()?.parse::<u64>().ok())

@@ -154,7 +154,7 @@ async fn reasons_worked_off(live: &LiveTenant<'_>) -> Result<()> {
     let (mut seen, mut still_since) = (0, std::time::Instant::now());
     loop {
         let reasons: u64 = store
-            .query_prefix(&tenant, "STATS#REFRESH#")
+            .refresh_tallies(&tenant, None)
             .await?
             .iter()
             .filter_map(|tally| tally.get("reasons")?.as_n().ok()?.parse::<u64>().ok())

@@ -1,8 +1,8 @@
 //! DynamoDB requests per refresh, told apart by kind.
 //!
-//! The refresh function's DynamoDB adapter counts every request its client sends; each write of
-//! the tenant's daily tally item (`STATS#REFRESH#<day>`) adds the requests sent since that
-//! container's previous tally write, itself included, as `store_requests`, in the same
+//! The refresh function's DynamoDB adapter counts every request its client sends; each write to
+//! one of the tenant's daily tally shards (`STATS#REFRESH#<shard>#<day>`) adds the requests sent
+//! since that container's previous tally write, itself included, as `store_requests`, in the same
 //! `UpdateItem` that adds the batch's outcome counters (one write per tenant and day per SQS
 //! batch). So the requests of one batch arrive together with what its refreshes did, and a
 //! batch's requests can be charged to a kind of refresh only when every refresh it tallied was

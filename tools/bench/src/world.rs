@@ -129,11 +129,11 @@ impl World {
         Ok(depths)
     }
 
-    /// The refresh function's counters of the tenant (`STATS#REFRESH#<day>`), summed over
+    /// The refresh function's counters of the tenant (`STATS#REFRESH#<shard>#<day>`), summed over
     /// the days present. An attribute a stack does not write is absent from the map.
     pub async fn tally(&self, tenant: &TenantId) -> Result<BTreeMap<String, u64>> {
         let mut tally = BTreeMap::new();
-        for item in self.store.query_prefix(tenant, "STATS#REFRESH#").await? {
+        for item in self.store.refresh_tallies(tenant, None).await? {
             for (name, value) in &item {
                 if let Some(n) = value.as_n().ok().and_then(|n| n.parse::<u64>().ok()) {
                     *tally.entry(name.clone()).or_insert(0) += n;

@@ -694,7 +694,7 @@ impl Demo<'_> {
             ),
             None => None,
         };
-        let refresh_items = store.query_prefix(tenant, "STATS#REFRESH#").await?;
+        let refresh_items = store.refresh_tallies(tenant, None).await?;
         let refresh = (!refresh_items.is_empty()).then(|| RefreshStats::from_items(&refresh_items));
         let pushes = push_log(world, tenant).await?;
         let final_codes = final_codes(
@@ -1212,15 +1212,14 @@ async fn read_back_the_new_day(
         }
     }
     let new_day = tenant_day(ctx.midnight_ms, ctx.timezone);
-    rollover.new_day = world
+    let shards = world
         .store
-        .query_prefix(ctx.tenant, &format!("STATS#REFRESH#{new_day}"))
-        .await?
-        .first()
-        .map(|item| {
-            let get = |name| item::n(item, name).unwrap_or(0);
-            (get("reasons"), get("recomputes"), get("pushes"))
-        });
+        .refresh_tallies(ctx.tenant, Some(&new_day))
+        .await?;
+    rollover.new_day = (!shards.is_empty()).then(|| {
+        let sum = |name| -> u64 { shards.iter().filter_map(|item| item::n(item, name)).sum() };
+        (sum("reasons"), sum("recomputes"), sum("pushes"))
+    });
     let finals = final_codes(
         world,
         ctx.tenant,

@@ -442,6 +442,21 @@ impl DynamoStore {
         Ok(found.into_iter().flatten().collect())
     }
 
+    /// Every shard of the tenant's refresh tallies, of `day` or of every day: what a reader
+    /// sums (`keys::refresh_tally`).
+    pub async fn refresh_tallies(
+        &self,
+        tenant: &TenantId,
+        day: Option<&str>,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
+        for shard in 0..keys::REFRESH_TALLY_SHARDS {
+            let prefix = format!("{}{}", keys::refresh_tally_shard(shard), day.unwrap_or(""));
+            items.extend(self.query_tenant(tenant, &prefix, false).await?);
+        }
+        Ok(items)
+    }
+
     /// Every item of a tenant whose sort key starts with `prefix`, e.g. a code's push history.
     pub async fn query_prefix(
         &self,
@@ -962,7 +977,10 @@ impl CodeRecords for DynamoStore {
         self.client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(tenant_key(tenant, keys::refresh_tally(day))))
+            .set_key(Some(tenant_key(
+                tenant,
+                keys::refresh_tally(rand::random::<u32>() % keys::REFRESH_TALLY_SHARDS, day),
+            )))
             .update_expression(
                 "ADD reasons :r, recomputes :c, pushes :p, unchanged :u, starved :s, \
                  requeued_budget :rb, requeued_throttled :rt, requeued_lease :rl, \
@@ -983,7 +1001,7 @@ impl CodeRecords for DynamoStore {
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;
         if tally.requeued_budget + tally.requeued_throttled > 0 {
-            self.record_requeues(tenant, tally).await?;
+            self.record_requeues(tally).await?;
         }
         Ok(())
     }
@@ -992,13 +1010,13 @@ impl CodeRecords for DynamoStore {
 impl DynamoStore {
     /// The minute's platform-wide count of refreshes put off by the budget or a throttle
     /// (only when there were any): the operator's "throttled requeues in the last hour".
-    async fn record_requeues(&self, tenant: &TenantId, tally: &Tally) -> Result<(), StoreError> {
+    async fn record_requeues(&self, tally: &Tally) -> Result<(), StoreError> {
         let now_ms = crate::clock::system_clock();
         self.client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(key(
-                keys::requeues(keys::requeue_shard(tenant)),
+                keys::requeues(rand::random::<u32>() % keys::REQUEUE_SHARDS),
                 keys::requeues_minute(now_ms / 60_000),
             )))
             .update_expression(

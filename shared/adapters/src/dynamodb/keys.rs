@@ -23,9 +23,9 @@ pub fn tenant(tenant: &TenantId) -> String {
 /// index writes and per-code add counters under `TENANT#<t>#CODE#<c>`; a staff member's item,
 /// seats and all-codes daily counter under `TENANT#<t>#STAFF#<s>`; a department's members,
 /// seats and owed writes under `TENANT#<t>#DEPT#<d>`; each shard of the budget of each WeCom
-/// API under `TENANT#<t>#BUDGET#<api>#<shard>` and the refresh tallies under
-/// `TENANT#<t>#STATS#REFRESH`, so the items every push and every refresh batch write share no
-/// partition key with the tenant's claims and profile, nor a shard with another;
+/// API under `TENANT#<t>#BUDGET#<api>#<shard>` and each shard of the refresh tallies under
+/// `TENANT#<t>#STATS#REFRESH#<shard>`, so the items every push and every refresh batch write
+/// share no partition key with the tenant's claims and profile, nor a shard with another;
 /// everything else under `TENANT#<t>`.
 ///
 /// A prefix that names a kind but no owner (`CODE#`, `PUSHLOG#`) spans many homes and has
@@ -64,11 +64,11 @@ pub fn tenant_of_home(pk: &str) -> Option<&str> {
 fn owner(sk: &str) -> Option<(&'static str, &str)> {
     if let Some(rest) = sk.strip_prefix("BUDGET#") {
         // `<api>#<shard>#<hour>`: the owner is the API's shard, two fields.
-        let owner = rest
-            .match_indices('#')
-            .nth(1)
-            .map_or("", |(at, _)| &rest[..at]);
-        return Some(("BUDGET", owner));
+        return Some(("BUDGET", first_two_fields(rest)));
+    }
+    if let Some(rest) = sk.strip_prefix("STATS#") {
+        // `REFRESH#<shard>#<day>`: the owner is the tally's shard, two fields.
+        return Some(("STATS", first_two_fields(rest)));
     }
     let fields: Vec<&str> = sk.split('#').collect();
     match fields.as_slice() {
@@ -84,8 +84,16 @@ fn owner(sk: &str) -> Option<(&'static str, &str)> {
         ["OWED", "CODE", code, ..] => Some(("CODE", code)),
         ["OWED", "DEPT", department, ..] => Some(("DEPT", department)),
         ["OWED", ..] => Some(("CODE", "")),
-        ["STATS", "REFRESH", ..] => Some(("STATS", "REFRESH")),
         _ => None,
+    }
+}
+
+/// `rest` up to its second `#` (`a#b#c` -> `a#b`), or "" when it has fewer than two fields
+/// or the second is empty: an owner of two fields, named in full or not at all.
+fn first_two_fields(rest: &str) -> &str {
+    match rest.match_indices('#').nth(1) {
+        Some((at, _)) if !rest[..at].ends_with('#') => &rest[..at],
+        _ => "",
     }
 }
 
@@ -272,10 +280,23 @@ pub fn ignored(kind: &str) -> String {
     format!("IGNORED#{kind}")
 }
 
-/// The refresh function's counters for a tenant-day.
-pub fn refresh_tally(day: &str) -> String {
-    format!("STATS#REFRESH#{day}")
+/// One shard of the refresh function's counters for a tenant-day: each refresh batch adds
+/// its counts to one shard drawn at random, so a tenant's busiest minute spreads its writes
+/// over `REFRESH_TALLY_SHARDS` partition keys; a reader sums the shards
+/// (`refresh_tally_shard` names each one's items).
+pub fn refresh_tally(shard: u32, day: &str) -> String {
+    format!("{}{day}", refresh_tally_shard(shard))
 }
+
+/// The sort-key prefix of every day of one tally shard, all under that shard's home.
+pub fn refresh_tally_shard(shard: u32) -> String {
+    format!("STATS#REFRESH#{shard}#")
+}
+
+/// A tenant's refresh tally shards. One item takes at most 1,000 writes a second; a tenant's
+/// refresh batches at the 09:00 wave came to more (one write each), and 8 shards keep them
+/// under it with room while a reader needs only 8 queries.
+pub const REFRESH_TALLY_SHARDS: u32 = 8;
 
 /// One shard of a tenant's budget for one WeCom API in one UTC hour (hours since the epoch):
 /// the hour's total and a counter per minute (`budget::BudgetSlot`, `BudgetLimits::shards`).
@@ -515,8 +536,9 @@ pub fn closed_dead_letter(queue: &str) -> String {
 }
 
 /// Refreshes requeued for the WeCom budget or a throttle (45009/45033), per UTC minute
-/// (minutes since the epoch), in `REQUEUE_SHARDS` items by tenant so a throttle storm
-/// spreads its writes: what `qrsync-ops status` sums over the last hour.
+/// (minutes since the epoch), in `REQUEUE_SHARDS` items, each write to one drawn at random so
+/// a throttle storm (even one tenant's) spreads its writes: what `qrsync-ops status` sums
+/// over the last hour.
 pub fn requeues(shard: u32) -> String {
     format!("STATS#REQUEUES#{shard}")
 }
@@ -525,15 +547,9 @@ pub fn requeues_minute(minute: u64) -> String {
     format!("MINUTE#{minute}")
 }
 
-pub const REQUEUE_SHARDS: u32 = 4;
-
-pub fn requeue_shard(tenant_id: &TenantId) -> u32 {
-    let hash = tenant_id
-        .as_str()
-        .bytes()
-        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-    hash % REQUEUE_SHARDS
-}
+/// 16 items take 16,000 writes a second; `qrsync-ops status` reads the last hour's
+/// 16 x 60 keys in ten `BatchGetItem` requests.
+pub const REQUEUE_SHARDS: u32 = 16;
 
 #[cfg(test)]
 mod tests {
@@ -639,9 +655,15 @@ mod tests {
             "TENANT#t1#BUDGET#create_link#3"
         );
         assert!(spans_homes("BUDGET#"));
-        for sk in [refresh_tally("2026-12-06"), "STATS#REFRESH#".to_owned()] {
-            assert_eq!(home(&t1(), &sk), "TENANT#t1#STATS#REFRESH", "{sk}");
-        }
+        assert_eq!(
+            home(&t1(), &refresh_tally(0, "2026-12-06")),
+            "TENANT#t1#STATS#REFRESH#0"
+        );
+        assert_eq!(
+            home(&t1(), &refresh_tally_shard(7)),
+            "TENANT#t1#STATS#REFRESH#7"
+        );
+        assert!(spans_homes("STATS#REFRESH#"));
     }
 
     #[test]
@@ -653,6 +675,8 @@ mod tests {
             "ADDS#TOTAL#",
             "ADDS#DAY#2026-12-06#",
             "STAFF#",
+            "STATS#REFRESH#",
+            "BUDGET#create_link#",
         ] {
             assert!(spans_homes(prefix), "{prefix}");
         }
@@ -662,7 +686,6 @@ mod tests {
         ] {
             assert!(!spans_homes(&prefix), "{prefix}");
         }
-        assert!(!spans_homes("STATS#REFRESH#"));
     }
 
     #[test]

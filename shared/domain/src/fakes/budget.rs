@@ -68,10 +68,7 @@ impl FakeBudget {
     pub fn pick(&self) -> u64 {
         let mut left = self.left();
         left.spends += 1;
-        let mut z = left.spends.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        scrambled(left.spends)
     }
 
     /// One atomic check-and-charge of shard `shard`'s item against its `share`, as
@@ -129,4 +126,13 @@ impl WeComBudget for FakeBudget {
             None => Ok(Spend::Granted),
         }
     }
+}
+
+/// `n` scrambled by SplitMix64's finaliser: counts 1, 2, 3 become draws that look random and
+/// repeat from run to run, for fakes that must choose as at random.
+pub fn scrambled(n: u64) -> u64 {
+    let mut z = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }

@@ -36,7 +36,7 @@ impl crate::inbox::InboxPorts for InMemoryInboxPorts {
     type Archive = InMemoryStore;
 }
 
-pub use budget::FakeBudget;
+pub use budget::{scrambled, FakeBudget};
 pub use intake::{InMemoryCallbackSettings, InMemoryInbox};
 pub use landing::InMemoryRotations;
 pub use queues::InMemoryQueues;

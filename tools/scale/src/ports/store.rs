@@ -23,7 +23,7 @@
 //! | `CodeLeases::acquire` | UpdateItem `LEASE#c` |
 //! | `CodeFacts::snapshot` | BatchGetItem S [`PROFILE`, `CODE#c`, `PUSHED#c`, `DIRTY#c`]; stops there when the profile or code is missing; then BatchGetItem S of `DEPT#d` per 10 departments, until they hold 2,000 candidates; then BatchGetItem S of 4 keys per person (staff, today on code, today on all codes, total on code) in requests of 100 keys |
 //! | `CodeLeases::release` | UpdateItem `LEASE#c` |
-//! | `CodeRecords::record_tally` | UpdateItem `STATS#REFRESH#day`; when requeued for budget or throttle, UpdateItem `REQUEUES#shard / MINUTE#m` |
+//! | `CodeRecords::record_tally` | UpdateItem `STATS#REFRESH#shard#day` (a shard drawn per write); when requeued for budget or throttle, UpdateItem `REQUEUES#shard / MINUTE#m` (a shard drawn per write) |
 //! | `CodeRecords::record_push` | TransactWriteItems [Put `PUSHED#c`, Update `LEASE#c` (fence, and release with `AfterRecord::Release`)]; once it holds, PutItem `PUSHLOG#c#..` |
 //! | `CodeRecords::record_starved`, `record_rotation` | TransactWriteItems [Update `PUSHED#c`, ConditionCheck `LEASE#c`] |
 //! | `RotationCounter::count_visit` (the landing page) | UpdateItem `PUSHED#c` (refused or not) |
@@ -87,7 +87,7 @@ use domain::facts::{
     AddFact, AddLedger, ClaimOutcome, CountOutcome, LimitClaim, QuotaLedger, StaffLedger,
     TenantProfiles,
 };
-use domain::fakes::{FakeBudget, InMemoryStore};
+use domain::fakes::{scrambled, FakeBudget, InMemoryStore};
 use domain::fanout::CodeIndex;
 use domain::ids::{CodeId, DepartmentId, StaffId, TenantId};
 use domain::intake::{InboxMessage, MessageGroup};
@@ -111,6 +111,7 @@ use domain::tenants::{TenantProfile, Timezone};
 use domain::wecom::acquisition::AcquisitionLink;
 use domain::StoreError;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The table's global secondary index of time-ordered and listing entries (`keys::GSI1`),
@@ -151,7 +152,7 @@ pub enum Kind {
 #[derive(Debug, Clone, Default)]
 pub struct RequestLog {
     sent: Arc<Mutex<BTreeMap<Kind, u64>>>,
-    attempts: Arc<std::sync::atomic::AtomicU64>,
+    attempts: Arc<AtomicU64>,
 }
 
 impl RequestLog {
@@ -163,12 +164,12 @@ impl RequestLog {
             .entry(kind)
             .or_default() += 1;
         self.attempts
-            .fetch_add(u64::from(attempts), std::sync::atomic::Ordering::Relaxed);
+            .fetch_add(u64::from(attempts), Ordering::Relaxed);
     }
 
     /// Attempts transmitted so far, retries included.
     pub fn attempts(&self) -> u64 {
-        self.attempts.load(std::sync::atomic::Ordering::Relaxed)
+        self.attempts.load(Ordering::Relaxed)
     }
 
     /// Requests sent so far, by kind.
@@ -686,6 +687,9 @@ pub struct MeteredStore {
     /// The landing page's counter on each `PUSHED#` record, with the push it counts since
     /// (`pushed_at_ms`): the in-memory store keeps no visits.
     visits: Arc<Mutex<VisitCounters>>,
+    /// Tally writes so far: the shard each writes is drawn from it, as at random but
+    /// repeatably (the adapter draws at random).
+    tallies: Arc<AtomicU64>,
 }
 
 /// Each code's landing-page counter: (the push it counts since, visits).
@@ -699,6 +703,7 @@ impl MeteredStore {
             trace,
             log: RequestLog::default(),
             visits: Arc::default(),
+            tallies: Arc::default(),
         }
     }
 
@@ -1260,7 +1265,9 @@ impl CodeRecords for MeteredStore {
         day: &str,
         tally: &Tally,
     ) -> Result<(), StoreError> {
-        let key = ItemKey::refresh_tally(tenant, day);
+        let draw = scrambled(self.tallies.fetch_add(1, Ordering::Relaxed));
+        let shard = (draw % u64::from(keys::REFRESH_TALLY_SHARDS)) as u32;
+        let key = ItemKey::refresh_tally(tenant, shard, day);
         let bytes = tally_bytes(&key);
         self.write(Kind::UpdateItem, Touch::new(key, bytes)).await?;
         self.data.record_tally(tenant, day, tally).await?;
@@ -1269,7 +1276,7 @@ impl CodeRecords for MeteredStore {
             // The platform's per-minute count of put-off refreshes (`record_requeues`).
             let minute = now_ms() / 60_000;
             let key = ItemKey::new(
-                keys::requeues(keys::requeue_shard(tenant)),
+                keys::requeues(((draw >> 32) % u64::from(keys::REQUEUE_SHARDS)) as u32),
                 keys::requeues_minute(minute),
             );
             let bytes = Size::of(&key)

@@ -76,10 +76,10 @@ impl ItemKey {
         Self::of(tenant, keys::lease(code))
     }
 
-    /// The refresh function's counters for a tenant-day: one item every refresh batch writes,
-    /// under the tenant's tally home.
-    pub fn refresh_tally(tenant: &TenantId, day: &str) -> Self {
-        Self::of(tenant, keys::refresh_tally(day))
+    /// One shard of the refresh function's counters for a tenant-day: every refresh batch
+    /// writes one, under that shard's home.
+    pub fn refresh_tally(tenant: &TenantId, shard: u32, day: &str) -> Self {
+        Self::of(tenant, keys::refresh_tally(shard, day))
     }
 
     /// One shard of a tenant's WeCom budget for one API and UTC hour, under that shard's home.
@@ -1263,8 +1263,8 @@ mod tests {
         assert_eq!(ItemKey::of(&t, keys::staff(&s)).pk, "TENANT#acme#STAFF#s1");
         assert_eq!(ItemKey::of(&t, keys::PROFILE).pk, "TENANT#acme");
         assert_eq!(
-            ItemKey::refresh_tally(&t, "2026-12-05").pk,
-            "TENANT#acme#STATS#REFRESH"
+            ItemKey::refresh_tally(&t, 3, "2026-12-05").pk,
+            "TENANT#acme#STATS#REFRESH#3"
         );
         assert_eq!(
             ItemKey::budget(&t, "update_contact_way", 7, 494_000).pk,
@@ -1514,7 +1514,7 @@ mod tests {
             split_delay: Duration::from_secs(2),
             ..DynamoConfig::default()
         });
-        let tally = ItemKey::refresh_tally(&tenant("heavy"), "2026-12-05");
+        let tally = ItemKey::refresh_tally(&tenant("heavy"), 0, "2026-12-05");
         for _ in 0..20 {
             let _tasks = burst(&db, std::iter::repeat_n(tally.clone(), 1_500));
             tokio::time::sleep(Duration::from_secs(1)).await;
