@@ -22,7 +22,8 @@ async fn main() -> Result<(), Error> {
         SqsReasonQueue::new(sqs, config.refresh_queue_url),
         continuations,
         store,
-    );
+    )
+    .paced(config.pace_per_minute);
     let max_receives = config.max_receives;
     run(service_fn(|event| {
         metrics.measured(handler::handle(&expander, max_receives, event))

@@ -163,6 +163,25 @@ impl domain::reasons::FanOutQueue for SqsFanOutQueue {
             .map_err(|e| StoreError::new("fan-out queue", e.into_service_error()))?;
         Ok(())
     }
+
+    /// `DelaySeconds` on the message: a standard queue delays each message on its own (a
+    /// FIFO queue could not), up to 900 s.
+    #[tracing::instrument(skip_all, fields(tenant = %fan_out.tenant, fact_key = %fan_out.fact_key))]
+    async fn send_after(
+        &self,
+        fan_out: &domain::reasons::FanOut,
+        delay_s: u32,
+    ) -> Result<(), StoreError> {
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(fan_out.to_json())
+            .delay_seconds(i32::try_from(delay_s.min(900)).unwrap_or(900))
+            .send()
+            .await
+            .map_err(|e| StoreError::new("fan-out queue", e.into_service_error()))?;
+        Ok(())
+    }
 }
 
 /// `DeadLetters` on a FIFO dead-letter queue. The class and reason travel as message

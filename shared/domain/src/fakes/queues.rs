@@ -21,6 +21,8 @@ struct Queued {
     /// How many more reasons are taken before every send fails (`None`: no limit).
     sends_left: Option<usize>,
     fan_outs: Vec<FanOut>,
+    /// Fan-outs sent to be seen later, with their delay in seconds.
+    fan_outs_later: Vec<(FanOut, u32)>,
     /// Fan-out sends fail while on (reasons are `sends_left`'s).
     fan_outs_off: bool,
     delayed: Vec<(RetriedReason, RetryDelay)>,
@@ -102,6 +104,11 @@ impl InMemoryQueues {
 
     pub fn fan_outs(&self) -> Vec<FanOut> {
         self.queued().fan_outs.clone()
+    }
+
+    /// Fan-outs sent to be seen later (`FanOutQueue::send_after`), with their delay.
+    pub fn fan_outs_later(&self) -> Vec<(FanOut, u32)> {
+        self.queued().fan_outs_later.clone()
     }
 
     /// Reasons sent to a retry queue, with its delay.
@@ -188,6 +195,19 @@ impl FanOutQueue for InMemoryQueues {
             .expand(fan_out, u64::MAX, || false)
             .await
             .map(|_| ())
+    }
+
+    /// Kept apart with its delay, and not expanded: a test sees what waits and for how long.
+    async fn send_after(&self, fan_out: &FanOut, delay_s: u32) -> Result<(), StoreError> {
+        let mut queued = self.queued();
+        if queued.fan_outs_off {
+            return Err(StoreError::new(
+                "fan-out queue",
+                "the fake queue is switched off",
+            ));
+        }
+        queued.fan_outs_later.push((fan_out.clone(), delay_s));
+        Ok(())
     }
 }
 

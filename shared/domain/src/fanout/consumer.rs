@@ -1,7 +1,8 @@
 //! The fan-out queue's consumer: a batch of fan-outs, each expanded inside the invocation's
 //! time. Per message:
 //!
-//! - expanded, or continued in a new message before the deadline -> acknowledged;
+//! - expanded, continued in a new message before the deadline, or paced (the rest queued to
+//!   be seen a minute later) -> acknowledged;
 //! - no time left to start it -> queued again as it is and acknowledged (no receive counted);
 //! - the table or a queue failed -> reported for redelivery: it resumes where it was sent
 //!   from, so at most one page of reasons is sent twice (refresh.fifo deduplicates them);
@@ -80,6 +81,13 @@ where
             })) => {
                 telemetry::fan_out_reasons(reasons as u64);
                 tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, reasons, sent_through = %sent_through, "fan-out continues in a new message");
+            }
+            Ok(Some(Expanded::Paced {
+                reasons,
+                sent_through,
+            })) => {
+                telemetry::fan_out_reasons(reasons as u64);
+                tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, reasons, sent_through = %sent_through, "fan-out paced; the rest continues a minute later");
             }
             Ok(None) => {
                 tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, "no time left to start; queued again");

@@ -11,6 +11,14 @@
 //! moves it to the dead-letter queue without any code of ours, and its codes would never hear
 //! of the fact. The sweep sends a marked fan-out again; the expansion that completes it
 //! (`Expanded::Done`, the last continuation's included) clears the mark if it began after it.
+//!
+//! A fan-out is paced at its tenant's WeCom budget (`Expander::paced`): one expansion sends at
+//! most a minute's budget of reasons and queues the rest to be seen a minute later. A code's
+//! recompute spends it when its list changed, as nearly every list does at a shift edge or a
+//! tenant-wide change; unpaced, a fan-out that reaches more codes than a minute's budget fills
+//! refresh.fifo with reasons the budget refuses, each put off and delivered again once a
+//! minute, ahead of every other tenant's. Paced, a fan-out whose codes mostly stay unchanged
+//! takes a minute longer per minute's budget of codes than it needed.
 
 pub mod consumer;
 mod ports;
@@ -26,6 +34,9 @@ use std::collections::BTreeSet;
 /// Reasons sent per step; between steps the expander checks its deadline.
 pub const PAGE: usize = 100;
 
+/// How long a paced fan-out's rest waits in the queue: one budget window.
+pub const PACE_DELAY_S: u32 = 60;
+
 /// What one expansion did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expanded {
@@ -37,6 +48,12 @@ pub enum Expanded {
         reasons: usize,
         sent_through: CodeId,
     },
+    /// A minute's pace of `reasons` was sent: the rest continues in the fan-out queued after
+    /// `sent_through`, visible `PACE_DELAY_S` later.
+    Paced {
+        reasons: usize,
+        sent_through: CodeId,
+    },
 }
 
 pub struct Expander<I, R, Q, M> {
@@ -44,6 +61,8 @@ pub struct Expander<I, R, Q, M> {
     reasons: R,
     continuations: Q,
     marks: M,
+    /// The most reasons one expansion sends (a minute's budget); unpaced by default.
+    pace: usize,
 }
 
 impl<I: CodeIndex, R: ReasonQueue, Q: FanOutQueue, M: FanOutMarks> Expander<I, R, Q, M> {
@@ -53,7 +72,15 @@ impl<I: CodeIndex, R: ReasonQueue, Q: FanOutQueue, M: FanOutMarks> Expander<I, R
             reasons,
             continuations,
             marks,
+            pace: usize::MAX,
         }
+    }
+
+    /// Sends at most `reasons_per_minute` reasons an expansion, the rest a minute later
+    /// (the tenant's WeCom budget a minute: what its recomputes can push in that time).
+    pub fn paced(mut self, reasons_per_minute: u32) -> Self {
+        self.pace = usize::try_from(reasons_per_minute.max(1)).unwrap_or(usize::MAX);
+        self
     }
 
     /// Records `fan_out` as given up, before an expansion beginning at `began_ms` on its last
@@ -75,9 +102,10 @@ impl<I: CodeIndex, R: ReasonQueue, Q: FanOutQueue, M: FanOutMarks> Expander<I, R
 
     /// Sends a reason to every code of the fan-out not sent yet, in code order, `PAGE` at a
     /// time. Before each page `out_of_time` is asked; once it says yes, the rest is queued
-    /// as a continuation and the expansion ends. A failed send ends it with the error: the
-    /// fan-out is redelivered and resends at most the page that failed. Once every code is
-    /// sent, the fan-out's mark, if one was made before `began_ms`, is cleared.
+    /// as a continuation and the expansion ends. Once the pace is sent, the rest is queued to
+    /// be seen `PACE_DELAY_S` later and the expansion ends. A failed send ends it with the
+    /// error: the fan-out is redelivered and resends at most the page that failed. Once every
+    /// code is sent, the fan-out's mark, if one was made before `began_ms`, is cleared.
     #[tracing::instrument(skip_all, fields(tenant = %fan_out.tenant, fact_key = %fan_out.fact_key))]
     pub async fn expand(
         &self,
@@ -95,7 +123,7 @@ impl<I: CodeIndex, R: ReasonQueue, Q: FanOutQueue, M: FanOutMarks> Expander<I, R
         };
         let fact = fan_out.fact();
         let mut sent = 0;
-        for page in pending.chunks(PAGE) {
+        while sent < pending.len() {
             if sent > 0 && out_of_time() {
                 let last = &pending[sent - 1];
                 self.continuations
@@ -111,6 +139,22 @@ impl<I: CodeIndex, R: ReasonQueue, Q: FanOutQueue, M: FanOutMarks> Expander<I, R
                     sent_through: last.clone(),
                 });
             }
+            if sent >= self.pace {
+                let last = &pending[sent - 1];
+                self.continuations
+                    .send_after(&fan_out.resumed_after(last), PACE_DELAY_S)
+                    .await?;
+                tracing::info!(
+                    reasons = sent,
+                    left = pending.len() - sent,
+                    "fan-out paced: the rest continues a minute later"
+                );
+                return Ok(Expanded::Paced {
+                    reasons: sent,
+                    sent_through: last.clone(),
+                });
+            }
+            let page = &pending[sent..pending.len().min(sent + PAGE.min(self.pace - sent))];
             let reasons: Vec<_> = fact.reasons(page).collect();
             self.reasons.send_all(&reasons).await?;
             sent += page.len();

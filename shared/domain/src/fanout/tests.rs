@@ -99,6 +99,7 @@ async fn out_of_time_the_rest_continues_after_the_last_code_sent_and_nothing_is_
                 );
                 next = queued;
             }
+            Expanded::Paced { .. } => panic!("an unpaced expander paced"),
         }
     }
 
@@ -109,6 +110,62 @@ async fn out_of_time_the_rest_continues_after_the_last_code_sent_and_nothing_is_
         invocations, 4,
         "1,000 codes at 3 pages of 100 per invocation"
     );
+}
+
+#[tokio::test]
+async fn a_paced_fan_out_sends_a_minutes_budget_and_queues_the_rest_a_minute_later() {
+    let all: Vec<CodeId> = (0..250).map(code).collect();
+    let index = index(vec![(staff("alice"), all.clone())]);
+    let sent = InMemoryQueues::default();
+    let expander = Expander::new(index.clone(), sent.clone(), sent.clone(), index).paced(120);
+
+    let mut next = Some(fan_out(vec![staff("alice")]));
+    let mut sent_per_expansion = Vec::new();
+    while let Some(part) = next.take() {
+        let before = sent.reasons().len();
+        match expander.expand(&part, BEGAN, || false).await.expect("sent") {
+            Expanded::Done { reasons } => sent_per_expansion.push(reasons),
+            Expanded::Paced {
+                reasons,
+                sent_through,
+            } => {
+                sent_per_expansion.push(reasons);
+                let (queued, delay_s) = sent.fan_outs_later().last().cloned().expect("queued");
+                assert_eq!(delay_s, PACE_DELAY_S);
+                assert_eq!(queued.sent_through, Some(sent_through));
+                next = Some(queued);
+            }
+            Expanded::Continued { .. } => panic!("time never ran out"),
+        }
+        assert_eq!(
+            sent.reasons().len() - before,
+            *sent_per_expansion.last().unwrap_or(&0)
+        );
+    }
+
+    assert_eq!(sent_per_expansion, [120, 120, 10], "at most 120 a minute");
+    let codes: Vec<CodeId> = sent.reasons().iter().map(|r| r.code.clone()).collect();
+    assert_eq!(codes, all, "each code exactly once, in order");
+    assert!(
+        sent.fan_outs().is_empty(),
+        "no continuation without its delay"
+    );
+}
+
+#[tokio::test]
+async fn a_fan_out_within_its_pace_is_sent_at_once() {
+    let all: Vec<CodeId> = (0..250).map(code).collect();
+    let index = index(vec![(staff("alice"), all)]);
+    let sent = InMemoryQueues::default();
+    let expander = Expander::new(index.clone(), sent.clone(), sent.clone(), index).paced(250);
+
+    let expanded = expander
+        .expand(&fan_out(vec![staff("alice")]), BEGAN, || false)
+        .await
+        .expect("sent");
+
+    assert_eq!(expanded, Expanded::Done { reasons: 250 });
+    assert!(sent.fan_outs_later().is_empty());
 }
 
 #[tokio::test]

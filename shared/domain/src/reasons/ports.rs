@@ -21,4 +21,7 @@ pub trait ReasonQueue: Send + Sync {
 #[async_trait::async_trait]
 pub trait FanOutQueue: Send + Sync {
     async fn send(&self, fan_out: &FanOut) -> Result<(), StoreError>;
+    /// Sends `fan_out` to be seen `delay_s` seconds from now (at most 900: SQS's longest
+    /// per-message delay), e.g. a paced fan-out's next minute.
+    async fn send_after(&self, fan_out: &FanOut, delay_s: u32) -> Result<(), StoreError>;
 }

@@ -98,6 +98,16 @@ impl FanOutQueue for SimFanOutQueue {
             .map_err(unavailable("fan-out queue"))?;
         Ok(())
     }
+
+    async fn send_after(&self, fan_out: &FanOut, delay_s: u32) -> Result<(), StoreError> {
+        call().await;
+        let message = Outgoing::new("", &fan_out.to_json())
+            .delayed_by(std::time::Duration::from_secs(u64::from(delay_s)));
+        self.sqs
+            .send(&self.queue, message)
+            .map_err(unavailable("fan-out queue"))?;
+        Ok(())
+    }
 }
 
 /// `DeadLetters` on a FIFO dead-letter queue, as `adapters::sqs::SqsDeadLetters`: the group

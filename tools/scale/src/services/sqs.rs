@@ -92,6 +92,8 @@ pub struct Outgoing {
     pub group: String,
     pub body: String,
     pub deduplication_id: Option<String>,
+    /// `DelaySeconds` of this message, in place of the queue's: a standard queue's only.
+    pub delay: Option<Duration>,
 }
 
 impl Outgoing {
@@ -100,11 +102,18 @@ impl Outgoing {
             group: group.to_owned(),
             body: body.to_owned(),
             deduplication_id: None,
+            delay: None,
         }
     }
 
     pub fn deduplicated_by(mut self, id: &str) -> Self {
         self.deduplication_id = Some(id.to_owned());
+        self
+    }
+
+    /// The message's own delay (SQS takes up to 900 s, and none on a FIFO queue).
+    pub fn delayed_by(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay.min(Duration::from_secs(900)));
         self
     }
 }
@@ -169,6 +178,8 @@ pub struct QueueSample {
 pub enum SqsError {
     UnknownQueue(String),
     BatchTooLarge(usize),
+    /// A per-message delay sent to a FIFO queue (SQS refuses it: `InvalidParameterValue`).
+    DelayOnFifo(String),
 }
 
 impl std::fmt::Display for SqsError {
@@ -176,6 +187,7 @@ impl std::fmt::Display for SqsError {
         match self {
             Self::UnknownQueue(name) => write!(f, "no queue named {name}"),
             Self::BatchTooLarge(n) => write!(f, "a batch of {n} messages (at most {MAX_BATCH})"),
+            Self::DelayOnFifo(name) => write!(f, "a per-message delay on FIFO queue {name}"),
         }
     }
 }
@@ -210,6 +222,9 @@ struct Queue {
     heads: BTreeSet<(u64, ArcStr)>,
     /// FIFO: the last message a receive looks at, once the queue is longer than the look-ahead.
     lookahead_end: Option<u64>,
+    /// Whether any message came with a delay of its own: then messages are no longer visible
+    /// in send order, and a receive looks past a delayed one.
+    own_delays: bool,
     /// Accepted deduplication ids by their fingerprint (`fingerprint`).
     deduplication: HashMap<u128, Instant>,
     deduplication_order: VecDeque<(Instant, u128)>,
@@ -228,6 +243,7 @@ impl Queue {
             groups: HashMap::new(),
             heads: BTreeSet::new(),
             lookahead_end: None,
+            own_delays: false,
             deduplication: HashMap::new(),
             deduplication_order: VecDeque::new(),
             counters: QueueCounters::default(),
@@ -277,12 +293,13 @@ impl Queue {
                 group,
                 body: message.body.as_str().into(),
                 sent_at: now,
-                visible_at: now + self.config.delay,
+                visible_at: now + message.delay.unwrap_or(self.config.delay),
                 receive_count: 0,
                 in_flight_until: None,
                 generation: 0,
             },
         );
+        self.own_delays |= message.delay.is_some();
         self.counters.messages_sent += 1;
         true
     }
@@ -358,12 +375,19 @@ impl Queue {
             .is_some_and(|redrive| stored.receive_count >= redrive.max_receive_count)
     }
 
-    /// A standard queue: any available message, oldest first. Messages arrive in sequence
-    /// and share the queue's delay, so the first one still delayed ends the search.
+    /// A standard queue: any available message, oldest first. While messages arrive in
+    /// sequence and share the queue's delay, the first one still delayed ends the search;
+    /// once one came with a delay of its own, the search looks past delayed messages.
     fn pick_standard(&self, max: usize, now: Instant) -> (Vec<u64>, Vec<u64>) {
         let (mut taken, mut dead) = (Vec::new(), Vec::new());
         for (&seq, stored) in &self.messages {
-            if taken.len() == max || stored.visible_at > now {
+            if taken.len() == max {
+                break;
+            }
+            if stored.visible_at > now {
+                if self.own_delays {
+                    continue;
+                }
                 break;
             }
             if stored.in_flight_until.is_some_and(|until| until > now) {
@@ -565,6 +589,9 @@ impl Sqs {
         let first_seq = state.next_seq;
         state.next_seq += u64::try_from(messages.len()).unwrap_or(0);
         let target = state.queue(queue)?;
+        if target.config.kind == QueueKind::Fifo && messages.iter().any(|m| m.delay.is_some()) {
+            return Err(SqsError::DelayOnFifo(queue.to_owned()));
+        }
         let bytes: usize = messages.iter().map(|m| m.body.len()).sum();
         target.counters.send_requests += billed_chunks(bytes);
         let mut ids = Vec::with_capacity(messages.len());
@@ -994,6 +1021,33 @@ mod tests {
         assert_eq!(
             bodies(&sqs.receive("retry-60s.fifo", 10).expect("receive")),
             ["later"]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_delayed_on_its_own_hides_only_itself_and_a_fifo_queue_refuses_one() {
+        let sqs = fifo();
+        sqs.create_queue(QueueConfig::standard("fanout", VISIBILITY));
+        let later = Outgoing::new("", "later").delayed_by(Duration::from_secs(60));
+        sqs.send("fanout", later.clone())
+            .expect("a standard queue takes it");
+        send(&sqs, "fanout", "", "now");
+        let first = sqs.receive("fanout", 10).expect("receive");
+        assert_eq!(
+            bodies(&first),
+            ["now"],
+            "the delayed message first in the queue holds nothing back"
+        );
+        let receipts: Vec<Receipt> = first.iter().map(|m| m.receipt).collect();
+        sqs.delete_batch("fanout", &receipts).expect("delete");
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(
+            bodies(&sqs.receive("fanout", 10).expect("receive")),
+            ["later"]
+        );
+        assert_eq!(
+            sqs.send("refresh.fifo", later),
+            Err(SqsError::DelayOnFifo("refresh.fifo".into()))
         );
     }
 

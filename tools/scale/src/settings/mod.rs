@@ -202,6 +202,8 @@ pub struct FanOutSettings {
     pub max_receives: u32,
     pub queue: String,
     pub refresh_queue: String,
+    /// The most reasons one expansion sends (`Expander::paced`): the tenant's budget a minute.
+    pub pace_per_minute: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -781,6 +783,7 @@ impl Wiring<'_> {
             max_receives: self.number(f, "FAN_OUT_MAX_RECEIVES")?,
             queue: self.only_source(f)?,
             refresh_queue: self.queue(f, "REFRESH_QUEUE_URL")?,
+            pace_per_minute: self.number(f, "WECOM_BUDGET_PER_MINUTE")?,
         })
     }
 

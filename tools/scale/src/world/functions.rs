@@ -236,12 +236,15 @@ fn record_facts<S: SimStore>(world: &World<S>) -> anyhow::Result<Handler> {
 fn fan_out_handler<S: SimStore>(world: &World<S>) -> Handler {
     let settings = &world.settings.fan_out;
     let sqs = &world.sqs;
-    let expander = Arc::new(Expander::new(
-        world.store.clone(),
-        SimReasonQueue::new(Arc::clone(sqs), &settings.refresh_queue),
-        SimFanOutQueue::new(Arc::clone(sqs), &settings.queue),
-        world.store.clone(),
-    ));
+    let expander = Arc::new(
+        Expander::new(
+            world.store.clone(),
+            SimReasonQueue::new(Arc::clone(sqs), &settings.refresh_queue),
+            SimFanOutQueue::new(Arc::clone(sqs), &settings.queue),
+            world.store.clone(),
+        )
+        .paced(settings.pace_per_minute),
+    );
     let max_receives = settings.max_receives;
     handler(move |invocation: Invocation| {
         let expander = Arc::clone(&expander);
