@@ -519,7 +519,8 @@ def run_case(world: World, function: str, sample: str, check: Check, call, timin
             again = invoked()
             return None if again.get("held_elsewhere") else again
 
-        answer = poll("a tick run that holds the cursor", walked, 20, pause=1)
+        # A scheduled tick run waits for the next minute's grace (up to 75 s) holding the cursor.
+        answer = poll("a tick run that holds the cursor", walked, 100, pause=1)
     check(answer, world, before)
 
 

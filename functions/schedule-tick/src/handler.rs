@@ -1,6 +1,9 @@
-//! One run of the schedule tick per invocation (EventBridge Scheduler, every minute). The
-//! event's content is not read: a run works from the stored cursor and the clock, so a late,
-//! repeated or extra invocation is harmless (one that finds the cursor held returns at once).
+//! One run of the schedule tick per invocation (EventBridge Scheduler, every minute). A run
+//! works from the stored cursor and the clock, so a late, repeated or extra invocation is
+//! harmless (one that finds the cursor held returns at once). The event says one thing: the
+//! schedule's input is `{"wait_for_next_minute": true}`, and such a run, caught up, waits for
+//! the next minute's grace and walks it too (`Tick::run_waiting`); any other event (an
+//! operator's run by hand) walks what is due and returns.
 //!
 //! Failure policy: a failure to read the index or move an item fails the invocation, so it
 //! shows as a Lambda error; the cursor stays on the minute in hand and the next run walks it
@@ -21,7 +24,12 @@ pub(crate) async fn handle<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue, O: Fan
     event: LambdaEvent<Value>,
 ) -> Result<TickReport, Error> {
     let budget = time_to_deadline(event.context.deadline, SystemTime::now(), FALLBACK_BUDGET);
-    let report = tick.run(&event.context.request_id, budget).await?;
+    let owner = &event.context.request_id;
+    let report = if waits_for_next_minute(&event.payload) {
+        tick.run_waiting(owner, budget).await?
+    } else {
+        tick.run(owner, budget).await?
+    };
     domain::telemetry::tick_reasons(report.reasons_sent as u64);
     domain::telemetry::tick_fan_outs(report.fan_outs_sent as u64);
     if report.minutes_behind > 0 {
@@ -30,6 +38,11 @@ pub(crate) async fn handle<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue, O: Fan
         tracing::info!(?report, "schedule tick ran");
     }
     Ok(report)
+}
+
+/// Whether the event is the schedule's (template.yaml, `ScheduleTickFunction`'s `Input`).
+fn waits_for_next_minute(event: &Value) -> bool {
+    event.get("wait_for_next_minute") == Some(&Value::Bool(true))
 }
 
 #[cfg(test)]
@@ -106,6 +119,53 @@ mod tests {
             }]
         );
         assert_eq!(store.cursor_lease().0.as_deref(), Some("req-1"));
+    }
+
+    fn no_pause(_: Duration) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        Box::pin(std::future::ready(()))
+    }
+
+    /// `input` with two minutes to its deadline.
+    fn scheduled(input: Value) -> LambdaEvent<Value> {
+        let mut context = Context::default();
+        context.request_id = "req-1".to_owned();
+        context.deadline = u64::try_from(
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .expect("after 1970")
+                .as_millis(),
+        )
+        .expect("fits")
+            + 120_000;
+        LambdaEvent::new(input, context)
+    }
+
+    #[tokio::test]
+    async fn the_schedules_input_makes_a_caught_up_run_wait_for_the_next_minute_and_no_other_does()
+    {
+        for (input, waits) in [
+            (serde_json::json!({"wait_for_next_minute": true}), 1),
+            (serde_json::json!({}), 0),
+            (serde_json::json!({"wait_for_next_minute": "yes"}), 0),
+        ] {
+            let (store, _) = staff_due_at_0900();
+            let queue = InMemoryQueues::default();
+            let tick = Tick::new(
+                store.clone(),
+                store.clone(),
+                queue.clone(),
+                queue.clone(),
+                clock,
+                TickSettings::DEFAULT,
+            )
+            .waiting_with(no_pause);
+
+            let report = handle(&tick, scheduled(input.clone())).await.expect("ran");
+
+            // The clock stands still: one wait, then nothing more to walk ends the run.
+            assert_eq!(report.waits, waits, "{input}");
+            assert_eq!(report.fan_outs_sent, 1, "{input}");
+        }
     }
 
     #[tokio::test]

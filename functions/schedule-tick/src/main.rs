@@ -25,7 +25,8 @@ async fn main() -> Result<(), Error> {
         fan_outs,
         adapters::clock::system_clock,
         TickSettings::DEFAULT,
-    );
+    )
+    .waiting_with(|wait| Box::pin(tokio::time::sleep(wait)));
     run(service_fn(|event| {
         metrics.measured(handler::handle(&tick, event))
     }))

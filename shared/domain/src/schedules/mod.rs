@@ -38,6 +38,15 @@
 //! - the ports below: `DueIndex` (the tick's view of the index and its cursor), `DueWriter`
 //!   (how the admin API writes due items), `ScheduleFacts` (what the tick reads);
 //! - `Tick`: one run of the tick over those ports.
+//!
+//! **A run waits for its minute.** The scheduler fires a run at some second of each minute,
+//! and a minute may be walked only `grace_ms` after it began: a run fired at second 5 would
+//! leave the minute's edges to the next run, 60 s later, and one fired at second 50 walks them
+//! 50 s late. So a scheduled run that has caught up waits (`Tick::run_waiting`, with the pause
+//! `Tick::waiting_with` gives it) until the next minute may be walked and walks it, while its
+//! budget leaves room for that walk: every edge is sent `grace_ms` after its minute began,
+//! whichever second the run was fired at. A run fired while another waits finds the cursor held
+//! and returns at once; a run by hand (`Tick::run`) walks what is due and returns.
 
 pub mod plan;
 mod ports;
@@ -54,6 +63,10 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
+
+/// Waits for a while: how a run waits for the next minute's grace to pass (`tokio::time::sleep`
+/// in the function and in the simulation, which runs it in virtual time).
+pub type Pause = fn(Duration) -> futures::future::BoxFuture<'static, ()>;
 
 const MS_PER_MINUTE: u64 = 60_000;
 
@@ -181,8 +194,9 @@ pub struct TickSettings {
     /// Minutes one run walks at most: a tick that was stopped (or a clock moved forward)
     /// catches up this many minutes per run.
     pub max_minutes: u64,
-    /// How long a run holds the cursor. Longer than the function's timeout: a run is never
-    /// overtaken while it lives, and a crashed run's cursor is free again after it.
+    /// How long a run holds the cursor. Longer than the function's timeout (template.yaml,
+    /// `ScheduleTickFunction`, 120 s): a run is never overtaken while it lives, and a crashed
+    /// run's cursor is free again after it.
     pub lease_ms: u64,
     /// Due items, and reasons or fan-outs of one item, in flight at once.
     pub concurrency: usize,
@@ -195,7 +209,7 @@ impl TickSettings {
     pub const DEFAULT: Self = Self {
         grace_ms: 15_000,
         max_minutes: 60,
-        lease_ms: 120_000,
+        lease_ms: 180_000,
         concurrency: 64,
         reserve: Duration::from_secs(15),
     };
@@ -218,6 +232,8 @@ pub struct TickReport {
     pub retried: usize,
     /// Complete minutes still to walk after this run (a lag worth alerting on when it grows).
     pub minutes_behind: u64,
+    /// Times the run waited for a minute's grace to pass and walked it (`Tick::waiting_with`).
+    pub waits: u64,
 }
 
 pub struct Tick<I, F, Q, O> {
@@ -227,6 +243,7 @@ pub struct Tick<I, F, Q, O> {
     fan_outs: O,
     clock: Clock,
     settings: TickSettings,
+    pause: Option<Pause>,
 }
 
 /// What handling one due item sent.
@@ -252,7 +269,14 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue, O: FanOutQueue> Tick<I, F, Q
             fan_outs,
             clock,
             settings,
+            pause: None,
         }
+    }
+
+    /// How `run_waiting` waits. Without it, `run_waiting` is `run`.
+    pub fn waiting_with(mut self, pause: Pause) -> Self {
+        self.pause = Some(pause);
+        self
     }
 
     /// One run: takes the cursor (or leaves it to the run that holds it), walks the complete
@@ -262,8 +286,29 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue, O: FanOutQueue> Tick<I, F, Q
     /// A storage or queue failure while handling one item moves that item a minute later
     /// and the walk goes on; a failure to read a minute or to move an item stops the run with
     /// the cursor on the minute in hand, which the next run walks again.
-    #[tracing::instrument(skip_all, fields(owner = %owner))]
     pub async fn run(&self, owner: &str, budget: Duration) -> Result<TickReport, StoreError> {
+        self.run_with(owner, budget, None).await
+    }
+
+    /// `run`, and then, caught up, waits for the next minute's grace to pass and walks that
+    /// minute too, as long as the budget leaves a `reserve` for the walk besides the one kept
+    /// for finishing: what each scheduled run does, so that a minute is walked as soon as it
+    /// may be, whichever second the scheduler fired the run at.
+    pub async fn run_waiting(
+        &self,
+        owner: &str,
+        budget: Duration,
+    ) -> Result<TickReport, StoreError> {
+        self.run_with(owner, budget, self.pause).await
+    }
+
+    #[tracing::instrument(skip_all, fields(owner = %owner, waits = pause.is_some()))]
+    async fn run_with(
+        &self,
+        owner: &str,
+        budget: Duration,
+        pause: Option<Pause>,
+    ) -> Result<TickReport, StoreError> {
         let now_ms = (self.clock)();
         let mut report = TickReport::default();
         let next = match self
@@ -277,7 +322,9 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue, O: FanOutQueue> Tick<I, F, Q
                 return Ok(report);
             }
         };
-        let walked = self.walk(owner, next, now_ms, budget, &mut report).await;
+        let walked = self
+            .walk(owner, next, now_ms, budget, pause, &mut report)
+            .await;
         // A lease left behind only delays the next run until it expires.
         if let Err(e) = self.index.release(owner).await {
             tracing::warn!(error = %e, "could not release the tick's cursor; it frees itself when the lease ends");
@@ -289,27 +336,65 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue, O: FanOutQueue> Tick<I, F, Q
         &self,
         owner: &str,
         stored: Option<Minute>,
-        now_ms: u64,
+        started_ms: u64,
         budget: Duration,
+        pause: Option<Pause>,
         report: &mut TickReport,
     ) -> Result<(), StoreError> {
+        // Elapsed on the run's own clock, which a simulation runs in virtual time.
+        let elapsed = || Duration::from_millis((self.clock)().saturating_sub(started_ms));
+        let out_of_time = || elapsed() + self.settings.reserve > budget;
+        let mut cursor = stored;
+        let mut waited = false;
+        loop {
+            let walked_before = report.minutes_walked;
+            let next = self
+                .walk_window(owner, cursor, &out_of_time, report)
+                .await?;
+            cursor = Some(next);
+            // A wait after which no minute could be walked (the clock did not get there, or
+            // was set back) ends the run rather than waiting again.
+            let waited_for_nothing = waited && report.minutes_walked == walked_before;
+            let caught_up =
+                report.minutes_behind == 0 && !report.stopped_inside_minute && !waited_for_nothing;
+            let Some(pause) = pause.filter(|_| caught_up) else {
+                return Ok(());
+            };
+            let walkable_at_ms = next.start_ms() + self.settings.grace_ms;
+            let wait = Duration::from_millis(walkable_at_ms.saturating_sub((self.clock)()));
+            if elapsed() + wait + 2 * self.settings.reserve > budget
+                || report.minutes_walked >= self.settings.max_minutes
+            {
+                return Ok(());
+            }
+            pause(wait).await;
+            report.waits += 1;
+            waited = true;
+        }
+    }
+
+    /// Walks the complete minutes from `stored` up to now, and answers the first minute not
+    /// walked.
+    async fn walk_window(
+        &self,
+        owner: &str,
+        stored: Option<Minute>,
+        out_of_time: &(dyn Fn() -> bool + Sync),
+        report: &mut TickReport,
+    ) -> Result<Minute, StoreError> {
+        let now_ms = (self.clock)();
         let window = plan::window(stored, now_ms, &self.settings);
-        report.rewound = window.rewound;
+        report.rewound |= window.rewound;
         if window.rewound {
             tracing::warn!(cursor = ?stored, now = %Minute::containing(now_ms), "the tick's cursor was ahead of the clock (clock set back): walking from now");
         }
         let mut cursor = stored;
         let mut minute = window.first;
-        // Elapsed on the run's own clock, which a simulation runs in virtual time.
-        let out_of_time = || {
-            let elapsed = Duration::from_millis((self.clock)().saturating_sub(now_ms));
-            elapsed + self.settings.reserve > budget
-        };
         while minute <= window.last && report.minutes_walked < self.settings.max_minutes {
             if out_of_time() {
                 break;
             }
-            let walked = self.walk_minute(minute, &out_of_time).await?;
+            let walked = self.walk_minute(minute, out_of_time).await?;
             report.due_items += walked.handled;
             report.reasons_sent += walked.sent.reasons;
             report.fan_outs_sent += walked.sent.fan_outs;
@@ -328,7 +413,7 @@ impl<I: DueIndex, F: ScheduleFacts, Q: ReasonQueue, O: FanOutQueue> Tick<I, F, Q
             minute = minute.next();
         }
         report.minutes_behind = window.last.next().since(minute);
-        Ok(())
+        Ok(minute)
     }
 
     /// Handles the items due in `minute`, starting none once `out_of_time` says so.

@@ -715,6 +715,93 @@ async fn a_minute_in_its_grace_is_left_for_the_next_run() {
     assert_eq!(store.cursor(), Some(edge));
 }
 
+thread_local! {
+    /// The clock of a waiting run's test: its pause moves it on (each `#[tokio::test]` runs on
+    /// a thread of its own).
+    static NOW_MS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn moving_clock() -> u64 {
+    NOW_MS.with(std::cell::Cell::get)
+}
+
+fn pause_moving_the_clock(wait: Duration) -> futures::future::BoxFuture<'static, ()> {
+    let waited = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+    NOW_MS.with(|now| now.set(now.get() + waited));
+    Box::pin(std::future::ready(()))
+}
+
+/// Alice's 09:00 edge due, the cursor on 09:00, and the clock at `at`.
+fn nine_oclock_edge_at(at: u64) -> (InMemoryStore, InMemoryQueues, Minute) {
+    let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());
+    store.insert_tenant(&tenant(), shanghai());
+    store.insert_schedule(&tenant(), &staff("alice"), office_hours());
+    store.seat(&tenant(), &staff("alice"), &[&code("c1")]);
+    let edge = minute("2026-11-30T01:00:00Z");
+    store.put_due(&tenant(), Subject::Shifts, edge);
+    store.set_cursor(edge);
+    NOW_MS.with(|now| now.set(at));
+    (store, queue, edge)
+}
+
+#[tokio::test]
+async fn a_run_fired_inside_a_minutes_grace_waits_for_it_and_walks_the_minute_as_it_ends() {
+    let (store, queue, edge) = nine_oclock_edge_at(monday_0900_05());
+
+    let report = tick(&store, &queue, moving_clock)
+        .waiting_with(pause_moving_the_clock)
+        .run_waiting("run-1", Duration::from_secs(120))
+        .await
+        .expect("tick ran");
+
+    assert_eq!(fanned_out_staff(&queue), ["alice"]);
+    let grace_ended = edge.start_ms() + SETTINGS.grace_ms;
+    assert_eq!(
+        store
+            .stored_due_handled(&tenant(), &Subject::Shifts)
+            .map(|(_, handled_through)| handled_through),
+        Some(grace_ended),
+        "the edge was handled the moment its grace ended"
+    );
+    assert!(report.waits >= 1);
+    assert_eq!(report.minutes_behind, 0);
+    assert!(store.cursor() > Some(edge));
+    assert_eq!(store.cursor_lease().1, 0, "the cursor is released");
+}
+
+#[tokio::test]
+async fn a_run_by_hand_walks_what_is_due_and_never_waits() {
+    let (store, queue, edge) = nine_oclock_edge_at(monday_0900_05());
+
+    let report = tick(&store, &queue, moving_clock)
+        .waiting_with(pause_moving_the_clock)
+        .run("run-1", Duration::from_secs(120))
+        .await
+        .expect("tick ran");
+
+    assert_eq!(report.waits, 0);
+    assert!(queue.fan_outs().is_empty(), "09:00 is still in its grace");
+    assert_eq!(store.cursor(), Some(edge));
+}
+
+#[tokio::test]
+async fn a_waiting_run_stops_waiting_when_its_budget_leaves_no_room_for_another_walk() {
+    // 09:00:05 with 40 s: the minute may be walked in 10 s, and 10 s + 2 x 15 s kept back
+    // leaves nothing for the walk after it.
+    let (store, queue, edge) = nine_oclock_edge_at(monday_0900_05());
+
+    let report = tick(&store, &queue, moving_clock)
+        .waiting_with(pause_moving_the_clock)
+        .run_waiting("run-1", Duration::from_secs(39))
+        .await
+        .expect("tick ran");
+
+    assert_eq!(report.waits, 0);
+    assert!(queue.fan_outs().is_empty());
+    assert_eq!(store.cursor(), Some(edge));
+    assert_eq!(moving_clock(), monday_0900_05(), "no time was waited");
+}
+
 #[tokio::test]
 async fn a_queue_outage_keeps_the_item_for_a_later_minute() {
     let (store, queue) = (InMemoryStore::default(), InMemoryQueues::default());

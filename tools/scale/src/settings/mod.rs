@@ -789,6 +789,18 @@ impl Wiring<'_> {
 
     fn tick(&self) -> Result<TickSettings, TemplateError> {
         let f = self.running("schedule-tick")?;
+        // The run's lease on the cursor must outlive the run, or a second run walks beside it.
+        let lease = Duration::from_millis(domain::schedules::TickSettings::DEFAULT.lease_ms);
+        if f.timeout >= lease {
+            return Err(error(
+                &format!("Resources.{}.Properties.Timeout", f.id),
+                format!(
+                    "{} s is not shorter than the tick's cursor lease ({} s, TickSettings::DEFAULT)",
+                    f.timeout.as_secs(),
+                    lease.as_secs()
+                ),
+            ));
+        }
         Ok(TickSettings {
             function: f.id.clone(),
             rate: self.only_schedule(f)?,

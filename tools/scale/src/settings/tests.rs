@@ -285,3 +285,11 @@ fn the_callback_path_reads_its_cache_and_the_stages_throttles() {
     let lowered = overridden("LandingThrottleRatePerSecond", "50").expect("50 is allowed");
     assert_eq!(lowered.api_throttles[1].rate_per_second, 50);
 }
+
+#[test]
+fn a_tick_timeout_not_shorter_than_its_cursor_lease_is_refused() {
+    let text = edited("  ScheduleTickFunction:", "Timeout: 120", "Timeout: 180");
+    let error = Settings::read(&text, &[]).unwrap_err();
+    assert!(error.at.contains("ScheduleTickFunction"), "{error}");
+    assert!(error.problem.contains("lease"), "{error}");
+}

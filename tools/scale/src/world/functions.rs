@@ -287,23 +287,27 @@ fn budget_to(deadline: Instant) -> Duration {
     deadline.saturating_duration_since(Instant::now())
 }
 
-/// schedule-tick: one `Tick::run` per invocation, with `TickSettings::DEFAULT` as its main
-/// builds it and the time to the deadline as its budget. Each run is named (the request id).
+/// schedule-tick: one `Tick::run` per invocation, with `TickSettings::DEFAULT` and the wait
+/// for a minute's grace as its main builds it, and the time to the deadline as its budget. Each run is named (the request id).
 fn schedule_tick<S: SimStore>(world: &World<S>) -> ScheduledCode {
-    let tick = Arc::new(Tick::new(
-        world.store.clone(),
-        world.store.clone(),
-        SimReasonQueue::new(Arc::clone(&world.sqs), &world.settings.tick.refresh_queue),
-        SimFanOutQueue::new(Arc::clone(&world.sqs), &world.settings.tick.fan_out_queue),
-        clock::now_ms,
-        TickSettings::DEFAULT,
-    ));
+    let tick = Arc::new(
+        Tick::new(
+            world.store.clone(),
+            world.store.clone(),
+            SimReasonQueue::new(Arc::clone(&world.sqs), &world.settings.tick.refresh_queue),
+            SimFanOutQueue::new(Arc::clone(&world.sqs), &world.settings.tick.fan_out_queue),
+            clock::now_ms,
+            TickSettings::DEFAULT,
+        )
+        .waiting_with(|wait| Box::pin(tokio::time::sleep(wait))),
+    );
     let runs = Arc::new(AtomicU64::new(0));
     scheduled(move |deadline| {
         let tick = Arc::clone(&tick);
         let owner = format!("tick-{}", runs.fetch_add(1, Ordering::Relaxed));
         async move {
-            tick.run(&owner, budget_to(deadline))
+            // What the schedule's input asks (`wait_for_next_minute`).
+            tick.run_waiting(&owner, budget_to(deadline))
                 .await
                 .map(|_| ())
                 .map_err(|error| error.to_string())
