@@ -124,34 +124,39 @@ impl<I: CodeIndex, R: ReasonQueue, Q: FanOutQueue, M: FanOutMarks> Expander<I, R
         let fact = fan_out.fact();
         let mut sent = 0;
         while sent < pending.len() {
-            if sent > 0 && out_of_time() {
+            // Out of time, the rest continues now; past the pace, a minute later.
+            let delay_s = if sent > 0 && out_of_time() {
+                Some(0)
+            } else if sent >= self.pace {
+                Some(PACE_DELAY_S)
+            } else {
+                None
+            };
+            if let Some(delay_s) = delay_s {
                 let last = &pending[sent - 1];
-                self.continuations
-                    .send(&fan_out.resumed_after(last))
-                    .await?;
+                let rest = fan_out.resumed_after(last);
+                if delay_s == 0 {
+                    self.continuations.send(&rest).await?;
+                } else {
+                    self.continuations.send_after(&rest, delay_s).await?;
+                }
                 tracing::info!(
                     reasons = sent,
                     left = pending.len() - sent,
+                    delay_s,
                     "fan-out continued in a new message"
                 );
-                return Ok(Expanded::Continued {
-                    reasons: sent,
-                    sent_through: last.clone(),
-                });
-            }
-            if sent >= self.pace {
-                let last = &pending[sent - 1];
-                self.continuations
-                    .send_after(&fan_out.resumed_after(last), PACE_DELAY_S)
-                    .await?;
-                tracing::info!(
-                    reasons = sent,
-                    left = pending.len() - sent,
-                    "fan-out paced: the rest continues a minute later"
-                );
-                return Ok(Expanded::Paced {
-                    reasons: sent,
-                    sent_through: last.clone(),
+                let (reasons, sent_through) = (sent, last.clone());
+                return Ok(if delay_s == 0 {
+                    Expanded::Continued {
+                        reasons,
+                        sent_through,
+                    }
+                } else {
+                    Expanded::Paced {
+                        reasons,
+                        sent_through,
+                    }
                 });
             }
             let page = &pending[sent..pending.len().min(sent + PAGE.min(self.pace - sent))];

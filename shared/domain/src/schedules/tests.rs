@@ -786,8 +786,8 @@ async fn a_run_by_hand_walks_what_is_due_and_never_waits() {
 
 #[tokio::test]
 async fn a_waiting_run_stops_waiting_when_its_budget_leaves_no_room_for_another_walk() {
-    // 09:00:05 with 40 s: the minute may be walked in 10 s, and 10 s + 2 x 15 s kept back
-    // leaves nothing for the walk after it.
+    // 09:00:05 with 39 s: the minute may be walked in 10 s, and 10 s + 2 x 15 s kept back
+    // is more than 39 s.
     let (store, queue, edge) = nine_oclock_edge_at(monday_0900_05());
 
     let report = tick(&store, &queue, moving_clock)
