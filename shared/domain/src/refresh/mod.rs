@@ -87,10 +87,10 @@ impl Tally {
 }
 
 /// What the refreshes of one batch did, per tenant and tenant day, written as one update of
-/// each tenant's daily tally item when the batch is done (`Refresher::record_tallies`), not
-/// one per code: the tally item is one key per tenant and day, and a tenant whose codes are
-/// refreshed a thousand times a second would otherwise write it as often (DynamoDB serves one
-/// key at most 1,000 write units a second).
+/// each tenant's daily tally when the batch is done (`Refresher::record_tallies`), not one per
+/// code: a tenant whose codes are refreshed a thousand times a second would otherwise write
+/// its tally as often (DynamoDB serves one key at most 1,000 write units a second; the store
+/// also spreads a tenant's tally over shards).
 #[derive(Debug, Default)]
 pub struct Tallies(Mutex<BTreeMap<(TenantId, String), Tally>>);
 
