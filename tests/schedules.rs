@@ -152,9 +152,11 @@ async fn a_shift_start_and_a_shift_end_each_change_a_list_with_no_other_event() 
     let ends = live
         .put_code("ends", &[late.as_str(), always.as_str()], None)
         .await?;
+    // The edge at least 80 s ahead: the setup below (two schedules, their lists converged,
+    // the queues drained) took past a closer edge on a loaded machine.
     let edge_ms = {
         let now = real_now_ms().saturating_add_signed(clock_offset_secs(&world).await? * 1000);
-        ((now + 20_000) / 60_000 + 1) * 60_000
+        ((now + 80_000) / 60_000 + 1) * 60_000
     };
     set_schedule(
         &live,
