@@ -75,19 +75,19 @@ where
                 telemetry::fan_out_reasons(reasons as u64);
                 tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, reasons, "fan-out done");
             }
-            Ok(Some(Expanded::Continued {
-                reasons,
-                sent_through,
-            })) => {
+            // The expander logged whether the rest continues now or a minute later.
+            Ok(Some(
+                Expanded::Continued {
+                    reasons,
+                    sent_through,
+                }
+                | Expanded::Paced {
+                    reasons,
+                    sent_through,
+                },
+            )) => {
                 telemetry::fan_out_reasons(reasons as u64);
                 tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, reasons, sent_through = %sent_through, "fan-out continues in a new message");
-            }
-            Ok(Some(Expanded::Paced {
-                reasons,
-                sent_through,
-            })) => {
-                telemetry::fan_out_reasons(reasons as u64);
-                tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, reasons, sent_through = %sent_through, "fan-out paced; the rest continues a minute later");
             }
             Ok(None) => {
                 tracing::info!(message_id = id, tenant = %fan_out.tenant, fact_key = %fan_out.fact_key, "no time left to start; queued again");
