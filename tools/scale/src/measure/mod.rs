@@ -69,12 +69,17 @@ pub struct Measure {
     class_of: HashMap<TenantId, usize>,
     /// Tenants with more codes than their budget pushes in a minute (`tenant`).
     over_budget: std::collections::HashSet<TenantId>,
+    /// Of those, the tenants with more codes than their budget pushes in an hour: a wave of all
+    /// their codes meets the hour's window, and what is past it waits for the next hour.
+    past_the_hour: std::collections::HashSet<TenantId>,
     /// Staleness of the tenants within their budget, then of those over it.
     pub by_budget: [BudgetFigures; 2],
     /// Each tenant's own staleness (`tenants.csv`, the over-budget bound).
     pub tenants: HashMap<TenantId, TenantStaleness>,
     /// The template's `WeComBudgetPerMinute`, which the over-budget bound is taken at.
     pub budget_per_minute: u32,
+    /// The template's `WeComBudgetPerHour`: a tenant with more codes cannot meet the bound.
+    pub budget_per_hour: u32,
     /// Which code a contact way belongs to (the platform's config ids name it).
     code_of_config: fn(&str) -> Option<CodeKey>,
     codes: HashMap<CodeKey, Track>,
@@ -93,9 +98,11 @@ impl Measure {
             start_ms,
             class_of: HashMap::new(),
             over_budget: std::collections::HashSet::new(),
+            past_the_hour: std::collections::HashSet::new(),
             by_budget: [BudgetFigures::default(), BudgetFigures::default()],
             tenants: HashMap::new(),
             budget_per_minute: 0,
+            budget_per_hour: 0,
             code_of_config,
             codes: HashMap::new(),
             ended: Vec::new(),
@@ -107,19 +114,25 @@ impl Measure {
         }
     }
 
-    /// The over-budget bound is taken at `per_minute` (`WeComBudgetPerMinute`).
-    pub fn with_budget_per_minute(mut self, per_minute: u32) -> Self {
+    /// The over-budget bound is taken at `per_minute` (`WeComBudgetPerMinute`); a tenant with
+    /// more codes than `per_hour` (`WeComBudgetPerHour`) is told apart.
+    pub fn with_budget(mut self, per_minute: u32, per_hour: u32) -> Self {
         self.budget_per_minute = per_minute;
+        self.budget_per_hour = per_hour;
         self
     }
 
-    /// A tenant of size class `class`; `over_budget` when all its codes changing at once
-    /// would take its WeCom budget more than a minute (the issue's "tenants within their
-    /// budget" are the others).
-    pub fn tenant(&mut self, tenant: &TenantId, class: usize, over_budget: bool) {
+    /// A tenant of size class `class` with `codes` codes: over budget when all its codes
+    /// changing at once would take its WeCom budget more than a minute (the issue's "tenants
+    /// within their budget" are the others), and past the hour when more than an hour.
+    pub fn tenant(&mut self, tenant: &TenantId, class: usize, codes: u64) {
         self.class_of.insert(tenant.clone(), class);
+        let over_budget = codes > u64::from(self.budget_per_minute);
         if over_budget {
             self.over_budget.insert(tenant.clone());
+        }
+        if codes > u64::from(self.budget_per_hour) {
+            self.past_the_hour.insert(tenant.clone());
         }
         self.by_budget[usize::from(over_budget)].tenants += 1;
     }
@@ -316,6 +329,11 @@ impl Measure {
         self.over_budget.contains(tenant)
     }
 
+    /// Whether the tenant has more codes than its budget pushes in an hour.
+    pub fn is_past_the_hour(&self, tenant: &TenantId) -> bool {
+        self.past_the_hour.contains(tenant)
+    }
+
     /// Every code that saw a fact or a refresh (the end-of-stretch check reads these).
     pub fn touched(&self) -> impl Iterator<Item = &CodeKey> {
         self.codes.keys()
@@ -344,8 +362,9 @@ mod tests {
 
     fn measure() -> Measure {
         let (tenant, _) = ids();
-        let mut measure = Measure::new(1_000_000, 1, |config| (config == "cw1").then(ids));
-        measure.tenant(&tenant, 0, false);
+        let mut measure = Measure::new(1_000_000, 1, |config| (config == "cw1").then(ids))
+            .with_budget(9_000, 135_000);
+        measure.tenant(&tenant, 0, 1);
         measure
     }
 

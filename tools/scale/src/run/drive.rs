@@ -220,8 +220,10 @@ pub(super) async fn drive(
 
     let shared = Arc::new(Shared {
         measure: Mutex::new(
-            Measure::new(start_ms, profile.size_class.len(), code_of_config)
-                .with_budget_per_minute(settings.refresh.budget.per_minute),
+            Measure::new(start_ms, profile.size_class.len(), code_of_config).with_budget(
+                settings.refresh.budget.per_minute,
+                settings.refresh.budget.per_hour,
+            ),
         ),
         truth: Mutex::new(Truth::default()),
         happened: Mutex::new(Happened::default()),
@@ -248,8 +250,7 @@ pub(super) async fn drive(
     let mut names = platform::Names::default();
     for tenant in &population.tenants {
         let loaded = platform::load_tenant(&data, profile, tenant, start_ms, &mut names);
-        let over_budget = loaded.codes.len() as u64 > u64::from(settings.refresh.budget.per_minute);
-        lock(&shared.measure).tenant(&loaded.id, tenant.class, over_budget);
+        lock(&shared.measure).tenant(&loaded.id, tenant.class, loaded.codes.len() as u64);
         codes += loaded.codes.len() as u64;
         staff += u64::from(tenant.staff);
         let mut by_shift = vec![Vec::new(); profile.shift.len()];
