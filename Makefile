@@ -103,7 +103,8 @@ deploy-built: up
 down:
 	-$(TOOLS)/python tools/local/stack.py down
 
-## lint: the docs check, formatting, clippy, cfn-lint and sam validate
+## lint: the docs check, formatting, clippy, cfn-lint (FixedEgress off, and on with 1 to 4
+## addresses) and sam validate
 ## (clippy twice: `--all-targets` leaves out the test targets marked `test = false`, the
 ## integration tests, which are named instead)
 lint: $(VENV)/tools/.installed docs
@@ -112,6 +113,9 @@ lint: $(VENV)/tools/.installed docs
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	cargo clippy --workspace --locked $(addprefix --test ,$(ALL_INTEGRATION_TESTS)) -- -D warnings
 	$(TOOLS)/cfn-lint template.yaml
+	for addresses in 1 2 3 4; do \
+		$(TOOLS)/cfn-lint template.yaml --parameters FixedEgress=on EgressAddresses=$$addresses || exit 1; \
+	done
 	sam validate --template-file template.yaml --lint
 
 ## docs: the docs check (tools/docs/check.py) and its self-test; run by `make lint`

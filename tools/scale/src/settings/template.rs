@@ -133,6 +133,13 @@ impl Template {
         let mut resources = Vec::new();
         for (id, yaml) in entries(resources_yaml, "Resources")? {
             let at = format!("Resources.{id}");
+            // A resource whose condition is false is not created, as CloudFormation does.
+            if let Some(condition) = get(yaml, "Condition") {
+                let name = resolver.text(condition, &format!("{at}.Condition"))?;
+                if !resolver.condition(&name, &at, 0)? {
+                    continue;
+                }
+            }
             let kind = match get(yaml, "Type") {
                 Some(Yaml::Value(Scalar::String(kind))) => kind.to_string(),
                 _ => return Err(error(&at, "a resource has a Type")),
@@ -280,7 +287,10 @@ impl Resolver<'_, '_> {
                 let mut out = Vec::with_capacity(items.len());
                 for (i, item) in items.iter().enumerate() {
                     if !is_no_value(item) {
-                        out.push(self.node(item, &format!("{at}[{i}]"))?);
+                        let node = self.node(item, &format!("{at}[{i}]"))?;
+                        if node != no_value() {
+                            out.push(node);
+                        }
                     }
                 }
                 Node::List(out)
@@ -296,7 +306,9 @@ impl Resolver<'_, '_> {
                 for (key, value) in pairs {
                     if !is_no_value(value) {
                         let node = self.node(value, &format!("{at}.{key}"))?;
-                        out.push((key, node));
+                        if node != no_value() {
+                            out.push((key, node));
+                        }
                     }
                 }
                 Node::Map(out)
@@ -393,6 +405,8 @@ impl Resolver<'_, '_> {
                         Node::List(mut items) if index < items.len() => {
                             Ok(items.swap_remove(index))
                         }
+                        // A list known only once deployed (`!GetAZs`, `!Cidr`).
+                        Node::Unevaluated(_) => Ok(Node::Unevaluated("Fn::Select".to_owned())),
                         _ => Err(error(at, format!("no item {index}"))),
                     }
                 }
@@ -425,6 +439,10 @@ impl Resolver<'_, '_> {
         }
         if self.resource_ids.iter().any(|id| id == name) {
             return Ok(Node::Resource(name.to_owned()));
+        }
+        if name == "AWS::NoValue" {
+            // What an `!If` branch gives to say "leave this out": dropped by its list or map.
+            return Ok(no_value());
         }
         if name.starts_with("AWS::") {
             // A pseudo parameter (the stack's name, region...): known only once deployed.
@@ -580,6 +598,11 @@ fn long_form(key: &str) -> Option<&str> {
     } else {
         key.strip_prefix("Fn::")
     }
+}
+
+/// `!Ref AWS::NoValue` once evaluated (an `!If`'s branch): its list item or map key is left out.
+fn no_value() -> Node {
+    Node::Unevaluated("AWS::NoValue".to_owned())
 }
 
 fn is_no_value(yaml: &Yaml) -> bool {

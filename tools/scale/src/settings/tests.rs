@@ -167,7 +167,15 @@ fn the_bill_counts_the_templates_alarms_table_and_each_functions_log_retention()
     let kept = Settings::read_project(&[("LogRetentionDays".to_owned(), "7".to_owned())])
         .expect("template");
     assert_eq!(kept.account.log_retention_days, Some(7));
-    assert_eq!(account.nat_gateways, 0);
+    assert_eq!(account.nat_gateways, 0, "FixedEgress is off by default");
+    for (addresses, nat_gateways) in [("1", 1), ("2", 2), ("4", 4)] {
+        let egress = Settings::read_project(&[
+            ("FixedEgress".to_owned(), "on".to_owned()),
+            ("EgressAddresses".to_owned(), addresses.to_owned()),
+        ])
+        .expect("template");
+        assert_eq!(egress.account.nat_gateways, nat_gateways, "{addresses}");
+    }
     assert!(account.table_on_demand && account.point_in_time_recovery);
     // gsi1 (keys only: due items, marks, claims, each tenant's codes) and gsi2 (scheduled
     // staff, the schedule projected).
@@ -292,4 +300,51 @@ fn a_tick_timeout_not_shorter_than_its_cursor_lease_is_refused() {
     let error = Settings::read(&text, &[]).unwrap_err();
     assert!(error.at.contains("ScheduleTickFunction"), "{error}");
     assert!(error.problem.contains("lease"), "{error}");
+}
+
+/// The functions whose environment names WeCom's API, each with its `VpcConfig` (if any).
+fn wecom_callers(overrides: &[(&str, &str)]) -> Vec<(String, Option<Node>)> {
+    let overrides: Vec<(String, String)> = overrides
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let template = Template::parse(&project_text(), &overrides).expect("template");
+    template
+        .resources
+        .iter()
+        .filter(|r| r.kind == "AWS::Serverless::Function")
+        .filter(|r| {
+            r.properties
+                .get("Environment")
+                .and_then(|e| e.get("Variables"))
+                .and_then(|v| v.get("WECOM_API_BASE_URL"))
+                .is_some()
+        })
+        .map(|r| (r.id.clone(), r.properties.get("VpcConfig").cloned()))
+        .collect()
+}
+
+#[test]
+fn with_fixed_egress_every_function_that_calls_wecom_runs_in_the_egress_subnets_and_none_without() {
+    let off = wecom_callers(&[]);
+    assert!(
+        off.len() >= 3,
+        "refresh, admin and sweep call WeCom: {off:?}"
+    );
+    assert!(off.iter().all(|(_, vpc)| vpc.is_none()), "{off:?}");
+    for (addresses, subnets) in [("1", 2), ("2", 2), ("3", 3), ("4", 4)] {
+        let on = wecom_callers(&[("FixedEgress", "on"), ("EgressAddresses", addresses)]);
+        for (id, vpc) in &on {
+            let vpc = vpc
+                .as_ref()
+                .unwrap_or_else(|| panic!("{id} has no VpcConfig"));
+            let Some(Node::List(ids)) = vpc.get("SubnetIds") else {
+                panic!("{id}: {vpc:?}");
+            };
+            let expected: Vec<Node> = (1..=subnets)
+                .map(|k| Node::Resource(format!("EgressPrivateSubnet{k}")))
+                .collect();
+            assert_eq!(ids, &expected, "{id} with {addresses} addresses");
+        }
+    }
 }
