@@ -59,7 +59,12 @@ pub struct ClassFigures {
     /// Ages at the end of the facts still waiting then.
     pub waiting_ms: Vec<u32>,
     pub scans: u64,
+    /// Scans to a member the true recompute no longer lists...
     pub misrouted: u64,
+    /// ...of which the code had no fact waiting: WeCom held a list pushed after every change
+    /// the measure knows of, and still routed there (the issue's "after the push for that
+    /// change landed", which the rules make 0).
+    pub misrouted_after_push: u64,
     /// What the refresh invocations did for the class's tenants, summed.
     pub refreshes: Tally,
 }
@@ -168,11 +173,19 @@ impl Measure {
         self.facts += 1;
     }
 
-    /// A scan WeCom routed; `listed` is whether the true recompute lists the member.
-    pub fn scan(&mut self, tenant: &TenantId, listed: bool) {
+    /// A scan of `code` WeCom routed; `listed` is whether the true recompute lists the member.
+    /// Misrouted while a fact of the code waits is the staleness window; with none waiting, the
+    /// list WeCom holds was pushed after every change known, so it is counted apart.
+    pub fn scan(&mut self, tenant: &TenantId, code: &CodeId, listed: bool) {
+        let after_push = !listed
+            && self
+                .codes
+                .get(&(tenant.clone(), code.clone()))
+                .is_none_or(|track| track.waiting.is_empty());
         if let Some(figures) = self.class_figures(tenant) {
             figures.scans += 1;
             figures.misrouted += u64::from(!listed);
+            figures.misrouted_after_push += u64::from(after_push);
         }
     }
 
@@ -437,12 +450,39 @@ mod tests {
 
     #[test]
     fn scans_count_by_class_and_a_scan_to_an_unlisted_member_is_misrouted() {
-        let (tenant, _) = ids();
+        let (tenant, code) = ids();
         let mut measure = measure();
-        measure.scan(&tenant, true);
-        measure.scan(&tenant, false);
+        measure.scan(&tenant, &code, true);
+        measure.scan(&tenant, &code, false);
         assert_eq!(
             (measure.classes[0].scans, measure.classes[0].misrouted),
+            (2, 1)
+        );
+    }
+
+    #[test]
+    fn a_misrouted_scan_with_no_fact_of_its_code_waiting_is_counted_as_after_the_push() {
+        let (tenant, code) = ids();
+        let mut measure = measure();
+        measure.fact(&tenant, &code, 1_000_500);
+        measure.scan(&tenant, &code, false);
+        assert_eq!(measure.classes[0].misrouted_after_push, 0, "a fact waits");
+        measure.seen(Seen::SnapshotRead {
+            tenant: tenant.clone(),
+            code: code.clone(),
+            at_ms: 1_002_000,
+        });
+        measure.seen(Seen::ListLanded {
+            config_id: "cw1".into(),
+            users: vec![],
+            at_ms: 1_003_000,
+        });
+        measure.scan(&tenant, &code, false);
+        assert_eq!(
+            (
+                measure.classes[0].misrouted,
+                measure.classes[0].misrouted_after_push
+            ),
             (2, 1)
         );
     }

@@ -92,16 +92,21 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
     let _ = writeln!(out, "## Routing\n");
     let _ = writeln!(
         out,
-        "{:<8} {:>11} {:>30} {:>8}",
-        "class", "scans", "to staff no longer eligible", "share"
+        "{:<8} {:>11} {:>30} {:>8} {:>22}",
+        "class", "scans", "to staff no longer eligible", "share", "of them after the push"
     );
-    let (mut scans, mut misrouted) = (0, 0);
+    let mut all = crate::measure::ClassFigures::default();
     for (name, figures) in o.class_names.iter().zip(&o.measure.classes) {
-        scans += figures.scans;
-        misrouted += figures.misrouted;
-        routing_row(&mut out, name, figures.scans, figures.misrouted);
+        all.scans += figures.scans;
+        all.misrouted += figures.misrouted;
+        all.misrouted_after_push += figures.misrouted_after_push;
+        routing_row(&mut out, name, figures);
     }
-    routing_row(&mut out, "all", scans, misrouted);
+    routing_row(&mut out, "all", &all);
+    let _ = writeln!(
+        out,
+        "(after the push: no fact of the code was waiting, so WeCom held a list pushed after every change)"
+    );
     let _ = writeln!(
         out,
         "\nend of stretch (after settling): {} codes checked, {} whose WeCom list differs from the recompute of the true facts\n",
@@ -520,19 +525,20 @@ fn staleness_row(out: &mut String, name: &str, resolved: &[u32], waiting: &[u32]
     );
 }
 
-fn routing_row(out: &mut String, name: &str, scans: u64, misrouted: u64) {
-    let share = if scans == 0 {
+fn routing_row(out: &mut String, name: &str, figures: &crate::measure::ClassFigures) {
+    let share = if figures.scans == 0 {
         0.0
     } else {
-        misrouted as f64 / scans as f64 * 100.0
+        figures.misrouted as f64 / figures.scans as f64 * 100.0
     };
     let _ = writeln!(
         out,
-        "{:<8} {:>11} {:>30} {:>7.2}%",
+        "{:<8} {:>11} {:>30} {:>7.2}% {:>22}",
         name,
-        thousands(scans),
-        thousands(misrouted),
-        share
+        thousands(figures.scans),
+        thousands(figures.misrouted),
+        share,
+        thousands(figures.misrouted_after_push)
     );
 }
 

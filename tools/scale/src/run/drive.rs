@@ -725,7 +725,7 @@ async fn happen(
                         .users()
                         .is_some_and(|users| users.contains(&member))
                 });
-            lock(&shared.measure).scan(&view.id, listed);
+            lock(&shared.measure).scan(&view.id, &code_id, listed);
             let (world, data, tenants, shared) = (
                 Arc::clone(world),
                 data.clone(),
