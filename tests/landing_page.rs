@@ -417,3 +417,65 @@ async fn unknown_native_and_malformed_codes_get_their_pages() -> Result<()> {
     ensure!(unknown == 404 && native == 404 && malformed == 400);
     Ok(())
 }
+
+/// The host and path of the public domain's landing URL for `code` (the stack's
+/// `LandingUrlTemplate` output), as a visit to MiniStack's address with that `Host` reaches it.
+fn printed_url(world: &World, live: &LiveTenant<'_>, code: &str) -> Result<(String, String)> {
+    let printed = world
+        .output("LandingUrlTemplate")
+        .replace("{tenant}", &live.tenant.id)
+        .replace("{code}", code);
+    let rest = printed
+        .strip_prefix("https://")
+        .with_context(|| format!("{printed} is not https"))?;
+    let (host, path) = rest
+        .split_once('/')
+        .with_context(|| format!("{printed} has no path"))?;
+    ensure!(
+        !host.contains("execute-api"),
+        "the printed URL {printed} is on the generated host, not the stack's public domain"
+    );
+    Ok((host.to_owned(), format!("/{path}")))
+}
+
+#[tokio::test]
+async fn the_printed_url_on_the_stacks_own_domain_opens_the_same_page_as_the_generated_host(
+) -> Result<()> {
+    let world = World::connect().await?;
+    pipeline_on(&world).await?;
+    let live = LiveTenant::create(&world, 2).await?;
+    let members: Vec<&str> = live.staff.iter().map(String::as_str).collect();
+    put_rotating_code(&live, "printed", "sequenced", &members, json!({})).await?;
+    let by_link = staff_by_link(&rotation_of(&world, &live, "printed", &members).await?);
+    let (host, path) = printed_url(&world, &live, "printed")?;
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").context("AWS_ENDPOINT_URL")?;
+    let http = client()?;
+    let mut landed_on = BTreeSet::new();
+    for _ in 0..members.len() {
+        let answer = http
+            .get(format!("{}{path}", endpoint.trim_end_matches('/')))
+            .header(reqwest::header::HOST, &host)
+            .send()
+            .await?;
+        let status = answer.status().as_u16();
+        let location = answer
+            .headers()
+            .get("location")
+            .and_then(|l| l.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        ensure!(status == 302, "{host}{path} answered {status}");
+        landed_on.insert(landed(&by_link, &location)?.0);
+    }
+    let (generated, _) = visit(&http, &world, &live, "printed").await?;
+    println!(
+        "{host}{path}: one round reached {landed_on:?}; the generated host answered {generated}"
+    );
+    // Both visits of the round went through the domain to the page, which took one slot each.
+    let want: BTreeSet<String> = members.iter().map(|m| (*m).to_owned()).collect();
+    ensure!(landed_on == want, "one round reached {landed_on:?}");
+    ensure!(generated == 302);
+    let after = record(&world, &live, "printed").await?.unwrap_or_default();
+    ensure!(after.visits == 3, "the counter says {}", after.visits);
+    Ok(())
+}

@@ -39,6 +39,9 @@ AWS_URL = f"http://127.0.0.1:{AWS_PORT}"
 SANDBOX_URL = f"http://127.0.0.1:{SANDBOX_PORT}"
 REGION = "us-east-1"
 DEPLOY_BUCKET = f"{STACK}-artifacts"
+# The local world's stable public domain (`.test` is reserved for tests: it resolves nowhere);
+# a request reaches it by naming it in its Host header at MiniStack's address.
+PUBLIC_DOMAIN = "public.qrsync.test"
 
 # MiniStack accepts any credentials; these are the conventional dummies.
 AWS_ENV = {
@@ -210,6 +213,12 @@ def deploy() -> None:
         "--no-fail-on-empty-changeset",
         "--no-progressbar",
     ]
+    # The public routes are served on a domain of the stack's own too, as a deployment that
+    # prints its URLs would (docs/design/public-urls.md): MiniStack routes a request whose Host
+    # is the domain to the API, and its ACM issues the certificate the domain names.
+    certificate = boto3_client("acm").request_certificate(
+        DomainName=PUBLIC_DOMAIN, ValidationMethod="DNS"
+    )["CertificateArn"]
     # Locally WeCom is the sandbox, the sweep runs every minute (EventBridge's shortest rate),
     # a stale record it samples settles for a minute, a limit claim's owner holds it a
     # minute and a resigned member's link is deleted a minute after, so a repair shows within a test's patience; anything else comes from
@@ -222,6 +231,8 @@ def deploy() -> None:
         "ClaimOwnerLeaseSeconds=60",
         # The sandbox's group robot takes every alarm change (GET /_sandbox/robot/messages).
         f"AlarmRobotWebhookUrl={SANDBOX_URL}/cgi-bin/webhook/send?key=local-robot",
+        f"PublicDomainName={PUBLIC_DOMAIN}",
+        f"PublicDomainCertificateArn={certificate}",
     ]
     overrides += os.environ.get("QRSYNC_PARAMETER_OVERRIDES", "").split()
     command += ["--parameter-overrides", *overrides]
@@ -241,6 +252,8 @@ def local_urls(outputs: dict[str, str]) -> dict[str, str]:
     return {
         "LocalApiUrl": api,
         "LocalCallbackUrlTemplate": f"{api}/wecom/{{tenant}}/callback",
+        # The public domain's routes at MiniStack's address, with `Host: LocalPublicDomain`.
+        "LocalPublicDomain": PUBLIC_DOMAIN,
         "AwsEndpointUrl": AWS_URL,
         "SandboxUrl": SANDBOX_URL,
     }
