@@ -348,3 +348,44 @@ fn with_fixed_egress_every_function_that_calls_wecom_runs_in_the_egress_subnets_
         }
     }
 }
+
+#[test]
+fn the_public_routes_reserve_their_own_concurrency_and_the_consumers_fit_in_what_is_left() {
+    use crate::services::lambda::{ACCOUNT_CONCURRENCY, MINIMUM_UNRESERVED};
+    let settings = project();
+    let reserved_by = |id: &str| settings.function(id).reserved_concurrency;
+    assert_eq!(reserved_by(&settings.callback.function), Some(100));
+    assert_eq!(reserved_by("LandingPageFunction"), Some(50));
+    let reserved: u32 = settings
+        .functions
+        .values()
+        .filter_map(|f| f.reserved_concurrency)
+        .sum();
+    // Every queue consumer at its MaximumConcurrency at once still leaves the unreserved pool
+    // Lambda keeps, so the consumers never take the public routes' share or each other's.
+    let consumers: u32 = settings
+        .functions
+        .values()
+        .filter(|f| f.reserved_concurrency.is_none())
+        .flat_map(|f| &f.queue_sources)
+        .map(|source| {
+            source
+                .maximum_concurrency
+                .expect("every consumer is bounded")
+        })
+        .sum();
+    println!("reserved {reserved}, queue consumers at most {consumers}");
+    assert!(
+        reserved + consumers + MINIMUM_UNRESERVED <= ACCOUNT_CONCURRENCY,
+        "reserved {reserved} + consumers {consumers} + {MINIMUM_UNRESERVED} > {ACCOUNT_CONCURRENCY}"
+    );
+    let none = Settings::read_project(&[
+        ("CallbackReservedConcurrency".to_owned(), "0".to_owned()),
+        ("LandingReservedConcurrency".to_owned(), "0".to_owned()),
+    ])
+    .expect("template");
+    assert_eq!(
+        none.function(&none.callback.function).reserved_concurrency,
+        None
+    );
+}
