@@ -23,6 +23,7 @@ async fn every_command_has_help() -> Result<()> {
         vec!["replay", "--help"],
         vec!["drift", "--help"],
         vec!["plan", "--help"],
+        vec!["admin", "--help"],
     ] {
         let (ok, stdout, stderr) = ops_raw(&command).await?;
         ensure!(
@@ -111,6 +112,52 @@ async fn drift_reads_the_sweeps_report_of_a_tenant() -> Result<()> {
     let (ok, _, stderr) =
         ops_raw(&["drift", "--tenant", &live.tenant.id, "--day", "03/12"]).await?;
     assert!(!ok && stderr.contains("--day"), "{stderr}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn admin_sends_a_signed_request_and_never_prints_the_secret_it_carries() -> Result<()> {
+    let world = World::connect().await?;
+    let live = LiveTenant::create(&world, 1).await?;
+    let tenant = &live.tenant;
+    let body = std::env::temp_dir().join(format!("qrsync-ops-admin-{}.json", random_id(8)));
+    std::fs::write(
+        &body,
+        json!({
+            "corp_id": tenant.corp_id,
+            "corp_secret": tenant.corp_secret,
+            "callback_token": tenant.token,
+            "encoding_aes_key": tenant.aes_key,
+            "company_daily_cap": 7,
+        })
+        .to_string(),
+    )?;
+    let path = format!("/tenants/{}", tenant.id);
+    let body_arg = body.display().to_string();
+    let (ok, stdout, stderr) = ops_raw(&["admin", "PUT", &path, "--body", &body_arg]).await?;
+    std::fs::remove_file(&body)?;
+    ensure!(ok && stdout.starts_with("200 "), "{stdout}{stderr}");
+    ensure!(
+        !stdout.contains(&tenant.corp_secret) && !stderr.contains(&tenant.corp_secret),
+        "the secret was printed"
+    );
+    let read = ops(&["admin", "get", &path]).await?;
+    ensure!(read["status"] == 200, "{read}");
+    ensure!(read["body"]["company_daily_cap"] == 7, "{read}");
+    ensure!(
+        read["body"]["secrets"]["corp_secret"]["set"] == true,
+        "{read}"
+    );
+    let (ok, _, stderr) = ops_raw(&["admin", "PATCH", &path]).await?;
+    ensure!(
+        !ok && stderr.contains("GET, PUT, DELETE or POST"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = ops_raw(&["admin", "PUT", &path]).await?;
+    ensure!(!ok && stderr.contains("--body"), "{stderr}");
+    let missing = format!("/tenants/{}/codes/none", tenant.id);
+    let (ok, stdout, _) = ops_raw(&["admin", "GET", &missing]).await?;
+    ensure!(!ok && stdout.starts_with("404 "), "{stdout}");
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 //! (`AWS_PROFILE`, `AWS_REGION`, `AWS_ENDPOINT_URL` for the local world...). Long work (a
 //! replay) runs in the stack; this tool starts it and follows it.
 
+mod admin;
 mod dead_letters;
 mod ops;
 mod plan;
@@ -55,6 +56,9 @@ enum Command {
     /// campaign's budget, the sweep's coverage and the platform's ceilings (from the table,
     /// --synthetic or --bench; settings from template.yaml).
     Plan(Box<plan::Args>),
+    /// One signed request to the admin API (`admin PUT /tenants/acme --body tenant.json`):
+    /// prints the status and the answer; fails on any status but 2xx.
+    Admin(admin::Args),
 }
 
 #[derive(clap::Args)]
@@ -76,6 +80,7 @@ async fn main() -> Result<()> {
         Command::DeadLetters(command) => dead_letters::run(&connect().await?, command).await,
         Command::Replay(args) => replay::run(&connect().await?, args).await,
         Command::Drift(args) => drift(&connect().await?, args).await,
+        Command::Admin(args) => admin::run(&connect().await?, args).await,
         // A synthetic or bench plan needs no stack: only --tenant connects.
         Command::Plan(args) => plan::run(*args, &cli.stack, cli.api_url.as_deref(), cli.json).await,
     }
