@@ -440,6 +440,15 @@ impl Resolver<'_, '_> {
         if self.resource_ids.iter().any(|id| id == name) {
             return Ok(Node::Resource(name.to_owned()));
         }
+        // SAM's references to what it generates for a resource (`!Ref Api.Stage`).
+        if let Some((resource, attribute)) = name.split_once('.') {
+            if self.resource_ids.iter().any(|id| id == resource) {
+                return Ok(Node::Attribute {
+                    resource: resource.to_owned(),
+                    attribute: attribute.to_owned(),
+                });
+            }
+        }
         if name == "AWS::NoValue" {
             // What an `!If` branch gives to say "leave this out": dropped by its list or map.
             return Ok(no_value());

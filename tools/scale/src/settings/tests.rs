@@ -389,3 +389,19 @@ fn the_public_routes_reserve_their_own_concurrency_and_the_consumers_fit_in_what
         None
     );
 }
+
+#[test]
+fn the_template_reads_with_every_option_of_a_real_account_on() {
+    let settings = Settings::read_project(&[
+        ("FixedEgress".to_owned(), "on".to_owned()),
+        ("EgressAddresses".to_owned(), "4".to_owned()),
+        ("PublicDomainName".to_owned(), "qr.example.com".to_owned()),
+        (
+            "PublicDomainCertificateArn".to_owned(),
+            "arn:aws:acm:us-east-1:123456789012:certificate/x".to_owned(),
+        ),
+        ("PublicDomainHostedZoneId".to_owned(), "Z123".to_owned()),
+    ])
+    .expect("the template reads with its options on");
+    assert_eq!(settings.account.nat_gateways, 4);
+}
