@@ -381,21 +381,27 @@ mod tests {
         measure
     }
 
+    /// The refresh of `cw1`'s code reads its facts at `read_at_ms`; its push lands at `landed_at_ms`.
+    fn read_then_landed(measure: &mut Measure, read_at_ms: u64, landed_at_ms: u64) {
+        let (tenant, code) = ids();
+        measure.seen(Seen::SnapshotRead {
+            tenant,
+            code,
+            at_ms: read_at_ms,
+        });
+        measure.seen(Seen::ListLanded {
+            config_id: "cw1".into(),
+            users: vec![],
+            at_ms: landed_at_ms,
+        });
+    }
+
     #[test]
     fn a_fact_is_fresh_when_a_push_computed_from_a_later_read_lands() {
         let (tenant, code) = ids();
         let mut measure = measure();
         measure.fact(&tenant, &code, 1_000_500);
-        measure.seen(Seen::SnapshotRead {
-            tenant: tenant.clone(),
-            code: code.clone(),
-            at_ms: 1_002_000,
-        });
-        measure.seen(Seen::ListLanded {
-            config_id: "cw1".into(),
-            users: vec![],
-            at_ms: 1_003_000,
-        });
+        read_then_landed(&mut measure, 1_002_000, 1_003_000);
         assert_eq!(measure.classes[0].staleness_ms, vec![2_500]);
         assert_eq!(measure.by_budget[0].staleness_ms, vec![2_500]);
         assert!(measure.by_budget[1].staleness_ms.is_empty());
@@ -467,16 +473,7 @@ mod tests {
         measure.fact(&tenant, &code, 1_000_500);
         measure.scan(&tenant, &code, false);
         assert_eq!(measure.classes[0].misrouted_after_push, 0, "a fact waits");
-        measure.seen(Seen::SnapshotRead {
-            tenant: tenant.clone(),
-            code: code.clone(),
-            at_ms: 1_002_000,
-        });
-        measure.seen(Seen::ListLanded {
-            config_id: "cw1".into(),
-            users: vec![],
-            at_ms: 1_003_000,
-        });
+        read_then_landed(&mut measure, 1_002_000, 1_003_000);
         measure.scan(&tenant, &code, false);
         assert_eq!(
             (
