@@ -80,9 +80,6 @@ struct RunArgs {
     /// Keep only the first N tenants (a small scenario).
     #[arg(long)]
     tenants: Option<usize>,
-    /// Where the functions' WeCom calls leave from: `pool` (no VPC, today) or `nat:N`.
-    #[arg(long, default_value = "pool", value_parser = parse_egress)]
-    egress: EgressIps,
     #[arg(long, default_value_os_t = project_template())]
     template: PathBuf,
     /// A template parameter instead of its default: `--parameter WeComBudgetPerMinute=540`.
@@ -97,18 +94,6 @@ struct RunArgs {
     /// The same day without the campaign (its scans and spikes), for `compare`.
     #[arg(long)]
     quiet_day: bool,
-}
-
-fn parse_egress(raw: &str) -> Result<EgressIps, String> {
-    match raw {
-        "pool" => Ok(EgressIps::Pool),
-        _ => raw
-            .strip_prefix("nat:")
-            .and_then(|n| n.parse::<u32>().ok())
-            .filter(|n| (1..=64).contains(n))
-            .map(EgressIps::Fixed)
-            .ok_or_else(|| format!("{raw:?}: `pool` or `nat:N` with N from 1 to 64")),
-    }
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -128,12 +113,12 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             until: args.until,
             settle: std::time::Duration::from_secs(args.settle_minutes * 60),
         },
-        egress: args.egress,
         tenants: args.tenants,
         add_after: std::time::Duration::from_secs(20),
         memory_limit_bytes: (args.max_memory_gb.clamp(0.5, 1024.0) * 1e9) as u64,
     };
     let scale = MonthScale::of(&profile, &settings);
+    let egress = EgressIps::of_nat_gateways(settings.account.nat_gateways);
     let outcome = qrsync_scale::run::run(&profile, settings, &options)?;
     let about = format!(
         "stretch: {} {}-{} {} (then {} min to settle); egress {:?}; template {}{}",
@@ -142,7 +127,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         args.until.format("%H:%M"),
         profile.campaign.timezone,
         args.settle_minutes,
-        args.egress,
+        egress,
         args.template.display(),
         if args.parameters.is_empty() {
             String::new()

@@ -4,7 +4,6 @@
 //! the domain that loses a fact, a message or a list fails here.
 
 use chrono::{NaiveDate, NaiveTime};
-use qrsync_scale::ports::wecom::EgressIps;
 use qrsync_scale::profile::Profile;
 use qrsync_scale::report::{render, MonthScale};
 use qrsync_scale::run::{run, Outcome, RunOptions, Stretch};
@@ -27,7 +26,6 @@ fn stretch(seed: u64, from: (u32, u32), until: (u32, u32), settle_minutes: u64) 
             until: time(until),
             settle: Duration::from_secs(settle_minutes * 60),
         },
-        egress: EgressIps::Pool,
         tenants: None,
         add_after: Duration::from_secs(20),
         memory_limit_bytes: 4_000_000_000,

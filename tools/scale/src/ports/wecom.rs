@@ -18,6 +18,7 @@ use domain::sweep::{ContactWayReader, OrphanFinder};
 use domain::wecom::acquisition::AcquisitionLink;
 use domain::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
 use domain::wecom::errors::WeComError;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// What WeCom answers over a window, as its `errmsg` reads.
@@ -25,36 +26,39 @@ const FREQUENCY_LIMIT_ERRMSG: &str = "api freq out of limit";
 /// `list_contact_way`'s page, as the client asks for it (`limit: 1000`).
 const LIST_PAGE: usize = 1_000;
 
-/// The address WeCom sees a call come from, which decides whose per-IP window it counts in.
+/// The address WeCom sees a call come from, which decides whose per-IP window it counts in:
+/// read from the template (`Settings::egress`, its NAT gateways: `FixedEgress`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EgressIps {
-    /// Today's design: the functions run outside a VPC, so their calls leave from AWS's shared
-    /// pool and no two of the platform's corps are seen behind one address. Each corp is given
-    /// an address of its own: its per-IP windows (20,000 a minute) are then wider than its
-    /// per-corp ones (10,000) and never refuse first, as in the pool.
+    /// No VPC (`FixedEgress=off`): the functions' calls leave from AWS's shared pool, so no two
+    /// of the platform's corps are seen behind one address. Each corp is given an address of
+    /// its own: its per-IP windows (20,000 a minute) are then wider than its per-corp ones
+    /// (10,000) and never refuse first, as in the pool.
     Pool,
-    /// A VPC with this many NAT addresses: each corp's calls leave from one of them (by a hash
-    /// of its corp id), and every corp behind an address shares its per-IP windows.
+    /// A VPC with this many NAT addresses (`FixedEgress=on`, `EgressAddresses`): Lambda places
+    /// each execution environment in one of the private subnets, so a call leaves from any of
+    /// them, whatever its corp (docs/design/egress.md). Every corp's calls share the windows of
+    /// the address each call happens to leave from.
     Fixed(u32),
 }
 
 impl EgressIps {
-    /// The address `corp`'s calls leave from.
-    pub fn address_of(self, corp_id: &str) -> String {
-        match self {
-            Self::Pool => format!("pool/{corp_id}"),
-            Self::Fixed(addresses) => {
-                format!("nat-{}", fnv1a(corp_id) % u64::from(addresses.max(1)))
-            }
+    /// The template's egress: its NAT gateways, each with one address (none: the pool).
+    pub fn of_nat_gateways(nat_gateways: u32) -> Self {
+        match nat_gateways {
+            0 => Self::Pool,
+            n => Self::Fixed(n),
         }
     }
-}
 
-/// FNV-1a: a hash that is the same on every machine and run (std's is not promised to be).
-fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
+    /// The address the `draw`-th call of `corp` leaves from (`draw`: a number that looks
+    /// random, one per call).
+    pub fn address_of(self, corp_id: &str, draw: u64) -> String {
+        match self {
+            Self::Pool => format!("pool/{corp_id}"),
+            Self::Fixed(addresses) => format!("nat-{}", draw % u64::from(addresses.max(1))),
+        }
+    }
 }
 
 /// Every WeCom port of the domain on the simulated WeCom. Clones share everything.
@@ -63,6 +67,8 @@ pub struct SimWeCom {
     contact_ways: FakeWeCom,
     service: Arc<WeCom>,
     egress: EgressIps,
+    /// Calls made, scrambled into each call's draw of its address (repeatable per seed).
+    calls: Arc<AtomicU64>,
     trace: Arc<Trace>,
 }
 
@@ -78,6 +84,7 @@ impl SimWeCom {
             contact_ways,
             service,
             egress,
+            calls: Arc::new(AtomicU64::new(0)),
             trace,
         }
     }
@@ -98,7 +105,8 @@ impl SimWeCom {
 
     /// One call of `api` through WeCom's windows and latency.
     async fn call(&self, corp: &CorpCredentials, api: &str) -> Result<(), WeComError> {
-        let ip = self.egress.address_of(&corp.corp_id);
+        let draw = domain::fakes::scrambled(self.calls.fetch_add(1, Ordering::Relaxed) + 1);
+        let ip = self.egress.address_of(&corp.corp_id, draw);
         self.service
             .call(&corp.corp_id, &ip, api)
             .await

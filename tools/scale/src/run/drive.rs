@@ -275,7 +275,6 @@ pub(super) async fn drive(
 
     let world_options = WorldOptions {
         seed: options.seed,
-        egress: options.egress,
         trace: Arc::clone(&trace),
         ..WorldOptions::default()
     };

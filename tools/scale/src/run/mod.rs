@@ -13,7 +13,6 @@ mod drive;
 pub use drive::{Happened, Outcome, ReasonsMade, UsageSoFar, ZoneStaff};
 
 use crate::population::Population;
-use crate::ports::wecom::EgressIps;
 use crate::profile::Profile;
 use crate::settings::Settings;
 use chrono::{NaiveDate, NaiveTime};
@@ -34,7 +33,6 @@ pub struct Stretch {
 pub struct RunOptions {
     pub seed: u64,
     pub stretch: Stretch,
-    pub egress: EgressIps,
     /// Keep only the first N tenants of the population (a small scenario); `None` is all.
     pub tenants: Option<usize>,
     /// A customer adds the staff member this long after the scan [assumption].

@@ -103,7 +103,6 @@ impl SimStore for InMemoryStore {
 #[derive(Clone)]
 pub struct WorldOptions {
     pub seed: u64,
-    pub egress: EgressIps,
     pub wecom: WeComConfig,
     /// Every function's cold start and how long an idle environment stays warm (`None`: the
     /// lambda service's assumed defaults).
@@ -120,7 +119,6 @@ impl Default for WorldOptions {
     fn default() -> Self {
         Self {
             seed: 30,
-            egress: EgressIps::Pool,
             wecom: WeComConfig::default(),
             cold_start: None,
             keep_warm: None,
@@ -188,7 +186,7 @@ impl<S: SimStore> World<S> {
         let wecom = SimWeCom::new(
             contact_ways,
             Arc::new(WeCom::new(options.wecom, options.seed.wrapping_add(1))),
-            options.egress,
+            EgressIps::of_nat_gateways(settings.account.nat_gateways),
             Arc::clone(&options.trace),
         );
         let quota_events = QuotaEvents::new(Arc::clone(&sqs), quota_target(&settings).as_deref());

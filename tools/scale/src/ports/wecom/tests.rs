@@ -114,13 +114,18 @@ async fn corps_behind_one_nat_address_share_its_window_and_in_the_pool_they_do_n
 }
 
 #[test]
-fn a_corp_always_leaves_from_the_same_nat_address_and_corps_spread_over_them() {
+fn a_corps_calls_leave_from_every_nat_address_and_in_the_pool_from_its_own() {
     let fixed = EgressIps::Fixed(4);
-    assert_eq!(fixed.address_of("corp-a"), fixed.address_of("corp-a"));
-    let used: std::collections::BTreeSet<String> = (0..100)
-        .map(|n| fixed.address_of(&format!("corp-{n}")))
+    let used: std::collections::BTreeSet<String> = (1..=100)
+        .map(|n| fixed.address_of("corp-a", domain::fakes::scrambled(n)))
         .collect();
-    assert_eq!(used.len(), 4);
+    assert_eq!(used.len(), 4, "{used:?}");
+    assert_eq!(
+        EgressIps::Pool.address_of("corp-a", 1),
+        EgressIps::Pool.address_of("corp-a", 2)
+    );
+    assert_eq!(EgressIps::of_nat_gateways(0), EgressIps::Pool);
+    assert_eq!(EgressIps::of_nat_gateways(2), EgressIps::Fixed(2));
 }
 
 #[tokio::test(start_paused = true)]
