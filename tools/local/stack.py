@@ -192,6 +192,17 @@ def boto3_client(service: str):
     )
 
 
+def public_domain_certificate() -> str:
+    """The ARN of MiniStack's certificate for PUBLIC_DOMAIN: the one a deployment before asked
+    for, so a second deployment changes nothing of the domain, else a new one."""
+    acm = boto3_client("acm")
+    for page in acm.get_paginator("list_certificates").paginate():
+        for certificate in page["CertificateSummaryList"]:
+            if certificate["DomainName"] == PUBLIC_DOMAIN:
+                return certificate["CertificateArn"]
+    return acm.request_certificate(DomainName=PUBLIC_DOMAIN, ValidationMethod="DNS")["CertificateArn"]
+
+
 def deploy() -> None:
     built = ROOT / ".aws-sam" / "build" / "template.yaml"
     if not built.exists():
@@ -216,9 +227,7 @@ def deploy() -> None:
     # The public routes are served on a domain of the stack's own too, as a deployment that
     # prints its URLs would (docs/design/public-urls.md): MiniStack routes a request whose Host
     # is the domain to the API, and its ACM issues the certificate the domain names.
-    certificate = boto3_client("acm").request_certificate(
-        DomainName=PUBLIC_DOMAIN, ValidationMethod="DNS"
-    )["CertificateArn"]
+    certificate = public_domain_certificate()
     # Locally WeCom is the sandbox, the sweep runs every minute (EventBridge's shortest rate),
     # a stale record it samples settles for a minute, a limit claim's owner holds it a
     # minute and a resigned member's link is deleted a minute after, so a repair shows within a test's patience; anything else comes from
