@@ -33,6 +33,7 @@ pub enum Item {
     NatGatewayHours,
     NatGatewayData,
     PublicIpv4Hours,
+    InterfaceEndpointHours,
     SchedulerInvocations,
 }
 
@@ -86,6 +87,8 @@ pub const LIST_PRICES: &[Price] = &[
         source: "Amazon VPC pricing, NAT gateway per GB processed" },
     Price { item: Item::PublicIpv4Hours, usd: 0.005, per: 1.0, unit: "address-hours", free_per_month: 0.0,
         source: "Amazon VPC pricing, public IPv4 address (a NAT gateway's Elastic IP)" },
+    Price { item: Item::InterfaceEndpointHours, usd: 0.01, per: 1.0, unit: "endpoint-zone-hours", free_per_month: 0.0,
+        source: "AWS PrivateLink pricing, interface VPC endpoint per availability zone per hour" },
     Price { item: Item::SchedulerInvocations, usd: 1.00, per: MILLION, unit: "invocations", free_per_month: 14.0 * MILLION,
         source: "Amazon EventBridge pricing, Scheduler, after 14 million free invocations a month" },
 ];
@@ -236,6 +239,8 @@ pub struct NatUsage {
     pub gateways: u32,
     pub hours: f64,
     pub processed_gb: f64,
+    /// Interface endpoints' network interfaces, one per zone each, billed by the hour too.
+    pub endpoint_zones: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -392,6 +397,12 @@ pub fn month_cost(usage: &MonthUsage) -> MonthCost {
             Item::PublicIpv4Hours,
             gateway_hours,
         );
+        line(
+            "VPC",
+            "interface endpoints".into(),
+            Item::InterfaceEndpointHours,
+            f64::from(nat.endpoint_zones) * nat.hours,
+        );
     }
     line(
         "EventBridge",
@@ -447,6 +458,7 @@ mod tests {
             Item::NatGatewayHours,
             Item::NatGatewayData,
             Item::PublicIpv4Hours,
+            Item::InterfaceEndpointHours,
             Item::SchedulerInvocations,
         ];
         for item in items {
@@ -536,17 +548,19 @@ mod tests {
     }
 
     #[test]
-    fn a_nat_gateway_costs_its_hours_data_and_address() {
+    fn a_nat_gateway_costs_its_hours_data_and_address_and_an_endpoint_its_zones_hours() {
         let cost = month_cost(&MonthUsage {
             nat: Some(NatUsage {
                 gateways: 2,
                 hours: 720.0,
                 processed_gb: 100.0,
+                endpoint_zones: 2,
             }),
             ..Default::default()
         });
         // 1,440 gateway-hours x $0.045 + 100 GB x $0.045 + 1,440 address-hours x $0.005
-        assert!(close(cost.total_usd, 64.8 + 4.5 + 7.2));
+        // + 1,440 endpoint-zone-hours x $0.01
+        assert!(close(cost.total_usd, 64.8 + 4.5 + 7.2 + 14.4));
     }
 
     #[test]

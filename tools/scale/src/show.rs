@@ -249,11 +249,12 @@ pub fn settings(settings: &Settings) -> String {
     let a = &settings.account;
     let _ = writeln!(
         out,
-        "  billed besides usage: alarms {}, dashboards {}, log groups with a retention {} (Lambda's own groups keep logs forever), NAT gateways {}, table {}, point-in-time recovery {}",
+        "  billed besides usage: alarms {}, dashboards {}, log groups with a retention {} (Lambda's own groups keep logs forever), NAT gateways {}, interface endpoint zones {}, table {}, point-in-time recovery {}",
         a.alarms,
         a.dashboards,
         a.log_groups_with_retention,
         a.nat_gateways,
+        a.interface_endpoint_zones,
         if a.table_on_demand { "on demand" } else { "provisioned" },
         if a.point_in_time_recovery { "on" } else { "off" },
     );

@@ -10,7 +10,7 @@
 use super::waves::{
     edges_between, waves_per_day, Attribution, Baseline, Driver, Edge, Mark, Split, Wave,
 };
-use crate::cost::{DynamoUsage, FunctionUsage, LogsUsage, MonthUsage, SqsRequests};
+use crate::cost::{DynamoUsage, FunctionUsage, LogsUsage, MonthUsage, NatUsage, SqsRequests};
 use crate::profile::{Profile, Shift};
 use crate::run::{Outcome, ReasonsMade, UsageSoFar};
 use chrono::{TimeZone, Utc};
@@ -70,6 +70,12 @@ pub struct MonthScale {
     /// Months of logs stored on average: the template's retention when every function has a
     /// log group with one, else `LOG_MONTHS_KEPT_FOREVER`.
     pub log_months_kept: f64,
+    /// The template's NAT gateways (`FixedEgress`): billed by the hour, and per GB of the WeCom
+    /// calls through them, which follow the refresh function's invocations.
+    pub nat_gateways: u32,
+    /// The template's interface endpoints' zones (the SQS endpoint's two), billed by the hour.
+    pub interface_endpoint_zones: u32,
+    pub refresh_function: String,
     shifts: Vec<Shift>,
     /// A staff member's breaks' flips (offline and online) and resignations a day.
     flips_per_staff_day: f64,
@@ -128,6 +134,9 @@ impl MonthScale {
                 .collect(),
             inbox_queue,
             log_months_kept: log_months_kept(settings),
+            nat_gateways: settings.account.nat_gateways,
+            interface_endpoint_zones: settings.account.interface_endpoint_zones,
+            refresh_function: settings.refresh.function.clone(),
             shifts: profile.shift.clone(),
             flips_per_staff_day: profile.staff.offline_flips_per_day,
             resignations_per_staff_day: profile.staff.resignations_per_thousand_per_day / 1_000.0,
@@ -356,6 +365,7 @@ pub fn month_parts(outcome: &Outcome, scale: &MonthScale) -> MonthParts {
         MonthUsage::default(),
     ];
     let mut log_lines = [0.0; 3];
+    let mut refresh_month_invocations = 0.0;
     let mut wave_messages_handled = 0.0;
 
     for (name, _) in &outcome.functions {
@@ -372,6 +382,9 @@ pub fn month_parts(outcome: &Outcome, scale: &MonthScale) -> MonthParts {
             month(attribution.split(function.driver, &values), function.driver)
         };
         let invocations = of(|c| c.invocations as f64);
+        if *name == scale.refresh_function {
+            refresh_month_invocations = invocations.iter().sum();
+        }
         let mb_ms = of(|c| c.mb_ms as f64);
         let handled = of(|c| c.messages_deleted as f64);
         wave_messages_handled += handled[1] + handled[2];
@@ -471,6 +484,11 @@ pub fn month_parts(outcome: &Outcome, scale: &MonthScale) -> MonthParts {
             storage_gb: outcome.codes as f64 * TABLE_BYTES_PER_CODE / 1e9,
             ..continuous.dynamo
         },
+        nat: nat_usage(
+            scale.nat_gateways,
+            scale.interface_endpoint_zones,
+            wecom_calls_per_month(outcome, scale, refresh_month_invocations),
+        ),
         scheduler_invocations: outcome
             .schedules
             .iter()
@@ -502,6 +520,39 @@ pub fn month_parts(outcome: &Outcome, scale: &MonthScale) -> MonthParts {
         wave_messages_handled,
         unfinished_per_month,
     }
+}
+
+/// Bytes through a NAT gateway per WeCom call, request and answer with their headers and TLS
+/// [assumption]: a list of 10 to 20 members is about 600 bytes of JSON.
+const WECOM_BYTES_PER_CALL: f64 = 2_048.0;
+
+/// The month's WeCom calls: the stretch's, scaled as the refresh function's invocations are
+/// (its calls are nearly all of them).
+fn wecom_calls_per_month(outcome: &Outcome, scale: &MonthScale, refresh_month: f64) -> f64 {
+    let refresh_stretch: u64 = outcome
+        .functions
+        .iter()
+        .filter(|(name, _)| *name == scale.refresh_function)
+        .map(|(_, c)| c.invocations)
+        .sum();
+    let refused: u64 = outcome.wecom.refused_by_window.values().sum();
+    let calls = (outcome.wecom.accepted + refused) as f64;
+    if refresh_stretch == 0 {
+        0.0
+    } else {
+        calls * refresh_month / refresh_stretch as f64
+    }
+}
+
+/// The egress VPC's month: every hour of its NAT gateways, their addresses and its interface
+/// endpoints' zones, and the WeCom calls' bytes through the gateways. `None` without a gateway.
+fn nat_usage(gateways: u32, endpoint_zones: u32, wecom_calls: f64) -> Option<NatUsage> {
+    (gateways > 0).then(|| NatUsage {
+        gateways,
+        hours: 24.0 * DAYS_PER_MONTH,
+        processed_gb: wecom_calls * WECOM_BYTES_PER_CALL / 1e9,
+        endpoint_zones,
+    })
 }
 
 /// Every function's lines kept the template's retention, or forever (on average a year's).
@@ -571,5 +622,17 @@ mod tests {
         assert_eq!(driver(&settings.record_facts.function), Some(Driver::Adds));
         assert_eq!(driver(&settings.refresh.function), Some(Driver::Activity));
         assert_eq!(scale.inbox_queue, settings.callback.inbox_queue);
+    }
+
+    #[test]
+    fn nat_gateways_bill_every_hour_of_the_month_and_the_wecom_calls_bytes() {
+        assert_eq!(
+            nat_usage(0, 0, 1e6),
+            None,
+            "no NAT gateway without FixedEgress"
+        );
+        let nat = nat_usage(2, 2, 1e6).expect("two gateways");
+        assert_eq!((nat.gateways, nat.hours, nat.endpoint_zones), (2, 720.0, 2));
+        assert!(close(nat.processed_gb, 2.048), "{nat:?}");
     }
 }

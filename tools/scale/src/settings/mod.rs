@@ -173,6 +173,8 @@ pub struct Account {
     /// The longest retention a log group declares, in days (`None`: none declares one).
     pub log_retention_days: Option<u32>,
     pub nat_gateways: u32,
+    /// Interface VPC endpoints' network interfaces: one per subnet (zone) each lists.
+    pub interface_endpoint_zones: u32,
     pub table_on_demand: bool,
     pub point_in_time_recovery: bool,
     /// Secondary indexes of the table (each write to an indexed item is written again there).
@@ -568,6 +570,26 @@ fn account(template: &Template) -> Result<Account, TemplateError> {
             .into_iter()
             .max(),
         nat_gateways: count("AWS::EC2::NatGateway"),
+        interface_endpoint_zones: template
+            .resources
+            .iter()
+            .filter(|r| r.kind == "AWS::EC2::VPCEndpoint")
+            .map(|r| {
+                let props = View::new(&r.properties, format!("Resources.{}.Properties", r.id));
+                let interface = match props.opt("VpcEndpointType") {
+                    Some(kind) => kind.text()? == "Interface",
+                    None => false,
+                };
+                Ok(match props.opt("SubnetIds") {
+                    Some(subnets) if interface => {
+                        u32::try_from(subnets.items()?.len()).unwrap_or(u32::MAX)
+                    }
+                    _ => 0,
+                })
+            })
+            .collect::<Result<Vec<u32>, TemplateError>>()?
+            .into_iter()
+            .sum(),
         table_on_demand: table.key("BillingMode")?.text()? == "PAY_PER_REQUEST",
         point_in_time_recovery: match table
             .opt("PointInTimeRecoverySpecification")

@@ -168,6 +168,7 @@ fn the_bill_counts_the_templates_alarms_table_and_each_functions_log_retention()
         .expect("template");
     assert_eq!(kept.account.log_retention_days, Some(7));
     assert_eq!(account.nat_gateways, 0, "FixedEgress is off by default");
+    assert_eq!(account.interface_endpoint_zones, 0);
     for (addresses, nat_gateways) in [("1", 1), ("2", 2), ("4", 4)] {
         let egress = Settings::read_project(&[
             ("FixedEgress".to_owned(), "on".to_owned()),
@@ -404,4 +405,8 @@ fn the_template_reads_with_every_option_of_a_real_account_on() {
     ])
     .expect("the template reads with its options on");
     assert_eq!(settings.account.nat_gateways, 4);
+    assert_eq!(
+        settings.account.interface_endpoint_zones, 2,
+        "the SQS endpoint in two zones"
+    );
 }
