@@ -131,7 +131,12 @@ async fn visit(
     code: &str,
 ) -> Result<(u16, Option<String>)> {
     let url = format!("{}/l/{}/{code}", world.api_url, live.tenant.id);
-    let answer = http.get(url).send().await?;
+    visit_at(http.get(url)).await
+}
+
+/// One visit by `request`: the status and, for a redirect, where it points.
+async fn visit_at(request: reqwest::RequestBuilder) -> Result<(u16, Option<String>)> {
+    let answer = request.send().await?;
     let location = answer
         .headers()
         .get("location")
@@ -452,20 +457,13 @@ async fn the_printed_url_on_the_stacks_own_domain_opens_the_same_page_as_the_gen
     let http = client()?;
     let mut landed_on = BTreeSet::new();
     for _ in 0..members.len() {
-        let answer = http
-            .get(format!("{}{path}", endpoint.trim_end_matches('/')))
-            .header(reqwest::header::HOST, &host)
-            .send()
-            .await?;
-        let status = answer.status().as_u16();
-        let location = answer
-            .headers()
-            .get("location")
-            .and_then(|l| l.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
+        let (status, location) = visit_at(
+            http.get(format!("{}{path}", endpoint.trim_end_matches('/')))
+                .header(reqwest::header::HOST, &host),
+        )
+        .await?;
         ensure!(status == 302, "{host}{path} answered {status}");
-        landed_on.insert(landed(&by_link, &location)?.0);
+        landed_on.insert(landed(&by_link, &location.unwrap_or_default())?.0);
     }
     let (generated, _) = visit(&http, &world, &live, "printed").await?;
     println!(

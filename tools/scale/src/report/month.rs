@@ -467,12 +467,7 @@ pub fn month_parts(outcome: &Outcome, scale: &MonthScale) -> MonthParts {
     }
 
     let [continuous, shift_edges, midnights] = parts;
-    let callbacks: u64 = outcome
-        .functions
-        .iter()
-        .filter(|(name, _)| *name == scale.callback_function)
-        .map(|(_, c)| c.invocations)
-        .sum();
+    let callbacks = invocations_of(outcome, &scale.callback_function);
     let flips_a_day = outcome.staff as f64 * scale.flips_per_staff_day;
     let continuous = MonthUsage {
         tenants: outcome.tenants as u64,
@@ -526,15 +521,20 @@ pub fn month_parts(outcome: &Outcome, scale: &MonthScale) -> MonthParts {
 /// [assumption]: a list of 10 to 20 members is about 600 bytes of JSON.
 const WECOM_BYTES_PER_CALL: f64 = 2_048.0;
 
+/// How often the stretch invoked `function`.
+fn invocations_of(outcome: &Outcome, function: &str) -> u64 {
+    outcome
+        .functions
+        .iter()
+        .filter(|(name, _)| name == function)
+        .map(|(_, c)| c.invocations)
+        .sum()
+}
+
 /// The month's WeCom calls: the stretch's, scaled as the refresh function's invocations are
 /// (its calls are nearly all of them).
 fn wecom_calls_per_month(outcome: &Outcome, scale: &MonthScale, refresh_month: f64) -> f64 {
-    let refresh_stretch: u64 = outcome
-        .functions
-        .iter()
-        .filter(|(name, _)| *name == scale.refresh_function)
-        .map(|(_, c)| c.invocations)
-        .sum();
+    let refresh_stretch = invocations_of(outcome, &scale.refresh_function);
     let refused: u64 = outcome.wecom.refused_by_window.values().sum();
     let calls = (outcome.wecom.accepted + refused) as f64;
     if refresh_stretch == 0 {

@@ -545,6 +545,14 @@ fn account(template: &Template) -> Result<Account, TemplateError> {
             ))
         }
     };
+    // Each resource of `kind`'s properties, as a view that names where a bad value is.
+    let properties_of = |kind: &'static str| {
+        template
+            .resources
+            .iter()
+            .filter(move |r| r.kind == kind)
+            .map(|r| View::new(&r.properties, format!("Resources.{}.Properties", r.id)))
+    };
     Ok(Account {
         alarms: count("AWS::CloudWatch::Alarm"),
         dashboards: count("AWS::CloudWatch::Dashboard"),
@@ -558,24 +566,14 @@ fn account(template: &Template) -> Result<Account, TemplateError> {
                 .count(),
         )
         .unwrap_or(u32::MAX),
-        log_retention_days: template
-            .resources
-            .iter()
-            .filter(|r| r.kind == "AWS::Logs::LogGroup")
-            .filter_map(|r| {
-                let props = View::new(&r.properties, format!("Resources.{}.Properties", r.id));
-                props.opt("RetentionInDays").map(|days| days.u32())
-            })
+        log_retention_days: properties_of("AWS::Logs::LogGroup")
+            .filter_map(|props| props.opt("RetentionInDays").map(|days| days.u32()))
             .collect::<Result<Vec<u32>, TemplateError>>()?
             .into_iter()
             .max(),
         nat_gateways: count("AWS::EC2::NatGateway"),
-        interface_endpoint_zones: template
-            .resources
-            .iter()
-            .filter(|r| r.kind == "AWS::EC2::VPCEndpoint")
-            .map(|r| {
-                let props = View::new(&r.properties, format!("Resources.{}.Properties", r.id));
+        interface_endpoint_zones: properties_of("AWS::EC2::VPCEndpoint")
+            .map(|props| {
                 let interface = match props.opt("VpcEndpointType") {
                     Some(kind) => kind.text()? == "Interface",
                     None => false,
