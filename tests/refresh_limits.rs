@@ -173,7 +173,10 @@ async fn concurrent_workers_never_exceed_the_budget_in_any_window(world: &World)
         };
         let users = vec![live.staff[0].clone()];
         let before = updates(world, &creds.corp_id).await?.len();
-        let budget = Arc::new(DynamoBudget::new(store(world), limits));
+        let budget = Arc::new(DynamoBudget::new(
+            store(world),
+            BudgetLayers::behind_one_address(limits),
+        ));
         let workers = (0..8).map(|_| {
             let (budget, wecom, tenant, creds, users, config_id) = (
                 budget.clone(),

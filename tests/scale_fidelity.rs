@@ -185,7 +185,7 @@ impl Side for Real {
     }
 
     fn budget(&self, limits: BudgetLimits) -> DynamoBudget {
-        DynamoBudget::new(self.store.clone(), limits)
+        DynamoBudget::new(self.store.clone(), BudgetLayers::behind_one_address(limits))
     }
 
     fn reasons(&self) -> SqsReasonQueue {

@@ -3,7 +3,7 @@
 //! a fresh tenant, so the fakes every other unit test relies on answer as the table does.
 
 use adapters::dynamodb::{DynamoBudget, DynamoStore};
-use domain::budget::BudgetLimits;
+use domain::budget::BudgetLayers;
 use domain::fakes::contract::Fixture;
 use integration_tests::proxy::FaultProxy;
 use integration_tests::World;
@@ -33,8 +33,8 @@ impl Fixture for Table {
         &self.store
     }
 
-    fn budget(&self, limits: BudgetLimits) -> DynamoBudget {
-        DynamoBudget::new(self.store.clone(), limits)
+    fn budget(&self, layers: BudgetLayers) -> DynamoBudget {
+        DynamoBudget::new(self.store.clone(), layers)
     }
 
     fn fail_transactions_after(&self, transactions: Option<usize>) {

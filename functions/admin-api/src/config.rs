@@ -1,7 +1,7 @@
 //! The environment this function reads; names match `template.yaml`.
 
-use adapters::env::{parsed, required, EnvError};
-use domain::budget::BudgetLimits;
+use adapters::env::{budget_layers, parsed, required, EnvError};
+use domain::budget::{BudgetLayers, BudgetLimits};
 
 #[derive(Debug)]
 pub struct Config {
@@ -11,8 +11,9 @@ pub struct Config {
     pub fan_out_queue_url: String,
     /// WeCom's API host (`https://qyapi.weixin.qq.com` in production, the sandbox locally).
     pub wecom_api_base_url: String,
-    /// Each tenant's calls per WeCom API per minute and hour, shared with the refresh function.
-    pub budget: BudgetLimits,
+    /// Each tenant's calls per WeCom API per minute and hour, shared with the refresh function,
+    /// and each egress address's, shared by its tenants.
+    pub budget: BudgetLayers,
 }
 
 impl Config {
@@ -22,10 +23,10 @@ impl Config {
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,
             fan_out_queue_url: required("FAN_OUT_QUEUE_URL")?,
             wecom_api_base_url: required("WECOM_API_BASE_URL")?,
-            budget: BudgetLimits {
+            budget: budget_layers(BudgetLimits {
                 per_minute: parsed("WECOM_BUDGET_PER_MINUTE")?,
                 per_hour: parsed("WECOM_BUDGET_PER_HOUR")?,
-            },
+            })?,
         })
     }
 }

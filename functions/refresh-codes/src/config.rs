@@ -1,7 +1,7 @@
 //! The environment this function reads; names match `template.yaml`.
 
-use adapters::env::{max_receive_count, parsed, required, EnvError};
-use domain::budget::BudgetLimits;
+use adapters::env::{budget_layers, max_receive_count, parsed, required, EnvError};
+use domain::budget::{BudgetLayers, BudgetLimits};
 use domain::ids::TenantId;
 use domain::lanes::{LanePolicy, LaneSwitch};
 use domain::refresh::retry::RetryDelay;
@@ -21,8 +21,9 @@ pub struct Config {
     /// Where WeCom's API is: its real host in AWS, the sandbox locally.
     pub wecom_api_base_url: String,
     pub wecom_timeout: Duration,
-    /// Each tenant's update_contact_way calls per minute and per hour (rule 6).
-    pub budget: BudgetLimits,
+    /// Each tenant's calls per WeCom API per minute and per hour, and each egress address's,
+    /// shared by its tenants (rule 6).
+    pub budget: BudgetLayers,
     /// The slow lane's queue.
     pub slow_queue_url: String,
     pub lanes: LanePolicy,
@@ -74,10 +75,10 @@ impl Config {
             retry_queue_urls,
             wecom_api_base_url: required("WECOM_API_BASE_URL")?,
             wecom_timeout,
-            budget: BudgetLimits {
+            budget: budget_layers(BudgetLimits {
                 per_minute: parsed("WECOM_BUDGET_PER_MINUTE")?,
                 per_hour: parsed("WECOM_BUDGET_PER_HOUR")?,
-            },
+            })?,
         })
     }
 }

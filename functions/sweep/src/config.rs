@@ -1,7 +1,7 @@
 //! The environment this function reads; names match `template.yaml`.
 
-use adapters::env::{parsed, required, EnvError};
-use domain::budget::BudgetLimits;
+use adapters::env::{budget_layers, parsed, required, EnvError};
+use domain::budget::{BudgetLayers, BudgetLimits};
 use domain::sweep::SweepSettings;
 use std::time::Duration;
 
@@ -19,8 +19,9 @@ pub struct Config {
     pub settings: SweepSettings,
     /// `get_contact_way`'s own per-tenant budget: the read-back's reads per hour, any of them
     /// in one minute (a run reads its share at once, dirty codes first), but never more in a
-    /// minute than the 9,000 of every API's default budget (below WeCom's 10,000).
-    pub read_budget: BudgetLimits,
+    /// minute than the 9,000 of every API's default budget (below WeCom's 10,000). Each egress
+    /// address's window is shared with every other function calling from it.
+    pub read_budget: BudgetLayers,
 }
 
 impl Config {
@@ -52,10 +53,10 @@ impl Config {
                 link_retire_grace_ms,
                 ..SweepSettings::DEFAULT
             },
-            read_budget: BudgetLimits {
+            read_budget: budget_layers(BudgetLimits {
                 per_minute: reads_per_tenant_hour.min(BudgetLimits::default().per_minute),
                 per_hour: reads_per_tenant_hour,
-            },
+            })?,
         })
     }
 }

@@ -47,6 +47,27 @@ fn bounded_receive_count(name: &'static str, count: u32) -> Result<u32, EnvError
     }
 }
 
+/// Both layers of the WeCom budget (`domain::budget::BudgetLayers`): `tenant`'s limits, and
+/// the per-address limits and the addresses calls leave from, from
+/// `WECOM_BUDGET_PER_ADDRESS_PER_MINUTE`, `WECOM_BUDGET_PER_ADDRESS_PER_HOUR` and
+/// `EGRESS_ADDRESSES` (comma-separated; empty or unset for the one shared address).
+pub fn budget_layers(
+    tenant: domain::budget::BudgetLimits,
+) -> Result<domain::budget::BudgetLayers, EnvError> {
+    const ADDRESSES: &str = "EGRESS_ADDRESSES";
+    let egress =
+        domain::budget::EgressAddresses::parse(&std::env::var(ADDRESSES).unwrap_or_default())
+            .map_err(|e| EnvError::Malformed(ADDRESSES, e))?;
+    Ok(domain::budget::BudgetLayers {
+        tenant,
+        address: domain::budget::BudgetLimits {
+            per_minute: parsed("WECOM_BUDGET_PER_ADDRESS_PER_MINUTE")?,
+            per_hour: parsed("WECOM_BUDGET_PER_ADDRESS_PER_HOUR")?,
+        },
+        egress,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::bounded_receive_count;

@@ -56,6 +56,9 @@ pub mod name {
     pub const DEAD_LETTERED: &str = "DeadLettered";
     /// The larger share of a tenant's WeCom budget (minute or hour window) spent, after a spend.
     pub const BUDGET_USED: &str = "BudgetUsedPercent";
+    /// The larger share of an egress address's WeCom budget (minute or hour window, shared by
+    /// every tenant behind it) spent, after a spend.
+    pub const ADDRESS_BUDGET_USED: &str = "AddressBudgetUsedPercent";
     pub const DIRTY_CODES: &str = "DirtyCodes";
     pub const DRIFT_READ_BACKS: &str = "DriftReadBacks";
     pub const DRIFT_FOUND: &str = "DriftFound";
@@ -111,6 +114,7 @@ pub fn describe() {
     describe_histogram!(name::ACK_DURATION, Unit::Milliseconds, "");
     describe_histogram!(name::FACT_TO_PUSH, Unit::Milliseconds, "");
     describe_histogram!(name::BUDGET_USED, Unit::Percent, "");
+    describe_histogram!(name::ADDRESS_BUDGET_USED, Unit::Percent, "");
 }
 
 static TENANTS: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
@@ -193,6 +197,14 @@ pub fn fact_to_push(latency_ms: u64, lane: Lane) {
 pub fn budget_used(tenant_id: &TenantId, percent: f64) {
     tenant(tenant_id);
     histogram!(name::BUDGET_USED).record(percent);
+}
+
+/// After a spend: the larger share of an egress address's minute or hour budget now spent.
+/// The address is in the log line, not a dimension: the highest across addresses is what
+/// an alarm watches.
+pub fn address_budget_used(address: &str, percent: f64) {
+    tracing::trace!(address, percent, "address budget spent");
+    histogram!(name::ADDRESS_BUDGET_USED).record(percent);
 }
 
 /// The backstop's run: dirty codes due, contact ways read back, drift found and repaired, and

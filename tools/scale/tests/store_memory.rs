@@ -3,6 +3,7 @@
 //! one test at a time (memory freed by one test is reused by the next, which then grows less).
 //! Its own test binary, so nothing else runs in the process while it measures.
 
+use domain::budget::BudgetLayers;
 use domain::codes::{CodeSnapshot, PushedList, StoredCode};
 use domain::fakes::InMemoryStore;
 use domain::ids::{CodeId, StaffId, TenantId};
@@ -173,7 +174,7 @@ fn a_metered_unchanged_refresh_takes_so_many_microseconds_of_wall_time() {
         let refresher = Refresher::new(
             store.clone(),
             FakeWeCom::default(),
-            MeteredBudget::new(store.clone(), Default::default()),
+            MeteredBudget::new(store.clone(), BudgetLayers::behind_one_address(Default::default())),
             clock::now_ms,
             lanes,
             LeaseTimes {

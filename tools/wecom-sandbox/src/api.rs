@@ -92,24 +92,13 @@ fn dispatch(
     state: &mut State,
     api: Api,
     method: &Method,
-    corp_id: Option<&str>,
+    caller: (Option<&str>, &str),
     query: &HashMap<String, String>,
     body: &Result<Value, String>,
 ) -> Result<Map<String, Value>, WecomError> {
+    let (corp_id, peer_ip) = caller;
     if let Some(corp_id) = corp_id {
-        let (per_minute, per_hour) = (
-            state.settings.limit_per_minute,
-            state.settings.limit_per_hour,
-        );
-        let now = state.now_ms();
-        if state
-            .limiter
-            .admit(corp_id, api, now, per_minute, per_hour)
-            .is_err()
-        {
-            state.stats.rate_limited += 1;
-            return Err(WecomError::new(code::FREQ_LIMIT));
-        }
+        admit(state, api, corp_id, peer_ip)?;
     }
     if api.wants_post() && method != Method::POST {
         return Err(WecomError::new(code::REQUIRE_POST));
@@ -121,6 +110,14 @@ fn dispatch(
         return tokens::get_token(state, query);
     }
     let corp_id = tokens::authenticate(state, query.get("access_token").map(String::as_str))?;
+    let trusted = state
+        .corps
+        .get(&corp_id)
+        .and_then(|corp| corp.trusted_ips.as_ref())
+        .is_none_or(|ips| ips.iter().any(|ip| ip == peer_ip));
+    if !trusted {
+        return Err(WecomError::new(code::UNTRUSTED_IP));
+    }
     let body = body
         .as_ref()
         .map_err(|_| WecomError::with_detail(code::INVALID_PARAMETER, "body is not JSON"))?;
@@ -135,6 +132,28 @@ fn dispatch(
         Api::DeleteLink => links::delete(state, &corp_id, body),
         Api::GetToken => tokens::get_token(state, query),
     }
+}
+
+/// Counts the call in the corp's windows and in its caller address's, or in neither: the
+/// address's window is shared by every corp calling from it (docs/wecom-api.md §7).
+fn admit(state: &mut State, api: Api, corp_id: &str, peer_ip: &str) -> Result<(), WecomError> {
+    let settings = &state.settings;
+    let (per_minute, per_hour) = (settings.limit_per_minute, settings.limit_per_hour);
+    let (ip_per_minute, ip_per_hour) = (
+        settings.limit_per_ip_per_minute,
+        settings.limit_per_ip_per_hour,
+    );
+    let now = state.now_ms();
+    let address = format!("ip:{peer_ip}");
+    let limits = [
+        (corp_id, per_minute, per_hour),
+        (address.as_str(), ip_per_minute, ip_per_hour),
+    ];
+    if state.limiter.admit_all(&limits, api, now).is_err() {
+        state.stats.rate_limited += 1;
+        return Err(WecomError::new(code::FREQ_LIMIT));
+    }
+    Ok(())
 }
 
 async fn call(AxumState(app): AxumState<SharedApp>, request: Request) -> Response {
@@ -208,7 +227,14 @@ async fn call(AxumState(app): AxumState<SharedApp>, request: Request) -> Respons
                 None => WecomError::new(errcode).to_json(&hint, &peer_ip),
             }),
             None => Reply::Json(
-                match dispatch(state, api, &parts.method, corp_id.as_deref(), &query, &body) {
+                match dispatch(
+                    state,
+                    api,
+                    &parts.method,
+                    (corp_id.as_deref(), &peer_ip),
+                    &query,
+                    &body,
+                ) {
                     Ok(fields) => ok(fields),
                     Err(error) => error.to_json(&hint, &peer_ip),
                 },

@@ -9,6 +9,9 @@ pub mod defaults {
     pub const TOKEN_LIFETIME_SECS: u64 = 7200;
     pub const LIMIT_PER_MINUTE: u64 = 10_000;
     pub const LIMIT_PER_HOUR: u64 = 150_000;
+    /// Per caller address and API, across every corp calling from it.
+    pub const LIMIT_PER_IP_PER_MINUTE: u64 = 20_000;
+    pub const LIMIT_PER_IP_PER_HOUR: u64 = 600_000;
     /// WeCom does not say how long it waits between tries; one second keeps runs short.
     pub const RETRY_PAUSE_MS: u64 = 1_000;
     pub const DELIVERY_TIMEOUT_MS: u64 = 5_000;
@@ -23,6 +26,8 @@ pub struct SandboxConfig {
     pub token_lifetime_secs: u64,
     pub limit_per_minute: u64,
     pub limit_per_hour: u64,
+    pub limit_per_ip_per_minute: u64,
+    pub limit_per_ip_per_hour: u64,
     pub retry_pause_ms: u64,
     pub delivery_timeout_ms: u64,
     pub delivery_attempts: u32,
@@ -35,6 +40,8 @@ impl Default for SandboxConfig {
             token_lifetime_secs: defaults::TOKEN_LIFETIME_SECS,
             limit_per_minute: defaults::LIMIT_PER_MINUTE,
             limit_per_hour: defaults::LIMIT_PER_HOUR,
+            limit_per_ip_per_minute: defaults::LIMIT_PER_IP_PER_MINUTE,
+            limit_per_ip_per_hour: defaults::LIMIT_PER_IP_PER_HOUR,
             retry_pause_ms: defaults::RETRY_PAUSE_MS,
             delivery_timeout_ms: defaults::DELIVERY_TIMEOUT_MS,
             delivery_attempts: defaults::DELIVERY_ATTEMPTS,
@@ -49,6 +56,8 @@ pub struct Settings {
     pub token_lifetime_secs: u64,
     pub limit_per_minute: u64,
     pub limit_per_hour: u64,
+    pub limit_per_ip_per_minute: u64,
+    pub limit_per_ip_per_hour: u64,
     pub retry_pause_ms: u64,
     pub delivery_timeout_ms: u64,
     pub delivery_attempts: u32,
@@ -62,6 +71,8 @@ impl Settings {
             token_lifetime_secs: config.token_lifetime_secs,
             limit_per_minute: config.limit_per_minute,
             limit_per_hour: config.limit_per_hour,
+            limit_per_ip_per_minute: config.limit_per_ip_per_minute,
+            limit_per_ip_per_hour: config.limit_per_ip_per_hour,
             retry_pause_ms: config.retry_pause_ms,
             delivery_timeout_ms: config.delivery_timeout_ms,
             delivery_attempts: config.delivery_attempts,
@@ -79,6 +90,8 @@ pub struct ConfigPatch {
     pub token_lifetime_secs: Option<u64>,
     pub limit_per_minute: Option<u64>,
     pub limit_per_hour: Option<u64>,
+    pub limit_per_ip_per_minute: Option<u64>,
+    pub limit_per_ip_per_hour: Option<u64>,
     pub retry_pause_ms: Option<u64>,
     pub delivery_timeout_ms: Option<u64>,
     pub delivery_attempts: Option<u32>,

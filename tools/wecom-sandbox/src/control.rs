@@ -32,6 +32,11 @@ pub(crate) fn routes() -> Router<SharedApp> {
             "/_sandbox/corps/{corp_id}",
             get(get_corp).put(put_corp).delete(delete_corp),
         )
+        .route("/_sandbox/corps/{corp_id}/secret", put(put_secret))
+        .route(
+            "/_sandbox/corps/{corp_id}/trusted-ips",
+            put(put_trusted_ips),
+        )
         .route(
             "/_sandbox/corps/{corp_id}/users/{userid}",
             put(put_user).delete(delete_user),
@@ -139,6 +144,12 @@ async fn put_config(AxumState(app): AxumState<SharedApp>, body: Bytes) -> Reply 
     if let Some(v) = patch.limit_per_hour {
         settings.limit_per_hour = v;
     }
+    if let Some(v) = patch.limit_per_ip_per_minute {
+        settings.limit_per_ip_per_minute = v;
+    }
+    if let Some(v) = patch.limit_per_ip_per_hour {
+        settings.limit_per_ip_per_hour = v;
+    }
     if let Some(v) = patch.retry_pause_ms {
         settings.retry_pause_ms = v;
     }
@@ -204,6 +215,9 @@ struct CorpBody {
     users: Vec<String>,
     #[serde(default)]
     callback: Option<CallbackSettings>,
+    /// The app's trusted IPs; absent trusts every address.
+    #[serde(default)]
+    trusted_ips: Option<Vec<String>>,
 }
 
 fn check_callback(corp_id: &str, callback: &CallbackSettings) -> Result<(), ControlError> {
@@ -245,6 +259,7 @@ async fn put_corp(
         corp_secret: body.corp_secret,
         users: body.users.into_iter().collect::<BTreeSet<_>>(),
         callback: body.callback,
+        trusted_ips: body.trusted_ips,
     };
     let created = state.corps.insert(corp_id.clone(), corp).is_none();
     let status = if created {
@@ -253,6 +268,67 @@ async fn put_corp(
         StatusCode::OK
     };
     reply(status, corp_view(&state, &corp_id)?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecretBody {
+    corp_secret: String,
+}
+
+/// Resets the app's secret, as an administrator does in WeCom's console: `gettoken` with the
+/// old one is answered 40001 from now on (tokens already issued live out their lifetime;
+/// `POST /_sandbox/tokens/expire` ends them).
+async fn put_secret(
+    AxumState(app): AxumState<SharedApp>,
+    Path(corp_id): Path<String>,
+    body: Bytes,
+) -> Reply {
+    let body: SecretBody = parse(&body)?;
+    if body.corp_secret.is_empty() {
+        return Err(ControlError::bad_request("corp_secret must not be empty"));
+    }
+    let mut state = app.lock();
+    let corp = state
+        .corps
+        .get_mut(&corp_id)
+        .ok_or_else(|| ControlError::not_found(format!("no corp {corp_id}")))?;
+    corp.corp_secret = body.corp_secret;
+    reply(StatusCode::OK, corp_view(&state, &corp_id)?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrustedIpsBody {
+    /// `null` trusts every address again.
+    trusted_ips: Option<Vec<String>>,
+}
+
+/// Sets the app's trusted IPs (企业可信IP): every API but `gettoken` answers 60020 to a caller
+/// whose address is not listed.
+async fn put_trusted_ips(
+    AxumState(app): AxumState<SharedApp>,
+    Path(corp_id): Path<String>,
+    body: Bytes,
+) -> Reply {
+    let body: TrustedIpsBody = parse(&body)?;
+    if body
+        .trusted_ips
+        .iter()
+        .flatten()
+        .any(|ip| ip.parse::<std::net::IpAddr>().is_err())
+    {
+        return Err(ControlError::bad_request(
+            "trusted_ips must be IP addresses",
+        ));
+    }
+    let mut state = app.lock();
+    let corp = state
+        .corps
+        .get_mut(&corp_id)
+        .ok_or_else(|| ControlError::not_found(format!("no corp {corp_id}")))?;
+    corp.trusted_ips = body.trusted_ips;
+    reply(StatusCode::OK, corp_view(&state, &corp_id)?)
 }
 
 async fn delete_corp(AxumState(app): AxumState<SharedApp>, Path(corp_id): Path<String>) -> Reply {
@@ -371,6 +447,8 @@ async fn limits(AxumState(app): AxumState<SharedApp>) -> Reply {
         json!({
             "limit_per_minute": state.settings.limit_per_minute,
             "limit_per_hour": state.settings.limit_per_hour,
+            "limit_per_ip_per_minute": state.settings.limit_per_ip_per_minute,
+            "limit_per_ip_per_hour": state.settings.limit_per_ip_per_hour,
             "windows": state.limiter.snapshot(),
         }),
     )

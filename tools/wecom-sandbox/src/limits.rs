@@ -1,6 +1,7 @@
-//! WeCom's frequency limits: per corp and per API, a fixed window aligned to the wall-clock
-//! minute and another to the hour. A refused call is not counted, so a client that backs off
-//! until the next window gets through at once.
+//! WeCom's frequency limits: per corp and per API, and per caller address and per API across
+//! every corp calling from it, each a fixed window aligned to the wall-clock minute and
+//! another to the hour. A refused call is not counted, so a client that backs off until the
+//! next window gets through at once.
 
 use crate::wecom::Api;
 use serde::Serialize;
@@ -31,16 +32,47 @@ pub(crate) struct RateLimiter {
 }
 
 impl RateLimiter {
-    /// Counts the call if both windows have room; otherwise names the exhausted window.
+    /// Counts the call if both windows of `key` (a corp, or a caller address) have room;
+    /// otherwise names the exhausted window.
+    #[cfg(test)]
     pub fn admit(
         &mut self,
-        corp_id: &str,
+        key: &str,
         api: Api,
         now_ms: u64,
         per_minute: u64,
         per_hour: u64,
     ) -> Result<(), Window> {
-        let counts = self.windows.entry((corp_id.to_owned(), api)).or_default();
+        self.admit_all(&[(key, per_minute, per_hour)], api, now_ms)
+    }
+
+    /// Counts the call in every one of `limits` (key, per minute, per hour) if all have room,
+    /// otherwise in none, naming the first exhausted window.
+    pub fn admit_all(
+        &mut self,
+        limits: &[(&str, u64, u64)],
+        api: Api,
+        now_ms: u64,
+    ) -> Result<(), Window> {
+        for &(key, per_minute, per_hour) in limits {
+            self.room(key, api, now_ms, per_minute, per_hour)?;
+        }
+        for &(key, _, _) in limits {
+            self.count(key, api);
+        }
+        Ok(())
+    }
+
+    /// Whether both windows of `key` have room at `now_ms`, counting nothing.
+    fn room(
+        &mut self,
+        key: &str,
+        api: Api,
+        now_ms: u64,
+        per_minute: u64,
+        per_hour: u64,
+    ) -> Result<(), Window> {
+        let counts = self.windows.entry((key.to_owned(), api)).or_default();
         let minute_start = now_ms - now_ms % MINUTE_MS;
         let hour_start = now_ms - now_ms % HOUR_MS;
         if counts.minute_start_ms != minute_start {
@@ -57,12 +89,17 @@ impl RateLimiter {
         if counts.hour_count >= per_hour {
             return Err(Window::Hour);
         }
-        counts.minute_count += 1;
-        counts.hour_count += 1;
         Ok(())
     }
 
-    /// The current counts, as `corp_id -> api -> counts`.
+    /// Counts one call of `key` in the windows `room` just brought up to date.
+    fn count(&mut self, key: &str, api: Api) {
+        let counts = self.windows.entry((key.to_owned(), api)).or_default();
+        counts.minute_count += 1;
+        counts.hour_count += 1;
+    }
+
+    /// The current counts, as `key -> api -> counts`.
     pub fn snapshot(&self) -> BTreeMap<String, BTreeMap<&'static str, Counts>> {
         let mut out: BTreeMap<String, BTreeMap<&'static str, Counts>> = BTreeMap::new();
         for ((corp, api), counts) in &self.windows {
@@ -94,6 +131,22 @@ mod tests {
             limiter.admit("c", Api::GetToken, T0 + 20_000, 3, 100),
             Ok(())
         );
+    }
+
+    #[test]
+    fn a_call_the_callers_address_refuses_counts_in_neither_window() {
+        let mut limiter = RateLimiter::default();
+        let both = |corp| [(corp, 10, 100), ("ip:127.0.0.1", 2, 100)];
+        assert_eq!(limiter.admit_all(&both("a"), Api::GetToken, T0), Ok(()));
+        assert_eq!(limiter.admit_all(&both("b"), Api::GetToken, T0), Ok(()));
+        assert_eq!(
+            limiter.admit_all(&both("c"), Api::GetToken, T0),
+            Err(Window::Minute),
+            "two corps filled the address's minute"
+        );
+        let counts = limiter.snapshot();
+        assert_eq!(counts["ip:127.0.0.1"]["gettoken"].minute_count, 2);
+        assert_eq!(counts["c"]["gettoken"].minute_count, 0);
     }
 
     #[test]

@@ -28,6 +28,12 @@ struct Args {
     /// Calls per corp per API per wall-clock hour.
     #[arg(long, env = "SANDBOX_LIMIT_PER_HOUR", default_value_t = defaults::LIMIT_PER_HOUR)]
     limit_per_hour: u64,
+    /// Calls per caller address per API per wall-clock minute, across every corp.
+    #[arg(long, env = "SANDBOX_LIMIT_PER_IP_PER_MINUTE", default_value_t = defaults::LIMIT_PER_IP_PER_MINUTE)]
+    limit_per_ip_per_minute: u64,
+    /// Calls per caller address per API per wall-clock hour, across every corp.
+    #[arg(long, env = "SANDBOX_LIMIT_PER_IP_PER_HOUR", default_value_t = defaults::LIMIT_PER_IP_PER_HOUR)]
+    limit_per_ip_per_hour: u64,
     /// Pause between callback delivery attempts.
     #[arg(long, env = "SANDBOX_RETRY_PAUSE_MS", default_value_t = defaults::RETRY_PAUSE_MS)]
     retry_pause_ms: u64,
@@ -64,6 +70,8 @@ async fn main() -> anyhow::Result<()> {
         token_lifetime_secs: args.token_lifetime_secs,
         limit_per_minute: args.limit_per_minute,
         limit_per_hour: args.limit_per_hour,
+        limit_per_ip_per_minute: args.limit_per_ip_per_minute,
+        limit_per_ip_per_hour: args.limit_per_ip_per_hour,
         retry_pause_ms: args.retry_pause_ms,
         delivery_timeout_ms: args.delivery_timeout_ms,
         delivery_attempts: args.delivery_attempts,

@@ -35,6 +35,10 @@ pub struct Corp {
     /// The contact directory: the userids the API accepts.
     pub users: BTreeSet<String>,
     pub callback: Option<CallbackSettings>,
+    /// The app's trusted IPs (企业可信IP): a call from any other address is answered 60020.
+    /// `None` trusts every address (an app created before WeCom required the list).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trusted_ips: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone)]

@@ -28,6 +28,7 @@ pub(crate) mod code {
     pub const CONCURRENCY_LIMIT: i64 = 45033;
     pub const NO_SUCH_API: i64 = 48001;
     pub const USER_NOT_FOUND: i64 = 60111;
+    pub const UNTRUSTED_IP: i64 = 60020;
 }
 
 fn base_message(errcode: i64) -> &'static str {
@@ -54,6 +55,7 @@ fn base_message(errcode: i64) -> &'static str {
         code::CONCURRENCY_LIMIT => "api concurrent out of limit",
         code::NO_SUCH_API => "api forbidden",
         code::USER_NOT_FOUND => "userid not found",
+        code::UNTRUSTED_IP => "not allow to access from your ip",
         _ => "sandbox injected error",
     }
 }

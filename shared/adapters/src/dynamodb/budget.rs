@@ -1,22 +1,36 @@
 //! The shared WeCom budget on the table (docs/rules.md rule 6, `domain::budget`).
 
 use super::conditions::ConditionalWriteError;
-use super::{get_n, keys, n, tenant_key, DynamoStore, Item};
+use super::{get_n, key, keys, n, tenant_key, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
-use domain::budget::{refusal, spend_sharded, BudgetLimits, BudgetSlot, Spend, WeComBudget};
+use domain::budget::{
+    refusal, spend_layered, BudgetLayers, BudgetLimits, BudgetSlot, Holder, Spend, WeComBudget,
+};
 use domain::ids::TenantId;
 use domain::StoreError;
 
-/// The shared budget on the table: one item per tenant, API, UTC hour and shard.
+/// The shared budget on the table: one item per holder (a tenant, or an egress address its
+/// tenants share), API, UTC hour and shard.
 #[derive(Clone)]
 pub struct DynamoBudget {
     store: DynamoStore,
-    limits: BudgetLimits,
+    layers: BudgetLayers,
 }
 
 impl DynamoBudget {
-    pub fn new(store: DynamoStore, limits: BudgetLimits) -> Self {
-        Self { store, limits }
+    pub fn new(store: DynamoStore, layers: BudgetLayers) -> Self {
+        Self { store, layers }
+    }
+
+    /// The key of `holder`'s item for `api`, `shard` and UTC hour `hour`: a tenant's under
+    /// its home (`keys::home`), an address's under a partition key of its own per API and
+    /// shard, so the address's shards are as many partition keys as a tenant's.
+    fn item_key(holder: Holder<'_>, api: &str, shard: u32, hour: u64) -> Item {
+        let sk = keys::budget(api, shard, hour);
+        match holder {
+            Holder::Tenant(tenant) => tenant_key(tenant, sk),
+            Holder::Address(address) => key(keys::address_budget_home(address, api, shard), sk),
+        }
     }
 }
 
@@ -29,7 +43,7 @@ impl DynamoBudget {
     /// the item as it was (`ALL_OLD`, no read), which tells which window is full.
     async fn spend_shard(
         &self,
-        tenant: &TenantId,
+        holder: Holder<'_>,
         api: &str,
         shard: u32,
         share: BudgetLimits,
@@ -41,10 +55,7 @@ impl DynamoBudget {
             .client
             .update_item()
             .table_name(&self.store.table)
-            .set_key(Some(tenant_key(
-                tenant,
-                keys::budget(api, shard, slot.hour),
-            )))
+            .set_key(Some(Self::item_key(holder, api, shard, slot.hour)))
             .update_expression("ADD #hour :one, #minute :one SET #expires = :expires")
             .condition_expression(
                 "(attribute_not_exists(#hour) OR #hour < :per_hour) \
@@ -69,7 +80,12 @@ impl DynamoBudget {
                 let minute = get_n::<u64>(&new, &slot.minute_counter).unwrap_or(0) as f64;
                 // The shard's share spent stands for the tenant's: spends are spread evenly.
                 let used = (minute / share.per_minute as f64).max(hour / share.per_hour as f64);
-                domain::telemetry::budget_used(tenant, used * 100.0);
+                match holder {
+                    Holder::Tenant(tenant) => domain::telemetry::budget_used(tenant, used * 100.0),
+                    Holder::Address(address) => {
+                        domain::telemetry::address_budget_used(address, used * 100.0)
+                    }
+                }
                 Ok(Spend::Granted)
             }
             Err(error) => {
@@ -81,16 +97,49 @@ impl DynamoBudget {
             }
         }
     }
+
+    /// One `UpdateItem`, 1 WCU: gives back the unit a spend took from shard `shard`'s item
+    /// (the address refused it): `ADD -1` on the counters the spend raised, on condition only
+    /// that the item exists, so a refund never creates one.
+    async fn refund_shard(
+        &self,
+        holder: Holder<'_>,
+        api: &str,
+        shard: u32,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let slot = BudgetSlot::at(now_ms);
+        self.store
+            .client
+            .update_item()
+            .table_name(&self.store.table)
+            .set_key(Some(Self::item_key(holder, api, shard, slot.hour)))
+            .update_expression("ADD #hour :less, #minute :less")
+            .condition_expression("attribute_exists(#hour)")
+            .expression_attribute_names("#hour", "spent")
+            .expression_attribute_names("#minute", &slot.minute_counter)
+            .expression_attribute_values(":less", n(-1))
+            .send()
+            .await
+            .map_err(super::unavailable)?;
+        Ok(())
+    }
 }
 
 #[async_trait::async_trait]
 impl WeComBudget for DynamoBudget {
-    /// One `UpdateItem` on a shard drawn at random, and a second on another shard only when
-    /// the first is spent (`domain::budget::spend_sharded`).
+    /// One `UpdateItem` on a tenant's shard drawn at random (a second on another shard only
+    /// when the first is spent), then the same on the shards of the tenant's address, and one
+    /// more to give the tenant's unit back when the address refuses
+    /// (`domain::budget::spend_layered`): 2 WCU a granted spend.
     async fn spend(&self, tenant: &TenantId, api: &str, now_ms: u64) -> Result<Spend, StoreError> {
-        spend_sharded(self.limits, rand::random(), |shard, share| {
-            self.spend_shard(tenant, api, shard, share, now_ms)
-        })
+        spend_layered(
+            &self.layers,
+            tenant,
+            rand::random(),
+            |holder, shard, share| self.spend_shard(holder, api, shard, share, now_ms),
+            |holder, shard| self.refund_shard(holder, api, shard, now_ms),
+        )
         .await
     }
 }

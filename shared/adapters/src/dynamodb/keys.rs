@@ -304,6 +304,13 @@ pub fn budget(api: &str, shard: u32, hour: u64) -> String {
     format!("BUDGET#{api}#{shard}#{hour}")
 }
 
+/// The partition key of shard `shard` of egress address `address`'s budget for `api`
+/// (`domain::budget::egress`): shared by every tenant behind the address, so its own
+/// partition key per API and shard, outside every tenant's home.
+pub fn address_budget_home(address: &str, api: &str, shard: u32) -> String {
+    format!("EGRESS#{address}#BUDGET#{api}#{shard}")
+}
+
 /// The code's dirty mark (`domain::dirty`): one item per code, found by the sweep through
 /// `gsi1` by when its next resync is due.
 pub fn dirty(code: &CodeId) -> String {

@@ -16,12 +16,24 @@
 //! (`shards_to_try`: a random one, then the one half way round), so one shard running out
 //! before the others wastes little of the minute; it is refused only when both are spent.
 //! Since every grant is within one shard's share, the tenant is never granted more than its
-//! limits. This module holds the pure arithmetic; the adapter is
-//! `adapters::dynamodb::budget` (`DynamoBudget`).
+//! limits.
+//!
+//! WeCom also limits each caller address, across every corp behind it (`egress`). A spend is
+//! charged to two layers: the tenant's budget first, then the budget of the address its calls
+//! leave from, shared by every tenant behind that address (`BudgetLayers`, `spend_layered`).
+//! Each layer's item is charged by its own conditional write, so neither is ever overspent;
+//! when the address refuses, the tenant's unit is given back, so nothing is lost to a refusal
+//! (the note on `spend_layered` says why this is two writes and not one transaction). This
+//! module holds the pure arithmetic; the adapter is `adapters::dynamodb::budget`
+//! (`DynamoBudget`).
 
+mod egress;
 mod ports;
 
+pub use egress::{EgressAddresses, MOST_ADDRESSES, SHARED_ADDRESS};
 pub use ports::WeComBudget;
+
+use crate::ids::TenantId;
 
 use crate::StoreError;
 
@@ -60,8 +72,46 @@ impl Default for BudgetLimits {
 
 /// The most one shard of a budget holds of a minute (see the module's note).
 pub const SHARE_MOST_PER_MINUTE: u32 = 600;
-/// The most shards a budget is kept in: WeCom's 10,000 a minute in shards of at most 600.
-pub const MOST_SHARDS: u32 = 17;
+/// The most shards a budget is kept in: a provider's per-address 40,000 a minute in shards of
+/// at most 600 (a tenant's 10,000 takes 17).
+pub const MOST_SHARDS: u32 = 67;
+
+impl BudgetLimits {
+    /// What qrsync spends of WeCom's per-address window (20,000 a minute, 600,000 an hour per
+    /// API and caller address, docs/wecom-api.md §7): nine tenths, like a tenant's budget, for
+    /// the calls it does not count.
+    pub const PER_ADDRESS: BudgetLimits = BudgetLimits {
+        per_minute: 18_000,
+        per_hour: 540_000,
+    };
+}
+
+/// Both layers a call is charged to: the tenant's budget and the budget of the address its
+/// calls leave from (`egress`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetLayers {
+    pub tenant: BudgetLimits,
+    pub address: BudgetLimits,
+    pub egress: EgressAddresses,
+}
+
+impl BudgetLayers {
+    /// `tenant` limits behind the one shared address, at its default limits.
+    pub fn behind_one_address(tenant: BudgetLimits) -> Self {
+        Self {
+            tenant,
+            address: BudgetLimits::PER_ADDRESS,
+            egress: EgressAddresses::default(),
+        }
+    }
+}
+
+/// Whose window an item keeps: one tenant's, or one address's, shared by its tenants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder<'a> {
+    Tenant(&'a TenantId),
+    Address(&'a str),
+}
 
 impl BudgetLimits {
     /// How many items the budget is kept in. Part of the items' keys: a budget whose count
@@ -104,8 +154,24 @@ pub fn shards_to_try(limits: BudgetLimits, pick: u64) -> Vec<u32> {
 pub async fn spend_sharded<F, Fut>(
     limits: BudgetLimits,
     pick: u64,
-    mut spend_shard: F,
+    spend_shard: F,
 ) -> Result<Spend, StoreError>
+where
+    F: FnMut(u32, BudgetLimits) -> Fut,
+    Fut: std::future::Future<Output = Result<Spend, StoreError>>,
+{
+    Ok(match granting_shard(limits, pick, spend_shard).await? {
+        Ok(_) => Spend::Granted,
+        Err(refusal) => refusal,
+    })
+}
+
+/// `spend_sharded`, naming the shard that granted (`Ok`) or the refusal (`Err`).
+async fn granting_shard<F, Fut>(
+    limits: BudgetLimits,
+    pick: u64,
+    mut spend_shard: F,
+) -> Result<Result<u32, Spend>, StoreError>
 where
     F: FnMut(u32, BudgetLimits) -> Fut,
     Fut: std::future::Future<Output = Result<Spend, StoreError>>,
@@ -113,15 +179,84 @@ where
     let mut refused: Option<Spend> = None;
     for shard in shards_to_try(limits, pick) {
         match spend_shard(shard, limits.share(shard)).await? {
-            Spend::Granted => return Ok(Spend::Granted),
+            Spend::Granted => return Ok(Ok(shard)),
             refusal => refused = Some(refused.map_or(refusal, |r| sooner(r, refusal))),
         }
     }
     // `shards_to_try` names at least one shard, so a refusal was seen.
-    Ok(refused.unwrap_or(Spend::Exhausted {
+    Ok(Err(refused.unwrap_or(Spend::Exhausted {
         window: Window::Minute,
         retry_after_ms: MINUTE_MS,
-    }))
+    })))
+}
+
+/// A spend from both of `layers` for `tenant`, as every store of the budget makes it: the
+/// tenant's shards first (`spend_shard(Holder::Tenant, ..)`), then the shards of the address
+/// the tenant is charged to; when the address refuses, `refund_shard` gives the tenant's unit
+/// back to the shard that granted it, and the address's refusal is the answer.
+///
+/// Why two conditional writes and not one `TransactWriteItems`: each write's condition keeps
+/// its own layer within its limits, which is all "never overspent" needs, and the refund
+/// means a refusal costs the tenant nothing. A transaction would add only that no unit is
+/// held between the two writes (a racing spend of the same tenant may be refused for a unit
+/// about to be given back: refusals err on the safe side) and that a worker dying between
+/// them loses no unit (one unit of one minute, back when the window turns). It would cost
+/// four write units instead of two, and the address's items are the hottest of the table:
+/// every tenant behind the address spends on them, a wave's first second included, and
+/// DynamoDB cancels a transaction that meets another on the same item
+/// (`TransactionConflict`), where conditional writes on one item simply queue.
+///
+/// The tenant goes first because its own budget is the one a campaign fills: a tenant
+/// refused there touches the shared items not at all.
+pub async fn spend_layered<'a, S, SFut, R, RFut>(
+    layers: &'a BudgetLayers,
+    tenant: &'a TenantId,
+    pick: u64,
+    mut spend_shard: S,
+    refund_shard: R,
+) -> Result<Spend, StoreError>
+where
+    S: FnMut(Holder<'a>, u32, BudgetLimits) -> SFut,
+    SFut: std::future::Future<Output = Result<Spend, StoreError>>,
+    R: FnOnce(Holder<'a>, u32) -> RFut,
+    RFut: std::future::Future<Output = Result<(), StoreError>>,
+{
+    let tenants_shard = match granting_shard(layers.tenant, pick, |shard, share| {
+        spend_shard(Holder::Tenant(tenant), shard, share)
+    })
+    .await?
+    {
+        Ok(shard) => shard,
+        Err(refusal) => return Ok(refusal),
+    };
+    let address = Holder::Address(layers.egress.address_for(tenant));
+    let addressed = granting_shard(layers.address, pick.rotate_left(32), |shard, share| {
+        spend_shard(address, shard, share)
+    })
+    .await;
+    match addressed {
+        Ok(Ok(_)) => Ok(Spend::Granted),
+        Ok(Err(refusal)) => {
+            refund(refund_shard, tenant, tenants_shard).await;
+            Ok(refusal)
+        }
+        Err(error) => {
+            refund(refund_shard, tenant, tenants_shard).await;
+            Err(error)
+        }
+    }
+}
+
+/// Gives the tenant's unit back. A refund that fails is logged, not raised: the unit is only
+/// held until its window turns, and the spend's answer (a refusal) stands either way.
+async fn refund<'a, R, RFut>(refund_shard: R, tenant: &'a TenantId, shard: u32)
+where
+    R: FnOnce(Holder<'a>, u32) -> RFut,
+    RFut: std::future::Future<Output = Result<(), StoreError>>,
+{
+    if let Err(error) = refund_shard(Holder::Tenant(tenant), shard).await {
+        tracing::warn!(tenant = %tenant, shard, error = %error, "a budget unit was not given back; it is held until its window turns");
+    }
 }
 
 /// Of two refusals, the one whose window reopens first: the soonest a retry can be granted.
@@ -288,8 +423,15 @@ mod tests {
             per_minute: 10_000,
             per_hour: 150_000,
         };
-        assert_eq!(wecoms.shards(), MOST_SHARDS);
+        assert_eq!(wecoms.shards(), 17);
         assert!(wecoms.share(0).per_minute <= SHARE_MOST_PER_MINUTE);
+        let providers_address = BudgetLimits {
+            per_minute: 40_000,
+            per_hour: 1_200_000,
+        };
+        assert_eq!(providers_address.shards(), MOST_SHARDS);
+        assert!(providers_address.share(0).per_minute <= SHARE_MOST_PER_MINUTE);
+        assert_eq!(BudgetLimits::PER_ADDRESS.shards(), 30);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The tenants' shared WeCom budget.
 
 use crate::budget::{
-    refusal, reopens_in, spend_sharded, BudgetLimits, BudgetSlot, Spend, WeComBudget, Window,
+    refusal, reopens_in, spend_layered, BudgetLayers, BudgetLimits, BudgetSlot, Holder, Spend,
+    WeComBudget, Window,
 };
 use crate::ids::TenantId;
 use crate::StoreError;
@@ -10,8 +11,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// One hour's item of a shard: the hour's total and each minute's counter.
 type HourSpent = (u32, HashMap<String, u32>);
-/// Whose item: tenant, API, UTC hour and shard.
-type ItemOf = (TenantId, String, u64, u32);
+/// Whose item: holder (`tenant:<t>` or `address:<a>`), API, UTC hour and shard.
+type ItemOf = (String, String, u64, u32);
 
 #[derive(Default)]
 struct Left {
@@ -19,9 +20,9 @@ struct Left {
     calls: Option<u32>,
     /// When spent, how long until calls may be made again (the minute's end when `None`).
     retry_after_ms: Option<u64>,
-    /// With limits, the budget is kept as the table keeps it (`limited`): per tenant, API,
-    /// UTC hour and shard, the hour's total and each minute's counter.
-    limits: Option<BudgetLimits>,
+    /// With limits, the budget is kept as the table keeps it (`limited`, `layered`): per
+    /// holder, API, UTC hour and shard, the hour's total and each minute's counter.
+    layers: Option<BudgetLayers>,
     spent: HashMap<ItemOf, HourSpent>,
     /// Spends so far: the seed of the next one's shard (`pick`), so a run is repeatable.
     spends: u64,
@@ -53,8 +54,13 @@ impl FakeBudget {
     /// spends it: both windows checked and charged at once, a refusal charging nothing and
     /// naming the full window (the hour's first). The store contract holds the two to it.
     pub fn limited(limits: BudgetLimits) -> Self {
+        Self::layered(BudgetLayers::behind_one_address(limits))
+    }
+
+    /// A budget of both `layers`, spent as `DynamoBudget` spends it (`spend_layered`).
+    pub fn layered(layers: BudgetLayers) -> Self {
         let budget = Self::default();
-        budget.left().limits = Some(limits);
+        budget.left().layers = Some(layers);
         budget
     }
 
@@ -75,7 +81,7 @@ impl FakeBudget {
     /// `DynamoBudget` makes it: both windows or nothing.
     pub fn spend_shard(
         &self,
-        tenant: &TenantId,
+        holder: Holder<'_>,
         api: &str,
         shard: u32,
         share: BudgetLimits,
@@ -85,7 +91,7 @@ impl FakeBudget {
         let slot = BudgetSlot::at(now_ms);
         let (hour, minutes) = left
             .spent
-            .entry((tenant.clone(), api.to_owned(), slot.hour, shard))
+            .entry((holder_name(holder), api.to_owned(), slot.hour, shard))
             .or_default();
         let minute = minutes.entry(slot.minute_counter).or_default();
         if *hour < share.per_hour && *minute < share.per_minute {
@@ -96,19 +102,68 @@ impl FakeBudget {
         refusal(share, *hour, *minute, now_ms)
     }
 
-    /// The budget's limits, when it keeps them as the table does (`limited`).
-    pub fn limits(&self) -> Option<BudgetLimits> {
-        self.left().limits
+    /// Gives one unit back to shard `shard` of `holder`'s item at `now_ms`, as `DynamoBudget`
+    /// does when the address refuses a spend the tenant granted.
+    pub fn refund_shard(&self, holder: Holder<'_>, api: &str, shard: u32, now_ms: u64) {
+        let mut left = self.left();
+        let slot = BudgetSlot::at(now_ms);
+        if let Some((hour, minutes)) =
+            left.spent
+                .get_mut(&(holder_name(holder), api.to_owned(), slot.hour, shard))
+        {
+            *hour = hour.saturating_sub(1);
+            if let Some(minute) = minutes.get_mut(&slot.minute_counter) {
+                *minute = minute.saturating_sub(1);
+            }
+        }
+    }
+
+    /// The budget's layers, when it keeps them as the table does (`limited`, `layered`).
+    pub fn layers(&self) -> Option<BudgetLayers> {
+        self.left().layers.clone()
+    }
+
+    /// What `holder` has spent of `api` in the minute and the hour of `now_ms`, over all
+    /// shards.
+    pub fn spent(&self, holder: Holder<'_>, api: &str, now_ms: u64) -> (u32, u32) {
+        let left = self.left();
+        let slot = BudgetSlot::at(now_ms);
+        let name = holder_name(holder);
+        left.spent
+            .iter()
+            .filter(|((who, of, hour, _), _)| *who == name && of == api && *hour == slot.hour)
+            .fold((0, 0), |(minute, hour), (_, (total, minutes))| {
+                (
+                    minute + minutes.get(&slot.minute_counter).copied().unwrap_or(0),
+                    hour + total,
+                )
+            })
+    }
+}
+
+fn holder_name(holder: Holder<'_>) -> String {
+    match holder {
+        Holder::Tenant(tenant) => format!("tenant:{tenant}"),
+        Holder::Address(address) => format!("address:{address}"),
     }
 }
 
 #[async_trait::async_trait]
 impl WeComBudget for FakeBudget {
     async fn spend(&self, tenant: &TenantId, api: &str, now_ms: u64) -> Result<Spend, StoreError> {
-        if let Some(limits) = self.limits() {
-            return spend_sharded(limits, self.pick(), |shard, share| async move {
-                Ok(self.spend_shard(tenant, api, shard, share, now_ms))
-            })
+        if let Some(layers) = self.layers() {
+            return spend_layered(
+                &layers,
+                tenant,
+                self.pick(),
+                |holder, shard, share| async move {
+                    Ok(self.spend_shard(holder, api, shard, share, now_ms))
+                },
+                |holder, shard| async move {
+                    self.refund_shard(holder, api, shard, now_ms);
+                    Ok(())
+                },
+            )
             .await;
         }
         let mut left = self.left();

@@ -80,7 +80,7 @@ use crate::observe::Trace;
 use crate::services::clock::now_ms;
 use crate::services::dynamodb::{Consistency, DynamoDb, DynamoError, ItemKey, Request, Touch};
 use adapters::dynamodb::keys;
-use domain::budget::{spend_sharded, BudgetLimits, BudgetSlot, Spend, WeComBudget};
+use domain::budget::{spend_layered, BudgetLayers, BudgetSlot, Holder, Spend, WeComBudget};
 use domain::codes::{CodeFacts, CodeSnapshot, PushedList, StoredCode};
 use domain::dirty::{DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
 use domain::facts::{
@@ -1464,23 +1464,31 @@ impl RotationCounter for MeteredStore {
 }
 
 /// The shared WeCom budget with `DynamoBudget`'s semantics (one conditional `UpdateItem` per
-/// shard tried, both windows in it; `FakeBudget::limited` keeps each shard's windows as the
-/// table does, and the store contract holds the two to it), each shard's spend metered as
-/// that `UpdateItem`.
+/// shard tried, both windows in it, the tenant's layer and then its address's, a refund when
+/// the address refuses; `FakeBudget::layered` keeps each shard's windows as the table does,
+/// and the store contract holds the two to it), each spend and refund metered as its
+/// `UpdateItem`.
 #[derive(Clone)]
 pub struct MeteredBudget {
     store: MeteredStore,
-    limits: BudgetLimits,
+    layers: BudgetLayers,
     windows: FakeBudget,
 }
 
 impl MeteredBudget {
-    pub fn new(store: MeteredStore, limits: BudgetLimits) -> Self {
+    pub fn new(store: MeteredStore, layers: BudgetLayers) -> Self {
         Self {
             store,
-            limits,
-            windows: FakeBudget::limited(limits),
+            windows: FakeBudget::layered(layers.clone()),
+            layers,
         }
+    }
+}
+
+fn budget_key(holder: Holder<'_>, api: &str, shard: u32, hour: u64) -> ItemKey {
+    match holder {
+        Holder::Tenant(tenant) => ItemKey::budget(tenant, api, shard, hour),
+        Holder::Address(address) => ItemKey::address_budget(address, api, shard, hour),
     }
 }
 
@@ -1492,19 +1500,29 @@ impl WeComBudget for MeteredBudget {
         api: &str,
         now_ms_at: u64,
     ) -> Result<Spend, StoreError> {
-        spend_sharded(
-            self.limits,
+        let hour = BudgetSlot::at(now_ms_at).hour;
+        spend_layered(
+            &self.layers,
+            tenant,
             self.windows.pick(),
-            |shard, share| async move {
-                let hour = BudgetSlot::at(now_ms_at).hour;
-                let key = ItemKey::budget(tenant, api, shard, hour);
+            |holder, shard, share| async move {
+                let key = budget_key(holder, api, shard, hour);
                 let bytes = budget_bytes(&key, now_ms_at);
                 self.store
                     .write(Kind::UpdateItem, Touch::new(key, bytes))
                     .await?;
                 Ok(self
                     .windows
-                    .spend_shard(tenant, api, shard, share, now_ms_at))
+                    .spend_shard(holder, api, shard, share, now_ms_at))
+            },
+            |holder, shard| async move {
+                let key = budget_key(holder, api, shard, hour);
+                let bytes = budget_bytes(&key, now_ms_at);
+                self.store
+                    .write(Kind::UpdateItem, Touch::new(key, bytes))
+                    .await?;
+                self.windows.refund_shard(holder, api, shard, now_ms_at);
+                Ok(())
             },
         )
         .await

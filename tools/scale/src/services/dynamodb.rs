@@ -87,6 +87,15 @@ impl ItemKey {
         Self::of(tenant, keys::budget(api, shard, hour))
     }
 
+    /// One shard of an egress address's WeCom budget for one API and UTC hour, under its own
+    /// partition key.
+    pub fn address_budget(address: &str, api: &str, shard: u32, hour: u64) -> Self {
+        Self {
+            pk: keys::address_budget_home(address, api, shard),
+            sk: keys::budget(api, shard, hour),
+        }
+    }
+
     /// The key's pattern: each key cut after its first `#` (`TENANT#*`, `CODE#*`).
     pub fn pattern(&self) -> KeyPattern {
         KeyPattern {

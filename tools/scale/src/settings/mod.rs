@@ -186,6 +186,9 @@ pub struct Account {
 pub struct RefreshSettings {
     pub function: String,
     pub budget: BudgetLimits,
+    /// Each egress address's budget, shared by its tenants (the admin API and the sweep read
+    /// the same parameter).
+    pub address_budget: BudgetLimits,
     pub lanes: LanePolicy,
     pub lease_times: LeaseTimes,
     pub max_receives: u32,
@@ -779,6 +782,10 @@ impl Wiring<'_> {
         Ok(RefreshSettings {
             function: f.id.clone(),
             budget: self.budget(f)?,
+            address_budget: BudgetLimits {
+                per_minute: self.number(f, "WECOM_BUDGET_PER_ADDRESS_PER_MINUTE")?,
+                per_hour: self.number(f, "WECOM_BUDGET_PER_ADDRESS_PER_HOUR")?,
+            },
             lanes: LanePolicy {
                 switch,
                 quiet_after_ms: self.number::<u64>(f, "SLOW_LANE_QUIET_AFTER_SECONDS")? * 1000,

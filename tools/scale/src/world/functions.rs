@@ -143,7 +143,7 @@ fn refresh_consumer<S: SimStore>(world: &World<S>) -> RefreshConsumer<SimRefresh
     let refresher = Refresher::new(
         world.store.clone(),
         world.wecom.clone(),
-        world.store.budget(settings.budget),
+        world.store.budget(world.layers(settings.budget)),
         clock::now_ms,
         settings.lanes.clone(),
         settings.lease_times,
@@ -359,7 +359,7 @@ fn sweep<S: SimStore>(world: &World<S>) -> ScheduledCode {
     let sweep = Arc::new(Sweep::<SimSweep<S>> {
         store: world.store.clone(),
         wecom: world.wecom.clone(),
-        budget: world.store.budget(read_budget),
+        budget: world.store.budget(world.layers(read_budget)),
         reasons: SimReasonQueue::new(Arc::clone(&world.sqs), &queue("REFRESH_QUEUE_URL")),
         fan_outs: SimFanOutQueue::new(Arc::clone(&world.sqs), &queue("FAN_OUT_QUEUE_URL")),
         notifier: world.quota_events.clone(),

@@ -29,7 +29,7 @@ use crate::services::wecom::{WeCom, WeComConfig};
 use crate::settings::{self, Settings};
 use anyhow::{anyhow, Context};
 use domain::admin::{Admin, AdminStore};
-use domain::budget::{BudgetLimits, WeComBudget};
+use domain::budget::{BudgetLayers, BudgetLimits, EgressAddresses, WeComBudget};
 use domain::codes::CodeFacts;
 use domain::dirty::{DirtyMarks, FanOutMarks};
 use domain::facts::{AddLedger, QuotaLedger, StaffLedger, TenantProfiles};
@@ -77,25 +77,26 @@ pub trait SimStore:
     + 'static
 {
     type Budget: WeComBudget + Clone + 'static;
-    /// A budget of `limits` per tenant and API, spent as the table spends it. The world asks
-    /// once per function (refresh, admin, the sweep's read-back), each on its own APIs, so a
-    /// budget that counts apart from the others (`FakeBudget`) spends as the shared table does.
-    fn budget(&self, limits: BudgetLimits) -> Self::Budget;
+    /// A budget of `layers` per tenant, address and API, spent as the table spends it. The
+    /// world asks once per function (refresh, admin, the sweep's read-back), each on its own
+    /// APIs, so a budget that counts apart from the others (`FakeBudget`) spends as the shared
+    /// table does.
+    fn budget(&self, layers: BudgetLayers) -> Self::Budget;
 }
 
 impl SimStore for crate::ports::store::MeteredStore {
     type Budget = crate::ports::store::MeteredBudget;
 
-    fn budget(&self, limits: BudgetLimits) -> Self::Budget {
-        crate::ports::store::MeteredBudget::new(self.clone(), limits)
+    fn budget(&self, layers: BudgetLayers) -> Self::Budget {
+        crate::ports::store::MeteredBudget::new(self.clone(), layers)
     }
 }
 
 impl SimStore for InMemoryStore {
     type Budget = FakeBudget;
 
-    fn budget(&self, limits: BudgetLimits) -> FakeBudget {
-        FakeBudget::limited(limits)
+    fn budget(&self, layers: BudgetLayers) -> FakeBudget {
+        FakeBudget::layered(layers)
     }
 }
 
@@ -253,7 +254,21 @@ impl<S: SimStore> World<S> {
             self.wecom.clone(),
             clock::now_ms,
         )
-        .with_budget(self.store.budget(self.settings.admin.budget)))
+        .with_budget(self.store.budget(self.layers(self.settings.admin.budget))))
+    }
+
+    /// `tenant` limits with the template's per-address ones, behind the addresses its NAT
+    /// gateways give (one shared address without): what `adapters::env::budget_layers` reads
+    /// from a function's environment, where the addresses are the Elastic IPs' (here made up,
+    /// one per gateway, as the simulated WeCom's `EgressIps` makes them up).
+    pub fn layers(&self, tenant: BudgetLimits) -> BudgetLayers {
+        let gateways = self.settings.account.nat_gateways;
+        let names: Vec<String> = (1..=gateways).map(|n| format!("198.51.100.{n}")).collect();
+        BudgetLayers {
+            tenant,
+            address: self.settings.refresh.address_budget,
+            egress: EgressAddresses::parse(&names.join(",")).unwrap_or_default(),
+        }
     }
 
     /// The callback function after it verified and decrypted an event (`domain::intake`): the

@@ -2,7 +2,9 @@
 //! step, a refusal charging nothing and naming the window that is full and when it reopens.
 
 use super::{now_ms, Fixture};
-use crate::budget::{reopens_in, BudgetLimits, Spend, WeComBudget, Window};
+use crate::budget::{
+    reopens_in, BudgetLayers, BudgetLimits, EgressAddresses, Spend, WeComBudget, Window,
+};
 use crate::ids::TenantId;
 
 const MINUTE_MS: u64 = 60_000;
@@ -37,7 +39,7 @@ pub async fn spends_beyond_the_minutes_budget_are_refused_until_the_next_minute<
     fixture: &F,
     tenant: TenantId,
 ) {
-    let budget = fixture.budget(LIMITS);
+    let budget = fixture.budget(BudgetLayers::behind_one_address(LIMITS));
     let at = next_hour();
     for i in 0..3 {
         assert_eq!(spend(&budget, &tenant, "api", at + i).await, Spend::Granted);
@@ -65,7 +67,7 @@ pub async fn spends_beyond_the_hours_budget_are_refused_until_the_next_hour<F: F
     fixture: &F,
     tenant: TenantId,
 ) {
-    let budget = fixture.budget(LIMITS);
+    let budget = fixture.budget(BudgetLayers::behind_one_address(LIMITS));
     let at = next_hour();
     let granted = [at, at + 1, at + 2, at + MINUTE_MS, at + MINUTE_MS + 1];
     for when in granted {
@@ -94,7 +96,7 @@ pub async fn each_tenant_and_each_api_spends_its_own_budget<F: Fixture>(
     fixture: &F,
     tenant: TenantId,
 ) {
-    let budget = fixture.budget(LIMITS);
+    let budget = fixture.budget(BudgetLayers::behind_one_address(LIMITS));
     let neighbour = super::fresh_tenant();
     let at = next_hour();
     for i in 0..3 {
@@ -124,7 +126,7 @@ pub async fn a_budget_kept_in_shards_never_grants_more_than_its_hour_in_all<F: F
         per_hour: 7,
     };
     assert_eq!(limits.shards(), 3);
-    let budget = fixture.budget(limits);
+    let budget = fixture.budget(BudgetLayers::behind_one_address(limits));
     let at = next_hour();
     let mut granted = 0;
     for i in 0..20 {
@@ -143,4 +145,133 @@ pub async fn a_budget_kept_in_shards_never_grants_more_than_its_hour_in_all<F: F
         granted >= 4,
         "refused before two shards were full: {granted}"
     );
+}
+
+/// An address no other case (nor an earlier run on the same table) has spent from.
+fn fresh_address() -> EgressAddresses {
+    let [a, b, c] = rand::random::<[u8; 3]>();
+    EgressAddresses::parse(&format!("10.{a}.{b}.{c}")).expect("an address")
+}
+
+pub async fn tenants_behind_one_address_share_its_window_and_a_refusal_there_costs_the_tenant_nothing<
+    F: Fixture,
+>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let budget = fixture.budget(BudgetLayers {
+        tenant: LIMITS,
+        address: BudgetLimits {
+            per_minute: 4,
+            per_hour: 100,
+        },
+        egress: fresh_address(),
+    });
+    let neighbour = super::fresh_tenant();
+    let at = next_hour();
+    for i in 0..3 {
+        assert_eq!(spend(&budget, &tenant, "api", at + i).await, Spend::Granted);
+    }
+    assert_eq!(
+        spend(&budget, &neighbour, "api", at + 3).await,
+        Spend::Granted,
+        "the fourth call of the address's minute"
+    );
+    assert_eq!(
+        spend(&budget, &neighbour, "api", at + 4).await,
+        refused(Window::Minute, at + 4),
+        "the address's minute is full though the neighbour's own is not"
+    );
+    assert_eq!(
+        spend(&budget, &neighbour, "other_api", at + 5).await,
+        Spend::Granted,
+        "each API has its own window at the address too"
+    );
+    // The next minute: the address has 4 again; now the neighbour's own 3 refuse first.
+    let next = at + MINUTE_MS;
+    for i in 0..3 {
+        assert_eq!(
+            spend(&budget, &neighbour, "api", next + i).await,
+            Spend::Granted
+        );
+    }
+    assert_eq!(
+        spend(&budget, &neighbour, "api", next + 3).await,
+        refused(Window::Minute, next + 3),
+        "the neighbour's own minute (3) is full, with one address unit left"
+    );
+    assert_eq!(
+        spend(&budget, &tenant, "api", next + 4).await,
+        Spend::Granted,
+        "the address's fourth unit of this minute"
+    );
+}
+
+pub async fn a_unit_the_address_refused_is_given_back_to_the_tenants_hour<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    // The tenant may make 2 calls an hour; the address 1 a minute. A spend the address refuses
+    // must not use up one of the tenant's 2.
+    let budget = fixture.budget(BudgetLayers {
+        tenant: BudgetLimits {
+            per_minute: 2,
+            per_hour: 2,
+        },
+        address: BudgetLimits {
+            per_minute: 1,
+            per_hour: 100,
+        },
+        egress: fresh_address(),
+    });
+    let at = next_hour();
+    assert_eq!(spend(&budget, &tenant, "api", at).await, Spend::Granted);
+    for i in 1..4 {
+        assert_eq!(
+            spend(&budget, &tenant, "api", at + i).await,
+            refused(Window::Minute, at + i),
+            "the address's minute is spent"
+        );
+    }
+    assert_eq!(
+        spend(&budget, &tenant, "api", at + MINUTE_MS).await,
+        Spend::Granted,
+        "the tenant's second unit of the hour was never taken by the refusals"
+    );
+    assert_eq!(
+        spend(&budget, &tenant, "api", at + 2 * MINUTE_MS).await,
+        refused(Window::Hour, at + 2 * MINUTE_MS),
+        "and then the tenant's hour is spent"
+    );
+}
+
+pub async fn an_addresses_spent_hour_refuses_every_tenant_behind_it_until_the_hour<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let budget = fixture.budget(BudgetLayers {
+        tenant: LIMITS,
+        address: BudgetLimits {
+            per_minute: 10,
+            per_hour: 4,
+        },
+        egress: fresh_address(),
+    });
+    let neighbour = super::fresh_tenant();
+    let at = next_hour();
+    for (i, who) in [&tenant, &neighbour, &tenant, &neighbour]
+        .into_iter()
+        .enumerate()
+    {
+        let when = at + i as u64 * MINUTE_MS;
+        assert_eq!(spend(&budget, who, "api", when).await, Spend::Granted);
+    }
+    let later = at + 10 * MINUTE_MS;
+    for who in [&tenant, &neighbour] {
+        assert_eq!(
+            spend(&budget, who, "api", later).await,
+            refused(Window::Hour, later),
+            "the address's hour is spent for everyone behind it"
+        );
+    }
 }

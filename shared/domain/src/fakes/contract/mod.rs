@@ -35,7 +35,7 @@ pub use pagination::*;
 pub use records::*;
 
 use crate::admin::AdminStore;
-use crate::budget::{BudgetLimits, WeComBudget};
+use crate::budget::{BudgetLayers, WeComBudget};
 use crate::dirty::DirtyMarks;
 use crate::facts::{AddLedger, QuotaLedger, StaffLedger};
 use crate::ids::TenantId;
@@ -62,8 +62,8 @@ pub trait Fixture: Send + Sync {
     type Budget: WeComBudget;
 
     fn store(&self) -> &Self::Store;
-    /// A budget with `limits` on the same storage.
-    fn budget(&self, limits: BudgetLimits) -> Self::Budget;
+    /// A budget of `layers` on the same storage.
+    fn budget(&self, layers: BudgetLayers) -> Self::Budget;
     /// After `transactions` more `TransactWriteItems` succeed, every one fails (as an outage
     /// or a timed-out function cuts an edit short); `None` heals the store.
     fn fail_transactions_after(&self, transactions: Option<usize>);
@@ -156,6 +156,9 @@ macro_rules! store_contract {
             spends_beyond_the_hours_budget_are_refused_until_the_next_hour,
             each_tenant_and_each_api_spends_its_own_budget,
             a_budget_kept_in_shards_never_grants_more_than_its_hour_in_all,
+            tenants_behind_one_address_share_its_window_and_a_refusal_there_costs_the_tenant_nothing,
+            a_unit_the_address_refused_is_given_back_to_the_tenants_hour,
+            an_addresses_spent_hour_refuses_every_tenant_behind_it_until_the_hour,
         );
     };
     (@cases $fixture:path; $($case:ident),+ $(,)?) => {

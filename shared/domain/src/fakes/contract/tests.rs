@@ -1,7 +1,7 @@
 //! The contract against the in-memory fakes.
 
 use super::Fixture;
-use crate::budget::BudgetLimits;
+use crate::budget::BudgetLayers;
 use crate::fakes::{FakeBudget, InMemoryStore};
 
 struct InMemory {
@@ -16,8 +16,8 @@ impl Fixture for InMemory {
         &self.store
     }
 
-    fn budget(&self, limits: BudgetLimits) -> FakeBudget {
-        FakeBudget::limited(limits)
+    fn budget(&self, layers: BudgetLayers) -> FakeBudget {
+        FakeBudget::layered(layers)
     }
 
     fn fail_transactions_after(&self, transactions: Option<usize>) {

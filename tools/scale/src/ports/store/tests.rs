@@ -5,6 +5,7 @@
 use super::*;
 use crate::services::clock;
 use crate::services::dynamodb::{DynamoConfig, READ_UNIT_BYTES, TABLE};
+use domain::budget::{BudgetLayers, BudgetLimits};
 use domain::codes::StoredCode;
 use domain::facts::{FactOutcome, FactRecorder};
 use domain::fakes::{FakeWeCom, InMemoryQueues};
@@ -133,7 +134,7 @@ fn refresher(
     Refresher::new(
         store.clone(),
         FakeWeCom::default(),
-        MeteredBudget::new(store.clone(), limits),
+        MeteredBudget::new(store.clone(), BudgetLayers::behind_one_address(limits)),
         clock::now_ms,
         lanes,
         lease,
@@ -210,7 +211,7 @@ async fn a_snapshot_reads_only_the_add_counters_of_the_limits_the_code_has() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_push_sends_seven_requests_its_record_a_transaction_of_two_items_that_frees_the_lease() {
+async fn a_push_sends_eight_requests_its_record_a_transaction_of_two_items_that_frees_the_lease() {
     let store = store();
     load_code(&store, members()[..14].to_vec());
     let outcome = refresh(&refresher(&store, BudgetLimits::default())).await;
@@ -219,16 +220,17 @@ async fn a_push_sends_seven_requests_its_record_a_transaction_of_two_items_that_
         store.requests().by_kind(),
         sent(&[
             (Kind::BatchGetItem, 2),
-            (Kind::UpdateItem, 3),
+            (Kind::UpdateItem, 4),
             (Kind::TransactWriteItems, 1),
             (Kind::PutItem, 1),
         ])
     );
-    // Lease, spend, the record (the pushed item's put and the lease's update that frees it,
-    // each twice a write), the push log entry after it (once a write; each item under 1 KB),
-    // tally: 7 write units for the push, 1 for the tally.
+    // Lease, the spend's two layers (the tenant's budget, then its address's), the record (the
+    // pushed item's put and the lease's update that frees it, each twice a write), the push log
+    // entry after it (once a write; each item under 1 KB), tally: 8 write units for the push,
+    // 1 for the tally.
     let usage = store.meter().total();
-    assert_eq!(usage.write_units, 1 + 1 + 2 * 2 + 1 + 1);
+    assert_eq!(usage.write_units, 1 + 2 + 2 * 2 + 1 + 1);
 }
 
 /// The local world measured 7 at a commit before the refresh counted its put-off refreshes
