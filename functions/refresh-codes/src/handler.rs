@@ -117,6 +117,7 @@ mod tests {
                     links: Default::default(),
                     lease: Default::default(),
                     age: Default::default(),
+                    tenant_paused: None,
                 };
                 store.load_snapshot(&tenant(), &code(id), &snapshot);
             }

@@ -5,7 +5,7 @@ mod handler;
 
 use adapters::dynamodb::{DynamoBudget, DynamoStore};
 use adapters::sqs::{QueueInlets, SqsDeadLetters, SqsFanOutQueue, SqsRetryQueues};
-use adapters::wecom::WeComClient;
+use adapters::wecom::{WeComClient, WeComRobot};
 use domain::refresh::consumer::{RefreshConsumer, RefreshPorts};
 use domain::refresh::Refresher;
 use lambda_runtime::{run, service_fn, Error};
@@ -34,7 +34,7 @@ async fn main() -> Result<(), Error> {
     let wecom = WeComClient::new(config.wecom_api_base_url, config.wecom_timeout)
         .with_token_store(std::sync::Arc::new(store.clone()));
     let sqs = aws_sdk_sqs::Client::new(&aws);
-    let refresher = Refresher::new(
+    let mut refresher = Refresher::new(
         store,
         wecom,
         budget,
@@ -43,6 +43,9 @@ async fn main() -> Result<(), Error> {
         config.lease_times,
     )
     .with_fan_outs(SqsFanOutQueue::new(sqs.clone(), config.fan_out_queue_url));
+    if let Some(url) = config.robot_webhook_url {
+        refresher = refresher.with_robot(WeComRobot::new(url, config.wecom_timeout));
+    }
     let inlets = QueueInlets::new(
         &config.slow_queue_url,
         config.retry_queue_urls.iter().map(|(_, url)| url.as_str()),

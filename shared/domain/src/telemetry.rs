@@ -59,6 +59,10 @@ pub mod name {
     /// The larger share of an egress address's WeCom budget (minute or hour window, shared by
     /// every tenant behind it) spent, after a spend.
     pub const ADDRESS_BUDGET_USED: &str = "AddressBudgetUsedPercent";
+    /// Tenants paused because WeCom refused their credentials, address or permission, by class.
+    pub const TENANTS_PAUSED: &str = "TenantsPaused";
+    /// Paused tenants a probe found served again.
+    pub const TENANTS_RESUMED: &str = "TenantsResumed";
     pub const DIRTY_CODES: &str = "DirtyCodes";
     pub const DRIFT_READ_BACKS: &str = "DriftReadBacks";
     pub const DRIFT_FOUND: &str = "DriftFound";
@@ -104,6 +108,8 @@ const COUNTS: &[&str] = &[
     name::TICK_FAN_OUTS,
     name::ALARM_MESSAGES_POSTED,
     name::ADMIN_ANSWERS,
+    name::TENANTS_PAUSED,
+    name::TENANTS_RESUMED,
 ];
 
 /// Tells the installed recorder each metric's unit (EMF carries it with the metric).
@@ -197,6 +203,16 @@ pub fn fact_to_push(latency_ms: u64, lane: Lane) {
 pub fn budget_used(tenant_id: &TenantId, percent: f64) {
     tenant(tenant_id);
     histogram!(name::BUDGET_USED).record(percent);
+}
+
+/// A tenant was paused (`crate::tenants::TenantPause`), by the class of WeCom's refusal.
+pub fn tenant_paused(class: crate::wecom::errors::FailureClass) {
+    counter!(name::TENANTS_PAUSED, dimension::CLASS => class.as_str()).increment(1);
+}
+
+/// A paused tenant's probe succeeded and it was resumed.
+pub fn tenant_resumed() {
+    counter!(name::TENANTS_RESUMED).increment(1);
 }
 
 /// After a spend: the larger share of an egress address's minute or hour budget now spent.

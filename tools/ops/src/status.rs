@@ -1,10 +1,12 @@
 //! `status`: what an on-call engineer looks at first.
 
 use crate::ops::{now_ms, Ops};
-use adapters::dynamodb::keys;
+use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::Result;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Select};
 use aws_sdk_sqs::types::QueueAttributeName;
+use domain::admin::PausedView;
+use domain::tenants::TenantPauses;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -49,10 +51,12 @@ pub async fn run(ops: &Ops) -> Result<()> {
     }
     let dirty = dirty_codes(ops).await?;
     let (budget, throttled) = requeues_last_hour(ops).await?;
+    let paused = paused_tenants(ops).await?;
     let report = json!({
         "stack": ops.stack.name,
         "queues": queues,
         "dirty_codes": dirty,
+        "paused_tenants": paused,
         "requeued_last_hour": {"budget": budget, "throttled": throttled, "total": budget + throttled},
     });
     if ops.json {
@@ -80,11 +84,42 @@ pub async fn run(ops: &Ops) -> Result<()> {
         );
     }
     println!("dirty codes: {dirty}");
+    let paused = report["paused_tenants"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    println!("paused tenants: {}", paused.len());
+    for tenant in &paused {
+        println!(
+            "  {} since {} (class {}, address {}, {} probes refused): {}",
+            tenant["tenant"].as_str().unwrap_or_default(),
+            tenant["since_ms"],
+            tenant["class"].as_str().unwrap_or_default(),
+            tenant["address"].as_str().unwrap_or_default(),
+            tenant["probes"],
+            tenant["reason"].as_str().unwrap_or_default()
+        );
+    }
     println!(
         "refreshes requeued in the last hour: {} (budget spent {budget}, WeCom throttled {throttled})",
         budget + throttled
     );
     Ok(())
+}
+
+/// Every paused tenant with its pause and what to fix (`domain::tenants::TenantPause`), from
+/// the registry of paused tenants: the same store the refresh and the sweep use.
+async fn paused_tenants(ops: &Ops) -> Result<Vec<Value>> {
+    let store = DynamoStore::new(ops.dynamodb.clone(), ops.table()?.to_owned());
+    let mut paused = Vec::new();
+    for tenant in store.paused_tenants().await? {
+        if let Some(pause) = store.pause_of(&tenant).await? {
+            let mut view = serde_json::to_value(PausedView::of(pause))?;
+            view["tenant"] = json!(tenant.as_str());
+            paused.push(view);
+        }
+    }
+    Ok(paused)
 }
 
 /// CloudWatch's `ApproximateAgeOfOldestMessage` of the queue over the last 5 minutes (the

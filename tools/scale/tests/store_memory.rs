@@ -69,6 +69,7 @@ fn snapshot(members: Vec<StaffId>, at_ms: u64) -> CodeSnapshot {
         links: HashMap::new(),
         lease: Default::default(),
         age: Default::default(),
+        tenant_paused: None,
     }
 }
 

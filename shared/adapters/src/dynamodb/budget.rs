@@ -142,4 +142,8 @@ impl WeComBudget for DynamoBudget {
         )
         .await
     }
+
+    fn address_of(&self, tenant: &TenantId) -> String {
+        self.layers.egress.address_for(tenant).to_owned()
+    }
 }

@@ -543,6 +543,7 @@ impl Found {
 /// A code's own items as read, before its candidates' are.
 struct CodeRead {
     profile: domain::tenants::TenantProfile,
+    tenant_paused: Option<domain::tenants::TenantPause>,
     code: StoredCode,
     last_pushed: Option<PushedList>,
     dirty_since_ms: Option<u64>,
@@ -563,6 +564,7 @@ impl DynamoStore {
         let mut first = Wanted::default();
         for (tenant, code) in codes {
             first.add(tenant, keys::PROFILE.to_owned());
+            first.add(tenant, keys::PAUSE.to_owned());
             for sk in [
                 keys::code(code),
                 keys::pushed(code),
@@ -618,6 +620,10 @@ impl DynamoStore {
             return Ok(None);
         }
         let profile = Self::profile_from(profile)?;
+        let tenant_paused = first
+            .get(tenant, keys::PAUSE)
+            .map(super::tenants::pause_from)
+            .transpose()?;
         let record = code_record(code_item)?;
         let last_pushed = first
             .get(tenant, &keys::pushed(code))
@@ -642,6 +648,7 @@ impl DynamoStore {
         Ok(Some(CodeRead {
             day: tenant_day(now_ms, profile.timezone),
             profile,
+            tenant_paused,
             age: CodeAge {
                 created_at_ms: record.created_at_ms,
                 updated_at_ms: record.updated_at_ms,
@@ -724,6 +731,7 @@ impl CodeRead {
             links,
             lease: self.lease,
             age: self.age,
+            tenant_paused: self.tenant_paused,
         }
     }
 }

@@ -115,6 +115,11 @@ pub const GSI2_PK: &str = "gsi2pk";
 pub const GSI2_SK: &str = "gsi2sk";
 
 pub const PROFILE: &str = "PROFILE";
+
+/// A paused tenant's pause (`domain::tenants::TenantPause`), beside its profile; listed in
+/// `gsi1` partition `PAUSED_INDEX` by tenant id.
+pub const PAUSE: &str = "PAUSE";
+pub const PAUSED_INDEX: &str = "PAUSED";
 /// Which tenant holds a WeCom corp id (outside any tenant: the claim is what keeps two
 /// tenants from registering one corp). Sort key `CORP`.
 pub fn corp(corp_id: &str) -> String {

@@ -6,8 +6,8 @@ use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use domain::admin::{ProfileWrite, SecretsChanged, StoredProfile};
 use domain::facts::TenantProfiles;
 use domain::ids::TenantId;
-use domain::tenants::CallbackSettingsSource;
 use domain::tenants::{CallbackSettings, TenantProfile};
+use domain::tenants::{CallbackSettingsSource, TenantPause, TenantPauses};
 use domain::StoreError;
 
 impl DynamoStore {
@@ -194,4 +194,96 @@ fn profile_item(tenant: &TenantId, next: &StoredProfile) -> super::Item {
         n(at.encoding_aes_key),
     );
     item
+}
+
+/// A pause as stored: the pause as JSON (it holds no secret), its start on its own for the
+/// conditions, and its entry in the registry of paused tenants.
+fn pause_item(tenant: &TenantId, pause: &TenantPause) -> Result<super::Item, StoreError> {
+    let mut item = tenant_key(tenant, keys::PAUSE.to_owned());
+    let json = serde_json::to_string(pause).map_err(|e| StoreError::new("table", e))?;
+    item.insert("pause".into(), s(json));
+    item.insert("since_ms".into(), n(pause.since_ms));
+    item.insert(keys::GSI1_PK.into(), s(keys::PAUSED_INDEX));
+    item.insert(keys::GSI1_SK.into(), s(tenant.as_str()));
+    Ok(item)
+}
+
+/// The pause an item holds, if it is one.
+pub(crate) fn pause_from(item: &super::Item) -> Result<TenantPause, StoreError> {
+    let json = get_s(item, "pause").ok_or_else(|| super::corrupt("pause"))?;
+    serde_json::from_str(json).map_err(|_| super::corrupt("pause"))
+}
+
+#[async_trait::async_trait]
+impl TenantPauses for DynamoStore {
+    /// One conditional `PutItem` (the item must not exist yet): of every refresh that meets
+    /// the refusal at once, one pauses the tenant and raises the alert.
+    async fn pause(&self, tenant: &TenantId, pause: &TenantPause) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(pause_item(tenant, pause)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(error) => error.refused_or_unavailable().map(|_| false),
+        }
+    }
+
+    async fn pause_of(&self, tenant: &TenantId) -> Result<Option<TenantPause>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(tenant_key(tenant, keys::PAUSE.to_owned())))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        output.item.as_ref().map(pause_from).transpose()
+    }
+
+    async fn paused_tenants(&self) -> Result<Vec<TenantId>, StoreError> {
+        self.index_sort_keys(keys::PAUSED_INDEX, None, None)
+            .await?
+            .iter()
+            .map(|id| TenantId::parse(id).map_err(|_| super::corrupt("paused tenant entry")))
+            .collect()
+    }
+
+    async fn update_pause(&self, tenant: &TenantId, pause: &TenantPause) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(pause_item(tenant, pause)?))
+            .condition_expression("since_ms = :since")
+            .expression_attribute_values(":since", n(pause.since_ms))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Resumed (or paused anew) meanwhile: that pause stands.
+            Err(error) => error.refused_or_unavailable().map(|_| ()),
+        }
+    }
+
+    async fn lift_pause(&self, tenant: &TenantId, since_ms: u64) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(tenant_key(tenant, keys::PAUSE.to_owned())))
+            .condition_expression("since_ms = :since")
+            .expression_attribute_values(":since", n(since_ms))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(error) => error.refused_or_unavailable().map(|_| false),
+        }
+    }
 }

@@ -26,9 +26,9 @@ pub use ports::{
 };
 pub use views::{
     exclusion_name, AddsAgainst, CodeAnswer, CodePage, CodeStatus, CodeSummaryView, DeletedCode,
-    DepartmentAnswer, DepartmentView, ExcludedMember, LastPushed, Resumed, RoutingOutcome,
-    SecretState, SecretsView, StaffAnswer, StaffCodeView, StaffCodesPage, StaffView, TenantAnswer,
-    TenantView,
+    DepartmentAnswer, DepartmentView, ExcludedMember, LastPushed, PausedView, Resumed,
+    RoutingOutcome, SecretState, SecretsView, StaffAnswer, StaffCodeView, StaffCodesPage,
+    StaffView, TenantAnswer, TenantView,
 };
 
 use crate::budget::{Spend, WeComBudget, ADD_CONTACT_WAY, DEL_CONTACT_WAY};
@@ -143,6 +143,13 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
         } else {
             None
         };
+        // A paused tenant whose credentials were just changed is probed by the next sweep run,
+        // not after its backoff: the change may be the fix.
+        if let Some(pause) = self.store.pause_of(&tenant).await? {
+            self.store
+                .update_pause(&tenant, &pause.probe_now(now_ms))
+                .await?;
+        }
         tracing::info!(corp_id = %profile.corp_id, timezone = %profile.timezone, company_daily_cap = ?profile.company_daily_cap, version = next.version, fan_out = ?fan_out, "tenant profile stored");
         Ok(TenantAnswer {
             tenant,

@@ -99,7 +99,13 @@ pub struct CodeAdds {
 
 #[async_trait::async_trait]
 pub trait AdminStore:
-    TenantProfiles + CodeFacts + DueWriter + StaffLedger + DriftLedger + CreationIntents
+    TenantProfiles
+    + CodeFacts
+    + DueWriter
+    + StaffLedger
+    + DriftLedger
+    + CreationIntents
+    + crate::tenants::TenantPauses
 {
     /// The tenant's profile with its version and secret times.
     async fn stored_profile(&self, tenant: &TenantId) -> Result<Option<StoredProfile>, StoreError>;

@@ -3,8 +3,8 @@
 
 use super::views::{
     exclusion_name, AddsAgainst, CodePage, CodeStatus, CodeSummaryView, DepartmentView,
-    ExcludedMember, LastPushed, Resumed, RoutingOutcome, SecretState, SecretsView, StaffCodeView,
-    StaffCodesPage, StaffView, TenantView,
+    ExcludedMember, LastPushed, PausedView, Resumed, RoutingOutcome, SecretState, SecretsView,
+    StaffCodeView, StaffCodesPage, StaffView, TenantView,
 };
 use super::{
     Admin, AdminError, AdminStore, ContactWays, GetCode, GetDepartment, GetDrift, GetStaff,
@@ -29,7 +29,9 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             changed_at_ms: (at > 0).then_some(at),
         };
         let (profile, at) = (&stored.profile, stored.secrets_changed_at_ms);
+        let paused = self.store.pause_of(&tenant).await?.map(PausedView::of);
         Ok(TenantView {
+            paused,
             corp_id: profile.corp_id.clone(),
             timezone: profile.timezone.name().to_owned(),
             company_daily_cap: profile.company_daily_cap,

@@ -16,6 +16,26 @@ pub struct TenantView {
     pub company_daily_cap: Option<u32>,
     pub version: u64,
     pub secrets: SecretsView,
+    /// Why WeCom does not serve the tenant, while it is paused (`crate::tenants::TenantPause`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused: Option<PausedView>,
+}
+
+/// A paused tenant's pause, and what to fix in words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PausedView {
+    pub reason: String,
+    #[serde(flatten)]
+    pub pause: crate::tenants::TenantPause,
+}
+
+impl PausedView {
+    pub fn of(pause: crate::tenants::TenantPause) -> Self {
+        Self {
+            reason: pause.reason(),
+            pause,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -58,6 +58,9 @@ pub struct CodeSnapshot {
     /// When the code was created and last edited: the lane policy's input, read with the
     /// code's item rather than on its own (`crate::lanes`).
     pub age: CodeAge,
+    /// The tenant's pause, read with its profile: a paused tenant's refresh calls nothing
+    /// (`crate::tenants::TenantPause`).
+    pub tenant_paused: Option<crate::tenants::TenantPause>,
 }
 
 impl CodeSnapshot {

@@ -181,6 +181,13 @@ impl WeComBudget for FakeBudget {
             None => Ok(Spend::Granted),
         }
     }
+
+    fn address_of(&self, tenant: &TenantId) -> String {
+        self.layers().map_or_else(
+            || crate::budget::SHARED_ADDRESS.to_owned(),
+            |layers| layers.egress.address_for(tenant).to_owned(),
+        )
+    }
 }
 
 /// `n` scrambled by SplitMix64's finaliser: counts 1, 2, 3 become draws that look random and

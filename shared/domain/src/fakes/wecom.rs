@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 #[derive(Default)]
 struct WeComState {
+    read_failure: Option<WeComError>,
     created: Vec<(CorpCredentials, NewContactWay)>,
     deleted: Vec<String>,
     failure: Option<WeComError>,
@@ -74,6 +75,11 @@ impl FakeWeCom {
     /// Every later create fails with `error`.
     pub fn fail_with(&self, error: WeComError) {
         self.state().failure = Some(error);
+    }
+
+    /// Every later read-back fails with `error`; `None` heals it.
+    pub fn fail_reads_with(&self, error: Option<WeComError>) {
+        self.state().read_failure = error;
     }
 
     /// Every later delete fails with `error`; `None` heals it.
@@ -283,6 +289,9 @@ impl ContactWayReader for FakeWeCom {
     async fn users(&self, _: &CorpCredentials, config_id: &str) -> Result<Vec<String>, WeComError> {
         let mut state = self.state();
         state.reads += 1;
+        if let Some(error) = state.read_failure.clone() {
+            return Err(error);
+        }
         Ok(Self::list_of(&state, config_id))
     }
 }

@@ -28,12 +28,13 @@ use crate::codes::CodeFacts;
 use crate::dirty::{DirtyMarks, DirtyWhy};
 use crate::lanes::Lane;
 use crate::reasons::Cause;
+use crate::tenants::TenantPauses;
 use crate::wecom::errors::FailureClass;
 
 /// What a refresh-queue consumer needs from the outside world, named once: the ports of the
 /// single writer, the dead-letter queue and the retry queues.
 pub trait RefreshPorts {
-    type Facts: CodeFacts + CodeRecords + FailureMarks + DirtyMarks + CodeLeases;
+    type Facts: CodeFacts + CodeRecords + FailureMarks + DirtyMarks + CodeLeases + TenantPauses;
     type Pusher: ContactWayPusher + AcquisitionLinks;
     type Budget: WeComBudget;
     type DeadLetters: DeadLetters;
@@ -308,7 +309,8 @@ impl<P: RefreshPorts> RefreshConsumer<P> {
                 | Outcome::Starved
                 | Outcome::CodeNotFound
                 | Outcome::NotCreated
-                | Outcome::CodeGone),
+                | Outcome::CodeGone
+                | Outcome::Paused),
             ) => {
                 tracing::debug!(tenant = %tenant, code = %code_id, reasons = code.messages.len(), outcome = %format!("{outcome:?}"), "code refreshed");
             }

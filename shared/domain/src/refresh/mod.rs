@@ -14,6 +14,7 @@ pub use ports::{
     AcquisitionLinks, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, RetryQueues,
 };
 
+use crate::alerts::GroupRobot;
 use crate::budget::{reopens_in, Spend, WeComBudget, Window, CREATE_LINK, UPDATE_CONTACT_WAY};
 use crate::codes::{CodeFacts, CodeSnapshot, PushedList};
 use crate::dirty::{DirtyMarks, DirtyWhy};
@@ -23,7 +24,7 @@ use crate::lanes::{Lane, LanePolicy};
 use crate::membership::{Membership, RotationSlot};
 use crate::reasons::{Cause, FanOut, FanOutQueue, Source};
 use crate::telemetry::name as metric;
-use crate::tenants::Timezone;
+use crate::tenants::{TenantPause, TenantPauses, Timezone};
 use crate::wecom::errors::{FailureClass, WeComError};
 use crate::Clock;
 use crate::StoreError;
@@ -129,6 +130,10 @@ pub enum Outcome {
     /// The operator's `all` switch sheds the code to the slow queue: its reasons are
     /// republished there, nothing read or called.
     ToSlowLane,
+    /// The tenant is paused (WeCom refuses its credentials, its address or its app's
+    /// permission; `crate::tenants::TenantPause`): nothing called, the reasons dropped. Every
+    /// code of the tenant is recomputed from its facts when a probe resumes it.
+    Paused,
     /// Not done now and not a failure: the reasons wait `retry_after_ms` in a retry queue.
     PutOff {
         cause: PutOffCause,
@@ -235,6 +240,8 @@ pub struct Refresher<F, P, B> {
     lanes: LanePolicy,
     lease_times: LeaseTimes,
     fan_outs: Option<Arc<dyn FanOutQueue>>,
+    /// Where a tenant's pause is announced (the team's group robot), if anywhere.
+    robot: Option<Arc<dyn GroupRobot>>,
     /// Tenants whose budget refused a push, until their window reopens, with their zone: their
     /// other codes are put off without a read (rule 6 is about spending; this spends nothing
     /// and only saves the reads a refusal would cost again). Per container, never stored.
@@ -243,7 +250,7 @@ pub struct Refresher<F, P, B> {
 
 impl<F, P, B> Refresher<F, P, B>
 where
-    F: CodeFacts + CodeRecords + FailureMarks + DirtyMarks + CodeLeases,
+    F: CodeFacts + CodeRecords + FailureMarks + DirtyMarks + CodeLeases + TenantPauses,
     P: ContactWayPusher + AcquisitionLinks,
     B: WeComBudget,
 {
@@ -263,8 +270,16 @@ where
             lanes,
             lease_times,
             fan_outs: None,
+            robot: None,
             budget_spent: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Where a tenant's pause is announced: the team's group robot, once per pause.
+    #[must_use]
+    pub fn with_robot(mut self, robot: impl GroupRobot + 'static) -> Self {
+        self.robot = Some(Arc::new(robot));
+        self
     }
 
     /// Where the fan-out to other codes goes: a staff member WeCom refuses is recomputed away
@@ -411,7 +426,7 @@ where
                 tally.recomputes = 1;
                 tally.starved = 1;
             }
-            Outcome::CodeNotFound | Outcome::NotCreated | Outcome::CodeGone => {
+            Outcome::CodeNotFound | Outcome::NotCreated | Outcome::CodeGone | Outcome::Paused => {
                 tally.reasons = reasons;
             }
             // Put-off reasons are counted when they are finally refreshed; the put-off itself
@@ -530,9 +545,14 @@ where
             return Ok((Outcome::CodeNotFound, None));
         };
         let timezone = snapshot.profile.timezone;
+        if snapshot.tenant_paused.is_some() {
+            tracing::debug!("the tenant is paused; nothing called");
+            return Ok((Outcome::Paused, Some(timezone)));
+        }
         if snapshot.lease.free_at(now_ms) && nothing_to_write(asked.resync, &snapshot) {
             return Ok((Outcome::Unchanged, Some(timezone)));
         }
+        let probe_config_id = snapshot.code.config_id.clone().unwrap_or_default();
         let holder = Lease::new_holder();
         let duration_ms = self.lease_times.duration_ms;
         let seen = Some(snapshot.lease.acquisitions);
@@ -555,6 +575,13 @@ where
         };
         let result = self.refresh_held(&held, snapshot, now_ms).await;
         self.release(&held).await;
+        let result = match result {
+            Err(RefreshError::WeCom(error)) if error.class().pauses_tenant() => self
+                .pause(tenant, &error, &probe_config_id)
+                .await
+                .map(|()| (Outcome::Paused, Some(timezone))),
+            other => other,
+        };
         if let Ok((
             Outcome::PutOff {
                 cause: PutOffCause::Budget,
@@ -1125,6 +1152,32 @@ where
             // The mark is written; a code not told now finds out at its own next push.
             if let Err(error) = fan_outs.send(&fan_out).await {
                 tracing::warn!(error = %error, "other codes of an unusable staff member not sent for a recompute");
+            }
+        }
+        Ok(())
+    }
+
+    /// Pauses the tenant WeCom refused with `error` (rule 9): of every refresh that meets the
+    /// refusal, the first records the pause, logs the alert and tells the group robot; the
+    /// others only end.
+    async fn pause(
+        &self,
+        tenant: &TenantId,
+        error: &WeComError,
+        probe_config_id: &str,
+    ) -> Result<(), RefreshError> {
+        let pause = TenantPause::new(
+            error.class(),
+            error.errcode(),
+            &self.budget.address_of(tenant),
+            probe_config_id,
+            (self.clock)(),
+        );
+        if crate::tenants::pause_tenant(&self.facts, tenant, &pause).await? {
+            if let Some(robot) = &self.robot {
+                if let Err(failure) = robot.post_markdown(&pause.markdown(tenant)).await {
+                    tracing::warn!(error = %failure, "the group robot did not take the pause's alert; the log line stands");
+                }
             }
         }
         Ok(())

@@ -76,9 +76,13 @@ pub fn failed(class: FailureClass, attempt: u32) -> Path {
             },
             _ => Path::DeadLetter(class),
         },
+        // A paused tenant's refresh ends as `Outcome::Paused` and never reaches here; an
+        // admin's or the sweep's call that meets these has no retry queue of its own.
         FailureClass::CodeGone
         | FailureClass::StaffUnusable
         | FailureClass::ListTooLong
+        | FailureClass::UntrustedIp
+        | FailureClass::Forbidden
         | FailureClass::Rejected => Path::DeadLetter(class),
     }
 }

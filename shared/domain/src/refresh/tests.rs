@@ -65,6 +65,7 @@ fn snapshot(online: &[(&str, bool)]) -> CodeSnapshot {
         links: Default::default(),
         lease: Default::default(),
         age: Default::default(),
+        tenant_paused: None,
     }
 }
 
@@ -859,4 +860,69 @@ async fn a_rotating_code_edited_to_native_with_the_same_list_loses_its_rotation(
         .expect("a record");
     assert_eq!(after.rotation, None);
     assert_eq!(after.users, vec![id("a")]);
+}
+
+#[tokio::test]
+async fn a_push_refused_for_the_callers_address_pauses_the_tenant_once_and_then_calls_nothing() {
+    let refresher = refresher(snapshot(&[("a", true)]));
+    refresher.pusher.script(WeComError::UntrustedIp);
+    let outcome = fast(&refresher, &[1]).await.expect("a pause is no error");
+    assert_eq!(outcome, Outcome::Paused);
+    let pause = refresher
+        .facts
+        .pause_of(&tenant())
+        .await
+        .expect("store")
+        .expect("paused");
+    assert_eq!(pause.class, FailureClass::UntrustedIp);
+    assert_eq!(pause.errcode, Some(60020));
+    assert_eq!(pause.address, crate::budget::SHARED_ADDRESS);
+    assert_eq!(pause.probe_config_id, "cfg1");
+    assert_eq!(pause.since_ms, clock());
+    let calls = refresher.pusher.calls().len();
+    assert_eq!(fast(&refresher, &[2]).await.expect("ok"), Outcome::Paused);
+    assert_eq!(
+        refresher.pusher.calls().len(),
+        calls,
+        "a paused tenant's refresh calls nothing"
+    );
+    assert!(refresher.facts.pushes().is_empty());
+    assert_eq!(
+        consumer::next_step(&Ok(Outcome::Paused), 0, false),
+        consumer::NextStep::Done,
+        "its reasons are dropped: the resume recomputes every code"
+    );
+}
+
+#[tokio::test]
+async fn a_secret_that_no_longer_works_and_a_missing_permission_pause_the_tenant_too() {
+    for (error, class) in [
+        (WeComError::Token { errcode: 40001 }, FailureClass::Token),
+        (WeComError::Forbidden, FailureClass::Forbidden),
+    ] {
+        let refresher = refresher(snapshot(&[("a", true)]));
+        refresher.pusher.script(error);
+        assert_eq!(fast(&refresher, &[1]).await.expect("ok"), Outcome::Paused);
+        let pause = refresher.facts.pause_of(&tenant()).await.expect("store");
+        assert_eq!(pause.map(|p| p.class), Some(class));
+    }
+}
+
+#[tokio::test]
+async fn a_second_refusal_while_paused_keeps_the_first_pause_and_raises_no_second_alert() {
+    let refresher = refresher(snapshot(&[("a", true)]));
+    let first = TenantPause::new(FailureClass::UntrustedIp, Some(60020), "shared", "cfg0", 10);
+    assert!(
+        crate::tenants::pause_tenant(&refresher.facts, &tenant(), &first)
+            .await
+            .expect("store")
+    );
+    let again = TenantPause::new(FailureClass::Token, Some(40001), "shared", "cfg1", 20);
+    assert!(
+        !crate::tenants::pause_tenant(&refresher.facts, &tenant(), &again)
+            .await
+            .expect("store")
+    );
+    let kept = refresher.facts.pause_of(&tenant()).await.expect("store");
+    assert_eq!(kept, Some(first));
 }

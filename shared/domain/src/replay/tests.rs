@@ -56,6 +56,7 @@ fn snapshot(members: &[&str]) -> CodeSnapshot {
         links: HashMap::new(),
         lease: Default::default(),
         age: Default::default(),
+        tenant_paused: None,
     }
 }
 

@@ -58,6 +58,7 @@ mod drift;
 mod fan_outs;
 mod links;
 mod orphans;
+mod pauses;
 mod ports;
 mod sample;
 #[cfg(test)]
@@ -81,6 +82,7 @@ use crate::ids::CodeId;
 use crate::ids::TenantId;
 use crate::reasons::{Cause, FanOutQueue, ReasonQueue, RefreshReason};
 use crate::refresh::AcquisitionLinks;
+use crate::tenants::TenantPauses;
 use crate::wecom::errors::FailureClass;
 use crate::{Clock, StoreError};
 use std::collections::HashMap;
@@ -99,7 +101,8 @@ pub trait SweepPorts {
         + StaffLedger
         + TenantProfiles
         + CreationIntents
-        + LinkRetirements;
+        + LinkRetirements
+        + TenantPauses;
     type WeCom: ContactWayReader + OrphanFinder + AcquisitionLinks;
     type Budget: WeComBudget;
     type Reasons: ReasonQueue;
@@ -192,6 +195,9 @@ pub struct SweepReport {
     pub orphans_deleted: u32,
     /// Acquisition links of resigned staff deleted at WeCom (or found already gone).
     pub links_retired: u32,
+    /// Paused tenants probed, and those WeCom served again (resumed).
+    pub pauses_probed: u32,
+    pub tenants_resumed: u32,
 }
 
 impl SweepReport {
@@ -217,6 +223,8 @@ impl SweepReport {
         self.claims_finished += part.claims_finished;
         self.orphans_deleted += part.orphans_deleted;
         self.links_retired += part.links_retired;
+        self.pauses_probed += part.pauses_probed;
+        self.tenants_resumed += part.tenants_resumed;
     }
 }
 
@@ -275,6 +283,7 @@ impl<P: SweepPorts> Sweep<P> {
             guards: HashMap::new(),
         };
         let walked = async {
+            self.probe_paused(&mut run).await?;
             self.resync_dirty(&mut run).await?;
             self.resend_fan_outs(&mut run).await?;
             self.finish_claims(owner, &mut run).await?;

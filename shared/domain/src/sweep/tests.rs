@@ -77,6 +77,7 @@ fn snapshot(n: usize, members: &[&str]) -> CodeSnapshot {
         links: Default::default(),
         lease: Default::default(),
         age: Default::default(),
+        tenant_paused: None,
     }
 }
 
@@ -873,4 +874,89 @@ async fn a_link_wecom_failed_to_delete_stays_off_the_staff_item_and_the_next_run
     assert_eq!(second.links_retired, 1);
     assert_eq!(world.sweep.wecom.links_deleted(), [link_id]);
     assert_eq!(leaving(&world).await, []);
+}
+
+mod paused_tenants {
+    use super::*;
+    use crate::tenants::{TenantPause, TenantPauses};
+
+    async fn paused_world() -> World {
+        let world = World::with_codes(3).await;
+        let pause = TenantPause::new(
+            FailureClass::UntrustedIp,
+            Some(60020),
+            "shared",
+            "cfg-0",
+            NOW - 120_000,
+        );
+        assert!(world
+            .store()
+            .pause(&tenant(), &pause)
+            .await
+            .expect("paused"));
+        world
+    }
+
+    #[tokio::test]
+    async fn a_probe_wecom_refuses_again_puts_the_next_one_twice_as_far_off() {
+        let world = paused_world().await;
+        world
+            .sweep
+            .wecom
+            .fail_reads_with(Some(WeComError::UntrustedIp));
+        let report = world.run().await;
+        assert_eq!(report.pauses_probed, 1);
+        assert_eq!(report.tenants_resumed, 0);
+        let pause = world
+            .store()
+            .pause_of(&tenant())
+            .await
+            .expect("store")
+            .expect("still paused");
+        assert_eq!(pause.probes, 1);
+        assert_eq!(pause.next_probe_ms, NOW + 120_000);
+        assert!(world.sweep.fan_outs.fan_outs().is_empty());
+        let again = world.run().await;
+        assert_eq!(again.pauses_probed, 0, "not due again within two minutes");
+    }
+
+    #[tokio::test]
+    async fn a_probe_wecom_accepts_lifts_the_pause_and_recomputes_every_code_of_the_tenant() {
+        let world = paused_world().await;
+        let report = world.run().await;
+        assert_eq!((report.pauses_probed, report.tenants_resumed), (1, 1));
+        assert_eq!(
+            world.store().pause_of(&tenant()).await.expect("store"),
+            None
+        );
+        assert!(world
+            .store()
+            .paused_tenants()
+            .await
+            .expect("store")
+            .is_empty());
+        let fan_outs = world.sweep.fan_outs.fan_outs();
+        assert_eq!(fan_outs.len(), 1);
+        assert_eq!(fan_outs[0].tenant, tenant());
+        assert_eq!(fan_outs[0].sources, [crate::reasons::Source::Tenant]);
+    }
+
+    #[tokio::test]
+    async fn a_pause_not_due_is_not_probed_and_spends_nothing() {
+        let world = World::with_codes(1).await;
+        let pause = TenantPause::new(FailureClass::Token, Some(40001), "shared", "cfg-0", NOW);
+        world
+            .store()
+            .pause(&tenant(), &pause)
+            .await
+            .expect("paused");
+        let report = world.run().await;
+        assert_eq!(report.pauses_probed, 0);
+        assert!(world
+            .store()
+            .pause_of(&tenant())
+            .await
+            .expect("store")
+            .is_some());
+    }
 }

@@ -2,10 +2,12 @@
 
 pub mod cache;
 mod day;
+mod pause;
 mod ports;
 
 pub use day::{tenant_day, zone_with_the_next_midnight, Timezone, DEFAULT_TIMEZONE};
-pub use ports::CallbackSettingsSource;
+pub use pause::{pause_tenant, TenantPause};
+pub use ports::{CallbackSettingsSource, TenantPauses};
 
 use crate::wecom::crypto::{CallbackCrypto, CryptoError};
 use std::fmt;

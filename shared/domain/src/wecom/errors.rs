@@ -21,6 +21,12 @@ pub enum FailureClass {
     StaffUnusable,
     /// More than 100 members: a recompute bug or a department grew; do not retry as is.
     ListTooLong,
+    /// 60020: the caller's address is not among the app's trusted IPs. Every call of the
+    /// tenant from that address fails alike: the tenant is paused, not retried.
+    UntrustedIp,
+    /// 48002: the app may not call the API (not among customer contact's allowed apps, or
+    /// without the contact-way permission). Every call of the tenant fails alike: paused.
+    Forbidden,
     /// Anything else WeCom refused: our request is wrong; retrying it as is cannot help.
     Rejected,
 }
@@ -35,23 +41,36 @@ impl FailureClass {
             Self::CodeGone => "code_gone",
             Self::StaffUnusable => "staff_unusable",
             Self::ListTooLong => "list_too_long",
+            Self::UntrustedIp => "untrusted_ip",
+            Self::Forbidden => "forbidden",
             Self::Rejected => "rejected",
         }
     }
 
+    /// Every class, in a fixed order.
+    pub const ALL: [Self; 9] = [
+        Self::Throttled,
+        Self::Token,
+        Self::Transient,
+        Self::CodeGone,
+        Self::StaffUnusable,
+        Self::ListTooLong,
+        Self::UntrustedIp,
+        Self::Forbidden,
+        Self::Rejected,
+    ];
+
+    /// Whether the failure is about the tenant, not the call: WeCom refuses its credentials
+    /// (a secret that no longer works), its caller address or its app's permission, so every
+    /// call of the tenant would fail the same way until someone fixes it in WeCom's console.
+    /// Such a tenant is paused (`crate::tenants::TenantPause`), not retried code by code.
+    pub fn pauses_tenant(self) -> bool {
+        matches!(self, Self::Token | Self::UntrustedIp | Self::Forbidden)
+    }
+
     /// The class named `name` (as `as_str` writes it).
     pub fn parse(name: &str) -> Option<Self> {
-        [
-            Self::Throttled,
-            Self::Token,
-            Self::Transient,
-            Self::CodeGone,
-            Self::StaffUnusable,
-            Self::ListTooLong,
-            Self::Rejected,
-        ]
-        .into_iter()
-        .find(|class| class.as_str() == name)
+        Self::ALL.into_iter().find(|class| class.as_str() == name)
     }
 }
 
@@ -90,6 +109,12 @@ pub enum WeComError {
     /// 41041: more than 100 users (departments expanded).
     #[error("more than 100 users on one contact way (errcode 41041)")]
     ListTooLong,
+    /// 60020: the caller's address is not a trusted IP of the app.
+    #[error("WeCom does not trust the caller's address (errcode 60020)")]
+    UntrustedIp,
+    /// 48002: the app may not call this API.
+    #[error("the app may not call this WeCom API (errcode 48002)")]
+    Forbidden,
     /// Any other non-zero errcode: the request is wrong (a bug, a missing permission such
     /// as 48002, a bad corp id 40013...).
     #[error("WeCom rejected the call (errcode {errcode}: {errmsg})")]
@@ -113,6 +138,8 @@ impl WeComError {
                 errmsg: errmsg.to_owned(),
             },
             41041 => Self::ListTooLong,
+            60020 => Self::UntrustedIp,
+            48002 => Self::Forbidden,
             _ => Self::Rejected {
                 errcode,
                 errmsg: errmsg.to_owned(),
@@ -130,6 +157,8 @@ impl WeComError {
             Self::CodeGone { .. } => FailureClass::CodeGone,
             Self::StaffUnusable { .. } => FailureClass::StaffUnusable,
             Self::ListTooLong => FailureClass::ListTooLong,
+            Self::UntrustedIp => FailureClass::UntrustedIp,
+            Self::Forbidden => FailureClass::Forbidden,
             Self::Rejected { .. } => FailureClass::Rejected,
         }
     }
@@ -152,6 +181,8 @@ impl WeComError {
             | Self::StaffUnusable { errcode, .. }
             | Self::Rejected { errcode, .. } => Some(*errcode),
             Self::ListTooLong => Some(41041),
+            Self::UntrustedIp => Some(60020),
+            Self::Forbidden => Some(48002),
             Self::Transient { .. } => None,
         }
     }
@@ -196,10 +227,11 @@ mod tests {
             (40031, FailureClass::StaffUnusable),
             (60021, FailureClass::StaffUnusable),
             (41041, FailureClass::ListTooLong),
+            (60020, FailureClass::UntrustedIp),
+            (48002, FailureClass::Forbidden),
             // Our own bugs and configuration problems: retrying the same request cannot help.
             (41043, FailureClass::Rejected),
             (40058, FailureClass::Rejected),
-            (48002, FailureClass::Rejected),
             (40013, FailureClass::Rejected),
             (41001, FailureClass::Rejected),
             (48001, FailureClass::Rejected),
@@ -243,19 +275,27 @@ mod tests {
 
     #[test]
     fn failure_classes_serialize_in_snake_case() {
-        for class in [
-            FailureClass::Throttled,
-            FailureClass::Token,
-            FailureClass::Transient,
-            FailureClass::CodeGone,
-            FailureClass::StaffUnusable,
-            FailureClass::ListTooLong,
-            FailureClass::Rejected,
-        ] {
+        for class in FailureClass::ALL {
             let json = serde_json::to_string(&class).unwrap();
             assert_eq!(json, format!("\"{}\"", class.as_str()));
             assert_eq!(serde_json::from_str::<FailureClass>(&json).unwrap(), class);
         }
         assert_eq!(FailureClass::CodeGone.to_string(), "code_gone");
+    }
+
+    #[test]
+    fn credentials_address_and_permission_pause_the_tenant_and_nothing_else_does() {
+        let pausing: Vec<FailureClass> = FailureClass::ALL
+            .into_iter()
+            .filter(|class| class.pauses_tenant())
+            .collect();
+        assert_eq!(
+            pausing,
+            [
+                FailureClass::Token,
+                FailureClass::UntrustedIp,
+                FailureClass::Forbidden
+            ]
+        );
     }
 }

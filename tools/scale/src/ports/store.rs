@@ -107,6 +107,7 @@ use domain::sweep::{
     CreationIntent, CreationIntents, DirtyIndex, DriftCounts, DriftLedger, DriftReport,
     FanOutIndex, GuardTrip, LeavingStaff, LinkRetirements, SweepRuns, TenantRegistry,
 };
+use domain::tenants::{TenantPause, TenantPauses};
 use domain::tenants::{TenantProfile, Timezone};
 use domain::wecom::acquisition::AcquisitionLink;
 use domain::StoreError;
@@ -1335,6 +1336,54 @@ impl CodeLeases for MeteredStore {
     }
 }
 
+/// A pause is one small item beside the profile (`keys::PAUSE`), written and deleted rarely.
+/// The registry's query is not metered (a handful of entries, once a sweep run).
+#[async_trait::async_trait]
+impl TenantPauses for MeteredStore {
+    async fn pause(&self, tenant: &TenantId, pause: &TenantPause) -> Result<bool, StoreError> {
+        self.write(
+            Kind::PutItem,
+            Touch::new(ItemKey::pause(tenant), PAUSE_BYTES),
+        )
+        .await?;
+        self.data.pause(tenant, pause).await
+    }
+
+    async fn pause_of(&self, tenant: &TenantId) -> Result<Option<TenantPause>, StoreError> {
+        self.get(
+            Touch::new(ItemKey::pause(tenant), PAUSE_BYTES),
+            Consistency::Strong,
+        )
+        .await?;
+        self.data.pause_of(tenant).await
+    }
+
+    async fn paused_tenants(&self) -> Result<Vec<TenantId>, StoreError> {
+        self.data.paused_tenants().await
+    }
+
+    async fn update_pause(&self, tenant: &TenantId, pause: &TenantPause) -> Result<(), StoreError> {
+        self.write(
+            Kind::PutItem,
+            Touch::new(ItemKey::pause(tenant), PAUSE_BYTES),
+        )
+        .await?;
+        self.data.update_pause(tenant, pause).await
+    }
+
+    async fn lift_pause(&self, tenant: &TenantId, since_ms: u64) -> Result<bool, StoreError> {
+        self.write(
+            Kind::DeleteItem,
+            Touch::new(ItemKey::pause(tenant), PAUSE_BYTES),
+        )
+        .await?;
+        self.data.lift_pause(tenant, since_ms).await
+    }
+}
+
+/// A pause's item: its JSON and keys, well under 1 KB.
+const PAUSE_BYTES: usize = 400;
+
 #[async_trait::async_trait]
 impl FailureMarks for MeteredStore {
     async fn mark_code_gone(
@@ -1526,6 +1575,10 @@ impl WeComBudget for MeteredBudget {
             },
         )
         .await
+    }
+
+    fn address_of(&self, tenant: &TenantId) -> String {
+        self.layers.egress.address_for(tenant).to_owned()
     }
 }
 

@@ -87,6 +87,11 @@ impl ItemKey {
         Self::of(tenant, keys::budget(api, shard, hour))
     }
 
+    /// A paused tenant's pause, beside its profile.
+    pub fn pause(tenant: &TenantId) -> Self {
+        Self::of(tenant, keys::PAUSE.to_owned())
+    }
+
     /// One shard of an egress address's WeCom budget for one API and UTC hour, under its own
     /// partition key.
     pub fn address_budget(address: &str, api: &str, shard: u32, hour: u64) -> Self {

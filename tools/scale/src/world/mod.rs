@@ -43,6 +43,7 @@ use domain::sweep::{
     CreationIntents, DirtyIndex, DriftLedger, FanOutIndex, LinkRetirements, SweepRuns,
     TenantRegistry,
 };
+use domain::tenants::TenantPauses;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -73,6 +74,7 @@ pub trait SimStore:
     + CreationIntents
     + LinkRetirements
     + AdminStore
+    + TenantPauses
     + Clone
     + 'static
 {

@@ -105,7 +105,62 @@ impl CodeFacts for InMemoryStore {
                 held_until_ms: tables.leases.get(&key).map_or(0, |l| l.expires_at_ms),
             },
             age: tables.ages.get(&key).copied().unwrap_or_default(),
+            tenant_paused: tables.pauses.get(tenant).cloned(),
         }))
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::tenants::TenantPauses for InMemoryStore {
+    async fn pause(
+        &self,
+        tenant: &TenantId,
+        pause: &crate::tenants::TenantPause,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.available()?;
+        if tables.pauses.contains_key(tenant) {
+            return Ok(false);
+        }
+        tables.pauses.insert(tenant.clone(), pause.clone());
+        Ok(true)
+    }
+
+    async fn pause_of(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Option<crate::tenants::TenantPause>, StoreError> {
+        Ok(self.available()?.pauses.get(tenant).cloned())
+    }
+
+    async fn paused_tenants(&self) -> Result<Vec<TenantId>, StoreError> {
+        Ok(self.available()?.pauses.keys().cloned().collect())
+    }
+
+    async fn update_pause(
+        &self,
+        tenant: &TenantId,
+        pause: &crate::tenants::TenantPause,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        if let Some(current) = tables.pauses.get_mut(tenant) {
+            if current.since_ms == pause.since_ms {
+                *current = pause.clone();
+            }
+        }
+        Ok(())
+    }
+
+    async fn lift_pause(&self, tenant: &TenantId, since_ms: u64) -> Result<bool, StoreError> {
+        let mut tables = self.available()?;
+        if tables
+            .pauses
+            .get(tenant)
+            .is_some_and(|pause| pause.since_ms == since_ms)
+        {
+            tables.pauses.remove(tenant);
+            return Ok(true);
+        }
+        Ok(false)
     }
 }
 

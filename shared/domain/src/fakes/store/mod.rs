@@ -79,6 +79,8 @@ const NEW_STAFF: StaffFacts = StaffFacts {
 #[derive(Default)]
 struct Tables {
     profiles: HashMap<TenantId, TenantProfile>,
+    /// Paused tenants (`crate::tenants::TenantPause`).
+    pauses: BTreeMap<TenantId, crate::tenants::TenantPause>,
     /// Each profile's version and secret times (`AdminStore::stored_profile`), and which
     /// tenant holds each corp id.
     profile_meta: HashMap<TenantId, (u64, SecretsChanged)>,

@@ -114,6 +114,7 @@ fn snapshot_of(pushed: Vec<StaffId>) -> CodeSnapshot {
         links: HashMap::new(),
         lease: Default::default(),
         age: Default::default(),
+        tenant_paused: None,
     }
 }
 
