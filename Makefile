@@ -220,7 +220,7 @@ SHARD_1 := admin_contract admin_lifecycle callback_reconfigured callback_route e
 	least_privilege logs_hold_no_secrets path sandbox staff_lifecycle landing_page store_contract \
 	refresh_limits
 SHARD_2 := schedules fan_out path_faults scale_fidelity
-SHARD_3 := operator_metrics quota_loop refresh_deadline refresh_lanes replay ops
+SHARD_3 := operator_metrics quota_loop refresh_deadline refresh_lanes replay ops tenant_pause
 SHARD_4 := sweep egress_window
 SHARDED_TESTS := $(foreach shard,$(SHARDS),$(SHARD_$(shard)))
 ifneq ($(sort $(SHARDED_TESTS)) $(words $(SHARDED_TESTS)),$(sort $(ALL_INTEGRATION_TESTS)) $(words $(ALL_INTEGRATION_TESTS)))

@@ -4,7 +4,8 @@ use super::conditions::ConditionalWriteError;
 use super::{get_n, key, keys, n, tenant_key, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use domain::budget::{
-    refusal, spend_layered, BudgetLayers, BudgetLimits, BudgetSlot, Holder, Spend, WeComBudget,
+    hold_sharded, minute_of, refusal, spend_layered, window_to_hold, BudgetLayers, BudgetLimits,
+    BudgetSlot, Holder, Spend, WeComBudget, Window,
 };
 use domain::ids::TenantId;
 use domain::StoreError;
@@ -139,6 +140,67 @@ impl WeComBudget for DynamoBudget {
             rand::random(),
             |holder, shard, share| self.spend_shard(holder, api, shard, share, now_ms),
             |holder, shard| self.refund_shard(holder, api, shard, now_ms),
+        )
+        .await
+    }
+
+    /// One `UpdateItem` on the tenant's record of its last 45009 for `api` (the minute in, the
+    /// one before out: `window_to_hold` decides from it), then one per shard of the tenant's
+    /// budget setting the held window's counter to the shard's share: every later spend of the
+    /// window is refused by the condition it already has. Rare (WeCom refused a call our
+    /// budget granted), so its up to 17 writes are not on any hot path.
+    async fn hold(&self, tenant: &TenantId, api: &str, now_ms: u64) -> Result<Spend, StoreError> {
+        let slot = BudgetSlot::at(now_ms);
+        let output = self
+            .store
+            .client
+            .update_item()
+            .table_name(&self.store.table)
+            .set_key(Some(tenant_key(tenant, keys::throttled(api))))
+            .update_expression("SET #last = :minute, #expires = :expires")
+            .expression_attribute_names("#last", "last_minute")
+            .expression_attribute_names("#expires", keys::EXPIRES_AT)
+            .expression_attribute_values(":minute", n(minute_of(now_ms)))
+            .expression_attribute_values(":expires", n(slot.expires_at_secs()))
+            .return_values(ReturnValue::UpdatedOld)
+            .send()
+            .await
+            .map_err(|e| super::unavailable(e.into_service_error()))?;
+        let previous = output
+            .attributes
+            .as_ref()
+            .and_then(|old| get_n::<u64>(old, "last_minute"));
+        let window = window_to_hold(previous, minute_of(now_ms));
+        let slot = &slot;
+        hold_sharded(
+            self.layers.tenant,
+            window,
+            now_ms,
+            |shard, share| async move {
+                let (counter, full) = match window {
+                    Window::Minute => (slot.minute_counter.as_str(), share.per_minute),
+                    Window::Hour => ("spent", share.per_hour),
+                };
+                self.store
+                    .client
+                    .update_item()
+                    .table_name(&self.store.table)
+                    .set_key(Some(Self::item_key(
+                        Holder::Tenant(tenant),
+                        api,
+                        shard,
+                        slot.hour,
+                    )))
+                    .update_expression("SET #counter = :full, #expires = :expires")
+                    .expression_attribute_names("#counter", counter)
+                    .expression_attribute_names("#expires", keys::EXPIRES_AT)
+                    .expression_attribute_values(":full", n(full))
+                    .expression_attribute_values(":expires", n(slot.expires_at_secs()))
+                    .send()
+                    .await
+                    .map_err(|e| super::unavailable(e.into_service_error()))?;
+                Ok(())
+            },
         )
         .await
     }

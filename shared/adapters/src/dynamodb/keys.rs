@@ -309,6 +309,11 @@ pub fn budget(api: &str, shard: u32, hour: u64) -> String {
     format!("BUDGET#{api}#{shard}#{hour}")
 }
 
+/// A tenant's record of its last 45009 for `api` (`domain::budget::window_to_hold`).
+pub fn throttled(api: &str) -> String {
+    format!("THROTTLED#{api}")
+}
+
 /// The partition key of shard `shard` of egress address `address`'s budget for `api`
 /// (`domain::budget::egress`): shared by every tenant behind the address, so its own
 /// partition key per API and shard, outside every tenant's home.

@@ -275,6 +275,47 @@ pub fn sooner(a: Spend, b: Spend) -> Spend {
     }
 }
 
+/// The window to hold after WeCom answered 45009 in minute `this_minute` (minutes since the
+/// epoch), the tenant's previous 45009 of the same API having come in `previous` (docs/rules.md
+/// rule 6). WeCom does not say which of its windows is spent. The first 45009 holds the rest of
+/// the minute; one in the minute right after a held minute means waiting for the minute did not
+/// help, so an hour window is spent (the corp's, or its address's), and the rest of the hour is
+/// held: its codes wait for the hour without a call, not retried every minute at the cost of a
+/// unit and a read each time.
+pub fn window_to_hold(previous: Option<u64>, this_minute: u64) -> Window {
+    match previous {
+        Some(minute) if minute + 1 == this_minute => Window::Hour,
+        _ => Window::Minute,
+    }
+}
+
+/// The minute `now_ms` falls in, in minutes since the epoch.
+pub fn minute_of(now_ms: u64) -> u64 {
+    now_ms / MINUTE_MS
+}
+
+/// Holds `window` of every shard of `limits`: `fill_shard(shard, share)` marks that shard's
+/// window as spent, so every later spend of the window is refused until it turns. Answers the
+/// refusal the caller waits on.
+pub async fn hold_sharded<F, Fut>(
+    limits: BudgetLimits,
+    window: Window,
+    now_ms: u64,
+    mut fill_shard: F,
+) -> Result<Spend, StoreError>
+where
+    F: FnMut(u32, BudgetLimits) -> Fut,
+    Fut: std::future::Future<Output = Result<(), StoreError>>,
+{
+    for shard in 0..limits.shards() {
+        fill_shard(shard, limits.share(shard)).await?;
+    }
+    Ok(Spend::Exhausted {
+        window,
+        retry_after_ms: reopens_in(window, now_ms),
+    })
+}
+
 /// Which window ran out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Window {
@@ -462,6 +503,14 @@ mod tests {
         assert_eq!(sooner(hour, minute), minute);
         assert_eq!(sooner(minute, hour), minute);
         assert_eq!(sooner(hour, Spend::Granted), Spend::Granted);
+    }
+
+    #[test]
+    fn a_45009_holds_the_minute_and_one_in_the_minute_after_a_held_one_holds_the_hour() {
+        assert_eq!(window_to_hold(None, 100), Window::Minute);
+        assert_eq!(window_to_hold(Some(99), 100), Window::Hour);
+        assert_eq!(window_to_hold(Some(100), 100), Window::Minute);
+        assert_eq!(window_to_hold(Some(97), 100), Window::Minute);
     }
 
     #[test]

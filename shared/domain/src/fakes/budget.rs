@@ -1,8 +1,8 @@
 //! The tenants' shared WeCom budget.
 
 use crate::budget::{
-    refusal, reopens_in, spend_layered, BudgetLayers, BudgetLimits, BudgetSlot, Holder, Spend,
-    WeComBudget, Window,
+    hold_sharded, minute_of, refusal, reopens_in, spend_layered, window_to_hold, BudgetLayers,
+    BudgetLimits, BudgetSlot, Holder, Spend, WeComBudget, Window,
 };
 use crate::ids::TenantId;
 use crate::StoreError;
@@ -26,6 +26,8 @@ struct Left {
     spent: HashMap<ItemOf, HourSpent>,
     /// Spends so far: the seed of the next one's shard (`pick`), so a run is repeatable.
     spends: u64,
+    /// Each tenant's and API's last 45009, in minutes since the epoch (`hold`).
+    throttled: HashMap<(TenantId, String), u64>,
 }
 
 /// A budget of calls, unlimited until told otherwise. Clones share it.
@@ -118,6 +120,38 @@ impl FakeBudget {
         }
     }
 
+    /// Marks `window` of shard `shard` of `holder`'s item at `now_ms` as spent, as
+    /// `DynamoBudget::hold` does.
+    pub fn fill_shard(
+        &self,
+        holder: Holder<'_>,
+        api: &str,
+        shard: u32,
+        share: BudgetLimits,
+        window: Window,
+        now_ms: u64,
+    ) {
+        let mut left = self.left();
+        let slot = BudgetSlot::at(now_ms);
+        let (hour, minutes) = left
+            .spent
+            .entry((holder_name(holder), api.to_owned(), slot.hour, shard))
+            .or_default();
+        match window {
+            Window::Minute => {
+                minutes.insert(slot.minute_counter, share.per_minute);
+            }
+            Window::Hour => *hour = share.per_hour,
+        }
+    }
+
+    /// Records `tenant`'s 45009 for `api` at `now_ms`; answers the minute of the one before.
+    pub fn record_throttled(&self, tenant: &TenantId, api: &str, now_ms: u64) -> Option<u64> {
+        self.left()
+            .throttled
+            .insert((tenant.clone(), api.to_owned()), minute_of(now_ms))
+    }
+
     /// The budget's layers, when it keeps them as the table does (`limited`, `layered`).
     pub fn layers(&self) -> Option<BudgetLayers> {
         self.left().layers.clone()
@@ -180,6 +214,22 @@ impl WeComBudget for FakeBudget {
             }
             None => Ok(Spend::Granted),
         }
+    }
+
+    async fn hold(&self, tenant: &TenantId, api: &str, now_ms: u64) -> Result<Spend, StoreError> {
+        let Some(layers) = self.layers() else {
+            return Ok(Spend::Exhausted {
+                window: Window::Minute,
+                retry_after_ms: reopens_in(Window::Minute, now_ms),
+            });
+        };
+        let previous = self.record_throttled(tenant, api, now_ms);
+        let window = window_to_hold(previous, minute_of(now_ms));
+        hold_sharded(layers.tenant, window, now_ms, |shard, share| async move {
+            self.fill_shard(Holder::Tenant(tenant), api, shard, share, window, now_ms);
+            Ok(())
+        })
+        .await
     }
 
     fn address_of(&self, tenant: &TenantId) -> String {

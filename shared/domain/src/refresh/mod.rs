@@ -584,7 +584,7 @@ where
         };
         if let Ok((
             Outcome::PutOff {
-                cause: PutOffCause::Budget,
+                cause: PutOffCause::Budget | PutOffCause::Throttled,
                 retry_after_ms,
             },
             _,
@@ -1209,13 +1209,25 @@ where
         };
         match error.class() {
             FailureClass::Throttled => {
-                // 45009 blocks for the rest of WeCom's window (docs/wecom-api.md §7); 45033 is about
-                // concurrency, which the next minute relieves as well.
-                let retry_after_ms = reopens_in(Window::Minute, (self.clock)());
+                // 45009 blocks for the rest of WeCom's window (docs/wecom-api.md §7), which it
+                // does not name: the budget holds the window it must be for every worker of the
+                // tenant (the minute, or the hour when the minute did not help), so the tenant's
+                // codes wait without calls. 45033 is about concurrency, which the next minute
+                // relieves as well.
+                let now_ms = (self.clock)();
+                let (window, retry_after_ms) =
+                    match self.budget.hold(tenant, UPDATE_CONTACT_WAY, now_ms).await? {
+                        Spend::Exhausted {
+                            window,
+                            retry_after_ms,
+                        } => (window, retry_after_ms),
+                        Spend::Granted => (Window::Minute, reopens_in(Window::Minute, now_ms)),
+                    };
                 tracing::warn!(
                     errcode = error.errcode(),
+                    ?window,
                     retry_after_ms,
-                    "WeCom throttled the push; requeued"
+                    "WeCom throttled the push; the tenant's window is held and the code requeued"
                 );
                 Ok(Outcome::PutOff {
                     cause: PutOffCause::Throttled,

@@ -1577,6 +1577,31 @@ impl WeComBudget for MeteredBudget {
         .await
     }
 
+    /// The marker's `UpdateItem` and one per shard of the tenant's budget, as
+    /// `DynamoBudget::hold` sends them.
+    async fn hold(
+        &self,
+        tenant: &TenantId,
+        api: &str,
+        now_ms_at: u64,
+    ) -> Result<Spend, StoreError> {
+        let hour = BudgetSlot::at(now_ms_at).hour;
+        self.store
+            .write(
+                Kind::UpdateItem,
+                Touch::new(ItemKey::of(tenant, keys::throttled(api)), 100),
+            )
+            .await?;
+        for shard in 0..self.layers.tenant.shards() {
+            let key = ItemKey::budget(tenant, api, shard, hour);
+            let bytes = budget_bytes(&key, now_ms_at);
+            self.store
+                .write(Kind::UpdateItem, Touch::new(key, bytes))
+                .await?;
+        }
+        self.windows.hold(tenant, api, now_ms_at).await
+    }
+
     fn address_of(&self, tenant: &TenantId) -> String {
         self.layers.egress.address_for(tenant).to_owned()
     }

@@ -275,3 +275,43 @@ pub async fn an_addresses_spent_hour_refuses_every_tenant_behind_it_until_the_ho
         );
     }
 }
+
+pub async fn a_45009_holds_the_tenants_minute_and_one_in_the_next_minute_its_hour<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let budget = fixture.budget(BudgetLayers::behind_one_address(BudgetLimits {
+        per_minute: 1_500,
+        per_hour: 100,
+    }));
+    let at = next_hour();
+    assert_eq!(spend(&budget, &tenant, "api", at).await, Spend::Granted);
+    let held = budget.hold(&tenant, "api", at + 1).await.expect("store");
+    assert_eq!(held, refused(Window::Minute, at + 1));
+    for i in 2..6 {
+        assert_eq!(
+            spend(&budget, &tenant, "api", at + i).await,
+            refused(Window::Minute, at + i),
+            "every shard's minute is held"
+        );
+    }
+    let next = at + MINUTE_MS;
+    assert_eq!(spend(&budget, &tenant, "api", next).await, Spend::Granted);
+    let held = budget.hold(&tenant, "api", next + 1).await.expect("store");
+    assert_eq!(
+        held,
+        refused(Window::Hour, next + 1),
+        "a 45009 right after a held minute is the hour's"
+    );
+    let later = next + 5 * MINUTE_MS;
+    assert_eq!(
+        spend(&budget, &tenant, "api", later).await,
+        refused(Window::Hour, later),
+        "the hour stays held in later minutes"
+    );
+    assert_eq!(
+        spend(&budget, &tenant, "other_api", later).await,
+        Spend::Granted,
+        "another API is not held"
+    );
+}

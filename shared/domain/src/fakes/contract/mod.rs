@@ -159,6 +159,7 @@ macro_rules! store_contract {
             tenants_behind_one_address_share_its_window_and_a_refusal_there_costs_the_tenant_nothing,
             a_unit_the_address_refused_is_given_back_to_the_tenants_hour,
             an_addresses_spent_hour_refuses_every_tenant_behind_it_until_the_hour,
+            a_45009_holds_the_tenants_minute_and_one_in_the_next_minute_its_hour,
         );
     };
     (@cases $fixture:path; $($case:ident),+ $(,)?) => {
