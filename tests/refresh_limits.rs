@@ -10,7 +10,7 @@ use adapters::wecom::WeComClient;
 use anyhow::{ensure, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::budget::{
-    BudgetLimits, BudgetSlot, Spend, WeComBudget, MOST_SHARDS, UPDATE_CONTACT_WAY,
+    BudgetLayers, BudgetLimits, BudgetSlot, Spend, WeComBudget, MOST_SHARDS, UPDATE_CONTACT_WAY,
 };
 use domain::ids::TenantId;
 use domain::ids::{CodeId, StaffId};

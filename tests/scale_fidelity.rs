@@ -18,7 +18,7 @@
 use adapters::dynamodb::{DynamoBudget, DynamoStore};
 use adapters::sqs::{SqsFanOutQueue, SqsReasonQueue};
 use domain::admin::{AdminStore, SecretsChanged, StaffChange, StoredProfile};
-use domain::budget::{BudgetLimits, Spend, WeComBudget, UPDATE_CONTACT_WAY};
+use domain::budget::{BudgetLayers, BudgetLimits, Spend, WeComBudget, UPDATE_CONTACT_WAY};
 use domain::codes::CodeFacts;
 use domain::dirty::{DirtyMarks, FanOutMarks};
 use domain::facts::{AddLedger, FactOutcome, FactRecorder, QuotaLedger, StaffLedger};
@@ -258,7 +258,7 @@ impl Side for Simulated {
     }
 
     fn budget(&self, limits: BudgetLimits) -> MeteredBudget {
-        MeteredBudget::new(self.store.clone(), limits)
+        MeteredBudget::new(self.store.clone(), BudgetLayers::behind_one_address(limits))
     }
 
     fn reasons(&self) -> SimReasonQueue {

@@ -7,7 +7,7 @@
 //! secret given through the admin API), after which every code converges.
 
 use anyhow::{ensure, Context, Result};
-use integration_tests::{eventually, now_ms, LiveTenant, World};
+use integration_tests::{eventually, now_ms, ops, LiveTenant, World};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -69,6 +69,16 @@ async fn an_untrusted_address_pauses_the_tenant_until_it_is_trusted(world: &Worl
         alerts == 1,
         "{alerts} robot messages name the tenant, not 1"
     );
+    // The operator's first look says it too.
+    let status = ops(&["status"]).await?;
+    let listed = status["paused_tenants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["tenant"] == live.tenant.id.as_str())
+        .cloned()
+        .with_context(|| format!("qrsync-ops status lists no pause of the tenant: {status}"))?;
+    ensure!(listed["class"] == "untrusted_ip", "{listed}");
 
     // Paused, another change calls nothing: the update log of the corp stays as it is.
     let updates = update_calls(world, &corp).await?;
