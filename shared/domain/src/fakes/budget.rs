@@ -30,6 +30,21 @@ struct Left {
     throttled: HashMap<(TenantId, String), u64>,
 }
 
+impl Left {
+    /// Shard `shard`'s item of `holder` for `api` in `slot`'s hour, created empty.
+    fn item(
+        &mut self,
+        holder: Holder<'_>,
+        api: &str,
+        slot: &BudgetSlot,
+        shard: u32,
+    ) -> &mut HourSpent {
+        self.spent
+            .entry((holder_name(holder), api.to_owned(), slot.hour, shard))
+            .or_default()
+    }
+}
+
 /// A budget of calls, unlimited until told otherwise. Clones share it.
 #[derive(Clone, Default)]
 pub struct FakeBudget {
@@ -91,10 +106,7 @@ impl FakeBudget {
     ) -> Spend {
         let mut left = self.left();
         let slot = BudgetSlot::at(now_ms);
-        let (hour, minutes) = left
-            .spent
-            .entry((holder_name(holder), api.to_owned(), slot.hour, shard))
-            .or_default();
+        let (hour, minutes) = left.item(holder, api, &slot, shard);
         let minute = minutes.entry(slot.minute_counter).or_default();
         if *hour < share.per_hour && *minute < share.per_minute {
             *hour += 1;
@@ -133,10 +145,7 @@ impl FakeBudget {
     ) {
         let mut left = self.left();
         let slot = BudgetSlot::at(now_ms);
-        let (hour, minutes) = left
-            .spent
-            .entry((holder_name(holder), api.to_owned(), slot.hour, shard))
-            .or_default();
+        let (hour, minutes) = left.item(holder, api, &slot, shard);
         match window {
             Window::Minute => {
                 minutes.insert(slot.minute_counter, share.per_minute);

@@ -1534,6 +1534,16 @@ impl MeteredBudget {
     }
 }
 
+impl MeteredBudget {
+    /// One `UpdateItem` of a budget shard's item, metered.
+    async fn update_shard(&self, key: ItemKey, now_ms: u64) -> Result<(), StoreError> {
+        let bytes = budget_bytes(&key, now_ms);
+        self.store
+            .write(Kind::UpdateItem, Touch::new(key, bytes))
+            .await
+    }
+}
+
 fn budget_key(holder: Holder<'_>, api: &str, shard: u32, hour: u64) -> ItemKey {
     match holder {
         Holder::Tenant(tenant) => ItemKey::budget(tenant, api, shard, hour),
@@ -1555,20 +1565,14 @@ impl WeComBudget for MeteredBudget {
             tenant,
             self.windows.pick(),
             |holder, shard, share| async move {
-                let key = budget_key(holder, api, shard, hour);
-                let bytes = budget_bytes(&key, now_ms_at);
-                self.store
-                    .write(Kind::UpdateItem, Touch::new(key, bytes))
+                self.update_shard(budget_key(holder, api, shard, hour), now_ms_at)
                     .await?;
                 Ok(self
                     .windows
                     .spend_shard(holder, api, shard, share, now_ms_at))
             },
             |holder, shard| async move {
-                let key = budget_key(holder, api, shard, hour);
-                let bytes = budget_bytes(&key, now_ms_at);
-                self.store
-                    .write(Kind::UpdateItem, Touch::new(key, bytes))
+                self.update_shard(budget_key(holder, api, shard, hour), now_ms_at)
                     .await?;
                 self.windows.refund_shard(holder, api, shard, now_ms_at);
                 Ok(())
@@ -1593,10 +1597,7 @@ impl WeComBudget for MeteredBudget {
             )
             .await?;
         for shard in 0..self.layers.tenant.shards() {
-            let key = ItemKey::budget(tenant, api, shard, hour);
-            let bytes = budget_bytes(&key, now_ms_at);
-            self.store
-                .write(Kind::UpdateItem, Touch::new(key, bytes))
+            self.update_shard(ItemKey::budget(tenant, api, shard, hour), now_ms_at)
                 .await?;
         }
         self.windows.hold(tenant, api, now_ms_at).await
