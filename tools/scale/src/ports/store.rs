@@ -21,7 +21,7 @@
 //! | call | requests |
 //! |---|---|
 //! | `CodeLeases::acquire` | UpdateItem `LEASE#c` |
-//! | `CodeFacts::snapshot` | BatchGetItem S [`PROFILE`, `CODE#c`, `PUSHED#c`, `DIRTY#c`]; stops there when the profile or code is missing; then BatchGetItem S of `DEPT#d` per 10 departments, until they hold 2,000 candidates; then BatchGetItem S of 4 keys per person (staff, today on code, today on all codes, total on code) in requests of 100 keys |
+//! | `CodeFacts::snapshot` | BatchGetItem S [`PROFILE`, `PAUSE`, `CODE#c`, `PUSHED#c`, `DIRTY#c`]; stops there when the profile or code is missing; then BatchGetItem S of `DEPT#d` per 10 departments, until they hold 2,000 candidates; then BatchGetItem S of 4 keys per person (staff, today on code, today on all codes, total on code) in requests of 100 keys |
 //! | `CodeLeases::release` | UpdateItem `LEASE#c` |
 //! | `CodeRecords::record_tally` | UpdateItem `STATS#REFRESH#shard#day` (a shard drawn per write); when requeued for budget or throttle, UpdateItem `REQUEUES#shard / MINUTE#m` (a shard drawn per write) |
 //! | `CodeRecords::record_push` | TransactWriteItems [Put `PUSHED#c`, Update `LEASE#c` (fence, and release with `AfterRecord::Release`)]; once it holds, PutItem `PUSHLOG#c#..` |
@@ -1034,6 +1034,9 @@ impl MeteredStore {
             for (key, bytes) in keys.into_iter().zip(bytes) {
                 first.add(key, bytes);
             }
+            // The tenant's pause, read with its profile (a miss when it is not paused).
+            let paused = matches!(found, Ok(Some(snapshot)) if snapshot.tenant_paused.is_some());
+            first.add(ItemKey::pause(tenant), if paused { PAUSE_BYTES } else { 0 });
         }
         self.batch_get(first.touches).await?;
         let mut people = SharedTouches::default();

@@ -198,7 +198,7 @@ async fn snapshot_read_units(snapshot: &CodeSnapshot) -> f64 {
 
 #[tokio::test(start_paused = true)]
 async fn a_snapshot_reads_only_the_add_counters_of_the_limits_the_code_has() {
-    // 15 members: the first keys (profile, code, pushed, mark, lease: 5 units), then each
+    // 15 members: the first keys (profile, pause, code, pushed, mark, lease: 6 units), then each
     // member's staff item; with every limit on, the code's two counter items (today's and
     // all-time, a count per member in each) and each member's company-cap counter.
     let without = snapshot_read_units(&snapshot_of(members())).await;
@@ -207,8 +207,8 @@ async fn a_snapshot_reads_only_the_add_counters_of_the_limits_the_code_has() {
     limited.code.config.switches.add_limit = Some(500);
     limited.profile.company_daily_cap = Some(100);
     let with_every_limit = snapshot_read_units(&limited).await;
-    assert_eq!(without, 5.0 + 15.0);
-    assert_eq!(with_every_limit, 5.0 + 15.0 * 2.0 + 2.0);
+    assert_eq!(without, 6.0 + 15.0);
+    assert_eq!(with_every_limit, 6.0 + 15.0 * 2.0 + 2.0);
 }
 
 #[tokio::test(start_paused = true)]
