@@ -37,11 +37,12 @@ impl Default for EgressAddresses {
 
 impl EgressAddresses {
     /// The addresses of `list`, comma-separated (the template's `EgressIps` output); an empty
-    /// list is the one shared address. Refuses empty names, duplicates, names longer than 64
-    /// characters or with characters outside an IP address's, and more than 16 addresses.
+    /// list, or `shared`, is the one shared address. Refuses empty names, duplicates, names
+    /// longer than 64 characters or with characters outside an IP address's, and more than 16
+    /// addresses.
     pub fn parse(list: &str) -> Result<Self, String> {
         let names: Vec<&str> = list.split(',').map(str::trim).collect();
-        if names.iter().all(|name| name.is_empty()) {
+        if names.iter().all(|name| name.is_empty()) || names == [SHARED_ADDRESS] {
             return Ok(Self::default());
         }
         if names.len() > MOST_ADDRESSES {
@@ -112,6 +113,8 @@ mod tests {
     fn without_addresses_every_tenant_is_charged_to_the_one_shared_address() {
         let egress = EgressAddresses::parse("").expect("empty is the default");
         assert_eq!(egress, EgressAddresses::default());
+        let named = EgressAddresses::parse("shared").expect("the shared address by its name");
+        assert_eq!(named, EgressAddresses::default());
         for tenant in tenants(20) {
             assert_eq!(egress.address_for(&tenant), SHARED_ADDRESS);
         }
