@@ -4,8 +4,8 @@ use super::conditions::ConditionalWriteError;
 use super::{get_n, key, keys, n, tenant_key, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use domain::budget::{
-    hold_sharded, minute_of, refusal, spend_layered, window_to_hold, BudgetLayers, BudgetLimits,
-    BudgetSlot, Holder, Spend, WeComBudget, Window,
+    hold_sharded, refusal, spend_layered, BudgetLayers, BudgetLimits, BudgetSlot, Holder, Spend,
+    Throttled, WeComBudget,
 };
 use domain::ids::TenantId;
 use domain::StoreError;
@@ -144,63 +144,82 @@ impl WeComBudget for DynamoBudget {
         .await
     }
 
-    /// One `UpdateItem` on the tenant's record of its last 45009 for `api` (the minute in, the
-    /// one before out: `window_to_hold` decides from it), then one per shard of the tenant's
-    /// budget setting the held window's counter to the shard's share: every later spend of the
-    /// window is refused by the condition it already has. Rare (WeCom refused a call our
-    /// budget granted), so its up to 17 writes are not on any hot path.
+    /// One `UpdateItem` per shard of the tenant's budget setting the minute's counter to the
+    /// shard's share (each answering the counter before: the calls granted this minute), one on
+    /// the tenant's record of its last 45009 for `api` (this one in, the one before out:
+    /// `window_to_hold` decides from both), and, for an hour, one more per shard setting the
+    /// hour's total to the share. Every later spend of the held window is then refused by the
+    /// condition it already has. Rare (WeCom refused a call our budget granted), so its up to
+    /// 35 writes are on no hot path.
     async fn hold(&self, tenant: &TenantId, api: &str, now_ms: u64) -> Result<Spend, StoreError> {
-        let slot = BudgetSlot::at(now_ms);
-        let output = self
-            .store
-            .client
-            .update_item()
-            .table_name(&self.store.table)
-            .set_key(Some(tenant_key(tenant, keys::throttled(api))))
-            .update_expression("SET #last = :minute, #expires = :expires")
-            .expression_attribute_names("#last", "last_minute")
-            .expression_attribute_names("#expires", keys::EXPIRES_AT)
-            .expression_attribute_values(":minute", n(minute_of(now_ms)))
-            .expression_attribute_values(":expires", n(slot.expires_at_secs()))
-            .return_values(ReturnValue::UpdatedOld)
-            .send()
-            .await
-            .map_err(|e| super::unavailable(e.into_service_error()))?;
-        let previous = output
-            .attributes
-            .as_ref()
-            .and_then(|old| get_n::<u64>(old, "last_minute"));
-        let window = window_to_hold(previous, minute_of(now_ms));
-        let slot = &slot;
+        let slot = &BudgetSlot::at(now_ms);
+        let fill = |shard: u32, counter: &'static str, full: u32| async move {
+            let counter = if counter.is_empty() {
+                slot.minute_counter.as_str()
+            } else {
+                counter
+            };
+            let output = self
+                .store
+                .client
+                .update_item()
+                .table_name(&self.store.table)
+                .set_key(Some(Self::item_key(
+                    Holder::Tenant(tenant),
+                    api,
+                    shard,
+                    slot.hour,
+                )))
+                .update_expression("SET #counter = :full, #expires = :expires")
+                .expression_attribute_names("#counter", counter)
+                .expression_attribute_names("#expires", keys::EXPIRES_AT)
+                .expression_attribute_values(":full", n(full))
+                .expression_attribute_values(":expires", n(slot.expires_at_secs()))
+                .return_values(ReturnValue::UpdatedOld)
+                .send()
+                .await
+                .map_err(|e| super::unavailable(e.into_service_error()))?;
+            Ok::<u32, StoreError>(
+                output
+                    .attributes
+                    .as_ref()
+                    .and_then(|old| get_n::<u32>(old, counter))
+                    .unwrap_or(0),
+            )
+        };
+        let record = |now: Throttled| async move {
+            let output = self
+                .store
+                .client
+                .update_item()
+                .table_name(&self.store.table)
+                .set_key(Some(tenant_key(tenant, keys::throttled(api))))
+                .update_expression(
+                    "SET #minute = :minute, #granted = :granted, #expires = :expires",
+                )
+                .expression_attribute_names("#minute", "last_minute")
+                .expression_attribute_names("#granted", "last_granted")
+                .expression_attribute_names("#expires", keys::EXPIRES_AT)
+                .expression_attribute_values(":minute", n(now.minute))
+                .expression_attribute_values(":granted", n(now.granted))
+                .expression_attribute_values(":expires", n(slot.expires_at_secs()))
+                .return_values(ReturnValue::UpdatedOld)
+                .send()
+                .await
+                .map_err(|e| super::unavailable(e.into_service_error()))?;
+            Ok(output.attributes.as_ref().and_then(|old| {
+                Some(Throttled {
+                    minute: get_n(old, "last_minute")?,
+                    granted: get_n(old, "last_granted").unwrap_or(0),
+                })
+            }))
+        };
         hold_sharded(
             self.layers.tenant,
-            window,
             now_ms,
-            |shard, share| async move {
-                let (counter, full) = match window {
-                    Window::Minute => (slot.minute_counter.as_str(), share.per_minute),
-                    Window::Hour => ("spent", share.per_hour),
-                };
-                self.store
-                    .client
-                    .update_item()
-                    .table_name(&self.store.table)
-                    .set_key(Some(Self::item_key(
-                        Holder::Tenant(tenant),
-                        api,
-                        shard,
-                        slot.hour,
-                    )))
-                    .update_expression("SET #counter = :full, #expires = :expires")
-                    .expression_attribute_names("#counter", counter)
-                    .expression_attribute_names("#expires", keys::EXPIRES_AT)
-                    .expression_attribute_values(":full", n(full))
-                    .expression_attribute_values(":expires", n(slot.expires_at_secs()))
-                    .send()
-                    .await
-                    .map_err(|e| super::unavailable(e.into_service_error()))?;
-                Ok(())
-            },
+            |shard, share| fill(shard, "", share.per_minute),
+            record,
+            |shard, share| async move { fill(shard, "spent", share.per_hour).await.map(|_| ()) },
         )
         .await
     }

@@ -275,16 +275,31 @@ pub fn sooner(a: Spend, b: Spend) -> Spend {
     }
 }
 
-/// The window to hold after WeCom answered 45009 in minute `this_minute` (minutes since the
-/// epoch), the tenant's previous 45009 of the same API having come in `previous` (docs/rules.md
-/// rule 6). WeCom does not say which of its windows is spent. The first 45009 holds the rest of
-/// the minute; one in the minute right after a held minute means waiting for the minute did not
-/// help, so an hour window is spent (the corp's, or its address's), and the rest of the hour is
-/// held: its codes wait for the hour without a call, not retried every minute at the cost of a
-/// unit and a read each time.
-pub fn window_to_hold(previous: Option<u64>, this_minute: u64) -> Window {
+/// A 45009 of a tenant's API, as the hold records it: its minute (minutes since the epoch) and
+/// the calls the tenant's budget had granted in that minute before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Throttled {
+    pub minute: u64,
+    pub granted: u32,
+}
+
+/// The window to hold after WeCom answered 45009 (`now`), the tenant's previous 45009 of the same
+/// API having been `previous` (docs/rules.md rule 6). WeCom does not say which of its windows is
+/// spent. A 45009 holds the rest of the minute, unless the minute right before was held too and
+/// this minute let through less than half the calls that one did: then the new minute did not
+/// restore WeCom's capacity, so an hour window is spent (the corp's, or its address's), and the
+/// rest of the hour is held. The tenant's codes then wait for the hour without a call, not retried
+/// every minute at the cost of a unit and a read each time. A 45009 after as many calls as the
+/// minute before is a minute window smaller than our budget (calls we do not count, an address
+/// shared with others), not the hour.
+pub fn window_to_hold(previous: Option<Throttled>, now: Throttled) -> Window {
     match previous {
-        Some(minute) if minute + 1 == this_minute => Window::Hour,
+        Some(previous)
+            if previous.minute + 1 == now.minute
+                && now.granted.saturating_mul(2) < previous.granted =>
+        {
+            Window::Hour
+        }
         _ => Window::Minute,
     }
 }
@@ -294,21 +309,39 @@ pub fn minute_of(now_ms: u64) -> u64 {
     now_ms / MINUTE_MS
 }
 
-/// Holds `window` of every shard of `limits`: `fill_shard(shard, share)` marks that shard's
-/// window as spent, so every later spend of the window is refused until it turns. Answers the
-/// refusal the caller waits on.
-pub async fn hold_sharded<F, Fut>(
+/// Holds the tenant's window after a 45009 at `now_ms`, for every shard of `limits`:
+/// `fill_minute(shard, share)` marks that shard's minute as spent and answers how many calls it
+/// had granted in it; `record(now)` keeps this 45009 and answers the previous one;
+/// `fill_hour(shard, share)` marks the shard's hour as spent, when `window_to_hold` says so.
+/// Answers the refusal the caller waits on.
+pub async fn hold_sharded<M, MFut, R, RFut, H, HFut>(
     limits: BudgetLimits,
-    window: Window,
     now_ms: u64,
-    mut fill_shard: F,
+    mut fill_minute: M,
+    record: R,
+    mut fill_hour: H,
 ) -> Result<Spend, StoreError>
 where
-    F: FnMut(u32, BudgetLimits) -> Fut,
-    Fut: std::future::Future<Output = Result<(), StoreError>>,
+    M: FnMut(u32, BudgetLimits) -> MFut,
+    MFut: std::future::Future<Output = Result<u32, StoreError>>,
+    R: FnOnce(Throttled) -> RFut,
+    RFut: std::future::Future<Output = Result<Option<Throttled>, StoreError>>,
+    H: FnMut(u32, BudgetLimits) -> HFut,
+    HFut: std::future::Future<Output = Result<(), StoreError>>,
 {
+    let mut granted = 0u32;
     for shard in 0..limits.shards() {
-        fill_shard(shard, limits.share(shard)).await?;
+        granted = granted.saturating_add(fill_minute(shard, limits.share(shard)).await?);
+    }
+    let now = Throttled {
+        minute: minute_of(now_ms),
+        granted,
+    };
+    let window = window_to_hold(record(now).await?, now);
+    if window == Window::Hour {
+        for shard in 0..limits.shards() {
+            fill_hour(shard, limits.share(shard)).await?;
+        }
     }
     Ok(Spend::Exhausted {
         window,
@@ -506,11 +539,28 @@ mod tests {
     }
 
     #[test]
-    fn a_45009_holds_the_minute_and_one_in_the_minute_after_a_held_one_holds_the_hour() {
-        assert_eq!(window_to_hold(None, 100), Window::Minute);
-        assert_eq!(window_to_hold(Some(99), 100), Window::Hour);
-        assert_eq!(window_to_hold(Some(100), 100), Window::Minute);
-        assert_eq!(window_to_hold(Some(97), 100), Window::Minute);
+    fn a_45009_holds_the_minute_and_one_right_after_a_held_minute_that_let_little_through_the_hour()
+    {
+        let at = |minute, granted| Throttled { minute, granted };
+        assert_eq!(window_to_hold(None, at(100, 3)), Window::Minute);
+        assert_eq!(
+            window_to_hold(Some(at(99, 400)), at(100, 12)),
+            Window::Hour,
+            "the new minute let 12 calls through where the last let 400"
+        );
+        assert_eq!(
+            window_to_hold(Some(at(99, 400)), at(100, 390)),
+            Window::Minute,
+            "a minute window smaller than our budget, met again"
+        );
+        assert_eq!(
+            window_to_hold(Some(at(100, 400)), at(100, 1)),
+            Window::Minute
+        );
+        assert_eq!(
+            window_to_hold(Some(at(97, 400)), at(100, 1)),
+            Window::Minute
+        );
     }
 
     #[test]

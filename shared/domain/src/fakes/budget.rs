@@ -1,8 +1,8 @@
 //! The tenants' shared WeCom budget.
 
 use crate::budget::{
-    hold_sharded, minute_of, refusal, reopens_in, spend_layered, window_to_hold, BudgetLayers,
-    BudgetLimits, BudgetSlot, Holder, Spend, WeComBudget, Window,
+    hold_sharded, refusal, reopens_in, spend_layered, BudgetLayers, BudgetLimits, BudgetSlot,
+    Holder, Spend, Throttled, WeComBudget, Window,
 };
 use crate::ids::TenantId;
 use crate::StoreError;
@@ -26,8 +26,8 @@ struct Left {
     spent: HashMap<ItemOf, HourSpent>,
     /// Spends so far: the seed of the next one's shard (`pick`), so a run is repeatable.
     spends: u64,
-    /// Each tenant's and API's last 45009, in minutes since the epoch (`hold`).
-    throttled: HashMap<(TenantId, String), u64>,
+    /// Each tenant's and API's last 45009 (`hold`).
+    throttled: HashMap<(TenantId, String), Throttled>,
 }
 
 impl Left {
@@ -133,7 +133,7 @@ impl FakeBudget {
     }
 
     /// Marks `window` of shard `shard` of `holder`'s item at `now_ms` as spent, as
-    /// `DynamoBudget::hold` does.
+    /// `DynamoBudget::hold` does; answers the counter it replaced.
     pub fn fill_shard(
         &self,
         holder: Holder<'_>,
@@ -142,23 +142,28 @@ impl FakeBudget {
         share: BudgetLimits,
         window: Window,
         now_ms: u64,
-    ) {
+    ) -> u32 {
         let mut left = self.left();
         let slot = BudgetSlot::at(now_ms);
         let (hour, minutes) = left.item(holder, api, &slot, shard);
         match window {
-            Window::Minute => {
-                minutes.insert(slot.minute_counter, share.per_minute);
-            }
-            Window::Hour => *hour = share.per_hour,
+            Window::Minute => minutes
+                .insert(slot.minute_counter, share.per_minute)
+                .unwrap_or(0),
+            Window::Hour => std::mem::replace(hour, share.per_hour),
         }
     }
 
-    /// Records `tenant`'s 45009 for `api` at `now_ms`; answers the minute of the one before.
-    pub fn record_throttled(&self, tenant: &TenantId, api: &str, now_ms: u64) -> Option<u64> {
+    /// Records `tenant`'s 45009 for `api`; answers the one before.
+    pub fn record_throttled(
+        &self,
+        tenant: &TenantId,
+        api: &str,
+        now: Throttled,
+    ) -> Option<Throttled> {
         self.left()
             .throttled
-            .insert((tenant.clone(), api.to_owned()), minute_of(now_ms))
+            .insert((tenant.clone(), api.to_owned()), now)
     }
 
     /// The budget's layers, when it keeps them as the table does (`limited`, `layered`).
@@ -232,12 +237,19 @@ impl WeComBudget for FakeBudget {
                 retry_after_ms: reopens_in(Window::Minute, now_ms),
             });
         };
-        let previous = self.record_throttled(tenant, api, now_ms);
-        let window = window_to_hold(previous, minute_of(now_ms));
-        hold_sharded(layers.tenant, window, now_ms, |shard, share| async move {
-            self.fill_shard(Holder::Tenant(tenant), api, shard, share, window, now_ms);
-            Ok(())
-        })
+        let holder = Holder::Tenant(tenant);
+        hold_sharded(
+            layers.tenant,
+            now_ms,
+            |shard, share| async move {
+                Ok(self.fill_shard(holder, api, shard, share, Window::Minute, now_ms))
+            },
+            |now| async move { Ok(self.record_throttled(tenant, api, now)) },
+            |shard, share| async move {
+                self.fill_shard(holder, api, shard, share, Window::Hour, now_ms);
+                Ok(())
+            },
+        )
         .await
     }
 

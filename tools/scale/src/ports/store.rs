@@ -1584,8 +1584,8 @@ impl WeComBudget for MeteredBudget {
         .await
     }
 
-    /// The marker's `UpdateItem` and one per shard of the tenant's budget, as
-    /// `DynamoBudget::hold` sends them.
+    /// One `UpdateItem` per shard of the tenant's budget, the marker's, and for an hour one more
+    /// per shard, as `DynamoBudget::hold` sends them.
     async fn hold(
         &self,
         tenant: &TenantId,
@@ -1593,17 +1593,27 @@ impl WeComBudget for MeteredBudget {
         now_ms_at: u64,
     ) -> Result<Spend, StoreError> {
         let hour = BudgetSlot::at(now_ms_at).hour;
+        let refusal = self.windows.hold(tenant, api, now_ms_at).await?;
+        let passes = match refusal {
+            Spend::Exhausted {
+                window: domain::budget::Window::Hour,
+                ..
+            } => 2,
+            _ => 1,
+        };
+        for _ in 0..passes {
+            for shard in 0..self.layers.tenant.shards() {
+                self.update_shard(ItemKey::budget(tenant, api, shard, hour), now_ms_at)
+                    .await?;
+            }
+        }
         self.store
             .write(
                 Kind::UpdateItem,
                 Touch::new(ItemKey::of(tenant, keys::throttled(api)), 100),
             )
             .await?;
-        for shard in 0..self.layers.tenant.shards() {
-            self.update_shard(ItemKey::budget(tenant, api, shard, hour), now_ms_at)
-                .await?;
-        }
-        self.windows.hold(tenant, api, now_ms_at).await
+        Ok(refusal)
     }
 
     fn address_of(&self, tenant: &TenantId) -> String {

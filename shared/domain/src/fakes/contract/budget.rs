@@ -285,32 +285,46 @@ pub async fn a_45009_holds_the_tenants_minute_and_one_in_the_next_minute_its_hou
         per_hour: 100,
     }));
     let at = next_hour();
-    assert_eq!(spend(&budget, &tenant, "api", at).await, Spend::Granted);
-    let held = budget.hold(&tenant, "api", at + 1).await.expect("store");
-    assert_eq!(held, refused(Window::Minute, at + 1));
-    for i in 2..6 {
+    for i in 0..4 {
+        assert_eq!(spend(&budget, &tenant, "api", at + i).await, Spend::Granted);
+    }
+    let held = budget.hold(&tenant, "api", at + 10).await.expect("store");
+    assert_eq!(held, refused(Window::Minute, at + 10));
+    for i in 11..15 {
         assert_eq!(
             spend(&budget, &tenant, "api", at + i).await,
             refused(Window::Minute, at + i),
             "every shard's minute is held"
         );
     }
+    // The next minute lets 4 calls through again before WeCom's 45009: a minute window
+    // smaller than our budget, held as a minute.
     let next = at + MINUTE_MS;
-    assert_eq!(spend(&budget, &tenant, "api", next).await, Spend::Granted);
-    let held = budget.hold(&tenant, "api", next + 1).await.expect("store");
+    for i in 0..4 {
+        assert_eq!(
+            spend(&budget, &tenant, "api", next + i).await,
+            Spend::Granted
+        );
+    }
+    let held = budget.hold(&tenant, "api", next + 10).await.expect("store");
+    assert_eq!(held, refused(Window::Minute, next + 10));
+    // The minute after lets 1 through: the new minute did not restore WeCom's capacity.
+    let third = next + MINUTE_MS;
+    assert_eq!(spend(&budget, &tenant, "api", third).await, Spend::Granted);
+    let held = budget.hold(&tenant, "api", third + 1).await.expect("store");
     assert_eq!(
         held,
-        refused(Window::Hour, next + 1),
-        "a 45009 right after a held minute is the hour's"
+        refused(Window::Hour, third + 1),
+        "a 45009 right after a held minute, with far fewer calls through, is the hour's"
     );
-    let later = next + 5 * MINUTE_MS;
+    let later = third + 5 * MINUTE_MS;
     assert_eq!(
         spend(&budget, &tenant, "api", later).await,
         refused(Window::Hour, later),
         "the hour stays held in later minutes"
     );
     assert_eq!(
-        spend(&budget, &tenant, "other_api", later).await,
+        spend(&budget, &tenant, "api_other", later).await,
         Spend::Granted,
         "another API is not held"
     );
