@@ -270,6 +270,11 @@ async fn put_corp(
     reply(status, corp_view(&state, &corp_id)?)
 }
 
+/// The longest secret the sandbox takes (WeCom's are 43 characters).
+const MOST_SECRET_BYTES: usize = 256;
+/// The most trusted IPs one corp lists here.
+const MOST_TRUSTED_IPS: usize = 120;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SecretBody {
@@ -285,8 +290,10 @@ async fn put_secret(
     body: Bytes,
 ) -> Reply {
     let body: SecretBody = parse(&body)?;
-    if body.corp_secret.is_empty() {
-        return Err(ControlError::bad_request("corp_secret must not be empty"));
+    if body.corp_secret.is_empty() || body.corp_secret.len() > MOST_SECRET_BYTES {
+        return Err(ControlError::bad_request(format!(
+            "corp_secret must be 1 to {MOST_SECRET_BYTES} bytes"
+        )));
     }
     let mut state = app.lock();
     let corp = state
@@ -312,6 +319,15 @@ async fn put_trusted_ips(
     body: Bytes,
 ) -> Reply {
     let body: TrustedIpsBody = parse(&body)?;
+    if body
+        .trusted_ips
+        .as_ref()
+        .is_some_and(|ips| ips.len() > MOST_TRUSTED_IPS)
+    {
+        return Err(ControlError::bad_request(format!(
+            "at most {MOST_TRUSTED_IPS} trusted_ips"
+        )));
+    }
     if body
         .trusted_ips
         .iter()

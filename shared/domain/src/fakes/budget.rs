@@ -170,23 +170,6 @@ impl FakeBudget {
     pub fn layers(&self) -> Option<BudgetLayers> {
         self.left().layers.clone()
     }
-
-    /// What `holder` has spent of `api` in the minute and the hour of `now_ms`, over all
-    /// shards.
-    pub fn spent(&self, holder: Holder<'_>, api: &str, now_ms: u64) -> (u32, u32) {
-        let left = self.left();
-        let slot = BudgetSlot::at(now_ms);
-        let name = holder_name(holder);
-        left.spent
-            .iter()
-            .filter(|((who, of, hour, _), _)| *who == name && of == api && *hour == slot.hour)
-            .fold((0, 0), |(minute, hour), (_, (total, minutes))| {
-                (
-                    minute + minutes.get(&slot.minute_counter).copied().unwrap_or(0),
-                    hour + total,
-                )
-            })
-    }
 }
 
 fn holder_name(holder: Holder<'_>) -> String {
