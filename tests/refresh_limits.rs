@@ -168,6 +168,7 @@ async fn concurrent_workers_never_exceed_the_budget_in_any_window(world: &World)
         world.wait_until_drained().await?;
         let tenant = TenantId::parse(&live.tenant.id)?;
         let creds = CorpCredentials {
+            tenant: domain::ids::TenantId::parse("acme").expect("valid"),
             corp_id: live.tenant.corp_id.clone(),
             corp_secret: live.tenant.corp_secret.clone(),
         };

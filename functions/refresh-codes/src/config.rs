@@ -21,6 +21,8 @@ pub struct Config {
     /// Where WeCom's API is: its real host in AWS, the sandbox locally.
     pub wecom_api_base_url: String,
     pub wecom_timeout: Duration,
+    /// The egress relays WeCom calls go through (`EGRESS_RELAYS`); empty: from this process.
+    pub egress_relays: Vec<String>,
     /// Each tenant's calls per WeCom API per minute and per hour, and each egress address's,
     /// shared by its tenants (rule 6).
     pub budget: BudgetLayers,
@@ -49,16 +51,21 @@ impl Config {
             })
             .collect::<Result<_, EnvError>>()?;
         let wecom_timeout = Duration::from_millis(parsed("WECOM_TIMEOUT_MS")?);
+        let egress_relays = adapters::env::egress_relays();
+        // The client bounds a whole call (token and stale-token retry included) to this, and
+        // a relayed one to a relay's invoke more (`WeComClient::call_bound`).
+        let mut call_bound = wecom_timeout + adapters::wecom::CALL_MARGIN;
+        if !egress_relays.is_empty() {
+            call_bound += adapters::wecom::RELAY_MARGIN;
+        }
         let lease_times = LeaseTimes {
             duration_ms: parsed::<u64>("CODE_LEASE_SECONDS")? * 1000,
-            // The client bounds a whole call (token and stale-token retry included) to this.
-            call_ms: u64::try_from((wecom_timeout + adapters::wecom::CALL_MARGIN).as_millis())
-                .unwrap_or(u64::MAX),
+            call_ms: u64::try_from(call_bound.as_millis()).unwrap_or(u64::MAX),
         };
         if lease_times.duration_ms <= lease_times.call_ms {
             return Err(EnvError::Malformed(
                 "CODE_LEASE_SECONDS",
-                "a lease must outlast one WeCom call (WECOM_TIMEOUT_MS plus 500 ms)".into(),
+                "a lease must outlast one WeCom call (WECOM_TIMEOUT_MS plus 500 ms, and 1.5 s more through an egress relay)".into(),
             ));
         }
         Ok(Self {
@@ -78,6 +85,7 @@ impl Config {
             retry_queue_urls,
             wecom_api_base_url: required("WECOM_API_BASE_URL")?,
             wecom_timeout,
+            egress_relays,
             robot_webhook_url: std::env::var("ALARM_ROBOT_WEBHOOK_URL")
                 .ok()
                 .filter(|url| !url.trim().is_empty()),

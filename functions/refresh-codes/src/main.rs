@@ -28,11 +28,12 @@ async fn main() -> Result<(), Error> {
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
-    let budget = DynamoBudget::new(store.clone(), config.budget);
     // One client per container: its access-token cache is shared by every invocation, and
     // through the table with every other container.
     let wecom = WeComClient::new(config.wecom_api_base_url, config.wecom_timeout)
-        .with_token_store(std::sync::Arc::new(store.clone()));
+        .with_token_store(std::sync::Arc::new(store.clone()))
+        .routed(&aws, &config.budget.egress, &config.egress_relays)?;
+    let budget = DynamoBudget::new(store.clone(), config.budget);
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let mut refresher = Refresher::new(
         store,

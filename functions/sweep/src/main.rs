@@ -30,7 +30,12 @@ async fn main() -> Result<(), Error> {
     let aws = adapters::aws::load_config().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
     let wecom = WeComClient::new(config.wecom_api_base_url, config.wecom_timeout)
-        .with_token_store(std::sync::Arc::new(store.clone()));
+        .with_token_store(std::sync::Arc::new(store.clone()))
+        .routed(
+            &aws,
+            &config.read_budget.egress,
+            &adapters::env::egress_relays(),
+        )?;
     let counted = store.clone();
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let sweep = Sweep::<Deployed> {

@@ -68,6 +68,22 @@ pub fn budget_layers(
     })
 }
 
+/// The egress relays the functions calling WeCom send through (`EGRESS_RELAYS`,
+/// comma-separated, one per address of `EGRESS_ADDRESSES` in the same order); `direct`, empty
+/// or unset: none, and every call leaves from the calling process (docs/design/egress.md).
+pub fn egress_relays() -> Vec<String> {
+    let listed = std::env::var("EGRESS_RELAYS").unwrap_or_default();
+    if listed.trim() == "direct" {
+        return Vec::new();
+    }
+    listed
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::bounded_receive_count;

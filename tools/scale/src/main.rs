@@ -118,7 +118,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         memory_limit_bytes: (args.max_memory_gb.clamp(0.5, 1024.0) * 1e9) as u64,
     };
     let scale = MonthScale::of(&profile, &settings);
-    let egress = EgressIps::of_nat_gateways(settings.account.nat_gateways);
+    let egress = EgressIps::of_template(
+        settings.account.nat_gateways,
+        settings.account.egress_relays.len(),
+        qrsync_scale::world::egress_addresses(&settings),
+    );
     let outcome = qrsync_scale::run::run(&profile, settings, &options)?;
     let about = format!(
         "stretch: {} {}-{} {} (then {} min to settle); egress {:?}; template {}{}",

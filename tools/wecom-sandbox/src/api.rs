@@ -260,6 +260,11 @@ async fn call(AxumState(app): AxumState<SharedApp>, request: Request) -> Respons
             http_status,
             response,
             fault: fault.clone(),
+            user_agent: parts
+                .headers
+                .get(header::USER_AGENT)
+                .and_then(|agent| agent.to_str().ok())
+                .map(|agent| agent.chars().take(120).collect()),
         });
         (reply, fault)
     };

@@ -86,6 +86,9 @@ pub struct CallRecord {
     /// `null` when the connection was dropped or the body was not JSON.
     pub response: Value,
     pub fault: Option<String>,
+    /// The caller's `User-Agent` (its first 120 characters): an egress relay's calls say so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_agent: Option<String>,
 }
 
 impl Sequenced for CallRecord {

@@ -20,6 +20,7 @@ const FROZEN_MS: u64 = 1_800_000_020_000;
 
 fn creds() -> CorpCredentials {
     CorpCredentials {
+        tenant: domain::ids::TenantId::parse("acme").expect("valid"),
         corp_id: CORP.into(),
         corp_secret: SECRET.into(),
     }
@@ -302,6 +303,7 @@ async fn a_wrong_secret_is_a_token_error_that_does_not_show_the_secret() {
     let h = Harness::start(1).await;
     h.put_corp(&["alice"], None).await;
     let wrong = CorpCredentials {
+        tenant: domain::ids::TenantId::parse("acme").expect("valid"),
         corp_id: CORP.into(),
         corp_secret: "not-the-secret-xyz".into(),
     };
@@ -549,6 +551,7 @@ async fn each_corp_uses_its_own_token() {
     )
     .await;
     let other = CorpCredentials {
+        tenant: domain::ids::TenantId::parse("acme").expect("valid"),
         corp_id: "ww-other".into(),
         corp_secret: "other-secret".into(),
     };
@@ -587,6 +590,7 @@ async fn a_rotated_secret_fetches_a_new_token_instead_of_reusing_the_old_one() {
     )
     .await;
     let rotated = CorpCredentials {
+        tenant: domain::ids::TenantId::parse("acme").expect("valid"),
         corp_id: CORP.into(),
         corp_secret: "rotated-secret".into(),
     };

@@ -22,6 +22,8 @@
 
 use super::answer::answer;
 use super::tokens::{TokenStore, Tokens};
+use super::transport::{Direct, Relays, Transport, WeComApi, WeComRequest, RELAY_MARGIN};
+use domain::budget::EgressAddresses;
 use domain::wecom::acquisition::{create_link_body, parse_link, AcquisitionLink};
 use domain::wecom::contact_way::{
     add_contact_way_body, parse_contact_way, ContactWay, CorpCredentials, CreatedContactWay,
@@ -42,7 +44,7 @@ pub const CALL_MARGIN: Duration = Duration::from_millis(500);
 /// A WeCom API client. Cheap to share (`Arc` it, or keep one per process): it holds the HTTP
 /// connection pool and the per-corp token cache.
 pub struct WeComClient {
-    http: reqwest::Client,
+    transport: Transport,
     base_url: String,
     /// The most one contact-way call may take, its token fetch and one stale-token retry
     /// included: [`WeComClient::call_bound`].
@@ -60,26 +62,32 @@ impl fmt::Debug for WeComClient {
 
 impl WeComClient {
     /// A client for the WeCom API at `base_url` ([`WECOM_API_BASE_URL`] in production, the
-    /// sandbox's URL in tests). `timeout` bounds each HTTP request as a whole (connect to last
-    /// byte); a request that runs out of it is [`WeComError::Transient`].
+    /// sandbox's URL in tests), calling from this process. `timeout` bounds each HTTP request
+    /// as a whole (connect to last byte); a request that runs out of it is
+    /// [`WeComError::Transient`].
     ///
     /// # Panics
     ///
     /// If the TLS backend cannot be initialised, as `reqwest::Client::new` does: the process
     /// cannot talk to WeCom at all, so failing at start-up is the useful outcome.
     pub fn new(base_url: impl Into<String>, timeout: Duration) -> Self {
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .user_agent(concat!("qrsync/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .expect("the TLS backend initialises");
-        let base_url = base_url.into().trim_end_matches('/').to_owned();
+        let direct = Direct::new(base_url, timeout);
         Self {
-            http,
-            base_url,
+            base_url: direct.base_url().to_owned(),
+            transport: Transport::Direct(direct),
             call_bound: timeout + CALL_MARGIN,
             tokens: Tokens::default(),
         }
+    }
+
+    /// Sends every call through the egress relay of its tenant's address instead of from this
+    /// process (`FixedEgress=on`, docs/design/egress.md). Each relay call may take
+    /// [`RELAY_MARGIN`] more than a direct one; the call bound grows by that much.
+    #[must_use]
+    pub fn through_relays(mut self, relays: Relays) -> Self {
+        self.transport = Transport::Relayed(relays);
+        self.call_bound += RELAY_MARGIN;
+        self
     }
 
     /// Shares tokens with other processes through `store` (see the module's contract).
@@ -87,6 +95,22 @@ impl WeComClient {
     pub fn with_token_store(mut self, store: Arc<dyn TokenStore>) -> Self {
         self.tokens.share_through(store);
         self
+    }
+
+    /// Through `relays` (function names, one per address of `egress`) when there are any;
+    /// from this process when there are none. What every function calling WeCom does with
+    /// `EGRESS_RELAYS` (`crate::env::egress_relays`).
+    pub fn routed(
+        self,
+        aws: &aws_config::SdkConfig,
+        egress: &EgressAddresses,
+        relays: &[String],
+    ) -> Result<Self, String> {
+        if relays.is_empty() {
+            return Ok(self);
+        }
+        let lambda = aws_sdk_lambda::Client::new(aws);
+        Ok(self.through_relays(Relays::new(lambda, egress.clone(), relays)?))
     }
 
     /// The most one contact-way call may take as a whole: `timeout` plus [`CALL_MARGIN`].
@@ -110,7 +134,7 @@ impl WeComClient {
         way: &NewContactWay,
     ) -> Result<CreatedContactWay, WeComError> {
         let answer = self
-            .call(creds, "add_contact_way", &add_contact_way_body(way))
+            .call(creds, WeComApi::AddContactWay, &add_contact_way_body(way))
             .await?;
         let config_id = answer
             .get("config_id")
@@ -137,7 +161,7 @@ impl WeComClient {
         users: &[String],
     ) -> Result<(), WeComError> {
         let body = json!({ "config_id": config_id, "user": users });
-        self.call(creds, "update_contact_way", &body).await?;
+        self.call(creds, WeComApi::UpdateContactWay, &body).await?;
         Ok(())
     }
 
@@ -148,7 +172,11 @@ impl WeComClient {
         config_id: &str,
     ) -> Result<ContactWay, WeComError> {
         let answer = self
-            .call(creds, "get_contact_way", &json!({ "config_id": config_id }))
+            .call(
+                creds,
+                WeComApi::GetContactWay,
+                &json!({ "config_id": config_id }),
+            )
             .await?;
         parse_contact_way(&answer)
             .ok_or_else(|| WeComError::transient("get_contact_way answered an unexpected shape"))
@@ -171,7 +199,7 @@ impl WeComClient {
             if !cursor.is_empty() {
                 body["cursor"] = json!(cursor);
             }
-            let answer = self.call(creds, "list_contact_way", &body).await?;
+            let answer = self.call(creds, WeComApi::ListContactWay, &body).await?;
             let page = answer
                 .get("contact_way")
                 .and_then(Value::as_array)
@@ -202,8 +230,12 @@ impl WeComClient {
         creds: &CorpCredentials,
         config_id: &str,
     ) -> Result<(), WeComError> {
-        self.call(creds, "del_contact_way", &json!({ "config_id": config_id }))
-            .await?;
+        self.call(
+            creds,
+            WeComApi::DelContactWay,
+            &json!({ "config_id": config_id }),
+        )
+        .await?;
         Ok(())
     }
 
@@ -216,11 +248,7 @@ impl WeComClient {
         user: &str,
     ) -> Result<AcquisitionLink, WeComError> {
         let answer = self
-            .call(
-                creds,
-                "customer_acquisition/create_link",
-                &create_link_body(user),
-            )
+            .call(creds, WeComApi::CreateLink, &create_link_body(user))
             .await?;
         parse_link(&answer)
             .ok_or_else(|| WeComError::transient("create_link answered an unexpected shape"))
@@ -232,12 +260,8 @@ impl WeComClient {
         creds: &CorpCredentials,
         link_id: &str,
     ) -> Result<(), WeComError> {
-        self.call(
-            creds,
-            "customer_acquisition/delete_link",
-            &json!({ "link_id": link_id }),
-        )
-        .await?;
+        self.call(creds, WeComApi::DeleteLink, &json!({ "link_id": link_id }))
+            .await?;
         Ok(())
     }
 
@@ -248,14 +272,15 @@ impl WeComClient {
     async fn call(
         &self,
         creds: &CorpCredentials,
-        api: &'static str,
+        api: WeComApi,
         body: &Value,
     ) -> Result<Value, WeComError> {
         tokio::time::timeout(self.call_bound, self.call_with_token(creds, api, body))
             .await
             .unwrap_or_else(|_| {
                 Err(WeComError::transient(format!(
-                    "{api} and its token took longer than {} ms",
+                    "{} and its token took longer than {} ms",
+                    api.name(),
                     self.call_bound.as_millis()
                 )))
             })
@@ -264,7 +289,7 @@ impl WeComClient {
     async fn call_with_token(
         &self,
         creds: &CorpCredentials,
-        api: &'static str,
+        api: WeComApi,
         body: &Value,
     ) -> Result<Value, WeComError> {
         let token = self.token(creds, None).await?;
@@ -272,7 +297,7 @@ impl WeComClient {
             Err(error) if error.is_stale_token() => {
                 tracing::info!(
                     corp_id = %creds.corp_id,
-                    api,
+                    api = api.name(),
                     errcode = error.errcode(),
                     "access token refused; fetching a new one and retrying once"
                 );
@@ -289,24 +314,22 @@ impl WeComClient {
         creds: &CorpCredentials,
         rejected: Option<&str>,
     ) -> Result<String, WeComError> {
-        self.tokens
-            .token(&self.http, &self.base_url, creds, rejected)
-            .await
+        self.tokens.token(&self.transport, creds, rejected).await
     }
 
     async fn post(
         &self,
         creds: &CorpCredentials,
-        api: &'static str,
+        api: WeComApi,
         token: &str,
         body: &Value,
     ) -> Result<Value, WeComError> {
-        let url = format!("{}/cgi-bin/externalcontact/{api}", self.base_url);
-        let request = self
-            .http
-            .post(url)
-            .query(&[("access_token", token)])
-            .json(body);
-        answer(request, &[token, &creds.corp_secret]).await
+        let request = WeComRequest {
+            api,
+            query: vec![("access_token".to_owned(), token.to_owned())],
+            body: Some(body.clone()),
+        };
+        let reply = self.transport.send(&creds.tenant, &request).await;
+        answer(reply, &[token, &creds.corp_secret])
     }
 }

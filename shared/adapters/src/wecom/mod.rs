@@ -1,5 +1,6 @@
-//! WeCom's server API over HTTP: the client (`client`), its access tokens (`tokens`), one
-//! request and its answer read (`answer`, which both use), the scrubbing of secrets from what
+//! WeCom's server API over HTTP: the client (`client`), its access tokens (`tokens`), how a
+//! request reaches WeCom, from this process or through an egress relay (`transport`), its
+//! answer read (`answer`, which both use), the scrubbing of secrets from what
 //! it keeps (`redaction`), and the domain's ports on it (`ports`).
 
 mod answer;
@@ -8,7 +9,12 @@ mod ports;
 mod redaction;
 mod robot;
 mod tokens;
+mod transport;
 
 pub use client::{WeComClient, CALL_MARGIN, WECOM_API_BASE_URL};
 pub use robot::WeComRobot;
 pub use tokens::{SharedToken, TokenStore};
+pub use transport::{
+    Direct, Relays, WeComApi, WeComReply, WeComRequest, MOST_REPLY_BYTES, MOST_REQUEST_BODY_BYTES,
+    RELAY_MARGIN,
+};

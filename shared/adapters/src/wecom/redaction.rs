@@ -2,12 +2,13 @@
 //! error keeps, and reqwest's messages lose their URL (which carries the token or secret).
 
 use domain::wecom::contact_way::REDACTED;
-use domain::wecom::errors::WeComError;
 
 /// errmsg is kept for logs only; WeCom's texts are short, so anything longer is noise.
 const MAX_ERRMSG_CHARS: usize = 300;
 
-pub(super) fn transport_error(error: reqwest::Error, secrets: &[&str]) -> WeComError {
+/// What a request that got no answer keeps of reqwest's `error`: its kind and causes, without
+/// the URL or any of `secrets`.
+pub(super) fn transport_error(error: reqwest::Error, secrets: &[&str]) -> String {
     let kind = if error.is_timeout() {
         "timed out"
     } else if error.is_connect() {
@@ -25,9 +26,7 @@ pub(super) fn transport_error(error: reqwest::Error, secrets: &[&str]) -> WeComE
         detail.push_str(&inner.to_string());
         cause = inner.source();
     }
-    WeComError::Transient {
-        detail: scrub(&detail, secrets),
-    }
+    scrub(&detail, secrets)
 }
 
 /// Makes a WeCom text safe to keep: the known `secrets` (the token in use, the corp secret)

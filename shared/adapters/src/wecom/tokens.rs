@@ -4,6 +4,7 @@
 //! that storm it).
 
 use super::answer::answer;
+use super::transport::{Transport, WeComApi, WeComRequest};
 use crate::clock::host_clock;
 use domain::wecom::contact_way::{CorpCredentials, REDACTED};
 use domain::wecom::errors::WeComError;
@@ -166,13 +167,12 @@ impl Tokens {
         self.shared = Some(store);
     }
 
-    /// A usable token for `creds`, fetched through `http` from `base_url` when one is due.
+    /// A usable token for `creds`, fetched through `transport` when one is due.
     /// With `rejected`, that token was just refused by WeCom: it is dropped unless another
     /// caller has already replaced it.
     pub(super) async fn token(
         &self,
-        http: &reqwest::Client,
-        base_url: &str,
+        transport: &Transport,
         creds: &CorpCredentials,
         rejected: Option<&str>,
     ) -> Result<String, WeComError> {
@@ -213,7 +213,7 @@ impl Tokens {
                 }
             }
         }
-        let outcome = fetch_token(http, base_url, creds, &digest).await;
+        let outcome = fetch_token(transport, creds, &digest).await;
         slot.attempts.fetch_add(1, Ordering::AcqRel);
         match outcome {
             Ok(token) => {
@@ -249,17 +249,21 @@ impl Tokens {
 
 /// `gettoken` for `creds`: a new token, its lifetime counted from before the request.
 async fn fetch_token(
-    http: &reqwest::Client,
-    base_url: &str,
+    transport: &Transport,
     creds: &CorpCredentials,
     digest: &[u8; 32],
 ) -> Result<CachedToken, WeComError> {
     let fetched_at = Instant::now();
-    let request = http.get(format!("{base_url}/cgi-bin/gettoken")).query(&[
-        ("corpid", creds.corp_id.as_str()),
-        ("corpsecret", creds.corp_secret.as_str()),
-    ]);
-    let answer = answer(request, &[&creds.corp_secret]).await?;
+    let request = WeComRequest {
+        api: WeComApi::GetToken,
+        query: vec![
+            ("corpid".to_owned(), creds.corp_id.clone()),
+            ("corpsecret".to_owned(), creds.corp_secret.clone()),
+        ],
+        body: None,
+    };
+    let reply = transport.send(&creds.tenant, &request).await;
+    let answer = answer(reply, &[&creds.corp_secret])?;
     let value = answer
         .get("access_token")
         .and_then(Value::as_str)

@@ -451,10 +451,7 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             .ok_or_else(|| AdminError::not_found(format!("code {code} of tenant {tenant}")))?;
         let config_id = stored.code.config_id;
         if let Some(config_id) = &config_id {
-            let creds = CorpCredentials {
-                corp_id: profile.corp_id.clone(),
-                corp_secret: profile.corp_secret.clone(),
-            };
+            let creds = profile.credentials(&tenant);
             self.spend(&tenant, DEL_CONTACT_WAY).await?;
             match self.contact_ways.delete(&creds, config_id).await {
                 Ok(()) => {}
@@ -493,7 +490,7 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             .await?
             .ok_or_else(|| AdminError::not_found(format!("code {code} of tenant {tenant}")))?;
         let way = new_contact_way(&snapshot, code)?;
-        let creds = snapshot.credentials();
+        let creds = snapshot.credentials(tenant);
         self.spend(tenant, ADD_CONTACT_WAY).await?;
         // Recorded before the call: a crash between WeCom's answer and our record leaves a
         // contact way nobody knows of, which the sweep finds through this intent.

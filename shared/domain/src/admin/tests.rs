@@ -1513,6 +1513,7 @@ async fn a_retry_after_the_table_failed_mid_delete_finishes_it() {
     w.wecom
         .delete(
             &CorpCredentials {
+                tenant: tenant(),
                 corp_id: "wx5823bf96d3bd56c7".into(),
                 corp_secret: SECRET.into(),
             },

@@ -1,5 +1,5 @@
 use super::StoredCode;
-use crate::ids::{DepartmentId, StaffId};
+use crate::ids::{DepartmentId, StaffId, TenantId};
 use crate::lanes::CodeAge;
 use crate::membership::{
     self, AddCounts, Facts, Membership, RotationSlot, StaffFacts, TenantRules,
@@ -102,10 +102,7 @@ impl CodeSnapshot {
         membership::rotation(&self.facts(), membership)
     }
 
-    pub fn credentials(&self) -> CorpCredentials {
-        CorpCredentials {
-            corp_id: self.profile.corp_id.clone(),
-            corp_secret: self.profile.corp_secret.clone(),
-        }
+    pub fn credentials(&self, tenant: &TenantId) -> CorpCredentials {
+        self.profile.credentials(tenant)
     }
 }

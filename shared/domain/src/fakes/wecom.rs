@@ -389,6 +389,7 @@ mod tests {
 
     fn corp() -> CorpCredentials {
         CorpCredentials {
+            tenant: crate::ids::TenantId::parse("acme").expect("valid"),
             corp_id: "corp".into(),
             corp_secret: "secret".into(),
         }

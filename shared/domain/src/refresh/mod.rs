@@ -902,7 +902,7 @@ where
         {
             return Err(PushFailure::Budget(retry_after_ms));
         }
-        let corp = snapshot.credentials();
+        let corp = snapshot.credentials(tenant);
         let link = self
             .pusher
             .create_link(&corp, staff.as_str())
@@ -994,7 +994,7 @@ where
         }
         let wire: Vec<String> = users.iter().map(|u| u.as_str().to_owned()).collect();
         self.pusher
-            .replace_users(&snapshot.credentials(), push.config_id, &wire)
+            .replace_users(&snapshot.credentials(tenant), push.config_id, &wire)
             .await
             .map_err(PushFailure::WeCom)?;
         let record = PushRecord {

@@ -48,10 +48,7 @@ impl<P: SweepPorts> Sweep<P> {
                 run.report.budget_refusals += 1;
                 return Ok(());
             }
-            let corp = crate::wecom::contact_way::CorpCredentials {
-                corp_id: profile.corp_id.clone(),
-                corp_secret: profile.corp_secret.clone(),
-            };
+            let corp = profile.credentials(tenant);
             match self.wecom.delete_link(&corp, link_id).await {
                 Ok(()) => {}
                 Err(error) if error.is_retryable() => {

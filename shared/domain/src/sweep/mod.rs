@@ -386,7 +386,11 @@ impl<P: SweepPorts> Sweep<P> {
             report.budget_refusals += 1;
             return Ok(None);
         }
-        let users = match self.wecom.users(&snapshot.credentials(), config_id).await {
+        let users = match self
+            .wecom
+            .users(&snapshot.credentials(tenant), config_id)
+            .await
+        {
             Ok(users) => users,
             Err(error) => {
                 report.read_failures += 1;

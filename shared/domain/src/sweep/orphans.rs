@@ -45,10 +45,7 @@ impl<P: SweepPorts> Sweep<P> {
             .snapshot(tenant, code, self.now_ms())
             .await?
             .and_then(|snapshot| snapshot.code.config_id);
-        let corp = crate::wecom::contact_way::CorpCredentials {
-            corp_id: profile.corp_id.clone(),
-            corp_secret: profile.corp_secret.clone(),
-        };
+        let corp = profile.credentials(tenant);
         let at_secs = intent.started_at_ms / 1000;
         let window = (
             at_secs.saturating_sub(INTENT_WINDOW_SECS),

@@ -10,7 +10,6 @@ use crate::facts::TenantProfiles;
 use crate::ids::TenantId;
 use crate::reasons::{Cause, FanOut, FanOutQueue, Source};
 use crate::tenants::{TenantPause, TenantPauses};
-use crate::wecom::contact_way::CorpCredentials;
 use crate::wecom::errors::FailureClass;
 use crate::StoreError;
 
@@ -46,10 +45,7 @@ impl<P: SweepPorts> Sweep<P> {
             run.report.budget_refusals += 1;
             return Ok(());
         }
-        let credentials = CorpCredentials {
-            corp_id: profile.corp_id,
-            corp_secret: profile.corp_secret,
-        };
+        let credentials = profile.credentials(tenant);
         run.report.pauses_probed += 1;
         match self.wecom.users(&credentials, &pause.probe_config_id).await {
             Ok(_) => self.resume(run, tenant, pause).await,

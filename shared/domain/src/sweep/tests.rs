@@ -95,7 +95,11 @@ impl World {
             store.load_snapshot(&tenant(), &code(n), &snapshot(n, &["alice", "bob"]));
             let wire = vec!["alice".to_owned(), "bob".to_owned()];
             wecom
-                .replace_users(&snapshot(n, &[]).credentials(), &format!("cfg-{n}"), &wire)
+                .replace_users(
+                    &snapshot(n, &[]).credentials(&tenant()),
+                    &format!("cfg-{n}"),
+                    &wire,
+                )
                 .await
                 .expect("pushed");
         }
@@ -362,7 +366,11 @@ async fn a_queued_reason_that_refreshes_the_code_clears_the_suspect_and_the_swee
     world
         .sweep
         .wecom
-        .replace_users(&caught_up.credentials(), "cfg-1", &["alice".to_owned()])
+        .replace_users(
+            &caught_up.credentials(&tenant()),
+            "cfg-1",
+            &["alice".to_owned()],
+        )
         .await
         .expect("pushed");
     let cleared = world
@@ -686,7 +694,7 @@ async fn created_for(world: &World, code_id: &str) -> String {
     world
         .sweep
         .wecom
-        .create(&snapshot(0, &[]).credentials(), &way)
+        .create(&snapshot(0, &[]).credentials(&tenant()), &way)
         .await
         .expect("created")
         .config_id

@@ -9,6 +9,8 @@ pub use day::{tenant_day, zone_with_the_next_midnight, Timezone, DEFAULT_TIMEZON
 pub use pause::{pause_tenant, TenantPause};
 pub use ports::{CallbackSettingsSource, TenantPauses};
 
+use crate::ids::TenantId;
+use crate::wecom::contact_way::CorpCredentials;
 use crate::wecom::crypto::{CallbackCrypto, CryptoError};
 use std::fmt;
 
@@ -54,6 +56,15 @@ impl fmt::Debug for TenantProfile {
 }
 
 impl TenantProfile {
+    /// The credentials `tenant`'s WeCom calls are made with.
+    pub fn credentials(&self, tenant: &TenantId) -> CorpCredentials {
+        CorpCredentials {
+            tenant: tenant.clone(),
+            corp_id: self.corp_id.clone(),
+            corp_secret: self.corp_secret.clone(),
+        }
+    }
+
     pub fn callback_settings(&self) -> CallbackSettings {
         CallbackSettings {
             corp_id: self.corp_id.clone(),

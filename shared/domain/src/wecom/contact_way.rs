@@ -1,6 +1,7 @@
 //! The 「联系我」 contact way as WeCom's API speaks it (docs/wecom-api.md §4): the corp's
 //! credentials, what `add_contact_way` creates and what `get_contact_way` answers.
 
+use crate::ids::TenantId;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::fmt;
@@ -9,9 +10,12 @@ use std::fmt;
 pub const REDACTED: &str = "[redacted]";
 
 /// The credentials of the corp's customer-contact app (§5: its secret, not the corp's
-/// address-book secret, or contact-way calls fail with 48002).
+/// address-book secret, or contact-way calls fail with 48002), with the tenant they belong to:
+/// the tenant decides which egress address its calls leave from (`budget::EgressAddresses`),
+/// and the address its budget is charged to must be the one WeCom sees.
 #[derive(Clone, PartialEq, Eq)]
 pub struct CorpCredentials {
+    pub tenant: TenantId,
     pub corp_id: String,
     pub corp_secret: String,
 }
@@ -19,6 +23,7 @@ pub struct CorpCredentials {
 impl fmt::Debug for CorpCredentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CorpCredentials")
+            .field("tenant", &self.tenant)
             .field("corp_id", &self.corp_id)
             .field("corp_secret", &REDACTED)
             .finish()
@@ -171,6 +176,7 @@ mod tests {
     #[test]
     fn credentials_debug_shows_the_corp_but_not_the_secret() {
         let creds = CorpCredentials {
+            tenant: TenantId::parse("acme").expect("valid"),
             corp_id: "ww0123456789abcdef".into(),
             corp_secret: "s3cr3t-value".into(),
         };

@@ -10,14 +10,17 @@
 
 use crate::observe::Trace;
 use crate::services::clock;
+use crate::services::lambda::{Account, Invoked};
 use crate::services::wecom::WeCom;
 use domain::admin::ContactWays;
+use domain::budget::EgressAddresses;
 use domain::fakes::FakeWeCom;
 use domain::refresh::{AcquisitionLinks, ContactWayPusher};
 use domain::sweep::{ContactWayReader, OrphanFinder};
 use domain::wecom::acquisition::AcquisitionLink;
 use domain::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
 use domain::wecom::errors::WeComError;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -27,36 +30,42 @@ const FREQUENCY_LIMIT_ERRMSG: &str = "api freq out of limit";
 const LIST_PAGE: usize = 1_000;
 
 /// The address WeCom sees a call come from, which decides whose per-IP window it counts in:
-/// read from the template (`Settings::egress`, its NAT gateways: `FixedEgress`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// read from the template (`Settings::account`: its NAT gateways, `FixedEgress`, and its egress
+/// relays).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EgressIps {
     /// No VPC (`FixedEgress=off`): the functions' calls leave from AWS's shared pool, so no two
     /// of the platform's corps are seen behind one address. Each corp is given an address of
     /// its own: its per-IP windows (20,000 a minute) are then wider than its per-corp ones
     /// (10,000) and never refuse first, as in the pool.
     Pool,
-    /// A VPC with this many NAT addresses (`FixedEgress=on`, `EgressAddresses`): Lambda places
-    /// each execution environment in one of the private subnets, so a call leaves from any of
-    /// them, whatever its corp (docs/design/egress.md). Every corp's calls share the windows of
-    /// the address each call happens to leave from.
-    Fixed(u32),
+    /// NAT addresses with functions placed in all their subnets: Lambda places each execution
+    /// environment in one of them, so a call leaves from any address, whatever its tenant.
+    /// Every corp's calls share the windows of the address each call happens to leave from.
+    Placed(u32),
+    /// NAT addresses each with its egress relay (`FixedEgress=on` today): every call of a
+    /// tenant leaves from the address its budget is charged to (docs/design/egress.md).
+    Relayed(EgressAddresses),
 }
 
 impl EgressIps {
-    /// The template's egress: its NAT gateways, each with one address (none: the pool).
-    pub fn of_nat_gateways(nat_gateways: u32) -> Self {
-        match nat_gateways {
-            0 => Self::Pool,
-            n => Self::Fixed(n),
+    /// The template's egress: its NAT gateways, each with one address (none: the pool), and
+    /// whether calls go through a relay per address (`addresses`: the budget's).
+    pub fn of_template(nat_gateways: u32, relays: usize, addresses: EgressAddresses) -> Self {
+        match (nat_gateways, relays) {
+            (0, _) => Self::Pool,
+            (n, 0) => Self::Placed(n),
+            _ => Self::Relayed(addresses),
         }
     }
 
     /// The address the `draw`-th call of `corp` leaves from (`draw`: a number that looks
     /// random, one per call).
-    pub fn address_of(self, corp_id: &str, draw: u64) -> String {
+    pub fn address_of(&self, corp: &CorpCredentials, draw: u64) -> String {
         match self {
-            Self::Pool => format!("pool/{corp_id}"),
-            Self::Fixed(addresses) => format!("nat-{}", draw % u64::from(addresses.max(1))),
+            Self::Pool => format!("pool/{}", corp.corp_id),
+            Self::Placed(addresses) => format!("nat-{}", draw % u64::from((*addresses).max(1))),
+            Self::Relayed(addresses) => addresses.address_for(&corp.tenant).to_owned(),
         }
     }
 }
@@ -70,6 +79,17 @@ pub struct SimWeCom {
     /// Calls made, scrambled into each call's draw of its address (repeatable per seed).
     calls: Arc<AtomicU64>,
     trace: Arc<Trace>,
+    /// With egress relays, each call is one invocation of its address's relay function,
+    /// holding one of the account's concurrency for as long as WeCom takes.
+    relays: Option<Relays>,
+}
+
+/// The relay function of each address, invoked on the simulated account.
+#[derive(Clone)]
+struct Relays {
+    account: Arc<Account>,
+    addresses: EgressAddresses,
+    function_of: Arc<HashMap<String, String>>,
 }
 
 impl SimWeCom {
@@ -86,7 +106,34 @@ impl SimWeCom {
             egress,
             calls: Arc::new(AtomicU64::new(0)),
             trace,
+            relays: None,
         }
+    }
+
+    /// Sends each call through the relay function of the address it leaves from (`functions`,
+    /// in the order of `addresses`), as `EGRESS_RELAYS` does in a deployment.
+    #[must_use]
+    pub fn through_relays(
+        mut self,
+        account: Arc<Account>,
+        addresses: &EgressAddresses,
+        functions: &[String],
+    ) -> Self {
+        if functions.is_empty() {
+            return self;
+        }
+        let function_of = addresses
+            .addresses()
+            .iter()
+            .cloned()
+            .zip(functions.iter().cloned())
+            .collect();
+        self.relays = Some(Relays {
+            account,
+            addresses: addresses.clone(),
+            function_of: Arc::new(function_of),
+        });
+        self
     }
 
     /// What WeCom holds for the contact way now: the list a scan of its code is routed to.
@@ -106,17 +153,39 @@ impl SimWeCom {
     /// One call of `api` through WeCom's windows and latency.
     async fn call(&self, corp: &CorpCredentials, api: &str) -> Result<(), WeComError> {
         let draw = domain::fakes::scrambled(self.calls.fetch_add(1, Ordering::Relaxed) + 1);
-        let ip = self.egress.address_of(&corp.corp_id, draw);
-        self.service
-            .call(&corp.corp_id, &ip, api)
-            .await
-            .map_err(|refused| {
-                WeComError::from_errcode(refused.errcode, FREQUENCY_LIMIT_ERRMSG).unwrap_or(
-                    WeComError::Throttled {
-                        errcode: refused.errcode,
-                    },
-                )
-            })
+        let ip = self.egress.address_of(corp, draw);
+        let relay = self.relays.as_ref().and_then(|relays| {
+            let address = relays.addresses.address_for(&corp.tenant);
+            Some((relays, relays.function_of.get(address)?))
+        });
+        let answer = match relay {
+            None => self.service.call(&corp.corp_id, &ip, api).await,
+            Some((relays, function)) => {
+                let invoked = relays
+                    .account
+                    .invoke(function, |_deadline| {
+                        self.service.call(&corp.corp_id, &ip, api)
+                    })
+                    .await;
+                match invoked {
+                    Ok(Invoked::Done(answer)) => answer,
+                    Ok(Invoked::Throttled) => {
+                        return Err(WeComError::transient("egress relay throttled"))
+                    }
+                    Ok(Invoked::TimedOut) => {
+                        return Err(WeComError::transient("egress relay timed out"))
+                    }
+                    Err(error) => return Err(WeComError::transient(error.to_string())),
+                }
+            }
+        };
+        answer.map_err(|refused| {
+            WeComError::from_errcode(refused.errcode, FREQUENCY_LIMIT_ERRMSG).unwrap_or(
+                WeComError::Throttled {
+                    errcode: refused.errcode,
+                },
+            )
+        })
     }
 }
 

@@ -29,6 +29,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use template::{error, Template};
+
+/// The egress relay's code: every function built from it is one relay (`Account::egress_relays`).
+const RELAY_CODE: &str = "./functions/wecom-relay";
 use view::View;
 
 /// SQS's defaults for a queue property the template leaves out (SQS API reference,
@@ -173,6 +176,10 @@ pub struct Account {
     /// The longest retention a log group declares, in days (`None`: none declares one).
     pub log_retention_days: Option<u32>,
     pub nat_gateways: u32,
+    /// The egress relay functions (`functions/wecom-relay`, `RelayWeComCalls`), in the order
+    /// of the addresses they send from: each WeCom call of a tenant goes through the relay of
+    /// its address, so it leaves from that address.
+    pub egress_relays: Vec<String>,
     /// Interface VPC endpoints' network interfaces: one per subnet (zone) each lists.
     pub interface_endpoint_zones: u32,
     pub table_on_demand: bool,
@@ -575,6 +582,16 @@ fn account(template: &Template) -> Result<Account, TemplateError> {
             .into_iter()
             .max(),
         nat_gateways: count("AWS::EC2::NatGateway"),
+        // Template order: WeComRelay1Function first, as EGRESS_RELAYS lists them.
+        egress_relays: template
+            .resources
+            .iter()
+            .filter(|r| {
+                r.kind == "AWS::Serverless::Function"
+                    && matches!(r.properties.get("CodeUri"), Some(Node::Text(uri)) if uri.trim_end_matches('/') == RELAY_CODE)
+            })
+            .map(|r| r.id.clone())
+            .collect(),
         interface_endpoint_zones: properties_of("AWS::EC2::VPCEndpoint")
             .map(|props| {
                 let interface = match props.opt("VpcEndpointType") {

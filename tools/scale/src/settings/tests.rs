@@ -303,8 +303,9 @@ fn a_tick_timeout_not_shorter_than_its_cursor_lease_is_refused() {
     assert!(error.problem.contains("lease"), "{error}");
 }
 
-/// The functions whose environment names WeCom's API, each with its `VpcConfig` (if any).
-fn wecom_callers(overrides: &[(&str, &str)]) -> Vec<(String, Option<Node>)> {
+/// The functions whose environment names WeCom's API (the relays and the functions that call
+/// WeCom through them or not), each with its `CodeUri` and `VpcConfig` (if any).
+fn wecom_callers(overrides: &[(&str, &str)]) -> Vec<(String, String, Option<Node>)> {
     let overrides: Vec<(String, String)> = overrides
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -321,32 +322,60 @@ fn wecom_callers(overrides: &[(&str, &str)]) -> Vec<(String, Option<Node>)> {
                 .and_then(|v| v.get("WECOM_API_BASE_URL"))
                 .is_some()
         })
-        .map(|r| (r.id.clone(), r.properties.get("VpcConfig").cloned()))
+        .map(|r| {
+            let code = match r.properties.get("CodeUri") {
+                Some(Node::Text(uri)) => uri.clone(),
+                other => panic!("{}: CodeUri {other:?}", r.id),
+            };
+            (r.id.clone(), code, r.properties.get("VpcConfig").cloned())
+        })
         .collect()
 }
 
 #[test]
-fn with_fixed_egress_every_function_that_calls_wecom_runs_in_the_egress_subnets_and_none_without() {
+fn with_fixed_egress_only_the_relays_run_in_the_egress_subnets_each_in_its_own_addresss() {
+    let relay_code = "./functions/wecom-relay";
     let off = wecom_callers(&[]);
     assert!(
-        off.len() >= 3,
-        "refresh, admin and sweep call WeCom: {off:?}"
+        off.len() >= 3 && off.iter().all(|(_, code, _)| code != relay_code),
+        "refresh, admin and sweep call WeCom, no relay: {off:?}"
     );
-    assert!(off.iter().all(|(_, vpc)| vpc.is_none()), "{off:?}");
-    for (addresses, subnets) in [("1", 2), ("2", 2), ("3", 3), ("4", 4)] {
+    assert!(off.iter().all(|(_, _, vpc)| vpc.is_none()), "{off:?}");
+    let relayed = wecom_callers(&[("WeComRelay", "on")]);
+    let relays: Vec<_> = relayed
+        .iter()
+        .filter(|(_, code, _)| code == relay_code)
+        .collect();
+    assert_eq!(relays.len(), 1, "one relay, outside any VPC: {relays:?}");
+    assert!(relays[0].2.is_none());
+    for (addresses, count) in [("1", 1), ("2", 2), ("3", 3), ("4", 4)] {
         let on = wecom_callers(&[("FixedEgress", "on"), ("EgressAddresses", addresses)]);
-        for (id, vpc) in &on {
+        let mut relays = 0;
+        for (id, code, vpc) in &on {
+            if code != relay_code {
+                assert!(vpc.is_none(), "{id} calls through a relay, outside the VPC");
+                continue;
+            }
+            relays += 1;
+            let k: usize = id
+                .trim_start_matches("WeComRelay")
+                .trim_end_matches("Function")
+                .parse()
+                .unwrap_or_else(|_| panic!("{id} is not WeComRelay<k>Function"));
             let vpc = vpc
                 .as_ref()
                 .unwrap_or_else(|| panic!("{id} has no VpcConfig"));
             let Some(Node::List(ids)) = vpc.get("SubnetIds") else {
                 panic!("{id}: {vpc:?}");
             };
-            let expected: Vec<Node> = (1..=subnets)
-                .map(|k| Node::Resource(format!("EgressPrivateSubnet{k}")))
-                .collect();
+            // Subnet k routes through NAT k; with one address zone b's subnet does too.
+            let mut expected = vec![Node::Resource(format!("EgressPrivateSubnet{k}"))];
+            if count == 1 {
+                expected.push(Node::Resource("EgressPrivateSubnet2".to_owned()));
+            }
             assert_eq!(ids, &expected, "{id} with {addresses} addresses");
         }
+        assert_eq!(relays, count, "one relay per address");
     }
 }
 
@@ -406,7 +435,13 @@ fn the_template_reads_with_every_option_of_a_real_account_on() {
     .expect("the template reads with its options on");
     assert_eq!(settings.account.nat_gateways, 4);
     assert_eq!(
-        settings.account.interface_endpoint_zones, 2,
-        "the SQS endpoint in two zones"
+        settings.account.interface_endpoint_zones, 0,
+        "the relays call WeCom only: no endpoint to keep AWS traffic off the gateways"
+    );
+    assert_eq!(
+        settings.account.egress_relays,
+        (1..=4)
+            .map(|k| format!("WeComRelay{k}Function"))
+            .collect::<Vec<_>>()
     );
 }

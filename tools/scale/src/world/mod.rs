@@ -189,8 +189,17 @@ impl<S: SimStore> World<S> {
         let wecom = SimWeCom::new(
             contact_ways,
             Arc::new(WeCom::new(options.wecom, options.seed.wrapping_add(1))),
-            EgressIps::of_nat_gateways(settings.account.nat_gateways),
+            EgressIps::of_template(
+                settings.account.nat_gateways,
+                settings.account.egress_relays.len(),
+                egress_addresses(&settings),
+            ),
             Arc::clone(&options.trace),
+        )
+        .through_relays(
+            Arc::clone(&account),
+            &egress_addresses(&settings),
+            &settings.account.egress_relays,
         );
         let quota_events = QuotaEvents::new(Arc::clone(&sqs), quota_target(&settings).as_deref());
         Ok(Self {
@@ -264,12 +273,10 @@ impl<S: SimStore> World<S> {
     /// from a function's environment, where the addresses are the Elastic IPs' (here made up,
     /// one per gateway, as the simulated WeCom's `EgressIps` makes them up).
     pub fn layers(&self, tenant: BudgetLimits) -> BudgetLayers {
-        let gateways = self.settings.account.nat_gateways;
-        let names: Vec<String> = (1..=gateways).map(|n| format!("198.51.100.{n}")).collect();
         BudgetLayers {
             tenant,
             address: self.settings.refresh.address_budget,
-            egress: EgressAddresses::parse(&names.join(",")).unwrap_or_default(),
+            egress: egress_addresses(&self.settings),
         }
     }
 
@@ -356,4 +363,13 @@ fn quota_target(settings: &Settings) -> Option<String> {
         .and_then(|p| p.value.as_deref())
         .is_none_or(str::is_empty);
     (own_target && settings.queues.contains_key(OWN_QUEUE)).then(|| OWN_QUEUE.to_owned())
+}
+
+/// The addresses of the template's NAT gateways (one shared address without), made up one per
+/// gateway: what `EGRESS_ADDRESSES` lists in a deployment, where they are the Elastic IPs'.
+pub fn egress_addresses(settings: &Settings) -> EgressAddresses {
+    let names: Vec<String> = (1..=settings.account.nat_gateways)
+        .map(|n| format!("198.51.100.{n}"))
+        .collect();
+    EgressAddresses::parse(&names.join(",")).unwrap_or_default()
 }

@@ -9,6 +9,7 @@ const LATENCY: Duration = Duration::from_millis(100);
 
 fn corp(id: &str) -> CorpCredentials {
     CorpCredentials {
+        tenant: domain::ids::TenantId::parse("acme").expect("valid"),
         corp_id: id.to_owned(),
         corp_secret: "secret".to_owned(),
     }
@@ -97,9 +98,9 @@ async fn an_update_over_the_corps_minute_is_the_clients_45009_and_changes_nothin
 
 #[tokio::test(start_paused = true)]
 async fn corps_behind_one_nat_address_share_its_window_and_in_the_pool_they_do_not() {
-    for (egress, refused) in [(EgressIps::Fixed(1), true), (EgressIps::Pool, false)] {
+    for (egress, refused) in [(EgressIps::Placed(1), true), (EgressIps::Pool, false)] {
         clock::start_at(1_796_000_000_000);
-        let (wecom, _) = wecom(limits(10, 3), egress);
+        let (wecom, _) = wecom(limits(10, 3), egress.clone());
         for id in ["corp-a", "corp-a", "corp-b"] {
             wecom
                 .users(&corp(id), "cw-1")
@@ -114,18 +115,40 @@ async fn corps_behind_one_nat_address_share_its_window_and_in_the_pool_they_do_n
 }
 
 #[test]
-fn a_corps_calls_leave_from_every_nat_address_and_in_the_pool_from_its_own() {
-    let fixed = EgressIps::Fixed(4);
+fn a_corps_calls_leave_from_every_placed_address_from_its_own_relayed_one_and_in_the_pool_from_its_own(
+) {
+    let placed = EgressIps::Placed(4);
     let used: std::collections::BTreeSet<String> = (1..=100)
-        .map(|n| fixed.address_of("corp-a", domain::fakes::scrambled(n)))
+        .map(|n| placed.address_of(&corp("corp-a"), domain::fakes::scrambled(n)))
         .collect();
     assert_eq!(used.len(), 4, "{used:?}");
     assert_eq!(
-        EgressIps::Pool.address_of("corp-a", 1),
-        EgressIps::Pool.address_of("corp-a", 2)
+        EgressIps::Pool.address_of(&corp("corp-a"), 1),
+        EgressIps::Pool.address_of(&corp("corp-a"), 2)
     );
-    assert_eq!(EgressIps::of_nat_gateways(0), EgressIps::Pool);
-    assert_eq!(EgressIps::of_nat_gateways(2), EgressIps::Fixed(2));
+    let addresses = EgressAddresses::parse("198.51.100.1,198.51.100.2").expect("two");
+    let relayed = EgressIps::Relayed(addresses.clone());
+    let tenant_a = corp("corp-a");
+    let charged = addresses.address_for(&tenant_a.tenant).to_owned();
+    for n in 1..=100 {
+        assert_eq!(
+            relayed.address_of(&tenant_a, domain::fakes::scrambled(n)),
+            charged,
+            "every call leaves from the address the budget charges"
+        );
+    }
+    assert_eq!(
+        EgressIps::of_template(0, 0, addresses.clone()),
+        EgressIps::Pool
+    );
+    assert_eq!(
+        EgressIps::of_template(2, 0, addresses.clone()),
+        EgressIps::Placed(2)
+    );
+    assert_eq!(
+        EgressIps::of_template(2, 2, addresses.clone()),
+        EgressIps::Relayed(addresses)
+    );
 }
 
 #[tokio::test(start_paused = true)]
