@@ -103,6 +103,28 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
         }
     }
 
+    /// What WeCom's refusal of `api` for `tenant` answers the caller. A 45009 (or 45033)
+    /// holds the tenant's budget of `api` for the window WeCom says is spent (the minute, or
+    /// the hour when the minute did not help: `budget::window_to_hold`), as the refresh does,
+    /// and is answered 429 with the time it reopens: the next request waits without a call.
+    async fn refused(&self, tenant: &TenantId, api: &'static str, error: WeComError) -> AdminError {
+        tracing::warn!(api, class = %error.class(), errcode = error.errcode(), error = %error, "WeCom refused the call");
+        let (Some(budget), WeComError::Throttled { .. }) = (&self.budget, &error) else {
+            return AdminError::WeCom(error);
+        };
+        match budget.hold(tenant, api, (self.clock)()).await {
+            Ok(Spend::Exhausted { retry_after_ms, .. }) => AdminError::Budget {
+                api,
+                retry_after_ms,
+            },
+            Ok(Spend::Granted) => AdminError::WeCom(error),
+            Err(store) => {
+                tracing::warn!(error = %store, "the WeCom budget was not held after a 45009");
+                AdminError::WeCom(error)
+            }
+        }
+    }
+
     /// Applies the patch to the tenant's profile (creating it), claiming its corp id for the
     /// tenant. When the company cap or the timezone (which decides "today") changed, every
     /// code of the tenant is sent for a recompute.
@@ -458,10 +480,7 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
                 Err(WeComError::CodeGone { errcode }) => {
                     tracing::info!(errcode, config_id, "WeCom has no such contact way any more");
                 }
-                Err(e) => {
-                    tracing::warn!(class = %e.class(), errcode = e.errcode(), error = %e, "WeCom did not delete the contact way");
-                    return Err(AdminError::WeCom(e));
-                }
+                Err(e) => return Err(self.refused(&tenant, DEL_CONTACT_WAY, e).await),
             }
         }
         self.store.delete_code(&tenant, &code).await?;
@@ -500,12 +519,12 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             started_at_ms: now_ms,
         };
         self.store.record_intent(&intent).await?;
-        let created = self.contact_ways.create(&creds, &way).await.map_err(|e| {
-            // A transient failure may hide a contact way WeCom did create; the log is where
-            // an operator finds it.
-            tracing::warn!(class = %e.class(), errcode = e.errcode(), error = %e, "WeCom did not create the contact way");
-            AdminError::WeCom(e)
-        })?;
+        // A transient failure may hide a contact way WeCom did create; the log (and the
+        // intent, which the sweep reads) is where an operator finds it.
+        let created = match self.contact_ways.create(&creds, &way).await {
+            Ok(created) => created,
+            Err(e) => return Err(self.refused(tenant, ADD_CONTACT_WAY, e).await),
+        };
         match self
             .store
             .set_config_id(tenant, code, &created.config_id, &way.users)

@@ -1607,6 +1607,44 @@ async fn a_code_is_not_created_in_wecom_when_the_tenants_budget_is_spent() {
     assert_eq!(stored.code.config_id, None);
 }
 
+#[tokio::test]
+async fn a_45009_holds_the_tenants_budget_so_the_next_creation_waits_without_a_call() {
+    let w = world();
+    let admin = Admin::new(
+        w.store.clone(),
+        w.queue.clone(),
+        w.queue.expanding_through(w.store.clone()),
+        w.wecom.clone(),
+        fixed_clock,
+    )
+    .with_budget(FakeBudget::limited(crate::budget::BudgetLimits {
+        per_minute: 9_000,
+        per_hour: 135_000,
+    }));
+    w.wecom.fail_with(WeComError::Throttled { errcode: 45009 });
+
+    let first = admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect_err("throttled");
+    let answer = ErrorAnswer::from(&first);
+    assert_eq!(
+        (answer.status, answer.code),
+        (429, "throttled"),
+        "{answer:?}"
+    );
+    assert!(answer.detail.contains("add_contact_way"), "{answer:?}");
+
+    // WeCom would take the next creation, but the minute WeCom said was spent is held.
+    w.wecom.stop_failing_creates();
+    let second = admin
+        .put_code(put_code("c2", offline_checked(&["a"])))
+        .await
+        .expect_err("the minute is held");
+    assert_eq!(ErrorAnswer::from(&second).status, 429);
+    assert!(w.wecom.created().is_empty(), "the held minute made no call");
+}
+
 // ---------------------------------------------------------------- edits that cannot end half done
 
 fn numbered(prefix: &str, range: std::ops::Range<usize>) -> Vec<String> {

@@ -77,6 +77,11 @@ impl FakeWeCom {
         self.state().failure = Some(error);
     }
 
+    /// Later creates succeed again.
+    pub fn stop_failing_creates(&self) {
+        self.state().failure = None;
+    }
+
     /// Every later read-back fails with `error`; `None` heals it.
     pub fn fail_reads_with(&self, error: Option<WeComError>) {
         self.state().read_failure = error;
