@@ -4,9 +4,10 @@
 //! WeCom themselves, and the relay forwards qrsync's calls and nothing else.
 //!
 //! The sandbox records each call's user agent, and the relay's calls say `egress-relay`: a
-//! tenant's token, its code's creation (the admin API) and its pushes (the refresh) must all
-//! carry it. The relay is then invoked as a caller would, with one request it must refuse and
-//! one it must forward.
+//! tenant's token, its codes' creation (the admin API) and their pushes (the refresh) must all
+//! carry it, and the pushes made together must travel together (the relay logs one line an
+//! invocation with the requests it carried). The relay is then invoked as a caller would, with
+//! one request it must refuse and one it must forward.
 
 use anyhow::{ensure, Context, Result};
 use aws_sdk_lambda::primitives::Blob;
@@ -15,6 +16,34 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 const RELAYED: &str = "egress-relay";
+/// Codes of the tenant whose lists change at once: one refresh batch's worth.
+const CODES: usize = 10;
+
+/// The requests one relay invocation carried, from its `relayed` line: JSON as on AWS
+/// (`LogFormat: JSON`), or the text (with colours) MiniStack keeps.
+fn requests_relayed(line: &str) -> Option<u64> {
+    if let Ok(json) = serde_json::from_str::<Value>(line) {
+        return (json["fields"]["message"] == "relayed")
+            .then(|| json["fields"]["requests"].as_u64())
+            .flatten();
+    }
+    let mut plain = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // An ANSI colour: ESC [ ... m
+            for skipped in chars.by_ref() {
+                if skipped == 'm' {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    let count = plain.split(": relayed requests=").nth(1)?;
+    count.split_whitespace().next()?.parse().ok()
+}
 
 async fn invoke(world: &World, relay: &str, payload: Value) -> Result<Value> {
     let output = world
@@ -49,13 +78,25 @@ async fn every_call_of_a_tenant_goes_through_the_relay_and_the_relay_carries_not
     let started = Instant::now();
     let live = LiveTenant::create(&world, 2).await?;
     let members: Vec<&str> = live.staff.iter().map(String::as_str).collect();
-    let config_id = live.put_code("relayed", &members, None).await?;
+    let mut codes = Vec::new();
+    for i in 0..CODES {
+        codes.push(
+            live.put_code(&format!("relayed{i}"), &members, None)
+                .await?,
+        );
+    }
+    let pushed_from_ms = now_ms();
     live.set_online(&live.staff[0], false).await?;
     eventually(
-        "the list without the offline member",
+        "every list without the offline member",
         Duration::from_secs(60),
         || async {
-            Ok((live.wecom_list(&config_id).await? == [live.staff[1].clone()]).then_some(()))
+            for config_id in &codes {
+                if live.wecom_list(config_id).await? != [live.staff[1].clone()] {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(()))
         },
     )
     .await?;
@@ -98,26 +139,53 @@ async fn every_call_of_a_tenant_goes_through_the_relay_and_the_relay_carries_not
         "calls that left without the relay: {direct:?}"
     );
 
-    // Invoked as a caller would: a call outside qrsync's is refused without an echo...
-    let refused = invoke(
-        &world,
-        &relay,
-        json!({ "api": "user/get", "query": [["access_token", "tok-must-not-echo"]], "body": {} }),
+    // The pushes of one refresh batch went out in fewer invocations than calls.
+    let relay_output = "WeComRelays";
+    let carried = eventually(
+        "the relay's lines for the pushes",
+        Duration::from_secs(30),
+        || async {
+            let carried: Vec<u64> = world
+                .function_logs(relay_output, pushed_from_ms)
+                .await?
+                .iter()
+                .filter_map(|line| requests_relayed(line))
+                .collect();
+            Ok((carried.iter().sum::<u64>() >= CODES as u64).then_some(carried))
+        },
     )
     .await?;
-    println!("the relay's answer to user/get: {refused}");
-    ensure!(refused["outcome"] == "refused", "{refused}");
+    println!(
+        "{} update_contact_way calls for {CODES} codes went in {} relay invocations (requests each: {carried:?})",
+        count("update_contact_way"),
+        carried.len()
+    );
     ensure!(
-        !refused.to_string().contains("tok-must-not-echo"),
-        "{refused}"
+        carried.iter().any(|&requests| requests > 1),
+        "no invocation carried more than one request: {carried:?}"
+    );
+
+    // Invoked as a caller would: a call outside qrsync's is refused without an echo...
+    let answer = invoke(
+        &world,
+        &relay,
+        json!({ "requests": [{ "api": "user/get", "query": [["access_token", "tok-must-not-echo"]], "body": {} }] }),
+    )
+    .await?;
+    println!("the relay's answer to user/get: {answer}");
+    ensure!(answer["replies"][0]["outcome"] == "refused", "{answer}");
+    ensure!(
+        !answer.to_string().contains("tok-must-not-echo"),
+        "{answer}"
     );
     // ...and gettoken with a wrong secret reaches WeCom, whose answer comes back as it was.
-    let answered = invoke(
+    let answer = invoke(
         &world,
         &relay,
-        json!({ "api": "gettoken", "query": [["corpid", live.tenant.corp_id], ["corpsecret", "wrong-secret"]] }),
+        json!({ "requests": [{ "api": "gettoken", "query": [["corpid", live.tenant.corp_id], ["corpsecret", "wrong-secret"]] }] }),
     )
     .await?;
+    let answered = &answer["replies"][0];
     ensure!(answered["outcome"] == "answered", "{answered}");
     let body: Value = serde_json::from_str(answered["body"].as_str().unwrap_or("null"))?;
     println!(

@@ -4,6 +4,7 @@
 
 pub mod aws;
 pub mod clock;
+pub mod coalesce;
 pub mod dynamodb;
 pub mod env;
 pub mod eventbridge;

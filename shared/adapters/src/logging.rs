@@ -29,6 +29,7 @@ const OWN_CRATES: &[&str] = &[
     "replay",
     "landing_page",
     "alarm_robot",
+    "wecom_relay",
 ];
 
 /// The most any dependency logs.

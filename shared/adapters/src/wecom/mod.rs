@@ -15,6 +15,7 @@ pub use client::{WeComClient, CALL_MARGIN, WECOM_API_BASE_URL};
 pub use robot::WeComRobot;
 pub use tokens::{SharedToken, TokenStore};
 pub use transport::{
-    Direct, Relays, WeComApi, WeComReply, WeComRequest, MOST_REPLY_BYTES, MOST_REQUEST_BODY_BYTES,
-    RELAY_MARGIN,
+    Direct, RelayAnswer, RelayInvocation, Relays, WeComApi, WeComReply, WeComRequest,
+    MOST_REPLY_BYTES, MOST_REQUESTS_PER_INVOCATION, MOST_REQUEST_BODY_BYTES, RELAY_LINGER,
+    RELAY_MARGIN, RELAY_USER_AGENT,
 };

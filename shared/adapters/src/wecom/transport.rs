@@ -5,11 +5,14 @@
 //! subnets leaves from whichever one Lambda put its execution environment in; the relay is
 //! what makes the address the tenant's.
 //!
-//! The relay carries a [`WeComRequest`] (one of the calls in [`WeComApi`], nothing else) and
-//! answers a [`WeComReply`]; both are plain JSON, so the relay needs no AWS client and holds
-//! no permission beyond its logs.
+//! One relay invocation carries a [`RelayInvocation`]: the [`WeComRequest`]s of one address
+//! made within [`RELAY_LINGER`] of each other (`crate::coalesce`), each one of the calls in
+//! [`WeComApi`] and nothing else, and answers a [`RelayAnswer`], a [`WeComReply`] for each.
+//! All of it is plain JSON, so the relay needs no AWS client and holds no permission beyond
+//! its logs.
 
 use super::redaction::{scrub, transport_error};
+use crate::coalesce::Coalescer;
 use aws_sdk_lambda::primitives::Blob;
 use domain::budget::EgressAddresses;
 use domain::ids::TenantId;
@@ -17,14 +20,21 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The most a request's JSON body may take: WeCom's largest, a list push of 100 user ids, is
 /// a few KB.
 pub const MOST_REQUEST_BODY_BYTES: usize = 64 * 1024;
 /// The most of an answer kept: a `list_contact_way` page of 1,000 config ids is about 60 KB;
-/// anything far beyond is not WeCom's JSON and would only grow the relay's reply.
-pub const MOST_REPLY_BYTES: usize = 1024 * 1024;
+/// anything far beyond is not WeCom's JSON. A relay's whole answer, this many times
+/// [`MOST_REQUESTS_PER_INVOCATION`], stays under Lambda's 6 MB for a synchronous answer.
+pub const MOST_REPLY_BYTES: usize = 256 * 1024;
+/// The most requests one relay invocation carries.
+pub const MOST_REQUESTS_PER_INVOCATION: usize = 16;
+/// How long a relay's first request waits for others of the same address before the
+/// invocation goes: the pushes of one refresh batch start within a few milliseconds.
+pub const RELAY_LINGER: Duration = Duration::from_millis(5);
 /// The user agent of a call made from the calling process.
 const USER_AGENT: &str = concat!("qrsync/", env!("CARGO_PKG_VERSION"));
 /// The user agent of a call an egress relay made.
@@ -178,6 +188,40 @@ pub enum WeComReply {
     Refused { reason: String },
 }
 
+/// What one relay invocation carries: requests of one address made at about the same moment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayInvocation {
+    pub requests: Vec<WeComRequest>,
+}
+
+/// What a relay answers: a reply for each request, in order; or, for an invocation that is
+/// not a [`RelayInvocation`] of 1 to [`MOST_REQUESTS_PER_INVOCATION`] requests, why not.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RelayAnswer {
+    pub replies: Vec<WeComReply>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
+impl RelayAnswer {
+    /// The replies to `count` requests: the relay's, each request without one unreachable,
+    /// every one refused when the relay refused the invocation.
+    fn replies(self, count: usize, function: &str) -> Vec<WeComReply> {
+        if let Some(reason) = self.refused {
+            return vec![WeComReply::Refused { reason }; count];
+        }
+        let mut replies = self.replies;
+        replies.truncate(count);
+        while replies.len() < count {
+            replies.push(WeComReply::Unreachable {
+                detail: format!("egress relay {function} answered no reply for this request"),
+            });
+        }
+        replies
+    }
+}
+
 /// Sends requests to WeCom from this process.
 #[derive(Debug, Clone)]
 pub struct Direct {
@@ -268,13 +312,21 @@ impl Direct {
     }
 }
 
-/// Sends each tenant's requests through the relay of the address it is charged to.
+/// Sends each tenant's requests through the relay of the address it is charged to, several
+/// to one invocation when they are made together.
 #[derive(Debug, Clone)]
 pub struct Relays {
     lambda: aws_sdk_lambda::Client,
     egress: EgressAddresses,
-    /// The relay function of each address.
-    functions: HashMap<String, String>,
+    /// The relay function of each address, with its coalescer once started.
+    relays: HashMap<String, Arc<Relay>>,
+}
+
+#[derive(Debug)]
+struct Relay {
+    function: String,
+    /// Started on first use, on the runtime the calls run on.
+    coalescer: tokio::sync::OnceCell<Coalescer<WeComRequest, WeComReply>>,
 }
 
 impl Relays {
@@ -295,61 +347,108 @@ impl Relays {
         if let Some(empty) = functions.iter().position(|name| name.trim().is_empty()) {
             return Err(format!("egress relay {} has no name", empty + 1));
         }
-        let functions = egress
+        let relays = egress
             .addresses()
             .iter()
             .cloned()
-            .zip(functions.iter().map(|name| name.trim().to_owned()))
+            .zip(functions.iter().map(|name| {
+                Arc::new(Relay {
+                    function: name.trim().to_owned(),
+                    coalescer: tokio::sync::OnceCell::new(),
+                })
+            }))
             .collect();
         Ok(Self {
             lambda,
             egress,
-            functions,
+            relays,
         })
     }
 
     /// The relay `tenant`'s requests go through.
     pub fn relay_for(&self, tenant: &TenantId) -> &str {
-        let address = self.egress.address_for(tenant);
-        self.functions.get(address).map_or("", String::as_str)
+        self.relays
+            .get(self.egress.address_for(tenant))
+            .map_or("", |relay| relay.function.as_str())
     }
 
-    /// Invokes `tenant`'s relay with `request` and reads its reply. A relay that cannot be
-    /// invoked, fails, or answers something else leaves WeCom unreached, as far as the caller
-    /// can tell (whether the relay's call reached WeCom is unknown).
+    /// Sends `request` through `tenant`'s relay, in one invocation with the requests of the
+    /// same relay made within [`RELAY_LINGER`]. A relay that cannot be invoked, fails, or
+    /// answers something else leaves WeCom unreached, as far as the caller can tell (whether
+    /// the relay's call reached WeCom is unknown).
     pub async fn send(&self, tenant: &TenantId, request: &WeComRequest) -> WeComReply {
-        let function = self.relay_for(tenant);
-        let secrets = request.secrets();
-        let unreachable = |detail: String| WeComReply::Unreachable {
-            detail: scrub(&detail, &secrets),
+        let Some(relay) = self.relays.get(self.egress.address_for(tenant)) else {
+            return WeComReply::Unreachable {
+                detail: "no egress relay for the tenant's address".to_owned(),
+            };
         };
-        let payload = match serde_json::to_vec(request) {
-            Ok(payload) => payload,
-            Err(error) => return unreachable(format!("request not encoded: {error}")),
-        };
-        let invoked = self
-            .lambda
-            .invoke()
-            .function_name(function)
-            .payload(Blob::new(payload))
-            .send()
+        let coalescer = relay
+            .coalescer
+            .get_or_init(|| async {
+                let lambda = self.lambda.clone();
+                let function = relay.function.clone();
+                Coalescer::start(
+                    RELAY_LINGER,
+                    MOST_REQUESTS_PER_INVOCATION,
+                    move |requests: Vec<WeComRequest>| {
+                        invoke(lambda.clone(), function.clone(), requests)
+                    },
+                )
+            })
             .await;
-        let output = match invoked {
-            Ok(output) => output,
-            Err(error) => {
-                return unreachable(format!(
-                    "egress relay {function} not invoked: {}",
-                    aws_sdk_lambda::error::DisplayErrorContext(&error)
-                ))
-            }
-        };
-        if let Some(failure) = output.function_error() {
-            return unreachable(format!("egress relay {function} failed: {failure}"));
+        coalescer
+            .call(request.clone())
+            .await
+            .unwrap_or_else(|| WeComReply::Unreachable {
+                detail: format!("egress relay {} gave no reply", relay.function),
+            })
+    }
+}
+
+/// One invocation of `function` with `requests`: a reply for each, in order.
+async fn invoke(
+    lambda: aws_sdk_lambda::Client,
+    function: String,
+    requests: Vec<WeComRequest>,
+) -> Vec<WeComReply> {
+    let count = requests.len();
+    let unreached = |detail: String| -> Vec<WeComReply> {
+        requests
+            .iter()
+            .map(|request| WeComReply::Unreachable {
+                detail: scrub(&detail, &request.secrets()),
+            })
+            .collect()
+    };
+    let invocation = RelayInvocation {
+        requests: requests.clone(),
+    };
+    let payload = match serde_json::to_vec(&invocation) {
+        Ok(payload) => payload,
+        Err(error) => return unreached(format!("requests not encoded: {error}")),
+    };
+    let invoked = lambda
+        .invoke()
+        .function_name(&function)
+        .payload(Blob::new(payload))
+        .send()
+        .await;
+    let output = match invoked {
+        Ok(output) => output,
+        Err(error) => {
+            return unreached(format!(
+                "egress relay {function} not invoked: {}",
+                aws_sdk_lambda::error::DisplayErrorContext(&error)
+            ))
         }
-        let bytes = output.payload().map(Blob::as_ref).unwrap_or_default();
-        serde_json::from_slice(bytes).unwrap_or_else(|_| {
-            unreachable(format!("egress relay {function} answered something else"))
-        })
+    };
+    if let Some(failure) = output.function_error() {
+        return unreached(format!("egress relay {function} failed: {failure}"));
+    }
+    let bytes = output.payload().map(Blob::as_ref).unwrap_or_default();
+    match serde_json::from_slice::<RelayAnswer>(bytes) {
+        Ok(answer) => answer.replies(count, &function),
+        Err(_) => unreached(format!("egress relay {function} answered something else")),
     }
 }
 
@@ -507,6 +606,36 @@ mod tests {
             used.insert(relays.relay_for(&tenant).to_owned());
         }
         assert_eq!(used.len(), 3, "60 tenants reach every relay");
+    }
+
+    #[test]
+    fn a_relays_answer_gives_every_request_a_reply_in_order() {
+        let answered = |n: u16| WeComReply::Answered {
+            status: n,
+            body: "{}".into(),
+        };
+        let whole = RelayAnswer {
+            replies: vec![answered(1), answered(2)],
+            refused: None,
+        };
+        assert_eq!(whole.replies(2, "relay-1"), [answered(1), answered(2)]);
+        let short = RelayAnswer {
+            replies: vec![answered(1)],
+            refused: None,
+        };
+        let replies = short.replies(2, "relay-1");
+        assert_eq!(replies[0], answered(1));
+        assert!(
+            matches!(&replies[1], WeComReply::Unreachable { detail } if detail.contains("no reply"))
+        );
+        let refused = RelayAnswer {
+            replies: vec![],
+            refused: Some("17 requests; at most 16".into()),
+        };
+        assert!(refused
+            .replies(3, "relay-1")
+            .iter()
+            .all(|reply| matches!(reply, WeComReply::Refused { .. })));
     }
 
     #[test]

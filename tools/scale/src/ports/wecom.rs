@@ -11,7 +11,9 @@
 use crate::observe::Trace;
 use crate::services::clock;
 use crate::services::lambda::{Account, Invoked};
-use crate::services::wecom::WeCom;
+use crate::services::wecom::{Refused, WeCom};
+use adapters::coalesce::Coalescer;
+use adapters::wecom::{MOST_REQUESTS_PER_INVOCATION, RELAY_LINGER};
 use domain::admin::ContactWays;
 use domain::budget::EgressAddresses;
 use domain::fakes::FakeWeCom;
@@ -89,8 +91,20 @@ pub struct SimWeCom {
 struct Relays {
     account: Arc<Account>,
     addresses: EgressAddresses,
-    function_of: Arc<HashMap<String, String>>,
+    function_of: Arc<HashMap<String, RelayOf>>,
 }
+
+/// One relay: its function, and the coalescer that gathers its calls made together
+/// (`adapters::coalesce`, as `adapters::wecom::Relays` does), started on first use.
+struct RelayOf {
+    function: String,
+    coalescer: tokio::sync::OnceCell<Coalescer<RelayedCall, RelayedAnswer>>,
+}
+
+/// A call as a relay carries it: the corp, the address WeCom sees, the API.
+type RelayedCall = (String, String, String);
+/// What the relay's invocation made of it: WeCom's answer, or the invocation's own failure.
+type RelayedAnswer = Result<Result<(), Refused>, String>;
 
 impl SimWeCom {
     /// `contact_ways` should forget its histories (`FakeWeCom::forget_history`) for a long run.
@@ -111,7 +125,9 @@ impl SimWeCom {
     }
 
     /// Sends each call through the relay function of the address it leaves from (`functions`,
-    /// in the order of `addresses`), as `EGRESS_RELAYS` does in a deployment.
+    /// in the order of `addresses`), as `EGRESS_RELAYS` does in a deployment: the calls of one
+    /// relay made within `RELAY_LINGER` go in one invocation, at most
+    /// `MOST_REQUESTS_PER_INVOCATION`.
     #[must_use]
     pub fn through_relays(
         mut self,
@@ -126,7 +142,10 @@ impl SimWeCom {
             .addresses()
             .iter()
             .cloned()
-            .zip(functions.iter().cloned())
+            .zip(functions.iter().map(|function| RelayOf {
+                function: function.clone(),
+                coalescer: tokio::sync::OnceCell::new(),
+            }))
             .collect();
         self.relays = Some(Relays {
             account,
@@ -134,6 +153,32 @@ impl SimWeCom {
             function_of: Arc::new(function_of),
         });
         self
+    }
+
+    /// One relay invocation of `function` carrying `calls`, each through WeCom's windows at
+    /// once; every call fails alike when the invocation does.
+    async fn relayed(
+        account: Arc<Account>,
+        service: Arc<WeCom>,
+        function: String,
+        calls: Vec<RelayedCall>,
+    ) -> Vec<RelayedAnswer> {
+        let count = calls.len();
+        let invoked = account
+            .invoke(&function, |_deadline| async {
+                let each = calls
+                    .iter()
+                    .map(|(corp, ip, api)| service.call(corp, ip, api));
+                futures::future::join_all(each).await
+            })
+            .await;
+        let failed = |why: &str| vec![Err(why.to_owned()); count];
+        match invoked {
+            Ok(Invoked::Done(answers)) => answers.into_iter().map(Ok).collect(),
+            Ok(Invoked::Throttled) => failed("egress relay throttled"),
+            Ok(Invoked::TimedOut) => failed("egress relay timed out"),
+            Err(error) => failed(&error.to_string()),
+        }
     }
 
     /// What WeCom holds for the contact way now: the list a scan of its code is routed to.
@@ -160,22 +205,34 @@ impl SimWeCom {
         });
         let answer = match relay {
             None => self.service.call(&corp.corp_id, &ip, api).await,
-            Some((relays, function)) => {
-                let invoked = relays
-                    .account
-                    .invoke(function, |_deadline| {
-                        self.service.call(&corp.corp_id, &ip, api)
+            Some((relays, relay)) => {
+                let coalescer = relay
+                    .coalescer
+                    .get_or_init(|| async {
+                        let (account, service, function) = (
+                            Arc::clone(&relays.account),
+                            Arc::clone(&self.service),
+                            relay.function.clone(),
+                        );
+                        Coalescer::start(
+                            RELAY_LINGER,
+                            MOST_REQUESTS_PER_INVOCATION,
+                            move |calls: Vec<RelayedCall>| {
+                                Self::relayed(
+                                    Arc::clone(&account),
+                                    Arc::clone(&service),
+                                    function.clone(),
+                                    calls,
+                                )
+                            },
+                        )
                     })
                     .await;
-                match invoked {
-                    Ok(Invoked::Done(answer)) => answer,
-                    Ok(Invoked::Throttled) => {
-                        return Err(WeComError::transient("egress relay throttled"))
-                    }
-                    Ok(Invoked::TimedOut) => {
-                        return Err(WeComError::transient("egress relay timed out"))
-                    }
-                    Err(error) => return Err(WeComError::transient(error.to_string())),
+                let call = (corp.corp_id.clone(), ip.clone(), api.to_owned());
+                match coalescer.call(call).await {
+                    Some(Ok(answer)) => answer,
+                    Some(Err(why)) => return Err(WeComError::transient(why)),
+                    None => return Err(WeComError::transient("egress relay gave no reply")),
                 }
             }
         };

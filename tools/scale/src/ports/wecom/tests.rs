@@ -180,3 +180,47 @@ async fn listing_contact_ways_is_one_call_per_page_of_a_thousand() {
     assert_eq!(wecom.service.counters().accepted - before, 2);
     assert_eq!(wecom.state_of(&a, "cw-7").await.as_deref(), Ok("code-1"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn calls_of_one_address_made_together_go_in_one_relay_invocation() {
+    use crate::services::lambda::{Account, FunctionConfig};
+    clock::start_at(1_796_000_000_000);
+    let account = Arc::new(Account::new(1_000));
+    account
+        .create_function(FunctionConfig::new(
+            "WeComRelay1Function",
+            Duration::from_secs(10),
+            128,
+        ))
+        .expect("created");
+    let addresses = EgressAddresses::parse("198.51.100.1").expect("one");
+    let (wecom, _) = wecom(Limits::PUBLISHED, EgressIps::Relayed(addresses.clone()));
+    let wecom = wecom.through_relays(
+        Arc::clone(&account),
+        &addresses,
+        &["WeComRelay1Function".to_owned()],
+    );
+    let a = corp("corp-a");
+    let reads = (0..5).map(|_| wecom.users(&a, "cw-1"));
+    for read in futures::future::join_all(reads).await {
+        read.expect("WeCom answered through the relay");
+    }
+    let together = account
+        .counters("WeComRelay1Function")
+        .expect("counted")
+        .invocations;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    wecom
+        .users(&a, "cw-1")
+        .await
+        .expect("WeCom answered through the relay");
+    let later = account
+        .counters("WeComRelay1Function")
+        .expect("counted")
+        .invocations;
+    assert_eq!(
+        (together, later),
+        (1, 2),
+        "five at once in one, a later one alone"
+    );
+}
