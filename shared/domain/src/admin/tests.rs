@@ -1574,17 +1574,25 @@ async fn deleting_an_unknown_code_or_a_deleted_one_again_is_not_found() {
     assert_eq!(w.wecom.deleted(), ["cw-1"]);
 }
 
-#[tokio::test]
-async fn a_code_is_not_created_in_wecom_when_the_tenants_budget_is_spent() {
-    let w = world();
-    let admin = Admin::new(
+/// The world's admin, with `budget` for its WeCom calls.
+fn budgeted(
+    w: &AdminWorld,
+    budget: FakeBudget,
+) -> Admin<crate::fakes::InMemoryStore, crate::fakes::InMemoryQueues, crate::fakes::FakeWeCom> {
+    Admin::new(
         w.store.clone(),
         w.queue.clone(),
         w.queue.expanding_through(w.store.clone()),
         w.wecom.clone(),
         fixed_clock,
     )
-    .with_budget(FakeBudget::spent_for(12_300));
+    .with_budget(budget)
+}
+
+#[tokio::test]
+async fn a_code_is_not_created_in_wecom_when_the_tenants_budget_is_spent() {
+    let w = world();
+    let admin = budgeted(&w, FakeBudget::spent_for(12_300));
 
     let error = admin
         .put_code(put_code("c1", offline_checked(&["a"])))
@@ -1610,17 +1618,13 @@ async fn a_code_is_not_created_in_wecom_when_the_tenants_budget_is_spent() {
 #[tokio::test]
 async fn a_45009_holds_the_tenants_budget_so_the_next_creation_waits_without_a_call() {
     let w = world();
-    let admin = Admin::new(
-        w.store.clone(),
-        w.queue.clone(),
-        w.queue.expanding_through(w.store.clone()),
-        w.wecom.clone(),
-        fixed_clock,
-    )
-    .with_budget(FakeBudget::limited(crate::budget::BudgetLimits {
-        per_minute: 9_000,
-        per_hour: 135_000,
-    }));
+    let admin = budgeted(
+        &w,
+        FakeBudget::limited(crate::budget::BudgetLimits {
+            per_minute: 9_000,
+            per_hour: 135_000,
+        }),
+    );
     w.wecom.fail_with(WeComError::Throttled { errcode: 45009 });
 
     let first = admin
