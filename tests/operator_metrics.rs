@@ -287,6 +287,8 @@ async fn the_alarms_and_the_dashboard_deploy() -> Result<()> {
         ("qrsync", "DriftFound"),
         ("qrsync", "DriftGuardTripped"),
         ("qrsync", "BudgetUsedPercent"),
+        ("qrsync", "AddressBudgetUsedPercent"),
+        ("qrsync", "TenantsPaused"),
     ] {
         ensure!(
             metrics.contains(&(namespace.to_owned(), metric.to_owned())),

@@ -59,7 +59,7 @@ pub mod name {
     /// The larger share of an egress address's WeCom budget (minute or hour window, shared by
     /// every tenant behind it) spent, after a spend.
     pub const ADDRESS_BUDGET_USED: &str = "AddressBudgetUsedPercent";
-    /// Tenants paused because WeCom refused their credentials, address or permission, by class.
+    /// Tenants paused because WeCom refused their credentials, address or permission.
     pub const TENANTS_PAUSED: &str = "TenantsPaused";
     /// Paused tenants a probe found served again.
     pub const TENANTS_RESUMED: &str = "TenantsResumed";
@@ -205,9 +205,10 @@ pub fn budget_used(tenant_id: &TenantId, percent: f64) {
     histogram!(name::BUDGET_USED).record(percent);
 }
 
-/// A tenant was paused (`crate::tenants::TenantPause`), by the class of WeCom's refusal.
-pub fn tenant_paused(class: crate::wecom::errors::FailureClass) {
-    counter!(name::TENANTS_PAUSED, dimension::CLASS => class.as_str()).increment(1);
+/// A tenant was paused (`crate::tenants::TenantPause`). One metric, not one per class of
+/// WeCom's refusal, so one alarm watches it; the class is in the pause's alert and log line.
+pub fn tenant_paused() {
+    counter!(name::TENANTS_PAUSED).increment(1);
 }
 
 /// A paused tenant's probe succeeded and it was resumed.

@@ -119,7 +119,7 @@ pub async fn pause_tenant<S: TenantPauses + ?Sized>(
 ) -> Result<bool, StoreError> {
     let paused = store.pause(tenant, pause).await?;
     if paused {
-        crate::telemetry::tenant_paused(pause.class);
+        crate::telemetry::tenant_paused();
         tracing::error!(
             alert = "tenant_paused",
             tenant = %tenant,
