@@ -24,15 +24,25 @@ fn page(status: u16, title: &str, text: &str) -> Response<Body> {
         .expect("a response with a valid status and headers builds")
 }
 
+/// A 302 to `location`; a stored link that is no header value (a control character, say:
+/// links are WeCom's, checked when kept, but an item may have been written otherwise) is a
+/// page saying the link cannot be opened, never a crash of the function.
 fn redirect(location: &str) -> Response<Body> {
-    Response::builder()
+    let redirect = Response::builder()
         .status(302)
         .header("location", location)
         // Every scan must be counted: a cached redirect would send the next visitor to the
         // same member without a visit.
         .header("cache-control", "no-store")
-        .body(Body::Empty)
-        .expect("a redirect with a valid location builds")
+        .body(Body::Empty);
+    redirect.unwrap_or_else(|_| {
+        tracing::error!("the member's stored acquisition link is not a header value; not sent");
+        page(
+            502,
+            "Link unavailable",
+            "This code's link cannot be opened right now. Please try again later.",
+        )
+    })
 }
 
 fn answer(landing: &Landing) -> Response<Body> {
@@ -108,6 +118,14 @@ pub(crate) async fn handle<C: RotationCounter>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_link_that_is_no_header_value_is_a_page_not_a_crash() {
+        let answer = redirect("https://work.weixin.qq.com/ca/x\r\nSet-Cookie: stolen=1");
+        assert_eq!(answer.status(), 502);
+        assert!(answer.headers().get("location").is_none());
+        assert_eq!(redirect("https://work.weixin.qq.com/ca/x").status(), 302);
+    }
     use domain::fakes::InMemoryRotations;
     use domain::ids::TenantId;
     use domain::ids::{CodeId, StaffId};

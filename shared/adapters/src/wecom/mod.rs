@@ -8,6 +8,8 @@ mod client;
 mod ports;
 mod redaction;
 mod robot;
+#[cfg(test)]
+mod test_server;
 mod tokens;
 mod transport;
 

@@ -284,32 +284,41 @@ impl Direct {
             }
         };
         let status = response.status().as_u16();
-        let mut body = Vec::new();
-        loop {
-            match response.chunk().await {
-                Ok(Some(chunk)) if body.len() + chunk.len() <= MOST_REPLY_BYTES => {
-                    body.extend_from_slice(&chunk);
-                }
-                Ok(Some(_)) => {
-                    return WeComReply::Unreachable {
-                        detail: format!(
-                            "HTTP {status}: an answer longer than {MOST_REPLY_BYTES} bytes"
-                        ),
-                    }
-                }
-                Ok(None) => break,
-                Err(error) => {
-                    return WeComReply::Unreachable {
-                        detail: transport_error(error, &secrets),
-                    }
-                }
-            }
-        }
-        WeComReply::Answered {
-            status,
-            body: String::from_utf8_lossy(&body).into_owned(),
+        match read_bounded(&mut response, MOST_REPLY_BYTES).await {
+            Ok(body) => WeComReply::Answered {
+                status,
+                body: String::from_utf8_lossy(&body).into_owned(),
+            },
+            Err(Bounded::TooLong) => WeComReply::Unreachable {
+                detail: format!("HTTP {status}: an answer longer than {MOST_REPLY_BYTES} bytes"),
+            },
+            Err(Bounded::Failed(error)) => WeComReply::Unreachable {
+                detail: transport_error(error, &secrets),
+            },
         }
     }
+}
+
+/// Why an answer was not read whole.
+pub(super) enum Bounded {
+    TooLong,
+    Failed(reqwest::Error),
+}
+
+/// The body of `response`, read chunk by chunk and given up past `most` bytes: an answer
+/// from the open internet is never held whole before its size is known.
+pub(super) async fn read_bounded(
+    response: &mut reqwest::Response,
+    most: usize,
+) -> Result<Vec<u8>, Bounded> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(Bounded::Failed)? {
+        if body.len() + chunk.len() > most {
+            return Err(Bounded::TooLong);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// Sends each tenant's requests through the relay of the address it is charged to, several
@@ -606,6 +615,31 @@ mod tests {
             used.insert(relays.relay_for(&tenant).to_owned());
         }
         assert_eq!(used.len(), 3, "60 tenants reach every relay");
+    }
+
+    #[tokio::test]
+    async fn an_answer_longer_than_kept_is_unreachable_not_read_whole() {
+        let url =
+            crate::wecom::test_server::answering_once(200, vec![b' '; MOST_REPLY_BYTES + 1]).await;
+        let reply = Direct::new(url, Duration::from_secs(5)).send(&push()).await;
+        assert!(
+            matches!(&reply, WeComReply::Unreachable { detail } if detail.contains("longer than")),
+            "{reply:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_within_the_bound_comes_back_as_it_was() {
+        let url =
+            crate::wecom::test_server::answering_once(200, br#"{"errcode":0}"#.to_vec()).await;
+        let reply = Direct::new(url, Duration::from_secs(5)).send(&push()).await;
+        assert_eq!(
+            reply,
+            WeComReply::Answered {
+                status: 200,
+                body: r#"{"errcode":0}"#.into()
+            }
+        );
     }
 
     #[test]

@@ -16,6 +16,12 @@ pub struct AcquisitionLink {
     pub url: String,
 }
 
+/// Where WeCom's customer-acquisition links live (`https://work.weixin.qq.com/ca/<id>`,
+/// docs/wecom-api.md): a link elsewhere is not one WeCom made.
+pub const LINK_HOST: &str = "https://work.weixin.qq.com/";
+/// The longest link URL kept.
+const MAX_LINK_URL_BYTES: usize = 512;
+
 /// The body of `create_link` for one user: `link_name` (at most 30 characters; the user id,
 /// cut), `range.user_list` = the user, `skip_verify` so the visitor's request is accepted at
 /// once, as a contact way's `skip_verify` does.
@@ -37,8 +43,12 @@ pub fn parse_link(answer: &Value) -> Option<AcquisitionLink> {
             .map(str::to_owned)
     };
     let url = text("url")?;
-    // It is sent to visitors as a redirect: only WeCom's https links are taken.
-    if !url.starts_with("https://") && !url.starts_with("http://") || url.len() > 512 {
+    // It is sent to visitors as a redirect: only WeCom's own https links are taken, of
+    // printable ASCII without spaces (no header or HTML can be smuggled through it).
+    let wecoms = url.starts_with(LINK_HOST)
+        && url.len() <= MAX_LINK_URL_BYTES
+        && url.bytes().all(|b| b.is_ascii_graphic());
+    if !wecoms {
         return None;
     }
     Some(AcquisitionLink {
@@ -71,6 +81,23 @@ mod tests {
             parse_link(&json!({"link": {"link_id": "x", "url": "javascript:alert(1)"}})),
             None
         );
+    }
+
+    #[test]
+    fn a_link_not_on_wecoms_host_over_http_or_with_a_control_character_is_not_taken() {
+        let link = |url: &str| json!({"link": {"link_id": "ca1", "url": url}});
+        for url in [
+            "http://work.weixin.qq.com/ca/ca1",
+            "https://evil.example/ca/ca1",
+            "https://work.weixin.qq.com.evil.example/ca/ca1",
+            "https://work.weixin.qq.com/ca/ca1\r\nSet-Cookie: x=1",
+            "https://work.weixin.qq.com/ca/ca 1",
+        ] {
+            assert_eq!(parse_link(&link(url)), None, "{url:?} was taken");
+        }
+        let long = format!("https://work.weixin.qq.com/ca/{}", "c".repeat(500));
+        assert_eq!(parse_link(&link(&long)), None);
+        assert!(parse_link(&link("https://work.weixin.qq.com/ca/ca1")).is_some());
     }
 
     #[test]
