@@ -46,21 +46,48 @@ impl AlarmChange {
             "OK" => "info",
             _ => "comment",
         };
+        let state = plain(&self.new_state_value);
         let mut content = format!(
-            "**qrsync alarm <font color=\"{colour}\">{}</font>**: {}\n",
-            self.new_state_value, self.alarm_name
+            "**qrsync alarm <font color=\"{colour}\">{state}</font>**: {}\n",
+            plain(&self.alarm_name)
         );
-        let from = self.old_state_value.as_deref().unwrap_or("?");
-        let at = self.state_change_time.as_deref().unwrap_or("?");
-        content.push_str(&format!("> {from} -> {} at {at}\n", self.new_state_value));
+        let from = plain(self.old_state_value.as_deref().unwrap_or("?"));
+        let at = plain(self.state_change_time.as_deref().unwrap_or("?"));
+        content.push_str(&format!("> {from} -> {state} at {at}\n"));
         if let Some(description) = self.alarm_description.as_deref() {
-            content.push_str(&format!("> {description}\n"));
+            content.push_str(&format!("> {}\n", plain(description)));
         }
         if let Some(reason) = self.new_state_reason.as_deref() {
-            content.push_str(&format!("> <font color=\"comment\">{reason}</font>\n"));
+            content.push_str(&format!(
+                "> <font color=\"comment\">{}</font>\n",
+                plain(reason)
+            ));
         }
         truncate(content, MAX_CONTENT_BYTES)
     }
+}
+
+/// `text` as plain words in the robot's markdown: the characters its markup is made of (tags,
+/// links, emphasis, code, quotes at a line's start) become their full-width look-alikes, and a
+/// line break a space, so an alarm's text shows as written and cannot add a link, a colour or
+/// a line of its own.
+fn plain(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '<' => '＜',
+            '>' => '＞',
+            '[' => '［',
+            ']' => '］',
+            '(' => '（',
+            ')' => '）',
+            '*' => '＊',
+            '`' => '｀',
+            '#' => '＃',
+            '_' => '＿',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect()
 }
 
 fn truncate(mut text: String, max: usize) -> String {
@@ -138,6 +165,23 @@ mod tests {
         );
         assert!(text.contains("Threshold Crossed"), "{text}");
         assert!(text.contains("Refresh reasons failed for good."), "{text}");
+    }
+
+    #[test]
+    fn an_alarms_text_cannot_add_markup_a_link_or_a_line_of_its_own() {
+        let mut change = AlarmChange::parse(SAMPLE).expect("an alarm");
+        change.alarm_name = "x</font>**[pay here](https://evil.example)**".into();
+        change.alarm_description = Some("fine\n> <font color=\"info\">all clear</font>".into());
+        let text = change.markdown();
+        for markup in ["](", "[pay", "</font>**[", "\n> <font color=\"info\">"] {
+            assert!(!text.contains(markup), "{markup:?} in {text}");
+        }
+        assert_eq!(
+            text.lines().count(),
+            4,
+            "title, transition, description, reason: {text}"
+        );
+        assert!(text.contains("pay here"), "the words stay readable: {text}");
     }
 
     #[test]
