@@ -24,8 +24,21 @@ const DEAD_LETTER_QUEUES: [(&str, &str); 4] = [
 ];
 /// The class of a message SQS moved itself (no `failure_class` attribute).
 const MOVED_BY_SQS: &str = "moved_by_sqs";
-/// How long read messages stay hidden while the tool decides about them.
+/// How long read messages stay hidden while the tool decides about them, at the least.
 const HOLD_SECONDS: i32 = 60;
+/// SQS's longest visibility timeout: 12 hours.
+const LONGEST_HOLD_SECONDS: i32 = 12 * 3600;
+
+/// How long `limit` read messages are hidden: a minute, and a tenth of a second more for each
+/// (reading them 10 at a time, then redriving or closing each, takes about that), so no
+/// message comes back into sight, to be read twice or to lose its receipt, before the tool is
+/// done with all of them.
+fn hold_seconds(limit: u32) -> i32 {
+    let per_letter = i32::try_from(limit / 10).unwrap_or(LONGEST_HOLD_SECONDS);
+    HOLD_SECONDS
+        .saturating_add(per_letter)
+        .min(LONGEST_HOLD_SECONDS)
+}
 /// Closed records are kept this long (the table's TTL).
 const CLOSED_TTL_SECS: u64 = 400 * 24 * 3600;
 
@@ -146,6 +159,8 @@ struct Letter {
     sent_at_ms: u64,
     receives: u64,
     source_arn: Option<String>,
+    /// Every message attribute it carries, sent again with it on a redrive.
+    attributes: std::collections::HashMap<String, aws_sdk_sqs::types::MessageAttributeValue>,
 }
 
 impl Letter {
@@ -249,13 +264,15 @@ fn queues(ops: &Ops, only: Option<&str>) -> Result<Vec<(&'static str, &'static s
 /// by the queue's approximate figure instead.
 async fn read(ops: &Ops, source: &str, url: &str, limit: u32) -> Result<Vec<Letter>> {
     let mut letters: Vec<Letter> = Vec::new();
-    while letters.len() < limit as usize {
+    let mut seen = std::collections::HashSet::new();
+    let hold = hold_seconds(limit);
+    'reading: while letters.len() < limit as usize {
         let answer = ops
             .sqs
             .receive_message()
             .queue_url(url)
             .max_number_of_messages(10.min(limit as i32 - letters.len() as i32))
-            .visibility_timeout(HOLD_SECONDS)
+            .visibility_timeout(hold)
             .message_attribute_names("All")
             .message_system_attribute_names(MessageSystemAttributeName::All)
             .wait_time_seconds(0)
@@ -266,6 +283,10 @@ async fn read(ops: &Ops, source: &str, url: &str, limit: u32) -> Result<Vec<Lett
             break;
         }
         for message in messages {
+            // A message read before is back in sight: the queue has been read round.
+            if !seen.insert(message.message_id().unwrap_or_default().to_owned()) {
+                break 'reading;
+            }
             let attribute = |name: &str| {
                 message
                     .message_attributes()
@@ -304,6 +325,7 @@ async fn read(ops: &Ops, source: &str, url: &str, limit: u32) -> Result<Vec<Lett
                     .and_then(|t| t.parse().ok())
                     .unwrap_or(0),
                 source_arn: system(MessageSystemAttributeName::DeadLetterQueueSourceArn),
+                attributes: message.message_attributes().cloned().unwrap_or_default(),
                 body,
             });
         }
@@ -505,11 +527,13 @@ fn source_url(ops: &Ops, letter: &Letter) -> Result<String> {
 
 async fn redrive(ops: &Ops, letter: &Letter) -> Result<String> {
     let target = source_url(ops, letter)?;
+    // Its attributes go with it: why it failed stays readable if it fails again.
     let mut send = ops
         .sqs
         .send_message()
         .queue_url(&target)
-        .message_body(&letter.body);
+        .message_body(&letter.body)
+        .set_message_attributes((!letter.attributes.is_empty()).then(|| letter.attributes.clone()));
     if target.ends_with(".fifo") {
         // The same message group keeps the code's order; a redrive of the same dead letter
         // within SQS's 5-minute window is dropped as a repeat.
@@ -642,7 +666,16 @@ mod tests {
             sent_at_ms,
             receives: 1,
             source_arn: None,
+            attributes: std::collections::HashMap::new(),
         }
+    }
+
+    #[test]
+    fn the_hold_covers_reading_and_handling_the_limit_and_never_passes_sqss_longest() {
+        assert_eq!(hold_seconds(10), 61);
+        assert_eq!(hold_seconds(1_000), 160);
+        assert_eq!(hold_seconds(10_000), 1_060);
+        assert_eq!(hold_seconds(u32::MAX), LONGEST_HOLD_SECONDS);
     }
 
     fn selection() -> Selection {

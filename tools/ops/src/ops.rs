@@ -54,20 +54,27 @@ impl Ops {
     }
 
     /// Who is at the keyboard, by the credentials in use (for the record of a closed dead
-    /// letter); `fallback` when STS does not say.
-    pub async fn caller(&self, fallback: Option<&str>) -> Result<String> {
-        if let Some(name) = fallback {
-            return Ok(name.to_owned());
-        }
+    /// letter), with `named` (`--by`) added to it, never in its place: "<arn> as <named>".
+    /// When STS does not answer, `named` alone, marked unverified.
+    pub async fn caller(&self, named: Option<&str>) -> Result<String> {
         let identity = aws_sdk_sts::Client::new(&self.aws)
             .get_caller_identity()
             .send()
-            .await
-            .map_err(|e| anyhow!("who is closing (STS GetCallerIdentity): {e}; pass --by"))?;
-        identity
-            .arn()
-            .map(ToOwned::to_owned)
-            .ok_or_else(|| anyhow!("STS named no caller; pass --by"))
+            .await;
+        let arn = identity
+            .as_ref()
+            .ok()
+            .and_then(|i| i.arn())
+            .map(ToOwned::to_owned);
+        match (arn, named) {
+            (Some(arn), Some(named)) => Ok(format!("{arn} as {named}")),
+            (Some(arn), None) => Ok(arn),
+            (None, Some(named)) => Ok(format!("{named} (unverified: STS did not say who)")),
+            (None, None) => Err(match identity {
+                Err(e) => anyhow!("who is closing (STS GetCallerIdentity): {e}; pass --by"),
+                Ok(_) => anyhow!("STS named no caller; pass --by"),
+            }),
+        }
     }
 }
 
