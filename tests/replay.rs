@@ -11,7 +11,7 @@
 use adapters::dynamodb::keys;
 use anyhow::{ensure, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration_tests::{eventually, now_ms, ops, random_id, LiveTenant, World};
+use integration_tests::{eventually, now_ms, ops, ops_raw, random_id, LiveTenant, World};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -188,6 +188,14 @@ async fn callbacks_parked_under_an_older_rule_are_reported_by_a_dry_run_and_conv
     .await?;
     assert_eq!(again["counters"]["already_counted"], 3, "{again}");
     assert_eq!(live.adds_counted(&code, staff[0]).await?, 2);
+
+    // A run id names one run: starting another under it is refused before anything is sent.
+    let run = applied["run"].as_str().unwrap_or_default();
+    let (ok, _, stderr) = ops_raw(&[
+        "replay", "--tenant", &tenant, "--from", &from, "--to", &to, "--run", run,
+    ])
+    .await?;
+    assert!(!ok && stderr.contains("exists"), "{stderr}");
 
     // The parked callbacks are handled: closed, with who and when on record.
     let closed = ops(&[

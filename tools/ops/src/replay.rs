@@ -106,6 +106,25 @@ async fn start(ops: &Ops, args: &Args) -> Result<String> {
         )
     });
     check_run_id(&run).map_err(|e| anyhow!("--run: {e}"))?;
+    // A run id names one run: a page of a new selection under an old id would add its
+    // figures to the old run's record.
+    let existing = ops
+        .dynamodb
+        .get_item()
+        .table_name(ops.table()?)
+        .key(keys::PK, AttributeValue::S(keys::replay_run(&run)))
+        .key(keys::SK, AttributeValue::S(keys::REPLAY_RUN_SK.to_owned()))
+        .send()
+        .await
+        .context("the run's record")?;
+    if let Some(item) = existing.item() {
+        bail!(
+            "--run: run {run} exists (started at {} ms, status {}); choose another id, or \
+             leave --run out for a new one",
+            number(item, "started_at_ms"),
+            text(item, "status")
+        );
+    }
     let page = Page {
         run: run.clone(),
         selection,
