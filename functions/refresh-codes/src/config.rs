@@ -52,12 +52,8 @@ impl Config {
             .collect::<Result<_, EnvError>>()?;
         let wecom_timeout = Duration::from_millis(parsed("WECOM_TIMEOUT_MS")?);
         let egress_relays = adapters::env::egress_relays();
-        // The client bounds a whole call (token and stale-token retry included) to this, and
-        // a relayed one to a relay's invoke more (`WeComClient::call_bound`).
-        let mut call_bound = wecom_timeout + adapters::wecom::CALL_MARGIN;
-        if !egress_relays.is_empty() {
-            call_bound += adapters::wecom::RELAY_MARGIN;
-        }
+        // The client bounds a whole call (token and stale-token retry included) to this.
+        let call_bound = adapters::wecom::call_bound(wecom_timeout, !egress_relays.is_empty());
         let lease_times = LeaseTimes {
             duration_ms: parsed::<u64>("CODE_LEASE_SECONDS")? * 1000,
             call_ms: u64::try_from(call_bound.as_millis()).unwrap_or(u64::MAX),

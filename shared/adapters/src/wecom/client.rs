@@ -41,10 +41,23 @@ pub const WECOM_API_BASE_URL: &str = "https://qyapi.weixin.qq.com";
 /// table, a token lock's short wait, connection set-up.
 pub const CALL_MARGIN: Duration = Duration::from_millis(500);
 
+/// The most one call may take as a whole with a request `timeout`, through an egress relay
+/// or not: what [`WeComClient::call_bound`] answers, for callers that plan before they build one.
+pub fn call_bound(timeout: Duration, relayed: bool) -> Duration {
+    let direct = timeout + CALL_MARGIN;
+    if relayed {
+        direct + RELAY_MARGIN
+    } else {
+        direct
+    }
+}
+
 /// A WeCom API client. Cheap to share (`Arc` it, or keep one per process): it holds the HTTP
 /// connection pool and the per-corp token cache.
 pub struct WeComClient {
     transport: Transport,
+    /// Each HTTP request's bound.
+    timeout: Duration,
     base_url: String,
     /// The most one contact-way call may take, its token fetch and one stale-token retry
     /// included: [`WeComClient::call_bound`].
@@ -75,7 +88,8 @@ impl WeComClient {
         Self {
             base_url: direct.base_url().to_owned(),
             transport: Transport::Direct(direct),
-            call_bound: timeout + CALL_MARGIN,
+            timeout,
+            call_bound: call_bound(timeout, false),
             tokens: Tokens::default(),
         }
     }
@@ -86,7 +100,7 @@ impl WeComClient {
     #[must_use]
     pub fn through_relays(mut self, relays: Relays) -> Self {
         self.transport = Transport::Relayed(relays);
-        self.call_bound += RELAY_MARGIN;
+        self.call_bound = call_bound(self.timeout, true);
         self
     }
 

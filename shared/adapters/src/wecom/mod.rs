@@ -13,7 +13,7 @@ mod test_server;
 mod tokens;
 mod transport;
 
-pub use client::{WeComClient, CALL_MARGIN, WECOM_API_BASE_URL};
+pub use client::{call_bound, WeComClient, CALL_MARGIN, WECOM_API_BASE_URL};
 pub use robot::WeComRobot;
 pub use tokens::{SharedToken, TokenStore};
 pub use transport::{
