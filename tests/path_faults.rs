@@ -111,10 +111,14 @@ async fn a_crash_between_push_and_record_converges_without_a_visible_effect(
     world.wait_until_drained().await?;
     assert_eq!(live.wecom_list(&config_id).await?.len(), 2);
 
-    // Every attempt to record a push fails, after WeCom accepted it: the "crash".
+    // Every attempt to record a push fails, after WeCom accepted it: the "crash". The record
+    // is the write of the code's `PUSHED#` item that sets `pushed_at_ms` (the lease's writes
+    // of the same item set no such attribute, and go through).
     let endpoint = std::env::var("AWS_ENDPOINT_URL")?;
     let records_push = Arc::new(|target: &str, body: &str| {
-        target.ends_with("TransactWriteItems") && body.contains("PUSHED#crash")
+        target.ends_with("UpdateItem")
+            && body.contains("PUSHED#crash")
+            && body.contains("pushed_at_ms")
     });
     let proxy = FaultProxy::start(&endpoint, records_push).await?;
     let mut through_proxy = original.clone();

@@ -2,13 +2,14 @@
 
 use super::conditions::ConditionalWriteError;
 use super::keys::{LINK_ID, LINK_URL};
+use super::leases;
 use super::owed::{OwedEdit, OwedRead};
 use super::{
     corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, staff_from, strings, tenant_key,
     unavailable, DynamoStore, Item,
 };
 use aws_sdk_dynamodb::types::{
-    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
 use domain::codes::LeaseSeen;
 use domain::codes::{CodeFacts, CodeSnapshot, PushedList, StoredCode};
@@ -565,12 +566,7 @@ impl DynamoStore {
         for (tenant, code) in codes {
             first.add(tenant, keys::PROFILE.to_owned());
             first.add(tenant, keys::PAUSE.to_owned());
-            for sk in [
-                keys::code(code),
-                keys::pushed(code),
-                keys::dirty(code),
-                keys::lease(code),
-            ] {
+            for sk in [keys::code(code), keys::pushed(code), keys::dirty(code)] {
                 first.add(tenant, sk);
             }
         }
@@ -625,8 +621,10 @@ impl DynamoStore {
             .map(super::tenants::pause_from)
             .transpose()?;
         let record = code_record(code_item)?;
-        let last_pushed = first
-            .get(tenant, &keys::pushed(code))
+        let record_item = first.get(tenant, &keys::pushed(code));
+        // The lease's attributes alone (a code leased before its first record) are no record.
+        let last_pushed = record_item
+            .filter(|item| item.contains_key("users") || item.contains_key("starved"))
             .map(|item| PushedList {
                 users: parse_staff(&get_strings(item, "users")),
                 pushed_at_ms: get_n(item, "pushed_at_ms").unwrap_or(0),
@@ -658,11 +656,10 @@ impl DynamoStore {
             dirty_since_ms: first
                 .get(tenant, &keys::dirty(code))
                 .and_then(|item| get_n(item, "marked_at_ms")),
-            lease: first
-                .get(tenant, &keys::lease(code))
+            lease: record_item
                 .map(|item| LeaseSeen {
-                    acquisitions: get_n(item, "acquisitions").unwrap_or(0),
-                    held_until_ms: get_n(item, "lease_expires_ms").unwrap_or(0),
+                    acquisitions: get_n(item, leases::ACQUISITIONS).unwrap_or(0),
+                    held_until_ms: get_n(item, leases::EXPIRES_MS).unwrap_or(0),
                 })
                 .unwrap_or_default(),
             departments,
@@ -767,42 +764,49 @@ impl CountersRead {
 }
 
 impl DynamoStore {
-    /// Writes `items` with the lease fence appended, in one transaction: all or nothing, and
-    /// nothing when the lease was taken over.
-    async fn fenced_write(
+    /// Sends `update` of the code's record on condition that `lease` is still the code's
+    /// (`leases::FENCE`), and with `AfterRecord::Release` gives the lease back in the same
+    /// write: all or nothing, and nothing when the lease was taken over. `sets` and `removes`
+    /// are the record's own clauses; the lease's are added here.
+    async fn fenced_update(
         &self,
-        tenant: &TenantId,
-        code: &CodeId,
+        update: aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder,
         lease: &Lease,
-        mut items: Vec<TransactWriteItem>,
+        sets: &[&str],
+        removes: &[&str],
         then: AfterRecord,
     ) -> Result<FencedWrite, StoreError> {
-        let fence_at = items.len();
-        items.push(match then {
-            AfterRecord::Keep => TransactWriteItem::builder()
-                .condition_check(self.lease_fence(tenant, code, lease)?)
-                .build(),
-            AfterRecord::Release => TransactWriteItem::builder()
-                .update(self.lease_fence_and_release(tenant, code, lease)?)
-                .build(),
-        });
-        let result = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
+        let mut removes = removes.to_vec();
+        if then == AfterRecord::Release {
+            removes.push(leases::EXPIRES_MS);
+        }
+        let mut expression = format!("SET {}", sets.join(", "));
+        if !removes.is_empty() {
+            expression.push_str(&format!(" REMOVE {}", removes.join(", ")));
+        }
+        let result = update
+            .update_expression(expression)
+            .condition_expression(leases::FENCE)
+            .expression_attribute_values(":holder", s(&lease.holder))
             .send()
             .await;
         match result {
             Ok(_) => Ok(FencedWrite::Written),
-            Err(error) => {
-                let refused = error.refused_or_unavailable()?;
-                if refused.refused_item(fence_at) {
-                    Ok(FencedWrite::LeaseLost)
-                } else {
-                    Err(refused.into_unavailable())
-                }
-            }
+            Err(error) => error
+                .refused_or_unavailable()
+                .map(|_| FencedWrite::LeaseLost),
         }
+    }
+
+    fn record_update(
+        &self,
+        tenant: &TenantId,
+        code: &CodeId,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(tenant_key(tenant, keys::pushed(code))))
     }
 }
 
@@ -817,16 +821,32 @@ impl CodeRecords for DynamoStore {
         then: AfterRecord,
     ) -> Result<FencedWrite, StoreError> {
         let users = push.users.iter().map(|u| u.as_str().to_owned());
-        let mut pushed = tenant_key(tenant, keys::pushed(code));
-        pushed.insert("users".into(), strings(users.clone()));
-        pushed.insert("pushed_at_ms".into(), n(push.pushed_at_ms));
-        pushed.insert("fallback".into(), AttributeValue::Bool(push.fallback));
-        pushed.insert("starved".into(), AttributeValue::Bool(false));
-        if let Some(rotation) = &push.rotation {
-            pushed.insert(
-                "rotation".into(),
-                s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?),
-            );
+        // The record is rewritten whole but for the lease: what a Put would replace (the
+        // landing page's counter, a starvation's time, a rotation the push no longer has) is
+        // removed, and the lease's attributes stay.
+        let mut update = self
+            .record_update(tenant, code)
+            .expression_attribute_values(":users", strings(users.clone()))
+            .expression_attribute_values(":at", n(push.pushed_at_ms))
+            .expression_attribute_values(":fallback", AttributeValue::Bool(push.fallback))
+            .expression_attribute_values(":no", AttributeValue::Bool(false));
+        let mut sets = vec![
+            "#users = :users",
+            "pushed_at_ms = :at",
+            "fallback = :fallback",
+            "starved = :no",
+        ];
+        let mut removes = vec!["visits", "starved_at_ms"];
+        update = update.expression_attribute_names("#users", "users");
+        match &push.rotation {
+            Some(rotation) => {
+                sets.push("rotation = :rotation");
+                update = update.expression_attribute_values(
+                    ":rotation",
+                    s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?),
+                );
+            }
+            None => removes.push("rotation"),
         }
         // Two pushes of one code in the same millisecond must not overwrite each other's entry.
         let nonce = format!("{:06}", rand::random::<u32>() % 1_000_000);
@@ -847,20 +867,11 @@ impl CodeRecords for DynamoStore {
             keys::EXPIRES_AT.into(),
             n(push.pushed_at_ms / 1000 + PUSH_LOG_TTL_SECS),
         );
-        let record = TransactWriteItem::builder()
-            .put(
-                Put::builder()
-                    .table_name(&self.table)
-                    .set_item(Some(pushed))
-                    .build()
-                    .map_err(unavailable)?,
-            )
-            .build();
         let written = self
-            .fenced_write(tenant, code, lease, vec![record], then)
+            .fenced_update(update, lease, &sets, &removes, then)
             .await?;
-        // The history entry follows the record instead of joining its transaction: a
-        // transaction bills each item twice, so the entry cost 2 WCU there and costs 1 here.
+        // The history entry follows the record instead of joining it: a transaction bills each
+        // item twice, so the record and the entry would cost 4 WCU there and cost 2 here.
         // It is written only after the record held (a writer that lost its lease logs nothing);
         // if it fails the push stands and only the entry is missing (docs/design/refresh.md).
         if written == FencedWrite::Written {
@@ -890,30 +901,30 @@ impl CodeRecords for DynamoStore {
         // was created with: the record starts from that list, so the next recompute still sees
         // what WeCom has (and does not push it again). No rotation: the code stopped rotating,
         // and the landing page's condition (`attribute_exists(rotation)`) refuses its visits.
-        let keep =
-            "#users = if_not_exists(#users, :wecom_list), starved = if_not_exists(starved, :no)";
-        let mut update = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(tenant_key(tenant, keys::pushed(code))))
+        let mut update = self
+            .record_update(tenant, code)
             .expression_attribute_names("#users", "users")
             .expression_attribute_values(
                 ":wecom_list",
                 strings(wecom_list.iter().map(|u| u.as_str().to_owned())),
             )
             .expression_attribute_values(":no", AttributeValue::Bool(false));
-        update = match rotation {
-            Some(rotation) => update
-                .update_expression(format!("SET rotation = :rotation, {keep}"))
-                .expression_attribute_values(
+        let mut sets = vec![
+            "#users = if_not_exists(#users, :wecom_list)",
+            "starved = if_not_exists(starved, :no)",
+        ];
+        let mut removes = vec![];
+        match rotation {
+            Some(rotation) => {
+                sets.push("rotation = :rotation");
+                update = update.expression_attribute_values(
                     ":rotation",
                     s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?),
-                ),
-            None => update.update_expression(format!("SET {keep} REMOVE rotation")),
-        };
-        let write = TransactWriteItem::builder()
-            .update(update.build().map_err(unavailable)?)
-            .build();
-        self.fenced_write(tenant, code, lease, vec![write], AfterRecord::Keep)
+                );
+            }
+            None => removes.push("rotation"),
+        }
+        self.fenced_update(update, lease, &sets, &removes, AfterRecord::Keep)
             .await
     }
 
@@ -924,17 +935,18 @@ impl CodeRecords for DynamoStore {
         lease: &Lease,
         at_ms: u64,
     ) -> Result<FencedWrite, StoreError> {
-        let update = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(tenant_key(tenant, keys::pushed(code))))
-            .update_expression("SET starved = :yes, starved_at_ms = :at")
+        let update = self
+            .record_update(tenant, code)
             .expression_attribute_values(":yes", AttributeValue::Bool(true))
-            .expression_attribute_values(":at", n(at_ms))
-            .build()
-            .map_err(unavailable)?;
-        let write = TransactWriteItem::builder().update(update).build();
-        self.fenced_write(tenant, code, lease, vec![write], AfterRecord::Keep)
-            .await
+            .expression_attribute_values(":at", n(at_ms));
+        self.fenced_update(
+            update,
+            lease,
+            &["starved = :yes", "starved_at_ms = :at"],
+            &[],
+            AfterRecord::Keep,
+        )
+        .await
     }
 
     /// One `UpdateItem` on the staff item: `SET link_id, link_url` on condition that the staff

@@ -72,9 +72,7 @@ fn owner(sk: &str) -> Option<(&'static str, &str)> {
     }
     let fields: Vec<&str> = sk.split('#').collect();
     match fields.as_slice() {
-        ["CODE" | "PUSHED" | "LEASE" | "DIRTY" | "PUSHLOG" | "INTENT", code, ..] => {
-            Some(("CODE", code))
-        }
+        ["CODE" | "PUSHED" | "DIRTY" | "PUSHLOG" | "INTENT", code, ..] => Some(("CODE", code)),
         ["ADDS", "TOTAL", code, ..] => Some(("CODE", code)),
         ["ADDS", "DAY", _day, "ALL", staff, ..] => Some(("STAFF", staff)),
         ["ADDS", "DAY", _day, code, ..] => Some(("CODE", code)),
@@ -133,14 +131,10 @@ pub fn code(code: &CodeId) -> String {
 
 pub const CODE_PREFIX: &str = "CODE#";
 
-/// The refresh function's record of what WeCom last accepted for a code.
+/// The refresh function's record of what WeCom last accepted for a code, which also holds the
+/// code's lease (`leases.rs`: the lease every writer of the record holds).
 pub fn pushed(code: &CodeId) -> String {
     format!("PUSHED#{code}")
-}
-
-/// The per-code lease every writer of the code's record holds (`refresh::CodeLeases`).
-pub fn lease(code: &CodeId) -> String {
-    format!("LEASE#{code}")
 }
 
 /// One entry per completed push, in time order.
@@ -585,7 +579,6 @@ mod tests {
         let homes: Vec<String> = [
             code(&c1),
             pushed(&c1),
-            lease(&c1),
             dirty(&c1),
             push_log(&c1, 1, "n"),
             creation_intent(&c1, 1),

@@ -1,21 +1,29 @@
-//! Per-code leases: one item per code (`LEASE#code`), taken and given back with one
-//! conditional write each, and the condition every record write of the code is fenced on.
+//! Per-code leases, kept on the code's record of what WeCom accepted (`PUSHED#code`): taken
+//! and given back with one conditional write each, and the condition every record write of
+//! the code is fenced on. With the lease on the record, a record write and its fence are one
+//! conditional `UpdateItem` (1 write unit for a record under 1 KB) instead of a transaction of
+//! two items (each billed twice), and the snapshot reads one item fewer
+//! (docs/design/keys.md, "The lease on the record").
 //!
 //! Expiry is an absolute time on the functions' clock (Lambda hosts are NTP-synced; the
 //! docs/aws-semantics.md §3.1 variant), and a WeCom call starts only while the lease covers it.
-//! The item stays after release (with its expiry cleared) so a count of acquisitions is kept;
-//! the TTL collects codes nobody refreshes any more.
+//! The attributes stay after release (with the expiry cleared) so a count of acquisitions is
+//! kept; they go with the record when the code is deleted.
 
 use super::conditions::ConditionalWriteError;
-use super::{get_n, keys, n, s, tenant_key, unavailable, DynamoStore};
-use aws_sdk_dynamodb::types::{ConditionCheck, ReturnValuesOnConditionCheckFailure, Update};
+use super::{get_n, keys, n, s, tenant_key, DynamoStore};
+use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use domain::ids::CodeId;
 use domain::ids::TenantId;
 use domain::refresh::{Acquired, CodeLeases, Lease};
 use domain::StoreError;
 
-/// A lease item no refresh touched for a week is collected.
-const LEASE_ITEM_TTL_SECS: u64 = 7 * 24 * 3600;
+/// The record's attributes that are the lease; every other attribute is the record's.
+pub(crate) const EXPIRES_MS: &str = "lease_expires_ms";
+pub(crate) const ACQUISITIONS: &str = "acquisitions";
+
+/// The condition a record write of a code carries: the writer's lease is still the code's.
+pub(crate) const FENCE: &str = "holder = :holder";
 
 #[async_trait::async_trait]
 impl CodeLeases for DynamoStore {
@@ -39,15 +47,13 @@ impl CodeLeases for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(tenant_key(tenant, keys::lease(code))))
+            .set_key(Some(tenant_key(tenant, keys::pushed(code))))
             .update_expression(
-                "SET holder = :holder, lease_expires_ms = :expires, #ttl = :ttl ADD acquisitions :one",
+                "SET holder = :holder, lease_expires_ms = :expires ADD acquisitions :one",
             )
             .condition_expression(condition)
-            .expression_attribute_names("#ttl", keys::EXPIRES_AT)
             .expression_attribute_values(":holder", s(holder))
             .expression_attribute_values(":expires", n(expires_at_ms))
-            .expression_attribute_values(":ttl", n(now_ms / 1000 + LEASE_ITEM_TTL_SECS))
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":now", n(now_ms))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
@@ -63,7 +69,7 @@ impl CodeLeases for DynamoStore {
                 let refused = error.refused_or_unavailable()?;
                 let held_until = refused
                     .item()
-                    .and_then(|item| get_n::<u64>(item, "lease_expires_ms"));
+                    .and_then(|item| get_n::<u64>(item, EXPIRES_MS));
                 Ok(match held_until {
                     Some(until) if until > now_ms => Acquired::Busy {
                         retry_after_ms: until - now_ms,
@@ -88,9 +94,9 @@ impl CodeLeases for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(tenant_key(tenant, keys::lease(code))))
+            .set_key(Some(tenant_key(tenant, keys::pushed(code))))
             .update_expression("REMOVE lease_expires_ms")
-            .condition_expression("holder = :holder")
+            .condition_expression(FENCE)
             .expression_attribute_values(":holder", s(&lease.holder))
             .send()
             .await;
@@ -99,41 +105,5 @@ impl CodeLeases for DynamoStore {
             // Taken over after it expired: the new holder's lease is not ours to release.
             Err(error) => error.refused_or_unavailable().map(|_| ()),
         }
-    }
-}
-
-impl DynamoStore {
-    /// The condition a record write of `code` carries: `lease` is still the code's lease.
-    /// The fence of a record write that also gives the lease back: the same condition, and
-    /// the expiry removed in the same transaction.
-    pub(crate) fn lease_fence_and_release(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        lease: &Lease,
-    ) -> Result<Update, StoreError> {
-        Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(tenant_key(tenant, keys::lease(code))))
-            .update_expression("REMOVE lease_expires_ms")
-            .condition_expression("holder = :holder")
-            .expression_attribute_values(":holder", s(&lease.holder))
-            .build()
-            .map_err(unavailable)
-    }
-
-    pub(crate) fn lease_fence(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-        lease: &Lease,
-    ) -> Result<ConditionCheck, StoreError> {
-        ConditionCheck::builder()
-            .table_name(&self.table)
-            .set_key(Some(tenant_key(tenant, keys::lease(code))))
-            .condition_expression("holder = :holder")
-            .expression_attribute_values(":holder", s(&lease.holder))
-            .build()
-            .map_err(unavailable)
     }
 }

@@ -20,12 +20,12 @@
 //!
 //! | call | requests |
 //! |---|---|
-//! | `CodeLeases::acquire` | UpdateItem `LEASE#c` |
-//! | `CodeFacts::snapshot` | BatchGetItem S [`PROFILE`, `PAUSE`, `CODE#c`, `PUSHED#c`, `DIRTY#c`]; stops there when the profile or code is missing; then BatchGetItem S of `DEPT#d` per 10 departments, until they hold 2,000 candidates; then BatchGetItem S of 4 keys per person (staff, today on code, today on all codes, total on code) in requests of 100 keys |
-//! | `CodeLeases::release` | UpdateItem `LEASE#c` |
+//! | `CodeLeases::acquire` | UpdateItem `PUSHED#c` (the lease's attributes on the record) |
+//! | `CodeFacts::snapshot` | BatchGetItem S [`PROFILE`, `PAUSE`, `CODE#c`, `PUSHED#c` (with the lease), `DIRTY#c`]; stops there when the profile or code is missing; then BatchGetItem S of `DEPT#d` per 10 departments, until they hold 2,000 candidates; then BatchGetItem S of 4 keys per person (staff, today on code, today on all codes, total on code) in requests of 100 keys |
+//! | `CodeLeases::release` | UpdateItem `PUSHED#c` |
 //! | `CodeRecords::record_tally` | UpdateItem `STATS#REFRESH#shard#day` (a shard drawn per write); when requeued for budget or throttle, UpdateItem `REQUEUES#shard / MINUTE#m` (a shard drawn per write) |
-//! | `CodeRecords::record_push` | TransactWriteItems [Put `PUSHED#c`, Update `LEASE#c` (fence, and release with `AfterRecord::Release`)]; once it holds, PutItem `PUSHLOG#c#..` |
-//! | `CodeRecords::record_starved`, `record_rotation` | TransactWriteItems [Update `PUSHED#c`, ConditionCheck `LEASE#c`] |
+//! | `CodeRecords::record_push` | UpdateItem `PUSHED#c` (fenced on the lease there, and releasing it with `AfterRecord::Release`); once it holds, PutItem `PUSHLOG#c#..` |
+//! | `CodeRecords::record_starved`, `record_rotation` | UpdateItem `PUSHED#c` (fenced on the lease there) |
 //! | `RotationCounter::count_visit` (the landing page) | UpdateItem `PUSHED#c` (refused or not) |
 //! | `CodeRecords::keep_link` | UpdateItem `STAFF#s` |
 //! | `FailureMarks::mark_code_gone` / `mark_staff_unusable` | UpdateItem `CODE#c` / `STAFF#s` |
@@ -340,14 +340,21 @@ fn push_log_bytes(tenant: &TenantId, code: &CodeId, push: &PushRecord) -> usize 
         .bytes()
 }
 
-/// The lease item: its holder (32 hex digits), expiry, TTL and count of acquisitions.
-fn lease_bytes(tenant: &TenantId, code: &CodeId) -> usize {
-    Size::of(&ItemKey::lease(tenant, code))
+/// The lease's attributes on the code's record: its holder (32 hex digits), expiry and count
+/// of acquisitions (`adapters::dynamodb::leases`).
+fn lease_bytes() -> usize {
+    Size(0)
         .s("holder", 32)
         .n("lease_expires_ms", MS)
-        .n(keys::EXPIRES_AT, SECS)
         .n("acquisitions", 1_000)
         .bytes()
+}
+
+/// The code's record with its lease, as a write of it is billed: `record` bytes of the
+/// record's own attributes (the key alone when it has none yet) and the lease's.
+fn record_touch(tenant: &TenantId, code: &CodeId, record: Option<usize>) -> Touch {
+    let record = record.unwrap_or_else(|| Size::of(&ItemKey::pushed(tenant, code)).bytes());
+    Touch::new(ItemKey::pushed(tenant, code), record + lease_bytes())
 }
 
 fn dirty_key(tenant: &TenantId, code: &CodeId) -> ItemKey {
@@ -794,9 +801,14 @@ impl MeteredStore {
             .await
     }
 
-    /// The lease's `ConditionCheck` in a fenced transaction: billed as a write of the item.
-    fn fence(tenant: &TenantId, code: &CodeId) -> Touch {
-        Touch::new(ItemKey::lease(tenant, code), lease_bytes(tenant, code))
+    /// A write of the code's record or its lease, on the record as stored.
+    fn stored_record_touch(&self, tenant: &TenantId, code: &CodeId) -> Touch {
+        let stored = self.data.stored_pushed(tenant, code);
+        record_touch(
+            tenant,
+            code,
+            stored.map(|pushed| pushed_list_bytes(tenant, code, &pushed)),
+        )
     }
 
     fn staff_touch(&self, tenant: &TenantId, staff: &StaffId, link_bytes: usize) -> Touch {
@@ -995,18 +1007,17 @@ impl MeteredStore {
                 Ok(Some(snapshot)) => [
                     profile_bytes(tenant, &snapshot.profile),
                     code_bytes(tenant, code, &snapshot.code),
-                    snapshot
-                        .last_pushed
-                        .as_ref()
-                        .map_or(0, |pushed| pushed_list_bytes(tenant, code, pushed)),
+                    match (&snapshot.last_pushed, snapshot.lease.acquisitions > 0) {
+                        (Some(pushed), leased) => {
+                            pushed_list_bytes(tenant, code, pushed)
+                                + if leased { lease_bytes() } else { 0 }
+                        }
+                        (None, true) => record_touch(tenant, code, None).bytes,
+                        (None, false) => 0,
+                    },
                     snapshot
                         .dirty_since_ms
                         .map_or(0, |_| dirty_bytes(tenant, code)),
-                    if snapshot.lease.acquisitions > 0 {
-                        lease_bytes(tenant, code)
-                    } else {
-                        0
-                    },
                 ],
                 _ => [
                     self.data
@@ -1021,7 +1032,6 @@ impl MeteredStore {
                     self.data
                         .dirty_mark(tenant, code)
                         .map_or(0, |_| dirty_bytes(tenant, code)),
-                    0,
                 ],
             };
             let keys = [
@@ -1029,7 +1039,6 @@ impl MeteredStore {
                 ItemKey::code(tenant, code),
                 ItemKey::pushed(tenant, code),
                 dirty_key(tenant, code),
-                ItemKey::lease(tenant, code),
             ];
             for (key, bytes) in keys.into_iter().zip(bytes) {
                 first.add(key, bytes);
@@ -1188,11 +1197,8 @@ impl CodeRecords for MeteredStore {
         then: AfterRecord,
     ) -> Result<FencedWrite, StoreError> {
         let pushed = pushed_bytes(tenant, code, &push.users, push.rotation.as_deref());
-        self.transact(vec![
-            Touch::new(ItemKey::pushed(tenant, code), pushed),
-            Self::fence(tenant, code),
-        ])
-        .await?;
+        self.write(Kind::UpdateItem, record_touch(tenant, code, Some(pushed)))
+            .await?;
         let recorded = self.data.record_push(tenant, code, lease, push, then).await;
         if then == AfterRecord::Release {
             // The record gave the lease back: the refresh ends here.
@@ -1224,11 +1230,8 @@ impl CodeRecords for MeteredStore {
             |pushed| pushed_list_bytes(tenant, code, &pushed),
         );
         let pushed = Size(pushed).n("starved_at_ms", at_ms).bytes();
-        self.transact(vec![
-            Touch::new(ItemKey::pushed(tenant, code), pushed),
-            Self::fence(tenant, code),
-        ])
-        .await?;
+        self.write(Kind::UpdateItem, record_touch(tenant, code, Some(pushed)))
+            .await?;
         self.data.record_starved(tenant, code, lease, at_ms).await
     }
 
@@ -1241,11 +1244,8 @@ impl CodeRecords for MeteredStore {
         rotation: Option<&[RotationSlot]>,
     ) -> Result<FencedWrite, StoreError> {
         let pushed = pushed_bytes(tenant, code, wecom_list, rotation);
-        self.transact(vec![
-            Touch::new(ItemKey::pushed(tenant, code), pushed),
-            Self::fence(tenant, code),
-        ])
-        .await?;
+        self.write(Kind::UpdateItem, record_touch(tenant, code, Some(pushed)))
+            .await?;
         self.data
             .record_rotation(tenant, code, lease, wecom_list, rotation)
             .await
@@ -1305,7 +1305,7 @@ impl CodeLeases for MeteredStore {
         duration_ms: u64,
         expected: Option<u64>,
     ) -> Result<Acquired, StoreError> {
-        self.write(Kind::UpdateItem, Self::fence(tenant, code))
+        self.write(Kind::UpdateItem, self.stored_record_touch(tenant, code))
             .await?;
         CodeLeases::acquire(
             &self.data,
@@ -1328,7 +1328,7 @@ impl CodeLeases for MeteredStore {
         lease: &Lease,
     ) -> Result<(), StoreError> {
         let sent = self
-            .write(Kind::UpdateItem, Self::fence(tenant, code))
+            .write(Kind::UpdateItem, self.stored_record_touch(tenant, code))
             .await;
         let released = match sent {
             Ok(()) => CodeLeases::release(&self.data, tenant, code, lease).await,
@@ -1482,7 +1482,7 @@ impl RotationCounter for MeteredStore {
     async fn count_visit(&self, tenant: &TenantId, code: &CodeId) -> Result<Counted, StoreError> {
         let pushed = self.data.stored_pushed(tenant, code);
         let bytes = pushed.as_ref().map_or(0, |pushed| {
-            Size(pushed_list_bytes(tenant, code, pushed))
+            Size(pushed_list_bytes(tenant, code, pushed) + lease_bytes())
                 .n("visits", 1_000)
                 .bytes()
         });

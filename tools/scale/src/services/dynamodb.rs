@@ -66,14 +66,9 @@ impl ItemKey {
         Self::of(tenant, keys::code(code))
     }
 
-    /// What WeCom last accepted for a code.
+    /// What WeCom last accepted for a code, with the code's lease.
     pub fn pushed(tenant: &TenantId, code: &CodeId) -> Self {
         Self::of(tenant, keys::pushed(code))
-    }
-
-    /// The code's lease, which every writer of the code's record holds.
-    pub fn lease(tenant: &TenantId, code: &CodeId) -> Self {
-        Self::of(tenant, keys::lease(code))
     }
 
     /// One shard of the refresh function's counters for a tenant-day: every refresh batch
@@ -1228,7 +1223,7 @@ mod tests {
         let transaction = db
             .request(&Request::TransactWrite(vec![
                 Touch::new(ItemKey::code(&t, &code("c2")), 500),
-                Touch::new(ItemKey::lease(&t, &code("c2")), 100),
+                Touch::new(ItemKey::pushed(&t, &code("c2")), 100),
             ]))
             .await;
         assert_eq!(plain.map(|s| s.write_units), Ok(2));
@@ -1263,7 +1258,6 @@ mod tests {
         let code_items: Vec<String> = [
             ItemKey::code(&t, &c),
             ItemKey::pushed(&t, &c),
-            ItemKey::lease(&t, &c),
             ItemKey::of(&t, keys::dirty(&c)),
         ]
         .into_iter()
@@ -1588,7 +1582,7 @@ mod tests {
         let t = tenant("t1");
         let record = ItemKey::code(&t, &code("c1"));
         let transaction = Request::TransactWrite(vec![
-            Touch::new(ItemKey::lease(&t, &code("c1")), 100),
+            Touch::new(ItemKey::pushed(&t, &code("c1")), 100),
             Touch::new(record.clone(), 2_000),
         ]);
         let in_transaction = Arc::clone(&db);

@@ -335,3 +335,90 @@ pub async fn a_lease_taken_with_a_count_expected_is_refused_once_anyone_took_it_
         Acquired::LeasedRefresh(_)
     ));
 }
+
+/// The lease and the code's record may share an item (the DynamoDB adapter keeps the lease on
+/// the record): taking the lease makes no record, and writing the record neither frees the
+/// lease nor forgets how often it was taken, unless the write gives it back.
+pub async fn a_code_leased_before_its_first_record_has_none_and_its_records_keep_the_lease<
+    F: Fixture,
+>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    use crate::admin::AdminStore;
+    use crate::codes::{CodeFacts, LeaseSeen};
+    let store = fixture.store();
+    let profile = super::conditions::profile(&super::conditions::fresh_corp(), 1);
+    store
+        .put_profile(&tenant, &profile, None)
+        .await
+        .expect("store available");
+    let id = code("leased-first");
+    let at = now_ms();
+    store
+        .put_code(&tenant, &id, &super::config(vec![staff("ann")]), None, at)
+        .await
+        .expect("store available")
+        .expect("created");
+    let seen = |at_ms: u64| {
+        let (tenant, id) = (tenant.clone(), id.clone());
+        async move {
+            let snapshot = store
+                .snapshot(&tenant, &id, at_ms)
+                .await
+                .expect("store available")
+                .expect("the code is stored");
+            (
+                snapshot.last_pushed.map(|pushed| pushed.users),
+                snapshot.lease,
+            )
+        }
+    };
+    let Acquired::LeasedRefresh(lease) = store
+        .acquire(&tenant, &id, "writer-a", at, DURATION_MS, Some(0))
+        .await
+        .expect("store available")
+    else {
+        panic!("a lease never taken is taken with 0 expected");
+    };
+    let held = LeaseSeen {
+        acquisitions: 1,
+        held_until_ms: at + DURATION_MS,
+    };
+    assert_eq!(
+        seen(at + 1).await,
+        (None, held),
+        "a lease alone is no record"
+    );
+
+    let kept = store
+        .record_push(&tenant, &id, &lease, &push(at + 2), AfterRecord::Keep)
+        .await
+        .expect("store available");
+    assert_eq!(kept, FencedWrite::Written);
+    assert_eq!(
+        seen(at + 3).await,
+        (Some(vec![staff("ann")]), held),
+        "a record written under the lease keeps it"
+    );
+
+    let released = store
+        .record_push(&tenant, &id, &lease, &push(at + 4), AfterRecord::Release)
+        .await
+        .expect("store available");
+    assert_eq!(released, FencedWrite::Written);
+    let (record, free) = seen(at + 5).await;
+    assert_eq!(record, Some(vec![staff("ann")]));
+    assert_eq!(free.acquisitions, 1, "the count survives the record");
+    assert!(
+        free.held_until_ms <= at + 5,
+        "given back by the record: {free:?}"
+    );
+    assert!(matches!(
+        store
+            .acquire(&tenant, &id, "writer-b", at + 6, DURATION_MS, Some(1))
+            .await
+            .expect("store available"),
+        Acquired::LeasedRefresh(_)
+    ));
+}

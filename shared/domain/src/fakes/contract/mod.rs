@@ -151,6 +151,7 @@ macro_rules! store_contract {
             a_writer_whose_lease_was_taken_over_has_every_record_write_refused,
             a_record_write_under_a_lease_never_taken_is_refused,
             a_released_lease_is_free_at_once_but_a_stale_release_frees_nothing,
+            a_code_leased_before_its_first_record_has_none_and_its_records_keep_the_lease,
             a_limit_claim_is_owned_by_its_first_claimer_and_taken_over_only_as_read,
             spends_beyond_the_minutes_budget_are_refused_until_the_next_minute,
             spends_beyond_the_hours_budget_are_refused_until_the_next_hour,

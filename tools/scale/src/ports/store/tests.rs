@@ -168,9 +168,9 @@ async fn an_unchanged_refresh_sends_the_three_requests_the_adapter_sends() {
     load_code(&store, members());
     let outcome = refresh(&refresher(&store, BudgetLimits::default())).await;
     assert_eq!(outcome, Outcome::Unchanged);
-    // Snapshot (its first keys with the lease, then the 15 people's staff items: the code
-    // has no limits, so no add counter is read), tally: the lease is free and there is
-    // nothing to write, so it is never taken. The lane policy reads the code's age from the
+    // Snapshot (its first keys, the lease on the code's record among them, then the 15
+    // people's staff items: the code has no limits, so no add counter is read), tally: the
+    // lease is free and there is nothing to write, so it is never taken. The lane policy reads the code's age from the
     // snapshot: no read of its own.
     assert_eq!(
         store.requests().by_kind(),
@@ -198,7 +198,8 @@ async fn snapshot_read_units(snapshot: &CodeSnapshot) -> f64 {
 
 #[tokio::test(start_paused = true)]
 async fn a_snapshot_reads_only_the_add_counters_of_the_limits_the_code_has() {
-    // 15 members: the first keys (profile, pause, code, pushed, mark, lease: 6 units), then each
+    // 15 members: the first keys (profile, pause, code, the record with its lease, mark: 5
+    // units), then each
     // member's staff item; with every limit on, the code's two counter items (today's and
     // all-time, a count per member in each) and each member's company-cap counter.
     let without = snapshot_read_units(&snapshot_of(members())).await;
@@ -207,12 +208,12 @@ async fn a_snapshot_reads_only_the_add_counters_of_the_limits_the_code_has() {
     limited.code.config.switches.add_limit = Some(500);
     limited.profile.company_daily_cap = Some(100);
     let with_every_limit = snapshot_read_units(&limited).await;
-    assert_eq!(without, 6.0 + 15.0);
-    assert_eq!(with_every_limit, 6.0 + 15.0 * 2.0 + 2.0);
+    assert_eq!(without, 5.0 + 15.0);
+    assert_eq!(with_every_limit, 5.0 + 15.0 * 2.0 + 2.0);
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_push_sends_eight_requests_its_record_a_transaction_of_two_items_that_frees_the_lease() {
+async fn a_push_sends_seven_requests_its_record_one_conditional_write_that_frees_the_lease() {
     let store = store();
     load_code(&store, members()[..14].to_vec());
     let outcome = refresh(&refresher(&store, BudgetLimits::default())).await;
@@ -221,17 +222,17 @@ async fn a_push_sends_eight_requests_its_record_a_transaction_of_two_items_that_
         store.requests().by_kind(),
         sent(&[
             (Kind::BatchGetItem, 2),
-            (Kind::UpdateItem, 4),
-            (Kind::TransactWriteItems, 1),
+            (Kind::UpdateItem, 5),
             (Kind::PutItem, 1),
         ])
     );
-    // Lease, the spend's two layers (the tenant's budget, then its address's), the record (the
-    // pushed item's put and the lease's update that frees it, each twice a write), the push log
-    // entry after it (once a write; each item under 1 KB), tally: 8 write units for the push,
-    // 1 for the tally.
+    // Lease, the spend's two layers (the tenant's budget, then its address's), the record (one
+    // update of the item that holds the lease, fenced on it and freeing it), the push log
+    // entry after it, tally: each item under 1 KB and none in a transaction, so 5 write units
+    // for the push (8 when the lease was an item of its own, fenced in a transaction), 1 for
+    // the tally.
     let usage = store.meter().total();
-    assert_eq!(usage.write_units, 1 + 2 + 2 * 2 + 1 + 1);
+    assert_eq!(usage.write_units, 1 + 2 + 1 + 1 + 1);
 }
 
 /// The local world measured 7 at a commit before the refresh counted its put-off refreshes
@@ -453,7 +454,7 @@ async fn a_request_still_throttled_after_the_sdks_attempts_fails_the_call_and_wr
         Arc::new(Trace::default()),
     );
     // A partition takes 1,000 write units a second: landing visits to the code spend all of
-    // its partition's (the lease is under the same partition key, the code's).
+    // its partition's (the lease is on the record the visits count on).
     for _ in 0..1_000 {
         throttled
             .count_visit(&tenant(), &code())
