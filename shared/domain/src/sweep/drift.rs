@@ -21,12 +21,15 @@ pub enum Difference {
     RecordStale,
 }
 
-/// Compares WeCom's `users` with `snapshot`'s record and with the recompute of its facts.
-/// Lists compare as sets: on a native code WeCom picks among the users at random.
-pub fn compare(snapshot: &CodeSnapshot, users: &[String]) -> Difference {
+/// Compares whom WeCom routes to (`users`, `departments`) with `snapshot`'s record and with
+/// the recompute of its facts. Lists compare as sets: on a native code WeCom picks among the
+/// users at random. qrsync lists no department on a contact way (it expands departments into
+/// users itself, so each member passes the limits), so any department there is drift: it
+/// routes customers to everyone in it, past every limit.
+pub fn compare(snapshot: &CodeSnapshot, users: &[String], departments: &[u64]) -> Difference {
     let wecom: BTreeSet<&str> = users.iter().map(String::as_str).collect();
     let recorded: BTreeSet<&str> = snapshot.wecom_list().iter().map(|u| u.as_str()).collect();
-    if wecom != recorded {
+    if wecom != recorded || !departments.is_empty() {
         return Difference::WeComDiffers;
     }
     if record_stale(snapshot) {

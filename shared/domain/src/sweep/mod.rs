@@ -386,12 +386,12 @@ impl<P: SweepPorts> Sweep<P> {
             report.budget_refusals += 1;
             return Ok(None);
         }
-        let users = match self
+        let way = match self
             .wecom
-            .users(&snapshot.credentials(tenant), config_id)
+            .contact_way(&snapshot.credentials(tenant), config_id)
             .await
         {
-            Ok(users) => users,
+            Ok(way) => way,
             Err(error) => {
                 report.read_failures += 1;
                 let gone = error.class() == FailureClass::CodeGone;
@@ -399,8 +399,15 @@ impl<P: SweepPorts> Sweep<P> {
                 return Ok(None);
             }
         };
+        // A partial answer says nothing about whom the code routes to: read as an empty list
+        // it would count as drift, and one WeCom glitch would trip every tenant's guard.
+        let Some(users) = way.users else {
+            report.read_failures += 1;
+            tracing::warn!(tenant = %tenant, config_id, "WeCom answered the contact way without its user list; not counted, read again by a later sample");
+            return Ok(None);
+        };
         report.read_back += 1;
-        let mut difference = compare(snapshot, &users);
+        let mut difference = compare(snapshot, &users, &way.party);
         if difference != Difference::None {
             // A refresh may have pushed between our read of the record and WeCom's answer:
             // a record that moved since is in flight, not drift.
@@ -413,7 +420,7 @@ impl<P: SweepPorts> Sweep<P> {
         }
         if difference != Difference::None {
             report.differing += 1;
-            tracing::warn!(tenant = %tenant, code = %code, ?difference, wecom = ?users, recorded = ?snapshot.wecom_list(), "read-back found a difference");
+            tracing::warn!(tenant = %tenant, code = %code, ?difference, wecom = ?users, departments = ?way.party, recorded = ?snapshot.wecom_list(), "read-back found a difference");
         }
         Ok(Some(ReadBack { difference }))
     }

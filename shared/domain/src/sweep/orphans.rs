@@ -2,7 +2,8 @@
 //! found through their creation intents and deleted.
 
 use super::{
-    CreationIntent, CreationIntents, OrphanFinder, Run, Sweep, SweepPorts, MARKS_PER_PAGE,
+    ContactWayReader, CreationIntent, CreationIntents, OrphanFinder, Run, Sweep, SweepPorts,
+    MARKS_PER_PAGE,
 };
 use crate::budget::{DEL_CONTACT_WAY, GET_CONTACT_WAY};
 use crate::codes::CodeFacts;
@@ -68,8 +69,8 @@ impl<P: SweepPorts> Sweep<P> {
             if !self.spent(tenant, GET_CONTACT_WAY).await? {
                 return Ok(false);
             }
-            match self.wecom.state_of(&corp, &config_id).await {
-                Ok(state) if state == code.as_str() => {}
+            match self.wecom.contact_way(&corp, &config_id).await {
+                Ok(way) if way.state == code.as_str() => {}
                 Ok(_) => continue,
                 Err(error) => {
                     tracing::warn!(tenant = %tenant, config_id, error = %error, "contact way not read; the intent stays");

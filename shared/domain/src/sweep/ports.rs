@@ -5,7 +5,7 @@ use super::{DriftCounts, DriftReport, GuardTrip};
 use crate::dirty::{DirtyMark, FanOutMark, StaleSuspect};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
-use crate::wecom::contact_way::CorpCredentials;
+use crate::wecom::contact_way::{ContactWay, CorpCredentials};
 use crate::wecom::errors::WeComError;
 use crate::StoreError;
 
@@ -144,21 +144,18 @@ pub trait OrphanFinder: Send + Sync {
         from_secs: u64,
         to_secs: u64,
     ) -> Result<Vec<String>, WeComError>;
-    /// The `state` a contact way was created with: the id of the code qrsync made it for.
-    async fn state_of(&self, corp: &CorpCredentials, config_id: &str)
-        -> Result<String, WeComError>;
     async fn delete(&self, corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError>;
 }
 
-/// Reads WeCom's copy of a contact way (`get_contact_way`).
+/// Reads WeCom's copy of a contact way (`get_contact_way`): whom it routes to (its users and
+/// departments), and the `state` and `remark` it was created with.
 #[async_trait::async_trait]
 pub trait ContactWayReader: Send + Sync {
-    /// The user ids WeCom routes the contact way to.
-    async fn users(
+    async fn contact_way(
         &self,
         corp: &CorpCredentials,
         config_id: &str,
-    ) -> Result<Vec<String>, WeComError>;
+    ) -> Result<ContactWay, WeComError>;
 }
 
 /// A staff member who resigned (`employment` set to resigned), as the sweep finds them once

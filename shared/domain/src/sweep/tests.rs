@@ -269,6 +269,41 @@ async fn a_list_changed_behind_our_back_is_found_by_the_sample_marked_and_resync
     assert_eq!(view.guard, None);
 }
 
+#[tokio::test]
+async fn a_partial_read_back_is_not_drift() {
+    let world = World::with_codes(5).await;
+    for n in 0..5 {
+        world
+            .sweep
+            .wecom
+            .answer_partially(&format!("cfg-{n}"), true);
+    }
+
+    let report = world.run().await;
+
+    assert_eq!((report.read_failures, report.differing), (5, 0));
+    assert_eq!(report.guards_tripped, 0, "a glitch is no reason to stop");
+    assert!(world.resynced().is_empty());
+    assert_eq!(world.store().guard(&tenant()).await.expect("read"), None);
+    assert_eq!(world.store().dirty_mark(&tenant(), &code(0)), None);
+}
+
+#[tokio::test]
+async fn a_department_added_in_wecoms_console_is_drift_and_its_code_resynced() {
+    let world = World::with_codes(10).await;
+    world.sweep.wecom.add_department_behind_our_back("cfg-4", 7);
+
+    let report = world.run().await;
+
+    assert_eq!((report.differing, report.repairs_started), (1, 1));
+    assert_eq!(world.resynced(), ["c04"]);
+    let (_, why) = world
+        .store()
+        .dirty_mark(&tenant(), &code(4))
+        .expect("marked");
+    assert_eq!(why, DirtyWhy::Drift);
+}
+
 /// The settle period a stale sighting waits before it is checked again.
 const SETTLE_MS: u64 = SweepSettings::DEFAULT.stale_settle_ms;
 
