@@ -4,7 +4,9 @@
 //! (`DRIFT#GUARD`) and its creation intents (`INTENT#<code>#<ms>`, in `gsi1` under `INTENTS`).
 
 use super::conditions::ConditionalWriteError;
-use super::{get_n, get_s, key, keys, n, s, tenant_key, unavailable, DynamoStore, Item};
+use super::{
+    get_n, get_s, get_strings, key, keys, n, s, strings, tenant_key, unavailable, DynamoStore, Item,
+};
 use aws_sdk_dynamodb::types::ReturnValue;
 use domain::ids::CodeId;
 use domain::ids::TenantId;
@@ -175,10 +177,20 @@ impl DriftLedger for DynamoStore {
 
     async fn guard(&self, tenant: &TenantId) -> Result<Option<GuardTrip>, StoreError> {
         let item = self.tenant_item(tenant, keys::DRIFT_GUARD).await?;
-        Ok(item.map(|item| GuardTrip {
-            tripped_at_ms: get_n(&item, "tripped_at_ms").unwrap_or(0),
-            sampled: get_n(&item, "sampled").unwrap_or(0),
-            differing: get_n(&item, "differing").unwrap_or(0),
+        Ok(item.map(|item| {
+            let tripped_at_ms = get_n(&item, "tripped_at_ms").unwrap_or(0);
+            GuardTrip {
+                tripped_at_ms,
+                sampled: get_n(&item, "sampled").unwrap_or(0),
+                differing: get_n(&item, "differing").unwrap_or(0),
+                codes: get_strings(&item, "codes")
+                    .iter()
+                    .filter_map(|code| CodeId::parse(code).ok())
+                    .collect(),
+                // A guard stored before re-checks were is re-checked at once.
+                recheck_at_ms: get_n(&item, "recheck_at_ms").unwrap_or(tripped_at_ms),
+                confirmed_at_ms: get_n(&item, "confirmed_at_ms"),
+            }
         }))
     }
 
@@ -187,7 +199,36 @@ impl DriftLedger for DynamoStore {
         item.insert("tripped_at_ms".into(), n(trip.tripped_at_ms));
         item.insert("sampled".into(), n(trip.sampled));
         item.insert("differing".into(), n(trip.differing));
+        item.insert(
+            "codes".into(),
+            strings(trip.codes.iter().map(CodeId::as_str)),
+        );
+        item.insert("recheck_at_ms".into(), n(trip.recheck_at_ms));
+        if let Some(at_ms) = trip.confirmed_at_ms {
+            item.insert("confirmed_at_ms".into(), n(at_ms));
+        }
         self.put(item).await
+    }
+
+    async fn confirm_guard(
+        &self,
+        tenant: &TenantId,
+        tripped_at_ms: u64,
+        at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(tenant_key(tenant, keys::DRIFT_GUARD.to_owned())))
+            .update_expression("SET confirmed_at_ms = :at")
+            .condition_expression("tripped_at_ms = :tripped")
+            .expression_attribute_values(":at", n(at_ms))
+            .expression_attribute_values(":tripped", n(tripped_at_ms));
+        match update.send().await {
+            Ok(_) => Ok(true),
+            Err(error) => error.refused_or_unavailable().map(|_| false),
+        }
     }
 
     async fn resume(&self, tenant: &TenantId) -> Result<bool, StoreError> {

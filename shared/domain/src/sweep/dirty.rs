@@ -105,9 +105,18 @@ impl<P: SweepPorts> Sweep<P> {
             self.store.add_to_report(tenant, &day, &counts).await?;
         }
         let differing = sample.sample_drifted.saturating_add(count);
+        // The sample's drifted codes are not kept with its suspects: the re-check reads the
+        // confirmed ones and scales what it finds to the whole trip.
+        let codes: Vec<CodeId> = confirmed.iter().map(|mark| mark.code.clone()).collect();
         tracing::warn!(tenant = %tenant, confirmed = count, sampled = sample.sample_read, drifted = sample.sample_drifted, "stale records confirmed after their settle period");
         if self
-            .trip_guard_if_due(&mut run.report, tenant, sample.sample_read, differing)
+            .trip_guard_if_due(
+                &mut run.report,
+                tenant,
+                sample.sample_read,
+                differing,
+                &codes,
+            )
             .await?
         {
             run.guards.insert(tenant.clone(), true);

@@ -4,7 +4,7 @@
 
 use super::DriftLedger;
 use crate::codes::CodeSnapshot;
-use crate::ids::TenantId;
+use crate::ids::{CodeId, TenantId};
 use crate::StoreError;
 use std::collections::BTreeSet;
 
@@ -84,6 +84,10 @@ impl DriftReport {
     }
 }
 
+/// The codes a guard keeps to read again: a sample's differing codes, bounded so the guard
+/// stays one small item whatever the sample's size.
+pub const GUARD_CODES_KEPT: usize = 100;
+
 /// The blast-radius guard of a tenant, as tripped.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct GuardTrip {
@@ -91,6 +95,34 @@ pub struct GuardTrip {
     /// The sample that tripped it.
     pub sampled: u32,
     pub differing: u32,
+    /// The codes that differed (at most `GUARD_CODES_KEPT`), which the re-check reads again.
+    pub codes: Vec<CodeId>,
+    /// When the sweep reads `codes` again: if too few still differ (a glitch at WeCom that
+    /// has passed), the guard lifts itself; if not, it is confirmed.
+    pub recheck_at_ms: u64,
+    /// When the re-check found the codes still differing: from then on only an operator
+    /// resumes the repair. `None` until then.
+    pub confirmed_at_ms: Option<u64>,
+}
+
+impl GuardTrip {
+    /// A guard the re-check has not settled yet, due at `now_ms`.
+    pub fn recheck_due(&self, now_ms: u64) -> bool {
+        self.confirmed_at_ms.is_none() && self.recheck_at_ms <= now_ms
+    }
+
+    /// Whether `still` of the kept codes differing on the re-check would still trip the guard:
+    /// counted against the trip's own sample, scaled up when not every differing code was kept.
+    pub fn still_trips(&self, still: u32, share_percent: u32, min_sample: u32) -> bool {
+        let kept = u64::try_from(self.codes.len()).unwrap_or(u64::MAX).max(1);
+        let scaled = u64::from(still) * u64::from(self.differing) / kept;
+        guard_trips(
+            self.sampled,
+            u32::try_from(scaled).unwrap_or(u32::MAX),
+            share_percent,
+            min_sample,
+        )
+    }
 }
 
 /// How many of a tenant's codes one run samples: the hour's read budget spread over the runs

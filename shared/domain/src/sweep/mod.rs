@@ -66,7 +66,7 @@ mod tests;
 
 pub use drift::{
     compare, drift_view, guard_trips, record_stale, sample_size, Difference, DriftCounts,
-    DriftReport, DriftView, GuardTrip,
+    DriftReport, DriftView, GuardTrip, GUARD_CODES_KEPT,
 };
 pub use orphans::INTENT_GRACE_MS;
 pub use ports::{
@@ -121,6 +121,10 @@ pub struct SweepSettings {
     pub guard_share_percent: u32,
     /// ...in a sample of at least this many codes.
     pub guard_min_sample: u32,
+    /// How long after a guard trips the codes that tripped it are read again: a WeCom glitch
+    /// that has passed by then lifts the guard without anyone acting; differences that stay
+    /// confirm it, and only then is an operator asked to look.
+    pub guard_recheck_ms: u64,
     /// How long a run's lease outlasts its invocation's deadline (the clocks of Lambda and of
     /// the table's writers may differ by this much). Lambda ends an invocation at its deadline,
     /// so a run is never overtaken while it lives, and a run killed there (a timeout, a crash)
@@ -146,6 +150,7 @@ impl SweepSettings {
         reads_per_tenant_hour: 60,
         guard_share_percent: 20,
         guard_min_sample: 5,
+        guard_recheck_ms: 15 * 60_000,
         lease_grace_ms: 30_000,
         finish_reserve_ms: 3_000,
         stale_settle_ms: 20 * 60_000,
@@ -184,7 +189,11 @@ pub struct SweepReport {
     /// unless it tripped), and suspects no longer stale (their mark dropped).
     pub stale_confirmed: u32,
     pub stale_settled: u32,
+    /// Guards tripped (the tenant's repair stops), and guards their re-check settled: still
+    /// differing, confirmed (an operator must resume), or no longer, lifted.
     pub guards_tripped: u32,
+    pub guards_confirmed: u32,
+    pub guards_lifted: u32,
     /// Reads refused by a tenant's read budget (the rest of its sample waits for the next run).
     pub budget_refusals: u32,
     /// Reads WeCom failed (the code is read again by a later sample).
@@ -218,6 +227,8 @@ impl SweepReport {
         self.stale_confirmed += part.stale_confirmed;
         self.stale_settled += part.stale_settled;
         self.guards_tripped += part.guards_tripped;
+        self.guards_confirmed += part.guards_confirmed;
+        self.guards_lifted += part.guards_lifted;
         self.budget_refusals += part.budget_refusals;
         self.read_failures += part.read_failures;
         self.claims_finished += part.claims_finished;
@@ -316,13 +327,16 @@ impl<P: SweepPorts> Sweep<P> {
     }
 
     /// Trips the tenant's guard when `differing` of `sampled` codes is more than its share:
-    /// records the trip, counts it and raises the alert. `true` when it tripped.
+    /// records the trip with `codes`, those of them known here (read again at the re-check), and counts
+    /// it. `true` when it tripped. No operator is asked yet: a WeCom glitch trips the guard
+    /// of many tenants at once, and the re-check lifts each without anyone acting.
     async fn trip_guard_if_due(
         &self,
         report: &mut SweepReport,
         tenant: &TenantId,
         sampled: u32,
         differing: u32,
+        codes: &[CodeId],
     ) -> Result<bool, StoreError> {
         let settings = &self.settings;
         if !guard_trips(
@@ -333,15 +347,66 @@ impl<P: SweepPorts> Sweep<P> {
         ) {
             return Ok(false);
         }
+        let now_ms = self.now_ms();
         let trip = GuardTrip {
-            tripped_at_ms: self.now_ms(),
+            tripped_at_ms: now_ms,
             sampled,
             differing,
+            codes: codes.iter().take(GUARD_CODES_KEPT).cloned().collect(),
+            recheck_at_ms: now_ms.saturating_add(settings.guard_recheck_ms),
+            confirmed_at_ms: None,
         };
         self.store.trip_guard(tenant, &trip).await?;
         report.guards_tripped += 1;
-        tracing::error!(alert = "drift_guard_tripped", tenant = %tenant, sampled, differing, "too much of the tenant's sample differs (a recompute bug?): its repair stops until an operator resumes it");
+        tracing::warn!(tenant = %tenant, sampled, differing, recheck_at_ms = trip.recheck_at_ms, "too much of the tenant's sample differs: its repair stops, and the codes are read again before an operator is asked");
         Ok(true)
+    }
+
+    /// The re-check of a guard that is due: its codes read back again. Too few still differ
+    /// (a glitch that passed): the guard lifts and the held marks are resynced from the next
+    /// run. Enough still differ: it is confirmed and the alert asks an operator to look. A
+    /// code not read (no budget, WeCom failed) leaves the re-check to the next run.
+    async fn recheck_guard(
+        &self,
+        report: &mut SweepReport,
+        tenant: &TenantId,
+        trip: &GuardTrip,
+    ) -> Result<(), StoreError> {
+        let mut still: Vec<CodeId> = Vec::new();
+        for code in &trip.codes {
+            let Some(snapshot) = self.store.snapshot(tenant, code, self.now_ms()).await? else {
+                continue;
+            };
+            let Some(read) = self.read_back(report, tenant, code, &snapshot).await? else {
+                tracing::info!(tenant = %tenant, code = %code, "guard's re-check could not read a code; the next run tries again");
+                return Ok(());
+            };
+            if read.difference != Difference::None {
+                still.push(code.clone());
+            }
+        }
+        let settings = &self.settings;
+        let count = u32::try_from(still.len()).unwrap_or(u32::MAX);
+        if trip.still_trips(
+            count,
+            settings.guard_share_percent,
+            settings.guard_min_sample,
+        ) {
+            if self
+                .store
+                .confirm_guard(tenant, trip.tripped_at_ms, self.now_ms())
+                .await?
+            {
+                report.guards_confirmed += 1;
+                tracing::error!(alert = "drift_guard_tripped", tenant = %tenant, sampled = trip.sampled, differing = trip.differing, still_differing = count, "the tenant's sample still differs on the re-check (a recompute bug?): its repair stays stopped until an operator resumes it");
+            }
+            return Ok(());
+        }
+        if self.store.resume(tenant).await? {
+            report.guards_lifted += 1;
+            tracing::warn!(tenant = %tenant, sampled = trip.sampled, differing = trip.differing, still_differing = count, "the codes that tripped the tenant's guard agree again on the re-check: the guard lifted itself");
+        }
+        Ok(())
     }
 
     async fn send_resync(

@@ -106,6 +106,15 @@ pub trait DriftLedger: Send + Sync {
     /// The tenant's blast-radius guard, if it has tripped and not been resumed.
     async fn guard(&self, tenant: &TenantId) -> Result<Option<GuardTrip>, StoreError>;
     async fn trip_guard(&self, tenant: &TenantId, trip: &GuardTrip) -> Result<(), StoreError>;
+    /// The re-check found the guard tripped at `tripped_at_ms` still differing: it is
+    /// confirmed at `at_ms`, in one write conditioned on that guard still standing (an
+    /// operator's resume meanwhile is never undone). `false` when it was not.
+    async fn confirm_guard(
+        &self,
+        tenant: &TenantId,
+        tripped_at_ms: u64,
+        at_ms: u64,
+    ) -> Result<bool, StoreError>;
     /// An operator resumes the repair; `false` when the guard was not tripped.
     async fn resume(&self, tenant: &TenantId) -> Result<bool, StoreError>;
 }

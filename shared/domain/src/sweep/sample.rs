@@ -73,7 +73,10 @@ impl<P: SweepPorts> Sweep<P> {
         tenant: &TenantId,
         deadline_ms: u64,
     ) -> Result<(), StoreError> {
-        if self.store.guard(tenant).await?.is_some() {
+        if let Some(trip) = self.store.guard(tenant).await? {
+            if trip.recheck_due(self.now_ms()) {
+                self.recheck_guard(report, tenant, &trip).await?;
+            }
             return Ok(());
         }
         report.tenants_sampled += 1;
@@ -90,16 +93,15 @@ impl<P: SweepPorts> Sweep<P> {
         // looks exactly like many stale records, and resyncing them at once would spread it:
         // a stale code is marked a suspect, due after the settle period, and counted for the
         // guard with this sample's figures once it is still stale then (`settle_suspects`).
-        let drifted = u32::try_from(
-            sample
-                .differing
-                .iter()
-                .filter(|(_, d)| *d == Difference::WeComDiffers)
-                .count(),
-        )
-        .unwrap_or(u32::MAX);
+        let drifted_codes: Vec<CodeId> = sample
+            .differing
+            .iter()
+            .filter(|(_, d)| *d == Difference::WeComDiffers)
+            .map(|(code, _)| code.clone())
+            .collect();
+        let drifted = u32::try_from(drifted_codes.len()).unwrap_or(u32::MAX);
         let tripped = self
-            .trip_guard_if_due(report, tenant, sample.counts.read, drifted)
+            .trip_guard_if_due(report, tenant, sample.counts.read, drifted, &drifted_codes)
             .await?;
         let suspect = StaleSuspect {
             sample_read: sample.counts.read,

@@ -616,6 +616,86 @@ async fn drift_on_more_than_the_guards_share_stops_the_repair_until_an_operator_
     assert_eq!(world.resynced(), ["c00", "c01", "c02", "c03"]);
 }
 
+/// The guard's re-check, after it tripped at `NOW`.
+const RECHECK_MS: u64 = SweepSettings::DEFAULT.guard_recheck_ms;
+
+/// Four of ten codes changed behind our back trip the guard at `NOW`.
+async fn guard_tripped_by_four_of_ten() -> World {
+    let world = World::with_codes(10).await;
+    for n in 0..4 {
+        world
+            .sweep
+            .wecom
+            .change_behind_our_back(&format!("cfg-{n}"), &["mallory"]);
+    }
+    let report = world.run().await;
+    assert_eq!((report.guards_tripped, report.guards_confirmed), (1, 0));
+    let guard = world
+        .store()
+        .guard(&tenant())
+        .await
+        .expect("read")
+        .expect("tripped");
+    assert_eq!(guard.codes, [code(0), code(1), code(2), code(3)]);
+    assert_eq!(guard.recheck_at_ms, NOW + RECHECK_MS);
+    assert_eq!(guard.confirmed_at_ms, None, "nobody asked to act yet");
+    world
+}
+
+#[tokio::test]
+async fn a_guard_tripped_by_a_glitch_lifts_itself_on_its_recheck_and_its_codes_are_resynced() {
+    let world = guard_tripped_by_four_of_ten().await;
+    // WeCom answers what we pushed again.
+    for n in 0..4 {
+        world
+            .sweep
+            .wecom
+            .change_behind_our_back(&format!("cfg-{n}"), &["alice", "bob"]);
+    }
+    let before = run_at(&world, || NOW + RECHECK_MS - 1, "run-2").await;
+    assert_eq!(before.guards_lifted, 0, "not before its time");
+
+    let rechecked = run_at(&world, || NOW + RECHECK_MS, "run-3").await;
+
+    assert_eq!(
+        (rechecked.guards_lifted, rechecked.guards_confirmed),
+        (1, 0)
+    );
+    assert_eq!(world.store().guard(&tenant()).await.expect("read"), None);
+    let next = run_at(
+        &world,
+        || NOW + RECHECK_MS + SweepSettings::DEFAULT.period_ms,
+        "run-4",
+    )
+    .await;
+    assert_eq!(next.resyncs_sent, 4, "the held marks are resynced");
+    assert_eq!(world.resynced(), ["c00", "c01", "c02", "c03"]);
+}
+
+#[tokio::test]
+async fn a_guard_whose_codes_still_differ_on_its_recheck_is_confirmed_and_waits_for_an_operator() {
+    let world = guard_tripped_by_four_of_ten().await;
+
+    let rechecked = run_at(&world, || NOW + RECHECK_MS, "run-2").await;
+
+    assert_eq!(
+        (rechecked.guards_confirmed, rechecked.guards_lifted),
+        (1, 0)
+    );
+    let guard = world
+        .store()
+        .guard(&tenant())
+        .await
+        .expect("read")
+        .expect("still tripped");
+    assert_eq!(guard.confirmed_at_ms, Some(NOW + RECHECK_MS));
+    assert!(world.resynced().is_empty(), "no possibly wrong list pushed");
+    let reads = world.sweep.wecom.reads();
+    let later = run_at(&world, || NOW + 2 * RECHECK_MS, "run-3").await;
+    assert_eq!(later.guards_confirmed, 0, "checked once");
+    assert_eq!(world.sweep.wecom.reads(), reads, "nothing read again");
+}
+
 #[tokio::test]
 async fn when_another_run_holds_the_lease_the_sweep_leaves_the_work_to_it() {
     let world = World::with_codes(3).await;

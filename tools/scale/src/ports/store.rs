@@ -2548,6 +2548,18 @@ impl DriftLedger for MeteredStore {
         self.data.trip_guard(tenant, trip).await
     }
 
+    async fn confirm_guard(
+        &self,
+        tenant: &TenantId,
+        tripped_at_ms: u64,
+        at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let key = tenant_item_key(tenant, keys::DRIFT_GUARD);
+        let bytes = guard_bytes(&key);
+        self.write(Kind::UpdateItem, Touch::new(key, bytes)).await?;
+        self.data.confirm_guard(tenant, tripped_at_ms, at_ms).await
+    }
+
     async fn resume(&self, tenant: &TenantId) -> Result<bool, StoreError> {
         let key = tenant_item_key(tenant, keys::DRIFT_GUARD);
         let bytes = guard_bytes(&key);

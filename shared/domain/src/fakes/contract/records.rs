@@ -122,6 +122,9 @@ pub async fn a_drift_report_adds_up_and_a_tripped_guard_holds_until_resumed<F: F
         tripped_at_ms: now_ms(),
         sampled: 10,
         differing: 7,
+        codes: vec![code("c3"), code("c1")],
+        recheck_at_ms: now_ms() + 900_000,
+        confirmed_at_ms: None,
     };
     store
         .trip_guard(&tenant, &trip)
@@ -129,9 +132,35 @@ pub async fn a_drift_report_adds_up_and_a_tripped_guard_holds_until_resumed<F: F
         .expect("store available");
     assert_eq!(
         store.guard(&tenant).await.expect("store available"),
-        Some(trip)
+        Some(trip.clone())
+    );
+    assert!(
+        !store
+            .confirm_guard(&tenant, trip.tripped_at_ms + 1, trip.recheck_at_ms)
+            .await
+            .expect("store available"),
+        "another trip is not confirmed"
+    );
+    assert!(store
+        .confirm_guard(&tenant, trip.tripped_at_ms, trip.recheck_at_ms)
+        .await
+        .expect("store available"));
+    assert_eq!(
+        store
+            .guard(&tenant)
+            .await
+            .expect("store available")
+            .and_then(|guard| guard.confirmed_at_ms),
+        Some(trip.recheck_at_ms)
     );
     assert!(store.resume(&tenant).await.expect("store available"));
+    assert!(
+        !store
+            .confirm_guard(&tenant, trip.tripped_at_ms, trip.recheck_at_ms)
+            .await
+            .expect("store available"),
+        "a resumed guard is not brought back"
+    );
     assert_eq!(store.guard(&tenant).await.expect("store available"), None);
     assert_eq!(
         store.sample_cursor(&tenant).await.expect("store available"),

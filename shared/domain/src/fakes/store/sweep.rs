@@ -311,6 +311,22 @@ impl DriftLedger for InMemoryStore {
         Ok(())
     }
 
+    async fn confirm_guard(
+        &self,
+        tenant: &TenantId,
+        tripped_at_ms: u64,
+        at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.available()?;
+        match tables.sweep.guards.get_mut(tenant) {
+            Some(guard) if guard.tripped_at_ms == tripped_at_ms => {
+                guard.confirmed_at_ms = Some(at_ms);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     async fn resume(&self, tenant: &TenantId) -> Result<bool, StoreError> {
         Ok(self.available()?.sweep.guards.remove(tenant).is_some())
     }
