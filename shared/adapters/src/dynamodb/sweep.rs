@@ -276,13 +276,31 @@ impl CreationIntents for DynamoStore {
         Ok(())
     }
 
-    /// One index query: the intent's tenant, code and time are all in its keys.
+    /// One index query: the intent's tenant, code and time are all in its keys; a page starts
+    /// after `after`'s index entry.
     async fn stale_intents(
         &self,
         before_ms: u64,
+        after: Option<&CreationIntent>,
         limit: usize,
     ) -> Result<Vec<CreationIntent>, StoreError> {
-        let items = self.index_before(keys::INTENTS, before_ms, limit).await?;
+        let start = after.map(|intent| {
+            let sk = keys::creation_intent(&intent.code, intent.started_at_ms);
+            let mut start = tenant_key(&intent.tenant, sk.clone());
+            start.insert(keys::GSI1_PK.into(), s(keys::INTENTS));
+            start.insert(
+                keys::GSI1_SK.into(),
+                s(keys::intent_index_sort(
+                    intent.started_at_ms,
+                    &intent.tenant,
+                    &sk,
+                )),
+            );
+            start
+        });
+        let items = self
+            .index_before_after(keys::INTENTS, before_ms, start, limit)
+            .await?;
         Ok(items
             .iter()
             .filter_map(|item| {

@@ -734,8 +734,44 @@ async fn when_wecom_refuses_the_creation_the_config_stays_without_contact_way() 
         .expect("config kept");
     assert_eq!(stored.code.config_id, None);
     assert!(w.queue.reasons().is_empty());
-    // A failed call may hide a contact way WeCom made: the intent stays for the sweep.
-    assert_eq!(w.store.creation_intents().len(), 1);
+    assert!(
+        w.store.creation_intents().is_empty(),
+        "WeCom's own answer says nothing was made: the creation's intent ends"
+    );
+}
+
+#[tokio::test]
+async fn a_creation_whose_answer_was_lost_keeps_its_intent_for_the_sweep() {
+    let w = world();
+    w.wecom.fail_with(WeComError::Transient {
+        detail: "timeout".into(),
+    });
+
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect_err("failed");
+
+    let intents = w.store.creation_intents();
+    assert_eq!(intents.len(), 1, "WeCom may have made it");
+}
+
+#[tokio::test]
+async fn a_contact_way_is_created_with_its_intents_marker_as_its_remark() {
+    let w = world();
+
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect("created");
+
+    let intent = CreationIntent {
+        tenant: tenant(),
+        code: code("c1"),
+        started_at_ms: fixed_clock(),
+    };
+    assert_eq!(w.wecom.created()[0].1.remark, Some(intent.marker()));
+    assert!(intent.marker().len() <= 30, "WeCom's bound on a remark");
 }
 
 #[tokio::test]

@@ -36,6 +36,8 @@ struct WeComState {
     /// are answered without their user list.
     departments: HashMap<String, Vec<u64>>,
     partial: HashSet<String>,
+    /// Corps whose contact ways cannot be listed, and the error their listing fails with.
+    listings_fail: HashMap<String, WeComError>,
     reads: usize,
     /// Acquisition links created (link id, user) and deleted, and whether creating fails.
     links: Vec<(String, String)>,
@@ -173,6 +175,15 @@ impl FakeWeCom {
         } else {
             state.partial.remove(config_id);
         }
+    }
+
+    /// Listing the contact ways of `corp_id` fails with `error` (`None`: lists again).
+    pub fn fail_listings_of(&self, corp_id: &str, error: Option<WeComError>) {
+        let mut state = self.state();
+        match error {
+            Some(error) => state.listings_fail.insert(corp_id.to_owned(), error),
+            None => state.listings_fail.remove(corp_id),
+        };
     }
 
     pub fn reads(&self) -> usize {
@@ -356,11 +367,14 @@ impl ContactWayReader for FakeWeCom {
 impl OrphanFinder for FakeWeCom {
     async fn created_between(
         &self,
-        _: &CorpCredentials,
+        corp: &CorpCredentials,
         _: u64,
         _: u64,
     ) -> Result<Vec<String>, WeComError> {
         let state = self.state();
+        if let Some(error) = state.listings_fail.get(&corp.corp_id) {
+            return Err(error.clone());
+        }
         Ok((1..=state.created.len())
             .map(|n| format!("cw-{n}"))
             .filter(|id| !state.deleted.contains(id))

@@ -8,6 +8,7 @@ use crate::ids::{CodeId, StaffId};
 use crate::wecom::contact_way::{ContactWay, CorpCredentials};
 use crate::wecom::errors::WeComError;
 use crate::StoreError;
+use sha2::{Digest, Sha256};
 
 /// The sweep's one lease and its cursor through the tenants.
 #[async_trait::async_trait]
@@ -120,9 +121,9 @@ pub trait DriftLedger: Send + Sync {
 }
 
 /// A contact way about to be created for a code: recorded before `add_contact_way`, cleared
-/// once its `config_id` is stored (or the contact way deleted again). One still there after
-/// its request ended may mean a contact way WeCom made and nobody recorded (a crash between
-/// the call and the record): the sweep looks for it.
+/// once its `config_id` is stored (or the contact way deleted again, or WeCom refused to make
+/// it). One still there after its request ended may mean a contact way WeCom made and nobody
+/// recorded (a crash between the call and the record): the sweep looks for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreationIntent {
     pub tenant: TenantId,
@@ -130,14 +131,36 @@ pub struct CreationIntent {
     pub started_at_ms: u64,
 }
 
+impl CreationIntent {
+    /// What the creation puts in the contact way's `remark`, so the sweep deletes only a
+    /// contact way this creation made: the `state` alone is the code's id, which another tool
+    /// of the tenant may use too. Derived from the intent (a hash of its tenant, code and
+    /// time), so the intent needs no field for it; 29 characters, within WeCom's 30.
+    pub fn marker(&self) -> String {
+        let mut hasher = Sha256::new();
+        for part in [
+            self.tenant.as_str(),
+            self.code.as_str(),
+            &self.started_at_ms.to_string(),
+        ] {
+            hasher.update(part.as_bytes());
+            hasher.update([0u8]);
+        }
+        let hash = hex::encode(hasher.finalize());
+        format!("qrsync {}", &hash[..22])
+    }
+}
+
 #[async_trait::async_trait]
 pub trait CreationIntents: Send + Sync {
     async fn record_intent(&self, intent: &CreationIntent) -> Result<(), StoreError>;
     async fn clear_intent(&self, intent: &CreationIntent) -> Result<(), StoreError>;
-    /// Intents recorded before `before_ms`, oldest first, at most `limit` (a query).
+    /// Intents recorded before `before_ms`, oldest first (by time, tenant, code), those after
+    /// `after` (a page's last), at most `limit` (a query).
     async fn stale_intents(
         &self,
         before_ms: u64,
+        after: Option<&CreationIntent>,
         limit: usize,
     ) -> Result<Vec<CreationIntent>, StoreError>;
 }

@@ -795,15 +795,16 @@ async fn a_stale_unfinished_claim_is_taken_over_and_finished_once_and_a_live_one
     );
 }
 
-async fn created_for(world: &World, code_id: &str) -> String {
+/// A contact way WeCom made with `state` and `remark` (`None`: none).
+async fn created_with(world: &World, state: &str, remark: Option<String>) -> String {
     use crate::admin::ContactWays;
     use crate::wecom::contact_way::{ContactWayKind, ContactWayScene, NewContactWay};
     let way = NewContactWay {
         kind: ContactWayKind::Multi,
         scene: ContactWayScene::QrCode,
-        state: code_id.into(),
+        state: state.into(),
         users: vec!["alice".into()],
-        remark: None,
+        remark,
         skip_verify: true,
     };
     world
@@ -815,22 +816,28 @@ async fn created_for(world: &World, code_id: &str) -> String {
         .config_id
 }
 
+/// The intent of a creation of `code` that started `ago_ms` before `NOW`.
+fn intent_of(code: CodeId, ago_ms: u64) -> CreationIntent {
+    CreationIntent {
+        tenant: tenant(),
+        code,
+        started_at_ms: NOW - ago_ms,
+    }
+}
+
 #[tokio::test]
 async fn a_contact_way_made_for_a_code_but_never_recorded_is_deleted_and_the_recorded_one_kept() {
     let world = World::with_codes(2).await;
+    let intent = intent_of(code(0), INTENT_GRACE_MS + 1);
+    let retry = intent_of(code(0), INTENT_GRACE_MS);
     // A creation whose record never landed (cw-1), then the retry that was recorded (cw-2),
     // and another code's contact way (cw-3).
-    let orphan = created_for(&world, "c00").await;
-    let kept = created_for(&world, "c00").await;
-    let other = created_for(&world, "c01").await;
+    let orphan = created_with(&world, "c00", Some(intent.marker())).await;
+    let kept = created_with(&world, "c00", Some(retry.marker())).await;
+    let other = created_with(&world, "c01", None).await;
     let mut recorded = snapshot(0, &["alice", "bob"]);
     recorded.code.config_id = Some(kept.clone());
     world.store().load_snapshot(&tenant(), &code(0), &recorded);
-    let intent = CreationIntent {
-        tenant: tenant(),
-        code: code(0),
-        started_at_ms: NOW - INTENT_GRACE_MS - 1,
-    };
     world
         .store()
         .record_intent(&intent)
@@ -847,14 +854,77 @@ async fn a_contact_way_made_for_a_code_but_never_recorded_is_deleted_and_the_rec
 }
 
 #[tokio::test]
+async fn a_contact_way_of_another_tool_with_the_codes_state_is_never_deleted() {
+    let world = World::with_codes(1).await;
+    let intent = intent_of(code(0), INTENT_GRACE_MS + 1);
+    // The tenant's own tool uses "c00" as a state too, with or without a remark of its own.
+    let theirs = created_with(&world, "c00", None).await;
+    let also_theirs = created_with(&world, "c00", Some("campaign c00".into())).await;
+    world
+        .store()
+        .record_intent(&intent)
+        .await
+        .expect("recorded");
+
+    let report = world.run().await;
+
+    assert_eq!(report.orphans_deleted, 0);
+    assert!(
+        world.sweep.wecom.deleted().is_empty(),
+        "{theirs}, {also_theirs} kept"
+    );
+    assert!(
+        world.store().creation_intents().is_empty(),
+        "looked, nothing of ours"
+    );
+}
+
+#[tokio::test]
+async fn intents_the_sweep_cannot_settle_never_hold_up_newer_ones() {
+    let world = World::with_codes(1).await;
+    // A hundred and one older intents of a tenant whose contact ways cannot be listed.
+    let stuck = TenantId::parse("stuck").expect("valid");
+    let mut stuck_profile = snapshot(0, &["alice"]);
+    stuck_profile.profile.corp_id = "corp-stuck".into();
+    world
+        .store()
+        .load_snapshot(&stuck, &code(0), &stuck_profile);
+    world.sweep.wecom.fail_listings_of(
+        "corp-stuck",
+        Some(WeComError::Transient {
+            detail: "timeout".into(),
+        }),
+    );
+    for n in 0..=100 {
+        let old = CreationIntent {
+            tenant: stuck.clone(),
+            code: code(n),
+            started_at_ms: NOW - 3_600_000 - 1_000,
+        };
+        world.store().record_intent(&old).await.expect("recorded");
+    }
+    let intent = intent_of(code(0), INTENT_GRACE_MS + 1);
+    let orphan = created_with(&world, "c00", Some(intent.marker())).await;
+    world
+        .store()
+        .record_intent(&intent)
+        .await
+        .expect("recorded");
+
+    let report = world.run().await;
+
+    assert_eq!(report.orphans_deleted, 1);
+    assert_eq!(world.sweep.wecom.deleted(), [orphan]);
+    let left = world.store().creation_intents();
+    assert_eq!(left.len(), 101, "the stuck ones wait for WeCom");
+    assert!(left.iter().all(|i| i.tenant == stuck));
+}
+
+#[tokio::test]
 async fn a_creation_still_within_its_grace_is_left_to_its_request() {
     let world = World::with_codes(1).await;
-    created_for(&world, "c00").await;
-    let intent = CreationIntent {
-        tenant: tenant(),
-        code: code(0),
-        started_at_ms: NOW - 1_000,
-    };
+    let intent = intent_of(code(0), 1_000);
+    created_with(&world, "c00", Some(intent.marker())).await;
     world
         .store()
         .record_intent(&intent)

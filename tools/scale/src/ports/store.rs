@@ -2592,9 +2592,10 @@ impl CreationIntents for MeteredStore {
     async fn stale_intents(
         &self,
         before_ms: u64,
+        after: Option<&CreationIntent>,
         limit: usize,
     ) -> Result<Vec<CreationIntent>, StoreError> {
-        let intents = self.data.stale_intents(before_ms, limit).await?;
+        let intents = self.data.stale_intents(before_ms, after, limit).await?;
         let entries = intents
             .iter()
             .map(|intent| (intent_index_key(intent), intent_key(intent)));

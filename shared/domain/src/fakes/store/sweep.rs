@@ -347,17 +347,21 @@ impl CreationIntents for InMemoryStore {
     async fn stale_intents(
         &self,
         before_ms: u64,
+        after: Option<&CreationIntent>,
         limit: usize,
     ) -> Result<Vec<CreationIntent>, StoreError> {
+        // The table's index order: by time, then tenant, then code.
+        let order = |i: &CreationIntent| (i.started_at_ms, i.tenant.clone(), i.code.clone());
         let tables = self.available()?;
         let mut stale: Vec<CreationIntent> = tables
             .sweep
             .intents
             .iter()
             .filter(|i| i.started_at_ms < before_ms)
+            .filter(|i| after.is_none_or(|after| order(i) > order(after)))
             .cloned()
             .collect();
-        stale.sort_by_key(|i| i.started_at_ms);
+        stale.sort_by_key(order);
         stale.truncate(limit);
         Ok(stale)
     }
