@@ -1383,6 +1383,30 @@ async fn a_staff_departments_change_reaches_the_codes_of_departments_joined_and_
 }
 
 #[tokio::test]
+async fn a_member_resigned_through_the_admin_api_enters_the_index_the_sweep_retires_links_from() {
+    use crate::sweep::LinkRetirements;
+    let w = world();
+    let command = PutStaff::parse("demo", "a", r#"{"employment": "resigned"}"#).expect("valid");
+
+    w.admin.put_staff(command).await.expect("stored");
+
+    let leaving = w.store.resigned_before(u64::MAX, 10).await.expect("read");
+    assert_eq!(leaving.len(), 1, "as WeCom's resignations are");
+    assert_eq!(
+        (leaving[0].staff.as_str(), leaving[0].resigned),
+        ("a", true)
+    );
+    assert!(
+        w.store
+            .resigned_before(fixed_clock(), 10)
+            .await
+            .expect("read")
+            .is_empty(),
+        "dated when it was written"
+    );
+}
+
+#[tokio::test]
 async fn going_offline_reaches_the_codes_listing_a_department_of_the_staff_member() {
     let w = world();
     put_department(&w, "2", &["a"]).await;

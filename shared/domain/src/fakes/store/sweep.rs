@@ -1,7 +1,7 @@
 //! The sweep's records: the dirty set by due time, its lease and cursor, the tenants'
 //! registry, each tenant's sample cursor, drift reports and guard; the fan-outs given up.
 
-use super::{InMemoryStore, StaffKey};
+use super::{InMemoryStore, StaffKey, Tables};
 use crate::dirty::{DirtyMark, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
@@ -364,6 +364,15 @@ impl CreationIntents for InMemoryStore {
         stale.sort_by_key(order);
         stale.truncate(limit);
         Ok(stale)
+    }
+}
+
+impl Tables {
+    /// The staff member resigned at `at_ms`: the one place the resigned-staff index is
+    /// written, for every way a resignation arrives (WeCom's `delete_user`, the old id of a
+    /// re-keyed user, the admin API), as the table writes it in the same update.
+    pub(super) fn index_resignation(&mut self, key: &StaffKey, at_ms: u64) {
+        self.sweep.resigned.insert(key.clone(), at_ms);
     }
 }
 
