@@ -2,8 +2,7 @@
 //! single writer, and the due stale suspects, settled together.
 
 use super::{
-    record_stale, Difference, DirtyIndex, DriftCounts, DriftLedger, Run, Sweep, SweepPorts,
-    MARKS_PER_PAGE,
+    record_stale, DirtyIndex, DriftCounts, DriftLedger, Run, Sweep, SweepPorts, MARKS_PER_PAGE,
 };
 use crate::codes::CodeFacts;
 use crate::dirty::{DirtyMark, DirtyMarks, StaleSuspect};
@@ -156,7 +155,7 @@ impl<P: SweepPorts> Sweep<P> {
             }
             let day = tenant_day(now_ms, snapshot.profile.timezone);
             self.store.drop_mark(mark).await?;
-            self.store.count_repaired(tenant, &day).await?;
+            self.store.count_repaired(tenant, &day, &mark.code).await?;
             run.report.stale_settled += 1;
             tracing::info!(tenant = %tenant, code = %mark.code, "stale suspect caught up with its facts; mark dropped");
         }
@@ -201,14 +200,8 @@ impl<P: SweepPorts> Sweep<P> {
             .read_back(&mut run.report, &mark.tenant, &mark.code, &snapshot)
             .await?
         {
-            let counts = DriftCounts {
-                read: 1,
-                differing: u32::from(read.difference != Difference::None),
-                ..DriftCounts::default()
-            };
             let day = tenant_day(now_ms, snapshot.profile.timezone);
-            self.store
-                .add_to_report(&mark.tenant, &day, &counts)
+            self.report_read(&mark.tenant, &day, &mark.code, read.difference)
                 .await?;
         }
         self.send_resync(&mut run.report, mark).await

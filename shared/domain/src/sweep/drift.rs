@@ -54,13 +54,12 @@ pub fn record_stale(snapshot: &CodeSnapshot) -> bool {
     }
 }
 
-/// A tenant's read-back counts, added to its report for the day.
+/// A tenant's read-back counts, added to its report for the day. Which codes differed is
+/// recorded code by code (`DriftLedger::record_read`), so a code read again counts once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct DriftCounts {
-    /// Codes whose contact way was read back.
+    /// Contact ways read back (a code read twice counts twice: these are WeCom calls).
     pub read: u32,
-    /// Of those, codes that differed.
-    pub differing: u32,
     /// Stale records confirmed: still behind the facts once their settle period was over.
     pub stale_confirmed: u32,
 }
@@ -70,18 +69,16 @@ pub struct DriftCounts {
 pub struct DriftReport {
     pub day: String,
     pub read: u32,
+    /// Distinct codes a read found differing that day, however many times each was read.
     pub differing: u32,
-    /// Differences repaired: the code's mark was cleared by a completed refresh.
+    /// Distinct codes whose difference was repaired that day: the code's mark was cleared by a
+    /// completed refresh (or a stale suspect caught up by itself).
     pub repaired: u32,
+    /// Distinct codes whose latest read that day differed and that are not repaired since: a
+    /// later read that agrees, or a repair, takes a code out.
+    pub still_differing: u32,
     /// Stale records still behind the facts after the settle period (counted for the guard).
     pub stale_confirmed: u32,
-}
-
-impl DriftReport {
-    /// Differences found that day and not repaired yet.
-    pub fn still_differing(&self) -> u32 {
-        self.differing.saturating_sub(self.repaired)
-    }
 }
 
 /// The codes a guard keeps to read again: a sample's differing codes, bounded so the guard
@@ -166,7 +163,7 @@ pub async fn drift_view(
         read: report.read,
         differing: report.differing,
         repaired: report.repaired,
-        still_differing: report.still_differing(),
+        still_differing: report.still_differing,
         stale_confirmed: report.stale_confirmed,
         guard,
     })

@@ -82,7 +82,7 @@ use crate::ids::CodeId;
 use crate::ids::TenantId;
 use crate::reasons::{Cause, FanOutQueue, ReasonQueue, RefreshReason};
 use crate::refresh::AcquisitionLinks;
-use crate::tenants::TenantPauses;
+use crate::tenants::{tenant_day, TenantPauses};
 use crate::wecom::errors::FailureClass;
 use crate::{Clock, StoreError};
 use std::collections::HashMap;
@@ -381,6 +381,9 @@ impl<P: SweepPorts> Sweep<P> {
                 tracing::info!(tenant = %tenant, code = %code, "guard's re-check could not read a code; the next run tries again");
                 return Ok(());
             };
+            let day = tenant_day(self.now_ms(), snapshot.profile.timezone);
+            self.report_read(tenant, &day, code, read.difference)
+                .await?;
             if read.difference != Difference::None {
                 still.push(code.clone());
             }
@@ -488,6 +491,25 @@ impl<P: SweepPorts> Sweep<P> {
             tracing::warn!(tenant = %tenant, code = %code, ?difference, wecom = ?users, departments = ?way.party, recorded = ?snapshot.wecom_list(), "read-back found a difference");
         }
         Ok(Some(ReadBack { difference }))
+    }
+
+    /// A read of a code that may have differed (a marked code, a guard's) for the tenant's
+    /// report of `day`: counted as a read, and the code's latest read recorded, agreeing or not.
+    async fn report_read(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        code: &CodeId,
+        difference: Difference,
+    ) -> Result<(), StoreError> {
+        let counts = DriftCounts {
+            read: 1,
+            ..DriftCounts::default()
+        };
+        self.store.add_to_report(tenant, day, &counts).await?;
+        self.store
+            .record_read(tenant, day, code, difference != Difference::None)
+            .await
     }
 
     /// One call's worth of the tenant's budget for `api`; `false` when it is spent.

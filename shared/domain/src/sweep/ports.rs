@@ -96,6 +96,18 @@ pub trait DriftLedger: Send + Sync {
         after: Option<&CodeId>,
         limit: usize,
     ) -> Result<Vec<CodeId>, StoreError>;
+    /// Records a read of `code` on `day` for the tenant's report: one that `differs` puts the
+    /// code among the day's differing codes (once, however often it is read) and its still
+    /// differing ones; one that agrees takes it out of the still differing, and writes nothing
+    /// for a code not found differing that day (the sweep records agreeing reads only of codes
+    /// that may have differed: marked ones, a guard's).
+    async fn record_read(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        code: &CodeId,
+        differs: bool,
+    ) -> Result<(), StoreError>;
     /// Adds `counts` to the tenant's report for `day`.
     async fn add_to_report(
         &self,

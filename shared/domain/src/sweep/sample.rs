@@ -107,14 +107,20 @@ impl<P: SweepPorts> Sweep<P> {
             sample_read: sample.counts.read,
             sample_drifted: drifted,
         };
-        for (code, difference) in sample.differing {
-            self.act_on_difference(report, tenant, code, difference, tripped, suspect)
-                .await?;
-        }
+        // Only the codes that differed are recorded one by one, so a clean sample costs its one
+        // report write: a sampled code is not marked (marked ones are skipped), so no
+        // difference of it stands (its mark would still be there, or its repair recorded).
         if let Some(timezone) = sample.timezone.filter(|_| sample.counts.read > 0) {
             let day = tenant_day(now_ms, timezone);
             self.store
                 .add_to_report(tenant, &day, &sample.counts)
+                .await?;
+            for (code, _) in &sample.differing {
+                self.store.record_read(tenant, &day, code, true).await?;
+            }
+        }
+        for (code, difference) in sample.differing {
+            self.act_on_difference(report, tenant, code, difference, tripped, suspect)
                 .await?;
         }
         Ok(())
@@ -171,7 +177,6 @@ impl<P: SweepPorts> Sweep<P> {
             let Some(read) = read else { continue };
             sample.counts.read += 1;
             if read.difference != Difference::None {
-                sample.counts.differing += 1;
                 sample.differing.push((code, read.difference));
             }
         }

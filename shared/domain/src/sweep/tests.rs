@@ -697,6 +697,47 @@ async fn a_guard_whose_codes_still_differ_on_its_recheck_is_confirmed_and_waits_
 }
 
 #[tokio::test]
+async fn a_code_read_differing_again_counts_once_and_stops_differing_when_a_read_agrees() {
+    let world = guard_tripped_by_four_of_ten().await;
+    let day = tenant_day(NOW, Timezone::default());
+    let view = || async {
+        drift_view(world.store(), &tenant(), &day)
+            .await
+            .expect("read")
+    };
+    assert_eq!(
+        (view().await.differing, view().await.still_differing),
+        (4, 4)
+    );
+    // Resumed: the held marks are read back again (WeCom still differs) and resynced.
+    assert!(world.store().resume(&tenant()).await.expect("resumed"));
+    let resumed = run_at(&world, || NOW + SweepSettings::DEFAULT.period_ms, "run-2").await;
+    assert_eq!(resumed.resyncs_sent, 4);
+    let after = view().await;
+    assert_eq!(
+        (after.read, after.differing, after.still_differing),
+        (20, 4, 4),
+        "ten sampled, four read again, six sampled again: each differing code once"
+    );
+    // Their refreshes land: WeCom agrees, and the next reads of the marked codes say so.
+    for n in 0..4 {
+        world
+            .sweep
+            .wecom
+            .change_behind_our_back(&format!("cfg-{n}"), &["alice", "bob"]);
+    }
+    let again = run_at(
+        &world,
+        || NOW + 3 * SweepSettings::DEFAULT.period_ms,
+        "run-3",
+    )
+    .await;
+    assert_eq!(again.dirty_due, 4, "the marks are read back again");
+    let agreed = view().await;
+    assert_eq!((agreed.differing, agreed.still_differing), (4, 0));
+}
+
+#[tokio::test]
 async fn when_another_run_holds_the_lease_the_sweep_leaves_the_work_to_it() {
     let world = World::with_codes(3).await;
     world

@@ -1,7 +1,7 @@
 //! The sweep's records: the dirty set by due time, its lease and cursor, the tenants'
 //! registry, each tenant's sample cursor, drift reports and guard; the fan-outs given up.
 
-use super::{InMemoryStore, StaffKey, Tables};
+use super::{CodeDrift, InMemoryStore, StaffKey, Tables};
 use crate::dirty::{DirtyMark, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
@@ -281,8 +281,34 @@ impl DriftLedger for InMemoryStore {
             .entry((tenant.clone(), day.to_owned()))
             .or_default();
         report.read += counts.read;
-        report.differing += counts.differing;
         report.stale_confirmed += counts.stale_confirmed;
+        Ok(())
+    }
+
+    async fn record_read(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        code: &CodeId,
+        differs: bool,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), day.to_owned(), code.clone());
+        match tables.drift_codes.get_mut(&key) {
+            Some(drift) => {
+                drift.found |= differs;
+                drift.latest_differs = differs;
+            }
+            None if differs => {
+                let drift = CodeDrift {
+                    found: true,
+                    latest_differs: true,
+                    repaired: false,
+                };
+                tables.drift_codes.insert(key, drift);
+            }
+            None => {}
+        }
         Ok(())
     }
 
@@ -290,11 +316,21 @@ impl DriftLedger for InMemoryStore {
         let tables = self.available()?;
         let key = (tenant.clone(), day.to_owned());
         let counts = tables.sweep.reports.get(&key).copied().unwrap_or_default();
+        let codes: Vec<CodeDrift> = tables
+            .drift_codes
+            .iter()
+            .filter(|((t, d, _), _)| t == tenant && d == day)
+            .map(|(_, drift)| *drift)
+            .collect();
+        let count = |keep: fn(&CodeDrift) -> bool| {
+            u32::try_from(codes.iter().filter(|c| keep(c)).count()).unwrap_or(u32::MAX)
+        };
         Ok(DriftReport {
             day: day.to_owned(),
             read: counts.read,
-            differing: counts.differing,
-            repaired: tables.repaired.get(&key).copied().unwrap_or(0),
+            differing: count(|c| c.found),
+            repaired: count(|c| c.repaired),
+            still_differing: count(|c| c.latest_differs),
             stale_confirmed: counts.stale_confirmed,
         })
     }
