@@ -17,9 +17,10 @@
 //!    completes and clears it.
 //! 2. **Drift read-back**: for each tenant, from the cursor, a sample of its codes (the hour's
 //!    read budget spread over the runs, spent from `get_contact_way`'s own per-tenant budget)
-//!    is read back and compared with the record and the recompute (`drift::compare`). WeCom
-//!    differing from the record marks the code dirty and sends it a resync, through the
-//!    single writer. A record behind the facts (`stale`) is what every code with a reason
+//!    is read back and compared with the record and the recompute (`drift::compare`: users as
+//!    a set, and no department). An answer without its user list is a failed read, not drift.
+//!    WeCom differing from the record marks the code dirty and sends it a resync, through the
+//!    single writer. The day's report counts each differing code once (`record_read`). A record behind the facts (`stale`) is what every code with a reason
 //!    still queued looks like, so at first sight it is only marked a suspect: due after
 //!    `stale_settle_ms`, no resync, carrying its sample's figures; any refresh that begins
 //!    after it (the queued reason arriving) clears it. When it comes due (step 1), it is
@@ -32,10 +33,12 @@
 //!    claim is never touched) and finished: its codes' reasons, its notification (id: the
 //!    claim's id, at least once), its record.
 //! 4. **Contact ways never recorded**: a creation intent (recorded before `add_contact_way`,
-//!    cleared once the `config_id` is stored) still there after its request ended may hide a
-//!    contact way WeCom made when the admin function crashed before recording it. The sweep
-//!    lists the corp's contact ways created around the intent's time and deletes those whose
-//!    `state` is the code's id but which are not the code's recorded one.
+//!    cleared once the `config_id` is stored, or WeCom refused the creation) still there after
+//!    its request ended may hide a contact way WeCom made when the admin function crashed
+//!    before recording it. The sweep reads the intents a page at a time, lists the corp's
+//!    contact ways created around each intent's time and deletes those whose `state` is the
+//!    code's id and whose `remark` is the intent's marker (`CreationIntent::marker`: ours, not
+//!    another tool's of the same state) but which are not the code's recorded one.
 //!
 //!    Then the customer-acquisition links (`crate::landing`) of staff who resigned at least
 //!    `link_retire_grace_ms` ago: each is taken off its staff item (on condition that they are
@@ -44,9 +47,11 @@
 //!    next run. A rehire before that keeps the link.
 //! 5. **The blast-radius guard**: when more than the set share of a tenant's sample differs
 //!    from what WeCom holds, or does once its stale records are confirmed, the likely cause is
-//!    a bug (in the recompute or the push), not noise. The tenant's repair stops (its marks
-//!    stay, no resync is sent), its report says so and an alert is raised, until an operator
-//!    resumes it.
+//!    a bug (in the recompute or the push) or a bad moment at WeCom, not noise. The tenant's
+//!    repair stops (its marks stay, no resync is sent) and the guard keeps the codes that
+//!    differed. After `guard_recheck_ms` they are read again: too few still differing lifts
+//!    the guard by itself; enough confirms it, and only then is the alert raised, until an
+//!    operator resumes it.
 //!
 //! Each step has its file (`dirty`, `fan_outs`, `sample`, `claims`, `orphans`, `links`); this
 //! one runs them in order and holds what they share: the run, its lease and deadline, the
