@@ -236,9 +236,11 @@ impl DriftLedger for DynamoStore {
                     .iter()
                     .filter_map(|code| CodeId::parse(code).ok())
                     .collect(),
-                // A guard stored before re-checks were is re-checked at once.
                 recheck_at_ms: get_n(&item, "recheck_at_ms").unwrap_or(tripped_at_ms),
-                confirmed_at_ms: get_n(&item, "confirmed_at_ms"),
+                // A guard stored before re-checks were raised its alert when it tripped, and
+                // kept no codes to read again: it stands as confirmed then.
+                confirmed_at_ms: get_n(&item, "confirmed_at_ms")
+                    .or_else(|| (!item.contains_key("recheck_at_ms")).then_some(tripped_at_ms)),
             }
         }))
     }

@@ -111,6 +111,10 @@ impl GuardTrip {
     /// Whether `still` of the kept codes differing on the re-check would still trip the guard:
     /// counted against the trip's own sample, scaled up when not every differing code was kept.
     pub fn still_trips(&self, still: u32, share_percent: u32, min_sample: u32) -> bool {
+        // A trip that kept no code has nothing to read again: it stands.
+        if self.codes.is_empty() {
+            return true;
+        }
         let kept = u64::try_from(self.codes.len()).unwrap_or(u64::MAX).max(1);
         let scaled = u64::from(still) * u64::from(self.differing) / kept;
         guard_trips(

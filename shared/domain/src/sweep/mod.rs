@@ -379,7 +379,13 @@ impl<P: SweepPorts> Sweep<P> {
     ) -> Result<(), StoreError> {
         let mut still: Vec<CodeId> = Vec::new();
         for code in &trip.codes {
-            let Some(snapshot) = self.store.snapshot(tenant, code, self.now_ms()).await? else {
+            // A code deleted since, or without a contact way now, routes nobody wrong.
+            let Some(snapshot) = self
+                .store
+                .snapshot(tenant, code, self.now_ms())
+                .await?
+                .filter(|snapshot| snapshot.code.config_id.is_some())
+            else {
                 continue;
             };
             let Some(read) = self.read_back(report, tenant, code, &snapshot).await? else {

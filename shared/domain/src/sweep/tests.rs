@@ -784,6 +784,50 @@ fn the_guard_trips_on_more_than_its_share_of_a_large_enough_sample() {
     assert_eq!(sample_size(1, 60_000), 1);
 }
 
+#[test]
+fn a_recheck_counts_what_still_differs_against_the_trips_sample_and_a_trip_without_codes_stands() {
+    let trip = GuardTrip {
+        tripped_at_ms: NOW,
+        sampled: 10,
+        differing: 4,
+        codes: vec![code(0), code(1), code(2), code(3)],
+        recheck_at_ms: NOW + RECHECK_MS,
+        confirmed_at_ms: None,
+    };
+    assert!(!trip.recheck_due(NOW + RECHECK_MS - 1));
+    assert!(trip.recheck_due(NOW + RECHECK_MS));
+    assert!(trip.still_trips(3, 20, 5), "3 of 10");
+    assert!(
+        !trip.still_trips(2, 20, 5),
+        "2 of 10 is the share, not more"
+    );
+    let half_kept = GuardTrip {
+        codes: vec![code(0), code(1)],
+        ..trip.clone()
+    };
+    assert!(
+        half_kept.still_trips(2, 20, 5),
+        "2 of 2 kept stands for 4 of 10"
+    );
+    assert!(
+        !half_kept.still_trips(1, 20, 5),
+        "1 of 2 kept stands for 2 of 10"
+    );
+    let no_codes = GuardTrip {
+        codes: Vec::new(),
+        ..trip.clone()
+    };
+    assert!(
+        no_codes.still_trips(0, 20, 5),
+        "nothing to read again: it stands"
+    );
+    let confirmed = GuardTrip {
+        confirmed_at_ms: Some(NOW + RECHECK_MS),
+        ..trip
+    };
+    assert!(!confirmed.recheck_due(u64::MAX), "checked once");
+}
+
 fn claim(owner: &str, lease_until_ms: u64) -> LimitClaim {
     LimitClaim {
         tenant: tenant(),
