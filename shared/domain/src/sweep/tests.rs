@@ -803,7 +803,7 @@ fn a_recheck_counts_what_still_differs_against_the_trips_sample_and_a_trip_witho
     );
     let half_kept = GuardTrip {
         codes: vec![code(0), code(1)],
-        ..trip.clone()
+        ..trip
     };
     assert!(
         half_kept.still_trips(2, 20, 5),
@@ -815,7 +815,7 @@ fn a_recheck_counts_what_still_differs_against_the_trips_sample_and_a_trip_witho
     );
     let no_codes = GuardTrip {
         codes: Vec::new(),
-        ..trip.clone()
+        ..trip
     };
     assert!(
         no_codes.still_trips(0, 20, 5),
