@@ -400,21 +400,23 @@ async fn a_contact_way_created_but_never_recorded_is_deleted(world: &World) -> R
     // The crash between WeCom's answer and our record, injected where it leaves its trace:
     // the intent recorded before the call, and a contact way WeCom made for the code whose
     // config id never reached the table.
+    // The contact way carries the intent's marker, as the admin API's creation sets it: the
+    // sweep deletes only a contact way of the code's state that has it.
     let store = DynamoStore::new(world.dynamodb.clone(), world.output("TableName").to_owned());
-    store
-        .record_intent(&CreationIntent {
-            tenant: TenantId::parse(&live.tenant.id)?,
-            code: CodeId::parse("orphaned")?,
-            started_at_ms: integration_tests::now_ms(),
-        })
-        .await?;
+    let intent = CreationIntent {
+        tenant: TenantId::parse(&live.tenant.id)?,
+        code: CodeId::parse("orphaned")?,
+        started_at_ms: integration_tests::now_ms(),
+    };
+    store.record_intent(&intent).await?;
     let token = world.sandbox().token(&live.tenant).await?;
     let made = world
         .sandbox()
         .call(
             "add_contact_way",
             &token,
-            json!({"type": 2, "scene": 2, "state": "orphaned", "user": [member]}),
+            json!({"type": 2, "scene": 2, "state": "orphaned", "user": [member],
+                   "remark": intent.marker()}),
         )
         .await?;
     let orphan = made["config_id"].as_str().unwrap_or_default().to_owned();

@@ -921,6 +921,9 @@ mod contract_tests {
                 tripped_at_ms: 1,
                 sampled: 10,
                 differing: 4,
+                codes: vec![domain::ids::CodeId::parse("c1").expect("valid")],
+                recheck_at_ms: 900_001,
+                confirmed_at_ms: Some(900_002),
             }),
         };
         let answered = serde_json::to_value(&view).expect("JSON");

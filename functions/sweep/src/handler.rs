@@ -38,7 +38,8 @@ pub(crate) async fn handle<P: SweepPorts>(
         report.read_back,
         report.differing,
         report.repairs_started + report.resyncs_sent,
-        report.guards_tripped,
+        // The alarm asks an operator to act: only a guard its re-check confirmed needs one.
+        report.guards_confirmed,
     );
     let cost = RunCost {
         report,

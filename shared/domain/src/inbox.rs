@@ -247,6 +247,52 @@ mod tests {
         assert_eq!(dirty, [DirtyWhy::InboxGaveUp]);
     }
 
+    /// The fan-out marked for the demo tenant's given-up messages, if any.
+    fn gave_up_fan_out(store: &InMemoryStore) -> Option<crate::dirty::FanOutMark> {
+        let tenant = crate::ids::TenantId::parse("demo").expect("valid");
+        store.fan_out_mark(&tenant, crate::facts::INBOX_GAVE_UP)
+    }
+
+    #[tokio::test]
+    async fn a_poison_message_of_a_staff_member_marks_a_fan_out_of_every_code_of_its_tenant() {
+        let (store, queues, consumer) = world();
+
+        let batch = [message("m1", "demo#staff#zhangsan", "not json")];
+        let failures = consumer.consume(&batch).await.failures();
+
+        assert!(failures.is_empty());
+        assert_eq!(queues.parked(), [("m1".to_owned(), "poison".to_owned())]);
+        let mark = gave_up_fan_out(&store).expect("marked");
+        assert_eq!(mark.fan_out.sources, [crate::reasons::Source::Tenant]);
+        assert_eq!(mark.why, Some(DirtyWhy::InboxGaveUp));
+        assert!(store.marks().dirty.is_empty(), "no code to name");
+    }
+
+    #[tokio::test]
+    async fn a_tenants_message_on_its_last_receive_marks_a_fan_out_before_its_work() {
+        let (store, _queues, consumer) = world();
+        let add = add_body();
+        let mut received = message("m1", "demo#tenant", &add);
+        received.receive_count = 5;
+
+        consumer.consume(&[received]).await;
+
+        let mark = gave_up_fan_out(&store).expect("marked");
+        assert_eq!(mark.why, Some(DirtyWhy::LastReceive));
+        assert_eq!(mark.due_at_ms, 7, "due at once");
+    }
+
+    #[tokio::test]
+    async fn a_message_of_a_code_id_sqs_refused_marks_nothing() {
+        let (store, _queues, consumer) = world();
+        let batch = [message("m1", "demo#code-sha256#0123abcd", "not json")];
+
+        consumer.consume(&batch).await;
+
+        assert!(store.marks().dirty.is_empty());
+        assert_eq!(gave_up_fan_out(&store), None);
+    }
+
     #[tokio::test]
     async fn a_message_before_its_last_receive_leaves_its_code_unmarked() {
         let (store, _queues, consumer) = world();

@@ -92,7 +92,8 @@ async fn a_multi_person_code_is_created_then_its_users_are_replaced_and_read_bac
             config_id: created.config_id.clone(),
             kind: ContactWayKind::Multi,
             state: "campaign-7".into(),
-            users: users(&["alice", "bob"]),
+            remark: String::new(),
+            users: Some(users(&["alice", "bob"])),
             party: Vec::new(),
         }
     );
@@ -107,7 +108,7 @@ async fn a_multi_person_code_is_created_then_its_users_are_replaced_and_read_bac
         .unwrap();
     assert_eq!(
         read.users,
-        users(&["carol", "alice"]),
+        Some(users(&["carol", "alice"])),
         "replaced, not merged"
     );
     assert_eq!(read.state, "campaign-7", "fields not sent are left alone");
@@ -115,8 +116,8 @@ async fn a_multi_person_code_is_created_then_its_users_are_replaced_and_read_bac
     let update = &calls(&h, "update_contact_way").await[0];
     assert_eq!(
         update["request"],
-        json!({"config_id": created.config_id, "user": ["carol", "alice"]}),
-        "exactly config_id and user, no null or empty defaults"
+        json!({"config_id": created.config_id, "user": ["carol", "alice"], "party": []}),
+        "exactly config_id, user and no department, no other null or empty defaults"
     );
 }
 
@@ -211,7 +212,7 @@ async fn an_unknown_user_makes_the_call_staff_unusable_with_errcode_60111() {
     let read = wecom.get_contact_way(&creds(), &config_id).await.unwrap();
     assert_eq!(
         read.users,
-        users(&["alice"]),
+        Some(users(&["alice"])),
         "a refused update changes nothing"
     );
 }
@@ -256,7 +257,7 @@ async fn an_expired_token_costs_one_gettoken_and_one_retried_call() {
     assert_eq!(expired["expired"], 1);
 
     let read = wecom.get_contact_way(&creds(), &config_id).await.unwrap();
-    assert_eq!(read.users, users(&["alice"]));
+    assert_eq!(read.users, Some(users(&["alice"])));
 
     assert_eq!(
         calls(&h, "gettoken").await.len(),

@@ -4,6 +4,7 @@
 
 use super::codes::code_record;
 use super::conditions::ConditionalWriteError;
+use super::retiring_links::{resignation_indexed, RESIGNATION_INDEX_SET};
 use super::CodeRecord;
 use super::{
     corrupt, employment_name, get_n, get_s, get_strings, keys, n, s, staff_from, tenant_key,
@@ -102,28 +103,34 @@ impl AdminStore for DynamoStore {
             }
         };
         let employment = match change.employment {
+            Some(Employment::Resigned) => {
+                update = update.expression_attribute_values(
+                    ":employment",
+                    s(employment_name(Employment::Resigned)),
+                );
+                // The sweep retires their link: the same index WeCom's resignations enter.
+                update = resignation_indexed(update, tenant, staff, now_ms);
+                format!("#employment = :employment, {RESIGNATION_INDEX_SET}")
+            }
             Some(employment) => {
                 update = update
-                    .expression_attribute_values(":employment", s(employment_name(employment)));
-                if employment != Employment::Resigned {
-                    update = update
-                        .condition_expression(
-                            "attribute_not_exists(#employment) OR #employment <> :resigned",
-                        )
-                        .expression_attribute_values(
-                            ":resigned",
-                            s(employment_name(Employment::Resigned)),
-                        );
-                }
-                "#employment = :employment"
+                    .expression_attribute_values(":employment", s(employment_name(employment)))
+                    .condition_expression(
+                        "attribute_not_exists(#employment) OR #employment <> :resigned",
+                    )
+                    .expression_attribute_values(
+                        ":resigned",
+                        s(employment_name(Employment::Resigned)),
+                    );
+                "#employment = :employment".to_owned()
             }
             None => {
                 update = update
                     .expression_attribute_values(":active", s(employment_name(Employment::Active)));
-                "#employment = if_not_exists(#employment, :active)"
+                "#employment = if_not_exists(#employment, :active)".to_owned()
             }
         };
-        let sets = [online, employment, "#updated = :now"];
+        let sets = [online, &employment, "#updated = :now"];
         let output = match update
             .update_expression(format!("SET {}", sets.join(", ")))
             .send()

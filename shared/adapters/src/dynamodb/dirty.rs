@@ -10,7 +10,7 @@
 
 use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, tenant_key, unavailable, DynamoStore, Item};
-use aws_sdk_dynamodb::types::ReturnValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use domain::dirty::{DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
 use domain::ids::CodeId;
 use domain::ids::TenantId;
@@ -119,13 +119,24 @@ impl DirtyMarks for DynamoStore {
         }
     }
 
-    async fn count_repaired(&self, tenant: &TenantId, day: &str) -> Result<(), StoreError> {
+    /// The code's item of the day's report: repaired, no longer differing. Written even when
+    /// the difference was found the day before (a repair after midnight): the day it was
+    /// repaired counts it, as the report always has.
+    async fn count_repaired(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        code: &CodeId,
+    ) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(tenant_key(tenant, keys::drift_report(day))))
-            .update_expression("ADD repaired :one")
-            .expression_attribute_values(":one", n(1))
+            .set_key(Some(tenant_key(tenant, keys::drift_code(day, code))))
+            .update_expression("SET repaired = :yes, latest_differs = :no, #expires = :expires")
+            .expression_attribute_names("#expires", keys::EXPIRES_AT)
+            .expression_attribute_values(":yes", AttributeValue::Bool(true))
+            .expression_attribute_values(":no", AttributeValue::Bool(false))
+            .expression_attribute_values(":expires", n(super::sweep::report_expires()))
             .send()
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;

@@ -405,6 +405,17 @@ pub fn drift_report(day: &str) -> String {
     format!("DRIFT#DAY#{day}")
 }
 
+/// One code of a tenant-day's drift report (found differing, latest read differing,
+/// repaired), under the tenant's home beside the report: `DRIFT#DAY#<day>#<code>`.
+pub fn drift_code(day: &str, code_id: &CodeId) -> String {
+    format!("{}{code_id}", drift_codes(day))
+}
+
+/// The prefix of a tenant-day's drift report codes (not the report item itself).
+pub fn drift_codes(day: &str) -> String {
+    format!("DRIFT#DAY#{day}#")
+}
+
 fn fnv1a(bytes: impl Iterator<Item = u8>) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in bytes {

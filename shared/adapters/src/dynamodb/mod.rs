@@ -279,11 +279,24 @@ impl DynamoStore {
         before_ms: u64,
         limit: usize,
     ) -> Result<Vec<Item>, StoreError> {
+        self.index_before_after(partition, before_ms, None, limit)
+            .await
+    }
+
+    /// `index_before`, from after `start` (the keys of an entry: the table's and the index's).
+    pub(crate) async fn index_before_after(
+        &self,
+        partition: &str,
+        before_ms: u64,
+        start: Option<Item>,
+        limit: usize,
+    ) -> Result<Vec<Item>, StoreError> {
         let output = self
             .client
             .query()
             .table_name(&self.table)
             .index_name(keys::GSI1)
+            .set_exclusive_start_key(start)
             .key_condition_expression("#gpk = :gpk AND #gsk < :before")
             .expression_attribute_names("#gpk", keys::GSI1_PK)
             .expression_attribute_names("#gsk", keys::GSI1_SK)

@@ -1,15 +1,39 @@
 //! The sweep's retirement of resigned staff members' acquisition links (`domain::sweep`,
 //! `LinkRetirements`). A resignation puts the staff item into `gsi1` under `STAFF#RESIGNED`
-//! (`StaffLedger::set_employment`); the sweep reads the index, then each item, and takes the
-//! link off the item before deleting it at WeCom, so no refresh can route to a deleted link.
+//! (`resignation_indexed`, in the same write that makes the member resigned, however the
+//! resignation arrives); the sweep reads the index, then each item, and takes the link off the
+//! item before deleting it at WeCom, so no refresh can route to a deleted link.
 
 use super::conditions::ConditionalWriteError;
 use super::{employment_name, get_s, keys, s, tenant_key, DynamoStore};
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use domain::ids::StaffId;
 use domain::ids::TenantId;
 use domain::membership::Employment;
 use domain::sweep::{LeavingStaff, LinkRetirements};
 use domain::StoreError;
+
+/// What a write that makes a staff member resigned adds to its `SET`, with
+/// `resignation_indexed`: the one place the index of links to retire is written, for WeCom's
+/// `delete_user`, the old id of a re-keyed user and the admin API alike. A member who resigned
+/// and is never indexed keeps their acquisition link at WeCom for ever.
+pub(super) const RESIGNATION_INDEX_SET: &str = "#rgpk = :rgpk, #rgsk = :rgsk";
+
+/// Names the values of `RESIGNATION_INDEX_SET` on `update`: the entry sorts by `at_ms`, when
+/// the member resigned. It leaves the index once nothing is left to retire (a rehire does not
+/// take it out: the sweep checks, so no link is stranded).
+pub(super) fn resignation_indexed(
+    update: UpdateItemFluentBuilder,
+    tenant: &TenantId,
+    staff: &StaffId,
+    at_ms: u64,
+) -> UpdateItemFluentBuilder {
+    update
+        .expression_attribute_names("#rgpk", keys::GSI1_PK)
+        .expression_attribute_names("#rgsk", keys::GSI1_SK)
+        .expression_attribute_values(":rgpk", s(keys::RESIGNED_STAFF))
+        .expression_attribute_values(":rgsk", s(keys::resigned_index_sort(at_ms, tenant, staff)))
+}
 
 /// The tenant and staff member of an index entry's keys.
 fn staff_of(item: &super::Item) -> Option<(TenantId, StaffId)> {

@@ -5,6 +5,7 @@
 
 use super::conditions::ConditionalWriteError;
 use super::owed::OwedEdit;
+use super::retiring_links::{resignation_indexed, RESIGNATION_INDEX_SET};
 use super::{
     corrupt, employment_name, get_n, get_strings, keys, n, s, tenant_key, unavailable, DynamoStore,
     Item,
@@ -173,14 +174,13 @@ impl StaffLedger for DynamoStore {
         employment: Employment,
         at_ms: u64,
     ) -> Result<bool, StoreError> {
-        // A resignation goes into the sweep's index of links to retire; it leaves once nothing
-        // is left to delete (a rehire does not take it out: the sweep checks, so no link is
-        // stranded).
         let resigned = employment == Employment::Resigned;
         let expression = if resigned {
-            "SET #employment = :employment, employment_at_ms = :at, #gpk = :gpk, #gsk = :gsk"
+            format!(
+                "SET #employment = :employment, employment_at_ms = :at, {RESIGNATION_INDEX_SET}"
+            )
         } else {
-            "SET #employment = :employment, employment_at_ms = :at"
+            "SET #employment = :employment, employment_at_ms = :at".to_owned()
         };
         let mut update = self
             .client
@@ -195,14 +195,7 @@ impl StaffLedger for DynamoStore {
             .expression_attribute_values(":employment", s(employment_name(employment)))
             .expression_attribute_values(":at", n(at_ms));
         if resigned {
-            update = update
-                .expression_attribute_names("#gpk", keys::GSI1_PK)
-                .expression_attribute_names("#gsk", keys::GSI1_SK)
-                .expression_attribute_values(":gpk", s(keys::RESIGNED_STAFF))
-                .expression_attribute_values(
-                    ":gsk",
-                    s(keys::resigned_index_sort(at_ms, tenant, staff)),
-                );
+            update = resignation_indexed(update, tenant, staff, at_ms);
         }
         let result = update.send().await;
         match result {
@@ -292,23 +285,21 @@ impl StaffLedger for DynamoStore {
         }
         self.set_staff_departments(tenant, from, &BTreeSet::new(), at_ms)
             .await?;
-        self.client
+        let update = self
+            .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(tenant_key(tenant, keys::staff(from))))
-            .update_expression(
-                "SET #employment = :resigned, renamed_to = :to, #gpk = :gpk, #gsk = :gsk \
-                 REMOVE #spk, #ssk",
-            )
+            .update_expression(format!(
+                "SET #employment = :resigned, renamed_to = :to, {RESIGNATION_INDEX_SET} \
+                 REMOVE #spk, #ssk"
+            ))
             .expression_attribute_names("#employment", "employment")
             .expression_attribute_names("#spk", keys::GSI2_PK)
             .expression_attribute_names("#ssk", keys::GSI2_SK)
-            .expression_attribute_names("#gpk", keys::GSI1_PK)
-            .expression_attribute_names("#gsk", keys::GSI1_SK)
             .expression_attribute_values(":resigned", s(employment_name(Employment::Resigned)))
-            .expression_attribute_values(":to", s(to.as_str()))
-            .expression_attribute_values(":gpk", s(keys::RESIGNED_STAFF))
-            .expression_attribute_values(":gsk", s(keys::resigned_index_sort(at_ms, tenant, from)))
+            .expression_attribute_values(":to", s(to.as_str()));
+        resignation_indexed(update, tenant, from, at_ms)
             .send()
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;

@@ -164,17 +164,18 @@ impl WeComClient {
         })
     }
 
-    /// `update_contact_way` with exactly `{"config_id", "user"}`: replaces the whole user list
-    /// and leaves every other field alone (nothing else is sent, not even as null or empty).
-    /// An empty `users` is sent as `[]` and empties the list; deciding not to push an empty
-    /// list is the caller's policy. Idempotent, so safe to retry.
+    /// `update_contact_way` with exactly `{"config_id", "user", "party": []}`: replaces the
+    /// whole user list, takes off any department (qrsync expands departments into users so each
+    /// member passes the limits; one added in WeCom's console would route past them), and
+    /// leaves every other field alone. An empty `users` is sent as `[]` and empties the list;
+    /// deciding not to push an empty list is the caller's policy. Idempotent, so safe to retry.
     pub async fn update_contact_way_users(
         &self,
         creds: &CorpCredentials,
         config_id: &str,
         users: &[String],
     ) -> Result<(), WeComError> {
-        let body = json!({ "config_id": config_id, "user": users });
+        let body = json!({ "config_id": config_id, "user": users, "party": [] });
         self.call(creds, WeComApi::UpdateContactWay, &body).await?;
         Ok(())
     }

@@ -6,7 +6,7 @@ use domain::admin::ContactWays;
 use domain::refresh::{AcquisitionLinks, ContactWayPusher};
 use domain::sweep::{ContactWayReader, OrphanFinder};
 use domain::wecom::acquisition::AcquisitionLink;
-use domain::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
+use domain::wecom::contact_way::{ContactWay, CorpCredentials, CreatedContactWay, NewContactWay};
 use domain::wecom::errors::WeComError;
 
 #[async_trait::async_trait]
@@ -53,12 +53,12 @@ impl ContactWays for WeComClient {
 
 #[async_trait::async_trait]
 impl ContactWayReader for WeComClient {
-    async fn users(
+    async fn contact_way(
         &self,
         corp: &CorpCredentials,
         config_id: &str,
-    ) -> Result<Vec<String>, WeComError> {
-        Ok(self.get_contact_way(corp, config_id).await?.users)
+    ) -> Result<ContactWay, WeComError> {
+        self.get_contact_way(corp, config_id).await
     }
 }
 
@@ -71,14 +71,6 @@ impl OrphanFinder for WeComClient {
         to_secs: u64,
     ) -> Result<Vec<String>, WeComError> {
         self.list_contact_ways(corp, from_secs, to_secs).await
-    }
-
-    async fn state_of(
-        &self,
-        corp: &CorpCredentials,
-        config_id: &str,
-    ) -> Result<String, WeComError> {
-        Ok(self.get_contact_way(corp, config_id).await?.state)
     }
 
     async fn delete(&self, corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError> {

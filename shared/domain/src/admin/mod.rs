@@ -41,7 +41,7 @@ use crate::schedules::{plan, Subject};
 use crate::sweep::CreationIntent;
 use crate::tenants::TenantProfile;
 use crate::wecom::contact_way::{ContactWayKind, ContactWayScene, CorpCredentials, NewContactWay};
-use crate::wecom::errors::WeComError;
+use crate::wecom::errors::{FailureClass, WeComError};
 use crate::Clock;
 use crate::StoreError;
 use std::sync::Arc;
@@ -508,22 +508,29 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             .snapshot(tenant, code, now_ms)
             .await?
             .ok_or_else(|| AdminError::not_found(format!("code {code} of tenant {tenant}")))?;
-        let way = new_contact_way(&snapshot, code)?;
-        let creds = snapshot.credentials(tenant);
-        self.spend(tenant, ADD_CONTACT_WAY).await?;
         // Recorded before the call: a crash between WeCom's answer and our record leaves a
-        // contact way nobody knows of, which the sweep finds through this intent.
+        // contact way nobody knows of, which the sweep finds through this intent (and knows
+        // for ours by the intent's marker in its remark).
         let intent = CreationIntent {
             tenant: tenant.clone(),
             code: code.clone(),
             started_at_ms: now_ms,
         };
+        let way = new_contact_way(&snapshot, code, intent.marker())?;
+        let creds = snapshot.credentials(tenant);
+        self.spend(tenant, ADD_CONTACT_WAY).await?;
         self.store.record_intent(&intent).await?;
-        // A transient failure may hide a contact way WeCom did create; the log (and the
-        // intent, which the sweep reads) is where an operator finds it.
         let created = match self.contact_ways.create(&creds, &way).await {
             Ok(created) => created,
-            Err(e) => return Err(self.refused(tenant, ADD_CONTACT_WAY, e).await),
+            Err(e) => {
+                // A transient failure (a timeout, a dropped connection) may hide a contact way
+                // WeCom did create: its intent stays for the sweep. Any answer of WeCom's own
+                // says nothing was made, and the intent would only cost the sweep a look.
+                if e.class() != FailureClass::Transient {
+                    self.clear_intent(&intent).await;
+                }
+                return Err(self.refused(tenant, ADD_CONTACT_WAY, e).await);
+            }
         };
         match self
             .store
@@ -616,8 +623,13 @@ fn secrets_changed(
     }
 }
 
-/// The contact way a code is created with: its current list, its id as the `state`.
-fn new_contact_way(snapshot: &CodeSnapshot, code: &CodeId) -> Result<NewContactWay, AdminError> {
+/// The contact way a code is created with: its current list, its id as the `state`, its
+/// creation intent's marker as the `remark`.
+fn new_contact_way(
+    snapshot: &CodeSnapshot,
+    code: &CodeId,
+    marker: String,
+) -> Result<NewContactWay, AdminError> {
     // WeCom refuses a multi-user contact way without users, and an empty one would route
     // nobody anyway.
     let users = snapshot
@@ -635,7 +647,7 @@ fn new_contact_way(snapshot: &CodeSnapshot, code: &CodeId) -> Result<NewContactW
         // Add callbacks echo it, which is how the facts function knows the code.
         state: code.as_str().to_owned(),
         users,
-        remark: None,
+        remark: Some(marker),
         // A live QR code exists to be added without friction; WeCom's default too.
         skip_verify: true,
     })

@@ -734,8 +734,44 @@ async fn when_wecom_refuses_the_creation_the_config_stays_without_contact_way() 
         .expect("config kept");
     assert_eq!(stored.code.config_id, None);
     assert!(w.queue.reasons().is_empty());
-    // A failed call may hide a contact way WeCom made: the intent stays for the sweep.
-    assert_eq!(w.store.creation_intents().len(), 1);
+    assert!(
+        w.store.creation_intents().is_empty(),
+        "WeCom's own answer says nothing was made: the creation's intent ends"
+    );
+}
+
+#[tokio::test]
+async fn a_creation_whose_answer_was_lost_keeps_its_intent_for_the_sweep() {
+    let w = world();
+    w.wecom.fail_with(WeComError::Transient {
+        detail: "timeout".into(),
+    });
+
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect_err("failed");
+
+    let intents = w.store.creation_intents();
+    assert_eq!(intents.len(), 1, "WeCom may have made it");
+}
+
+#[tokio::test]
+async fn a_contact_way_is_created_with_its_intents_marker_as_its_remark() {
+    let w = world();
+
+    w.admin
+        .put_code(put_code("c1", offline_checked(&["a"])))
+        .await
+        .expect("created");
+
+    let intent = CreationIntent {
+        tenant: tenant(),
+        code: code("c1"),
+        started_at_ms: fixed_clock(),
+    };
+    assert_eq!(w.wecom.created()[0].1.remark, Some(intent.marker()));
+    assert!(intent.marker().len() <= 30, "WeCom's bound on a remark");
 }
 
 #[tokio::test]
@@ -1343,6 +1379,30 @@ async fn a_staff_departments_change_reaches_the_codes_of_departments_joined_and_
     assert_eq!(
         w.store.stored_department(&tenant(), &department("3")),
         Some([staff("a")].into_iter().collect())
+    );
+}
+
+#[tokio::test]
+async fn a_member_resigned_through_the_admin_api_enters_the_index_the_sweep_retires_links_from() {
+    use crate::sweep::LinkRetirements;
+    let w = world();
+    let command = PutStaff::parse("demo", "a", r#"{"employment": "resigned"}"#).expect("valid");
+
+    w.admin.put_staff(command).await.expect("stored");
+
+    let leaving = w.store.resigned_before(u64::MAX, 10).await.expect("read");
+    assert_eq!(leaving.len(), 1, "as WeCom's resignations are");
+    assert_eq!(
+        (leaving[0].staff.as_str(), leaving[0].resigned),
+        ("a", true)
+    );
+    assert!(
+        w.store
+            .resigned_before(fixed_clock(), 10)
+            .await
+            .expect("read")
+            .is_empty(),
+        "dated when it was written"
     );
 }
 

@@ -29,9 +29,15 @@ pub trait DirtyMarks: Send + Sync {
         began_ms: u64,
     ) -> Result<Option<Option<DirtyWhy>>, StoreError>;
 
-    /// Counts one repair of a difference the read-back found, in the tenant's drift report
-    /// for `day`.
-    async fn count_repaired(&self, tenant: &TenantId, day: &str) -> Result<(), StoreError>;
+    /// Records that the difference the read-back found on `code` is repaired, in the
+    /// tenant's drift report for `day`: the code counts among the day's repaired codes (once)
+    /// and is no longer still differing.
+    async fn count_repaired(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        code: &CodeId,
+    ) -> Result<(), StoreError>;
 }
 
 /// Marks fan-outs given up and clears them; the sweep's view is `sweep::FanOutIndex`. One

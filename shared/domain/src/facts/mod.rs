@@ -13,10 +13,15 @@ pub use quota::{
 };
 pub use staff::{MalformedContactEvent, StaffEvent};
 
+/// The fact key of the fan-out a given-up inbox message of a staff member or the tenant
+/// marks: one mark per tenant, whichever message.
+pub const INBOX_GAVE_UP: &str = "inbox-gave-up";
+
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
+use crate::intake::GroupReach;
 use crate::intake::InboxMessage;
-use crate::reasons::{Cause, Fact, ReasonQueue, RefreshReason};
+use crate::reasons::{Cause, Fact, FanOut, ReasonQueue, RefreshReason, Source};
 use crate::tenants::{tenant_day, TenantProfile};
 use crate::wecom::callback::{CallbackEvent, Envelope};
 use crate::Clock;
@@ -123,16 +128,40 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
     }
 
     /// An inbox message of `group_id` is given up on (parked as poison), or is on its last
-    /// receive before the inbox's own redrive: if its group names a code, the code is marked
-    /// dirty, since a fact it carried may never be written (docs/rules.md rule 11).
+    /// receive before the inbox's own redrive: a fact it carried may never be written, or
+    /// written and never told to its codes (docs/rules.md rule 11), so what it would have
+    /// reached is marked. A code's message marks the code dirty. A staff member's or the
+    /// tenant's message marks a fan-out of every code of the tenant: which codes it reaches
+    /// is in the message it could not read (a department move reaches the codes of the
+    /// departments left and joined, a re-keyed user the old id's codes), and the tenant's
+    /// codes are all of them. One mark per tenant (`INBOX_GAVE_UP`), so a burst of given-up
+    /// messages costs one recompute of each code, which pushes only the lists that changed.
     pub async fn gave_up_on(&self, group_id: &str, why: crate::dirty::DirtyWhy) {
-        let Some((tenant, code)) = crate::intake::MessageGroup::code_of(group_id) else {
-            return;
+        let now_ms = (self.clock)();
+        let (tenant, code) = match crate::intake::MessageGroup::reach_of(group_id) {
+            Some(GroupReach::Code(tenant, code)) => (tenant, code),
+            Some(GroupReach::Tenant(tenant)) => {
+                let fan_out = FanOut::new(
+                    tenant.clone(),
+                    vec![Source::Tenant],
+                    Cause::Requested,
+                    now_ms,
+                    INBOX_GAVE_UP.to_owned(),
+                );
+                match self.ledger.mark_fan_out(&fan_out, why, now_ms).await {
+                    Ok(()) => {
+                        tracing::warn!(tenant = %tenant, group = group_id, why = why.label(), "an inbox message of a staff member or the tenant was given up on; a fan-out of the tenant's codes marked")
+                    }
+                    Err(error) => {
+                        tracing::error!(tenant = %tenant, group = group_id, error = %error, "fan-out not marked")
+                    }
+                }
+                return;
+            }
+            // A code id SQS would refuse is no code of ours (ours are all SQS-safe).
+            None => return,
         };
-        let marked = self
-            .ledger
-            .mark_dirty(&tenant, &code, why, (self.clock)())
-            .await;
+        let marked = self.ledger.mark_dirty(&tenant, &code, why, now_ms).await;
         match marked {
             Ok(()) => {
                 tracing::warn!(tenant = %tenant, code = %code, why = why.label(), "an inbox message naming the code was given up on; code marked dirty")

@@ -2,7 +2,7 @@
 //! tenants' profiles, and where limit crossings are announced.
 
 use super::{AddFact, ClaimOutcome, CountOutcome, LimitClaim, StaffQuotaReached};
-use crate::dirty::DirtyMarks;
+use crate::dirty::{DirtyMarks, FanOutMarks};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::membership::{AddCounts, Employment, Switches};
@@ -27,10 +27,11 @@ pub trait TenantProfiles: Send + Sync {
 }
 
 /// Everything the fact recorder writes: add claims and counters, staff facts, limit claims,
-/// and the dirty marks of codes whose messages it gives up on.
-pub trait FactLedger: AddLedger + StaffLedger + QuotaLedger + DirtyMarks {}
+/// and the marks of what the messages it gives up on would have reached (a code's dirty mark,
+/// or a fan-out mark for a message of a staff member or the tenant).
+pub trait FactLedger: AddLedger + StaffLedger + QuotaLedger + DirtyMarks + FanOutMarks {}
 
-impl<L: AddLedger + StaffLedger + QuotaLedger + DirtyMarks> FactLedger for L {}
+impl<L: AddLedger + StaffLedger + QuotaLedger + DirtyMarks + FanOutMarks> FactLedger for L {}
 
 /// What the quota loop reads and writes.
 #[async_trait::async_trait]

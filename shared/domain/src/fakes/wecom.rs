@@ -5,7 +5,9 @@ use crate::admin::ContactWays;
 use crate::refresh::{AcquisitionLinks, ContactWayPusher};
 use crate::sweep::{ContactWayReader, OrphanFinder};
 use crate::wecom::acquisition::AcquisitionLink;
-use crate::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
+use crate::wecom::contact_way::{
+    ContactWay, ContactWayKind, CorpCredentials, CreatedContactWay, NewContactWay,
+};
 use crate::wecom::errors::WeComError;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -30,6 +32,12 @@ struct WeComState {
     refused: HashSet<String>,
     /// Lists changed behind qrsync's back, and how many read-backs were answered.
     changed: HashMap<String, Vec<String>>,
+    /// Departments added to contact ways in WeCom's console, and contact ways whose reads
+    /// are answered without their user list.
+    departments: HashMap<String, Vec<u64>>,
+    partial: HashSet<String>,
+    /// Corps whose contact ways cannot be listed, and the error their listing fails with.
+    listings_fail: HashMap<String, WeComError>,
     reads: usize,
     /// Acquisition links created (link id, user) and deleted, and whether creating fails.
     links: Vec<(String, String)>,
@@ -150,6 +158,34 @@ impl FakeWeCom {
     }
 
     /// Read-backs answered (`get_contact_way`).
+    /// A department added to the contact way in WeCom's console: it routes to everyone in it.
+    pub fn add_department_behind_our_back(&self, config_id: &str, department: u64) {
+        self.state()
+            .departments
+            .entry(config_id.to_owned())
+            .or_default()
+            .push(department);
+    }
+
+    /// Reads of the contact way are answered without its user list (`None`: whole again).
+    pub fn answer_partially(&self, config_id: &str, partial: bool) {
+        let mut state = self.state();
+        if partial {
+            state.partial.insert(config_id.to_owned());
+        } else {
+            state.partial.remove(config_id);
+        }
+    }
+
+    /// Listing the contact ways of `corp_id` fails with `error` (`None`: lists again).
+    pub fn fail_listings_of(&self, corp_id: &str, error: Option<WeComError>) {
+        let mut state = self.state();
+        match error {
+            Some(error) => state.listings_fail.insert(corp_id.to_owned(), error),
+            None => state.listings_fail.remove(corp_id),
+        };
+    }
+
     pub fn reads(&self) -> usize {
         self.state().reads
     }
@@ -279,6 +315,8 @@ impl ContactWayPusher for FakeWeCom {
             });
         }
         state.changed.remove(config_id);
+        // The push sends `party: []`: WeCom's list is ours, users only.
+        state.departments.remove(config_id);
         state.holds.insert(config_id.to_owned(), users.to_vec());
         if !state.forgets_history {
             state.accepted.push((config_id.to_owned(), users.to_vec()));
@@ -290,14 +328,37 @@ impl ContactWayPusher for FakeWeCom {
 #[async_trait::async_trait]
 impl ContactWayReader for FakeWeCom {
     /// The list changed behind our back, else the last accepted, else what it was created
-    /// with (`cw-N`), else none.
-    async fn users(&self, _: &CorpCredentials, config_id: &str) -> Result<Vec<String>, WeComError> {
+    /// with (`cw-N`), else none; the state and remark it was created with.
+    async fn contact_way(
+        &self,
+        _: &CorpCredentials,
+        config_id: &str,
+    ) -> Result<ContactWay, WeComError> {
         let mut state = self.state();
         state.reads += 1;
         if let Some(error) = state.read_failure.clone() {
             return Err(error);
         }
-        Ok(Self::list_of(&state, config_id))
+        let created = config_id
+            .strip_prefix("cw-")
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| state.created.get(n.checked_sub(1)?))
+            .map(|(_, way)| way.clone());
+        let (way_state, remark) = created
+            .map(|way| (way.state, way.remark.unwrap_or_default()))
+            .unwrap_or_default();
+        Ok(ContactWay {
+            config_id: config_id.to_owned(),
+            kind: ContactWayKind::Multi,
+            state: way_state,
+            remark,
+            users: (!state.partial.contains(config_id)).then(|| Self::list_of(&state, config_id)),
+            party: state
+                .departments
+                .get(config_id)
+                .cloned()
+                .unwrap_or_default(),
+        })
     }
 }
 
@@ -306,25 +367,18 @@ impl ContactWayReader for FakeWeCom {
 impl OrphanFinder for FakeWeCom {
     async fn created_between(
         &self,
-        _: &CorpCredentials,
+        corp: &CorpCredentials,
         _: u64,
         _: u64,
     ) -> Result<Vec<String>, WeComError> {
         let state = self.state();
+        if let Some(error) = state.listings_fail.get(&corp.corp_id) {
+            return Err(error.clone());
+        }
         Ok((1..=state.created.len())
             .map(|n| format!("cw-{n}"))
             .filter(|id| !state.deleted.contains(id))
             .collect())
-    }
-
-    async fn state_of(&self, _: &CorpCredentials, config_id: &str) -> Result<String, WeComError> {
-        let state = self.state();
-        config_id
-            .strip_prefix("cw-")
-            .and_then(|n| n.parse::<usize>().ok())
-            .and_then(|n| state.created.get(n.checked_sub(1)?))
-            .map(|(_, way)| way.state.clone())
-            .ok_or(WeComError::CodeGone { errcode: 41044 })
     }
 
     async fn delete(&self, corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError> {
@@ -417,10 +471,8 @@ mod tests {
         wecom.create_link(&corp(), "bob").await.expect("created");
         let second = wecom.create_link(&corp(), "carol").await.expect("created");
         assert_eq!(wecom.holds("cw-1"), bob);
-        assert_eq!(
-            ContactWayReader::users(&wecom, &corp(), "cw-1").await,
-            Ok(bob)
-        );
+        let read = ContactWayReader::contact_way(&wecom, &corp(), "cw-1").await;
+        assert_eq!(read.map(|way| way.users), Ok(Some(bob)));
         assert_eq!(
             wecom.pushes(),
             [("cw-1".to_owned(), alice.clone())],
@@ -429,9 +481,7 @@ mod tests {
         assert!(wecom.links().is_empty());
         assert_eq!(second.link_id, "link-2", "links are still numbered");
         wecom.hold("cw-9", alice.clone());
-        assert_eq!(
-            ContactWayReader::users(&wecom, &corp(), "cw-9").await,
-            Ok(alice)
-        );
+        let read = ContactWayReader::contact_way(&wecom, &corp(), "cw-9").await;
+        assert_eq!(read.map(|way| way.users), Ok(Some(alice)));
     }
 }

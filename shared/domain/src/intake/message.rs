@@ -30,6 +30,14 @@ pub enum MessageGroup {
     Tenant(TenantId),
 }
 
+/// What a message group's messages reach (`MessageGroup::reach_of`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupReach {
+    Code(TenantId, crate::ids::CodeId),
+    /// A staff member's or the tenant's group: which codes it reaches is in the message.
+    Tenant(TenantId),
+}
+
 impl MessageGroup {
     pub fn of(tenant: &TenantId, event: &CallbackEvent) -> Self {
         if let Some(code) = event.state() {
@@ -44,6 +52,24 @@ impl MessageGroup {
                 user_id: user_id.to_owned(),
             },
             None => Self::Tenant(tenant.clone()),
+        }
+    }
+
+    /// What a message of the group `group_id` reaches, as far as its id says: a code's group
+    /// its code; a staff member's group (hashed or not) or the tenant's, the tenant. `None` for
+    /// a code id SQS would have refused (only its hash is in the id; no code of ours is one)
+    /// and for an id no group of ours has.
+    pub fn reach_of(group_id: &str) -> Option<GroupReach> {
+        if let Some((tenant, code)) = Self::code_of(group_id) {
+            return Some(GroupReach::Code(tenant, code));
+        }
+        let mut parts = group_id.splitn(3, '#');
+        let (tenant, kind) = (parts.next()?, parts.next()?);
+        match kind {
+            "staff" | "staff-sha256" | "tenant" => {
+                Some(GroupReach::Tenant(TenantId::parse(tenant).ok()?))
+            }
+            _ => None,
         }
     }
 

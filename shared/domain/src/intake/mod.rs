@@ -6,7 +6,7 @@
 mod message;
 mod ports;
 
-pub use message::{InboxMessage, MessageGroup};
+pub use message::{GroupReach, InboxMessage, MessageGroup};
 pub use ports::Inbox;
 
 use crate::ids::TenantId;

@@ -692,7 +692,7 @@ where
                 tracing::info!(why = why.map(DirtyWhy::label), "dirty mark cleared");
                 if why.is_some_and(DirtyWhy::found_by_read_back) {
                     let day = crate::tenants::tenant_day(began_ms, timezone);
-                    if let Err(error) = self.facts.count_repaired(tenant, &day).await {
+                    if let Err(error) = self.facts.count_repaired(tenant, &day, code).await {
                         tracing::warn!(error = %error, "drift repair not counted");
                     }
                 }

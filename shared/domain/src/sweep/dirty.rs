@@ -2,8 +2,7 @@
 //! single writer, and the due stale suspects, settled together.
 
 use super::{
-    record_stale, Difference, DirtyIndex, DriftCounts, DriftLedger, Run, Sweep, SweepPorts,
-    MARKS_PER_PAGE,
+    record_stale, DirtyIndex, DriftCounts, DriftLedger, Run, Sweep, SweepPorts, MARKS_PER_PAGE,
 };
 use crate::codes::CodeFacts;
 use crate::dirty::{DirtyMark, DirtyMarks, StaleSuspect};
@@ -105,9 +104,18 @@ impl<P: SweepPorts> Sweep<P> {
             self.store.add_to_report(tenant, &day, &counts).await?;
         }
         let differing = sample.sample_drifted.saturating_add(count);
+        // The sample's drifted codes are not kept with its suspects: the re-check reads the
+        // confirmed ones and scales what it finds to the whole trip.
+        let codes: Vec<CodeId> = confirmed.iter().map(|mark| mark.code.clone()).collect();
         tracing::warn!(tenant = %tenant, confirmed = count, sampled = sample.sample_read, drifted = sample.sample_drifted, "stale records confirmed after their settle period");
         if self
-            .trip_guard_if_due(&mut run.report, tenant, sample.sample_read, differing)
+            .trip_guard_if_due(
+                &mut run.report,
+                tenant,
+                sample.sample_read,
+                differing,
+                &codes,
+            )
             .await?
         {
             run.guards.insert(tenant.clone(), true);
@@ -147,7 +155,7 @@ impl<P: SweepPorts> Sweep<P> {
             }
             let day = tenant_day(now_ms, snapshot.profile.timezone);
             self.store.drop_mark(mark).await?;
-            self.store.count_repaired(tenant, &day).await?;
+            self.store.count_repaired(tenant, &day, &mark.code).await?;
             run.report.stale_settled += 1;
             tracing::info!(tenant = %tenant, code = %mark.code, "stale suspect caught up with its facts; mark dropped");
         }
@@ -192,14 +200,8 @@ impl<P: SweepPorts> Sweep<P> {
             .read_back(&mut run.report, &mark.tenant, &mark.code, &snapshot)
             .await?
         {
-            let counts = DriftCounts {
-                read: 1,
-                differing: u32::from(read.difference != Difference::None),
-                ..DriftCounts::default()
-            };
             let day = tenant_day(now_ms, snapshot.profile.timezone);
-            self.store
-                .add_to_report(&mark.tenant, &day, &counts)
+            self.report_read(&mark.tenant, &day, &mark.code, read.difference)
                 .await?;
         }
         self.send_resync(&mut run.report, mark).await

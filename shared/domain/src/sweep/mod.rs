@@ -17,9 +17,10 @@
 //!    completes and clears it.
 //! 2. **Drift read-back**: for each tenant, from the cursor, a sample of its codes (the hour's
 //!    read budget spread over the runs, spent from `get_contact_way`'s own per-tenant budget)
-//!    is read back and compared with the record and the recompute (`drift::compare`). WeCom
-//!    differing from the record marks the code dirty and sends it a resync, through the
-//!    single writer. A record behind the facts (`stale`) is what every code with a reason
+//!    is read back and compared with the record and the recompute (`drift::compare`: users as
+//!    a set, and no department). An answer without its user list is a failed read, not drift.
+//!    WeCom differing from the record marks the code dirty and sends it a resync, through the
+//!    single writer. The day's report counts each differing code once (`record_read`). A record behind the facts (`stale`) is what every code with a reason
 //!    still queued looks like, so at first sight it is only marked a suspect: due after
 //!    `stale_settle_ms`, no resync, carrying its sample's figures; any refresh that begins
 //!    after it (the queued reason arriving) clears it. When it comes due (step 1), it is
@@ -32,10 +33,12 @@
 //!    claim is never touched) and finished: its codes' reasons, its notification (id: the
 //!    claim's id, at least once), its record.
 //! 4. **Contact ways never recorded**: a creation intent (recorded before `add_contact_way`,
-//!    cleared once the `config_id` is stored) still there after its request ended may hide a
-//!    contact way WeCom made when the admin function crashed before recording it. The sweep
-//!    lists the corp's contact ways created around the intent's time and deletes those whose
-//!    `state` is the code's id but which are not the code's recorded one.
+//!    cleared once the `config_id` is stored, or WeCom refused the creation) still there after
+//!    its request ended may hide a contact way WeCom made when the admin function crashed
+//!    before recording it. The sweep reads the intents a page at a time, lists the corp's
+//!    contact ways created around each intent's time and deletes those whose `state` is the
+//!    code's id and whose `remark` is the intent's marker (`CreationIntent::marker`: ours, not
+//!    another tool's of the same state) but which are not the code's recorded one.
 //!
 //!    Then the customer-acquisition links (`crate::landing`) of staff who resigned at least
 //!    `link_retire_grace_ms` ago: each is taken off its staff item (on condition that they are
@@ -44,9 +47,11 @@
 //!    next run. A rehire before that keeps the link.
 //! 5. **The blast-radius guard**: when more than the set share of a tenant's sample differs
 //!    from what WeCom holds, or does once its stale records are confirmed, the likely cause is
-//!    a bug (in the recompute or the push), not noise. The tenant's repair stops (its marks
-//!    stay, no resync is sent), its report says so and an alert is raised, until an operator
-//!    resumes it.
+//!    a bug (in the recompute or the push) or a bad moment at WeCom, not noise. The tenant's
+//!    repair stops (its marks stay, no resync is sent) and the guard keeps the codes that
+//!    differed. After `guard_recheck_ms` they are read again: too few still differing lifts
+//!    the guard by itself; enough confirms it, and only then is the alert raised, until an
+//!    operator resumes it.
 //!
 //! Each step has its file (`dirty`, `fan_outs`, `sample`, `claims`, `orphans`, `links`); this
 //! one runs them in order and holds what they share: the run, its lease and deadline, the
@@ -66,7 +71,7 @@ mod tests;
 
 pub use drift::{
     compare, drift_view, guard_trips, record_stale, sample_size, Difference, DriftCounts,
-    DriftReport, DriftView, GuardTrip,
+    DriftReport, DriftView, GuardTrip, GUARD_CODES_KEPT,
 };
 pub use orphans::INTENT_GRACE_MS;
 pub use ports::{
@@ -82,7 +87,7 @@ use crate::ids::CodeId;
 use crate::ids::TenantId;
 use crate::reasons::{Cause, FanOutQueue, ReasonQueue, RefreshReason};
 use crate::refresh::AcquisitionLinks;
-use crate::tenants::TenantPauses;
+use crate::tenants::{tenant_day, TenantPauses};
 use crate::wecom::errors::FailureClass;
 use crate::{Clock, StoreError};
 use std::collections::HashMap;
@@ -121,6 +126,10 @@ pub struct SweepSettings {
     pub guard_share_percent: u32,
     /// ...in a sample of at least this many codes.
     pub guard_min_sample: u32,
+    /// How long after a guard trips the codes that tripped it are read again: a WeCom glitch
+    /// that has passed by then lifts the guard without anyone acting; differences that stay
+    /// confirm it, and only then is an operator asked to look.
+    pub guard_recheck_ms: u64,
     /// How long a run's lease outlasts its invocation's deadline (the clocks of Lambda and of
     /// the table's writers may differ by this much). Lambda ends an invocation at its deadline,
     /// so a run is never overtaken while it lives, and a run killed there (a timeout, a crash)
@@ -146,6 +155,7 @@ impl SweepSettings {
         reads_per_tenant_hour: 60,
         guard_share_percent: 20,
         guard_min_sample: 5,
+        guard_recheck_ms: 15 * 60_000,
         lease_grace_ms: 30_000,
         finish_reserve_ms: 3_000,
         stale_settle_ms: 20 * 60_000,
@@ -184,7 +194,11 @@ pub struct SweepReport {
     /// unless it tripped), and suspects no longer stale (their mark dropped).
     pub stale_confirmed: u32,
     pub stale_settled: u32,
+    /// Guards tripped (the tenant's repair stops), and guards their re-check settled: still
+    /// differing, confirmed (an operator must resume), or no longer, lifted.
     pub guards_tripped: u32,
+    pub guards_confirmed: u32,
+    pub guards_lifted: u32,
     /// Reads refused by a tenant's read budget (the rest of its sample waits for the next run).
     pub budget_refusals: u32,
     /// Reads WeCom failed (the code is read again by a later sample).
@@ -218,6 +232,8 @@ impl SweepReport {
         self.stale_confirmed += part.stale_confirmed;
         self.stale_settled += part.stale_settled;
         self.guards_tripped += part.guards_tripped;
+        self.guards_confirmed += part.guards_confirmed;
+        self.guards_lifted += part.guards_lifted;
         self.budget_refusals += part.budget_refusals;
         self.read_failures += part.read_failures;
         self.claims_finished += part.claims_finished;
@@ -316,13 +332,16 @@ impl<P: SweepPorts> Sweep<P> {
     }
 
     /// Trips the tenant's guard when `differing` of `sampled` codes is more than its share:
-    /// records the trip, counts it and raises the alert. `true` when it tripped.
+    /// records the trip with `codes`, those of them known here (read again at the re-check), and counts
+    /// it. `true` when it tripped. No operator is asked yet: a WeCom glitch trips the guard
+    /// of many tenants at once, and the re-check lifts each without anyone acting.
     async fn trip_guard_if_due(
         &self,
         report: &mut SweepReport,
         tenant: &TenantId,
         sampled: u32,
         differing: u32,
+        codes: &[CodeId],
     ) -> Result<bool, StoreError> {
         let settings = &self.settings;
         if !guard_trips(
@@ -333,15 +352,75 @@ impl<P: SweepPorts> Sweep<P> {
         ) {
             return Ok(false);
         }
+        let now_ms = self.now_ms();
         let trip = GuardTrip {
-            tripped_at_ms: self.now_ms(),
+            tripped_at_ms: now_ms,
             sampled,
             differing,
+            codes: codes.iter().take(GUARD_CODES_KEPT).cloned().collect(),
+            recheck_at_ms: now_ms.saturating_add(settings.guard_recheck_ms),
+            confirmed_at_ms: None,
         };
         self.store.trip_guard(tenant, &trip).await?;
         report.guards_tripped += 1;
-        tracing::error!(alert = "drift_guard_tripped", tenant = %tenant, sampled, differing, "too much of the tenant's sample differs (a recompute bug?): its repair stops until an operator resumes it");
+        tracing::warn!(tenant = %tenant, sampled, differing, recheck_at_ms = trip.recheck_at_ms, "too much of the tenant's sample differs: its repair stops, and the codes are read again before an operator is asked");
         Ok(true)
+    }
+
+    /// The re-check of a guard that is due: its codes read back again. Too few still differ
+    /// (a glitch that passed): the guard lifts and the held marks are resynced from the next
+    /// run. Enough still differ: it is confirmed and the alert asks an operator to look. A
+    /// code not read (no budget, WeCom failed) leaves the re-check to the next run.
+    async fn recheck_guard(
+        &self,
+        report: &mut SweepReport,
+        tenant: &TenantId,
+        trip: &GuardTrip,
+    ) -> Result<(), StoreError> {
+        let mut still: Vec<CodeId> = Vec::new();
+        for code in &trip.codes {
+            // A code deleted since, or without a contact way now, routes nobody wrong.
+            let Some(snapshot) = self
+                .store
+                .snapshot(tenant, code, self.now_ms())
+                .await?
+                .filter(|snapshot| snapshot.code.config_id.is_some())
+            else {
+                continue;
+            };
+            let Some(read) = self.read_back(report, tenant, code, &snapshot).await? else {
+                tracing::info!(tenant = %tenant, code = %code, "guard's re-check could not read a code; the next run tries again");
+                return Ok(());
+            };
+            let day = tenant_day(self.now_ms(), snapshot.profile.timezone);
+            self.report_read(tenant, &day, code, read.difference)
+                .await?;
+            if read.difference != Difference::None {
+                still.push(code.clone());
+            }
+        }
+        let settings = &self.settings;
+        let count = u32::try_from(still.len()).unwrap_or(u32::MAX);
+        if trip.still_trips(
+            count,
+            settings.guard_share_percent,
+            settings.guard_min_sample,
+        ) {
+            if self
+                .store
+                .confirm_guard(tenant, trip.tripped_at_ms, self.now_ms())
+                .await?
+            {
+                report.guards_confirmed += 1;
+                tracing::error!(alert = "drift_guard_tripped", tenant = %tenant, sampled = trip.sampled, differing = trip.differing, still_differing = count, "the tenant's sample still differs on the re-check (a recompute bug?): its repair stays stopped until an operator resumes it");
+            }
+            return Ok(());
+        }
+        if self.store.resume(tenant).await? {
+            report.guards_lifted += 1;
+            tracing::warn!(tenant = %tenant, sampled = trip.sampled, differing = trip.differing, still_differing = count, "the codes that tripped the tenant's guard agree again on the re-check: the guard lifted itself");
+        }
+        Ok(())
     }
 
     async fn send_resync(
@@ -386,12 +465,12 @@ impl<P: SweepPorts> Sweep<P> {
             report.budget_refusals += 1;
             return Ok(None);
         }
-        let users = match self
+        let way = match self
             .wecom
-            .users(&snapshot.credentials(tenant), config_id)
+            .contact_way(&snapshot.credentials(tenant), config_id)
             .await
         {
-            Ok(users) => users,
+            Ok(way) => way,
             Err(error) => {
                 report.read_failures += 1;
                 let gone = error.class() == FailureClass::CodeGone;
@@ -399,8 +478,15 @@ impl<P: SweepPorts> Sweep<P> {
                 return Ok(None);
             }
         };
+        // A partial answer says nothing about whom the code routes to: read as an empty list
+        // it would count as drift, and one WeCom glitch would trip every tenant's guard.
+        let Some(users) = way.users else {
+            report.read_failures += 1;
+            tracing::warn!(tenant = %tenant, config_id, "WeCom answered the contact way without its user list; not counted, read again by a later sample");
+            return Ok(None);
+        };
         report.read_back += 1;
-        let mut difference = compare(snapshot, &users);
+        let mut difference = compare(snapshot, &users, &way.party);
         if difference != Difference::None {
             // A refresh may have pushed between our read of the record and WeCom's answer:
             // a record that moved since is in flight, not drift.
@@ -413,9 +499,28 @@ impl<P: SweepPorts> Sweep<P> {
         }
         if difference != Difference::None {
             report.differing += 1;
-            tracing::warn!(tenant = %tenant, code = %code, ?difference, wecom = ?users, recorded = ?snapshot.wecom_list(), "read-back found a difference");
+            tracing::warn!(tenant = %tenant, code = %code, ?difference, wecom = ?users, departments = ?way.party, recorded = ?snapshot.wecom_list(), "read-back found a difference");
         }
         Ok(Some(ReadBack { difference }))
+    }
+
+    /// A read of a code that may have differed (a marked code, a guard's) for the tenant's
+    /// report of `day`: counted as a read, and the code's latest read recorded, agreeing or not.
+    async fn report_read(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        code: &CodeId,
+        difference: Difference,
+    ) -> Result<(), StoreError> {
+        let counts = DriftCounts {
+            read: 1,
+            ..DriftCounts::default()
+        };
+        self.store.add_to_report(tenant, day, &counts).await?;
+        self.store
+            .record_read(tenant, day, code, difference != Difference::None)
+            .await
     }
 
     /// One call's worth of the tenant's budget for `api`; `false` when it is spent.

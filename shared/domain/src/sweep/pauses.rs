@@ -47,7 +47,11 @@ impl<P: SweepPorts> Sweep<P> {
         }
         let credentials = profile.credentials(tenant);
         run.report.pauses_probed += 1;
-        match self.wecom.users(&credentials, &pause.probe_config_id).await {
+        match self
+            .wecom
+            .contact_way(&credentials, &pause.probe_config_id)
+            .await
+        {
             Ok(_) => self.resume(run, tenant, pause).await,
             Err(error) if error.class() == FailureClass::CodeGone => {
                 self.resume(run, tenant, pause).await

@@ -5,9 +5,10 @@ use super::{DriftCounts, DriftReport, GuardTrip};
 use crate::dirty::{DirtyMark, FanOutMark, StaleSuspect};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
-use crate::wecom::contact_way::CorpCredentials;
+use crate::wecom::contact_way::{ContactWay, CorpCredentials};
 use crate::wecom::errors::WeComError;
 use crate::StoreError;
+use sha2::{Digest, Sha256};
 
 /// The sweep's one lease and its cursor through the tenants.
 #[async_trait::async_trait]
@@ -95,6 +96,18 @@ pub trait DriftLedger: Send + Sync {
         after: Option<&CodeId>,
         limit: usize,
     ) -> Result<Vec<CodeId>, StoreError>;
+    /// Records a read of `code` on `day` for the tenant's report: one that `differs` puts the
+    /// code among the day's differing codes (once, however often it is read) and its still
+    /// differing ones; one that agrees takes it out of the still differing, and writes nothing
+    /// for a code not found differing that day (the sweep records agreeing reads only of codes
+    /// that may have differed: marked ones, a guard's).
+    async fn record_read(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        code: &CodeId,
+        differs: bool,
+    ) -> Result<(), StoreError>;
     /// Adds `counts` to the tenant's report for `day`.
     async fn add_to_report(
         &self,
@@ -106,14 +119,23 @@ pub trait DriftLedger: Send + Sync {
     /// The tenant's blast-radius guard, if it has tripped and not been resumed.
     async fn guard(&self, tenant: &TenantId) -> Result<Option<GuardTrip>, StoreError>;
     async fn trip_guard(&self, tenant: &TenantId, trip: &GuardTrip) -> Result<(), StoreError>;
+    /// The re-check found the guard tripped at `tripped_at_ms` still differing: it is
+    /// confirmed at `at_ms`, in one write conditioned on that guard still standing (an
+    /// operator's resume meanwhile is never undone). `false` when it was not.
+    async fn confirm_guard(
+        &self,
+        tenant: &TenantId,
+        tripped_at_ms: u64,
+        at_ms: u64,
+    ) -> Result<bool, StoreError>;
     /// An operator resumes the repair; `false` when the guard was not tripped.
     async fn resume(&self, tenant: &TenantId) -> Result<bool, StoreError>;
 }
 
 /// A contact way about to be created for a code: recorded before `add_contact_way`, cleared
-/// once its `config_id` is stored (or the contact way deleted again). One still there after
-/// its request ended may mean a contact way WeCom made and nobody recorded (a crash between
-/// the call and the record): the sweep looks for it.
+/// once its `config_id` is stored (or the contact way deleted again, or WeCom refused to make
+/// it). One still there after its request ended may mean a contact way WeCom made and nobody
+/// recorded (a crash between the call and the record): the sweep looks for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreationIntent {
     pub tenant: TenantId,
@@ -121,14 +143,36 @@ pub struct CreationIntent {
     pub started_at_ms: u64,
 }
 
+impl CreationIntent {
+    /// What the creation puts in the contact way's `remark`, so the sweep deletes only a
+    /// contact way this creation made: the `state` alone is the code's id, which another tool
+    /// of the tenant may use too. Derived from the intent (a hash of its tenant, code and
+    /// time), so the intent needs no field for it; 29 characters, within WeCom's 30.
+    pub fn marker(&self) -> String {
+        let mut hasher = Sha256::new();
+        for part in [
+            self.tenant.as_str(),
+            self.code.as_str(),
+            &self.started_at_ms.to_string(),
+        ] {
+            hasher.update(part.as_bytes());
+            hasher.update([0u8]);
+        }
+        let hash = hex::encode(hasher.finalize());
+        format!("qrsync {}", &hash[..22])
+    }
+}
+
 #[async_trait::async_trait]
 pub trait CreationIntents: Send + Sync {
     async fn record_intent(&self, intent: &CreationIntent) -> Result<(), StoreError>;
     async fn clear_intent(&self, intent: &CreationIntent) -> Result<(), StoreError>;
-    /// Intents recorded before `before_ms`, oldest first, at most `limit` (a query).
+    /// Intents recorded before `before_ms`, oldest first (by time, tenant, code), those after
+    /// `after` (a page's last), at most `limit` (a query).
     async fn stale_intents(
         &self,
         before_ms: u64,
+        after: Option<&CreationIntent>,
         limit: usize,
     ) -> Result<Vec<CreationIntent>, StoreError>;
 }
@@ -144,21 +188,18 @@ pub trait OrphanFinder: Send + Sync {
         from_secs: u64,
         to_secs: u64,
     ) -> Result<Vec<String>, WeComError>;
-    /// The `state` a contact way was created with: the id of the code qrsync made it for.
-    async fn state_of(&self, corp: &CorpCredentials, config_id: &str)
-        -> Result<String, WeComError>;
     async fn delete(&self, corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError>;
 }
 
-/// Reads WeCom's copy of a contact way (`get_contact_way`).
+/// Reads WeCom's copy of a contact way (`get_contact_way`): whom it routes to (its users and
+/// departments), and the `state` and `remark` it was created with.
 #[async_trait::async_trait]
 pub trait ContactWayReader: Send + Sync {
-    /// The user ids WeCom routes the contact way to.
-    async fn users(
+    async fn contact_way(
         &self,
         corp: &CorpCredentials,
         config_id: &str,
-    ) -> Result<Vec<String>, WeComError>;
+    ) -> Result<ContactWay, WeComError>;
 }
 
 /// A staff member who resigned (`employment` set to resigned), as the sweep finds them once

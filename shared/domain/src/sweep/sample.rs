@@ -73,7 +73,10 @@ impl<P: SweepPorts> Sweep<P> {
         tenant: &TenantId,
         deadline_ms: u64,
     ) -> Result<(), StoreError> {
-        if self.store.guard(tenant).await?.is_some() {
+        if let Some(trip) = self.store.guard(tenant).await? {
+            if trip.recheck_due(self.now_ms()) {
+                self.recheck_guard(report, tenant, &trip).await?;
+            }
             return Ok(());
         }
         report.tenants_sampled += 1;
@@ -90,29 +93,34 @@ impl<P: SweepPorts> Sweep<P> {
         // looks exactly like many stale records, and resyncing them at once would spread it:
         // a stale code is marked a suspect, due after the settle period, and counted for the
         // guard with this sample's figures once it is still stale then (`settle_suspects`).
-        let drifted = u32::try_from(
-            sample
-                .differing
-                .iter()
-                .filter(|(_, d)| *d == Difference::WeComDiffers)
-                .count(),
-        )
-        .unwrap_or(u32::MAX);
+        let drifted_codes: Vec<CodeId> = sample
+            .differing
+            .iter()
+            .filter(|(_, d)| *d == Difference::WeComDiffers)
+            .map(|(code, _)| code.clone())
+            .collect();
+        let drifted = u32::try_from(drifted_codes.len()).unwrap_or(u32::MAX);
         let tripped = self
-            .trip_guard_if_due(report, tenant, sample.counts.read, drifted)
+            .trip_guard_if_due(report, tenant, sample.counts.read, drifted, &drifted_codes)
             .await?;
         let suspect = StaleSuspect {
             sample_read: sample.counts.read,
             sample_drifted: drifted,
         };
-        for (code, difference) in sample.differing {
-            self.act_on_difference(report, tenant, code, difference, tripped, suspect)
-                .await?;
-        }
+        // Only the codes that differed are recorded one by one, so a clean sample costs its one
+        // report write: a sampled code is not marked (marked ones are skipped), so no
+        // difference of it stands (its mark would still be there, or its repair recorded).
         if let Some(timezone) = sample.timezone.filter(|_| sample.counts.read > 0) {
             let day = tenant_day(now_ms, timezone);
             self.store
                 .add_to_report(tenant, &day, &sample.counts)
+                .await?;
+            for (code, _) in &sample.differing {
+                self.store.record_read(tenant, &day, code, true).await?;
+            }
+        }
+        for (code, difference) in sample.differing {
+            self.act_on_difference(report, tenant, code, difference, tripped, suspect)
                 .await?;
         }
         Ok(())
@@ -169,7 +177,6 @@ impl<P: SweepPorts> Sweep<P> {
             let Some(read) = read else { continue };
             sample.counts.read += 1;
             if read.difference != Difference::None {
-                sample.counts.differing += 1;
                 sample.differing.push((code, read.difference));
             }
         }

@@ -269,6 +269,41 @@ async fn a_list_changed_behind_our_back_is_found_by_the_sample_marked_and_resync
     assert_eq!(view.guard, None);
 }
 
+#[tokio::test]
+async fn a_partial_read_back_is_not_drift() {
+    let world = World::with_codes(5).await;
+    for n in 0..5 {
+        world
+            .sweep
+            .wecom
+            .answer_partially(&format!("cfg-{n}"), true);
+    }
+
+    let report = world.run().await;
+
+    assert_eq!((report.read_failures, report.differing), (5, 0));
+    assert_eq!(report.guards_tripped, 0, "a glitch is no reason to stop");
+    assert!(world.resynced().is_empty());
+    assert_eq!(world.store().guard(&tenant()).await.expect("read"), None);
+    assert_eq!(world.store().dirty_mark(&tenant(), &code(0)), None);
+}
+
+#[tokio::test]
+async fn a_department_added_in_wecoms_console_is_drift_and_its_code_resynced() {
+    let world = World::with_codes(10).await;
+    world.sweep.wecom.add_department_behind_our_back("cfg-4", 7);
+
+    let report = world.run().await;
+
+    assert_eq!((report.differing, report.repairs_started), (1, 1));
+    assert_eq!(world.resynced(), ["c04"]);
+    let (_, why) = world
+        .store()
+        .dirty_mark(&tenant(), &code(4))
+        .expect("marked");
+    assert_eq!(why, DirtyWhy::Drift);
+}
+
 /// The settle period a stale sighting waits before it is checked again.
 const SETTLE_MS: u64 = SweepSettings::DEFAULT.stale_settle_ms;
 
@@ -581,6 +616,127 @@ async fn drift_on_more_than_the_guards_share_stops_the_repair_until_an_operator_
     assert_eq!(world.resynced(), ["c00", "c01", "c02", "c03"]);
 }
 
+/// The guard's re-check, after it tripped at `NOW`.
+const RECHECK_MS: u64 = SweepSettings::DEFAULT.guard_recheck_ms;
+
+/// Four of ten codes changed behind our back trip the guard at `NOW`.
+async fn guard_tripped_by_four_of_ten() -> World {
+    let world = World::with_codes(10).await;
+    for n in 0..4 {
+        world
+            .sweep
+            .wecom
+            .change_behind_our_back(&format!("cfg-{n}"), &["mallory"]);
+    }
+    let report = world.run().await;
+    assert_eq!((report.guards_tripped, report.guards_confirmed), (1, 0));
+    let guard = world
+        .store()
+        .guard(&tenant())
+        .await
+        .expect("read")
+        .expect("tripped");
+    assert_eq!(guard.codes, [code(0), code(1), code(2), code(3)]);
+    assert_eq!(guard.recheck_at_ms, NOW + RECHECK_MS);
+    assert_eq!(guard.confirmed_at_ms, None, "nobody asked to act yet");
+    world
+}
+
+#[tokio::test]
+async fn a_guard_tripped_by_a_glitch_lifts_itself_on_its_recheck_and_its_codes_are_resynced() {
+    let world = guard_tripped_by_four_of_ten().await;
+    // WeCom answers what we pushed again.
+    for n in 0..4 {
+        world
+            .sweep
+            .wecom
+            .change_behind_our_back(&format!("cfg-{n}"), &["alice", "bob"]);
+    }
+    let before = run_at(&world, || NOW + RECHECK_MS - 1, "run-2").await;
+    assert_eq!(before.guards_lifted, 0, "not before its time");
+
+    let rechecked = run_at(&world, || NOW + RECHECK_MS, "run-3").await;
+
+    assert_eq!(
+        (rechecked.guards_lifted, rechecked.guards_confirmed),
+        (1, 0)
+    );
+    assert_eq!(world.store().guard(&tenant()).await.expect("read"), None);
+    let next = run_at(
+        &world,
+        || NOW + RECHECK_MS + SweepSettings::DEFAULT.period_ms,
+        "run-4",
+    )
+    .await;
+    assert_eq!(next.resyncs_sent, 4, "the held marks are resynced");
+    assert_eq!(world.resynced(), ["c00", "c01", "c02", "c03"]);
+}
+
+#[tokio::test]
+async fn a_guard_whose_codes_still_differ_on_its_recheck_is_confirmed_and_waits_for_an_operator() {
+    let world = guard_tripped_by_four_of_ten().await;
+
+    let rechecked = run_at(&world, || NOW + RECHECK_MS, "run-2").await;
+
+    assert_eq!(
+        (rechecked.guards_confirmed, rechecked.guards_lifted),
+        (1, 0)
+    );
+    let guard = world
+        .store()
+        .guard(&tenant())
+        .await
+        .expect("read")
+        .expect("still tripped");
+    assert_eq!(guard.confirmed_at_ms, Some(NOW + RECHECK_MS));
+    assert!(world.resynced().is_empty(), "no possibly wrong list pushed");
+    let reads = world.sweep.wecom.reads();
+    let later = run_at(&world, || NOW + 2 * RECHECK_MS, "run-3").await;
+    assert_eq!(later.guards_confirmed, 0, "checked once");
+    assert_eq!(world.sweep.wecom.reads(), reads, "nothing read again");
+}
+
+#[tokio::test]
+async fn a_code_read_differing_again_counts_once_and_stops_differing_when_a_read_agrees() {
+    let world = guard_tripped_by_four_of_ten().await;
+    let day = tenant_day(NOW, Timezone::default());
+    let view = || async {
+        drift_view(world.store(), &tenant(), &day)
+            .await
+            .expect("read")
+    };
+    assert_eq!(
+        (view().await.differing, view().await.still_differing),
+        (4, 4)
+    );
+    // Resumed: the held marks are read back again (WeCom still differs) and resynced.
+    assert!(world.store().resume(&tenant()).await.expect("resumed"));
+    let resumed = run_at(&world, || NOW + SweepSettings::DEFAULT.period_ms, "run-2").await;
+    assert_eq!(resumed.resyncs_sent, 4);
+    let after = view().await;
+    assert_eq!(
+        (after.read, after.differing, after.still_differing),
+        (20, 4, 4),
+        "ten sampled, four read again, six sampled again: each differing code once"
+    );
+    // Their refreshes land: WeCom agrees, and the next reads of the marked codes say so.
+    for n in 0..4 {
+        world
+            .sweep
+            .wecom
+            .change_behind_our_back(&format!("cfg-{n}"), &["alice", "bob"]);
+    }
+    let again = run_at(
+        &world,
+        || NOW + 3 * SweepSettings::DEFAULT.period_ms,
+        "run-3",
+    )
+    .await;
+    assert_eq!(again.dirty_due, 4, "the marks are read back again");
+    let agreed = view().await;
+    assert_eq!((agreed.differing, agreed.still_differing), (4, 0));
+}
+
 #[tokio::test]
 async fn when_another_run_holds_the_lease_the_sweep_leaves_the_work_to_it() {
     let world = World::with_codes(3).await;
@@ -626,6 +782,50 @@ fn the_guard_trips_on_more_than_its_share_of_a_large_enough_sample() {
     assert!(!guard_trips(4, 4, 20, 5), "too small a sample");
     assert_eq!(sample_size(60, 5 * 60_000), 5);
     assert_eq!(sample_size(1, 60_000), 1);
+}
+
+#[test]
+fn a_recheck_counts_what_still_differs_against_the_trips_sample_and_a_trip_without_codes_stands() {
+    let trip = GuardTrip {
+        tripped_at_ms: NOW,
+        sampled: 10,
+        differing: 4,
+        codes: vec![code(0), code(1), code(2), code(3)],
+        recheck_at_ms: NOW + RECHECK_MS,
+        confirmed_at_ms: None,
+    };
+    assert!(!trip.recheck_due(NOW + RECHECK_MS - 1));
+    assert!(trip.recheck_due(NOW + RECHECK_MS));
+    assert!(trip.still_trips(3, 20, 5), "3 of 10");
+    assert!(
+        !trip.still_trips(2, 20, 5),
+        "2 of 10 is the share, not more"
+    );
+    let half_kept = GuardTrip {
+        codes: vec![code(0), code(1)],
+        ..trip
+    };
+    assert!(
+        half_kept.still_trips(2, 20, 5),
+        "2 of 2 kept stands for 4 of 10"
+    );
+    assert!(
+        !half_kept.still_trips(1, 20, 5),
+        "1 of 2 kept stands for 2 of 10"
+    );
+    let no_codes = GuardTrip {
+        codes: Vec::new(),
+        ..trip
+    };
+    assert!(
+        no_codes.still_trips(0, 20, 5),
+        "nothing to read again: it stands"
+    );
+    let confirmed = GuardTrip {
+        confirmed_at_ms: Some(NOW + RECHECK_MS),
+        ..trip
+    };
+    assert!(!confirmed.recheck_due(u64::MAX), "checked once");
 }
 
 fn claim(owner: &str, lease_until_ms: u64) -> LimitClaim {
@@ -680,15 +880,16 @@ async fn a_stale_unfinished_claim_is_taken_over_and_finished_once_and_a_live_one
     );
 }
 
-async fn created_for(world: &World, code_id: &str) -> String {
+/// A contact way WeCom made with `state` and `remark` (`None`: none).
+async fn created_with(world: &World, state: &str, remark: Option<String>) -> String {
     use crate::admin::ContactWays;
     use crate::wecom::contact_way::{ContactWayKind, ContactWayScene, NewContactWay};
     let way = NewContactWay {
         kind: ContactWayKind::Multi,
         scene: ContactWayScene::QrCode,
-        state: code_id.into(),
+        state: state.into(),
         users: vec!["alice".into()],
-        remark: None,
+        remark,
         skip_verify: true,
     };
     world
@@ -700,22 +901,28 @@ async fn created_for(world: &World, code_id: &str) -> String {
         .config_id
 }
 
+/// The intent of a creation of `code` that started `ago_ms` before `NOW`.
+fn intent_of(code: CodeId, ago_ms: u64) -> CreationIntent {
+    CreationIntent {
+        tenant: tenant(),
+        code,
+        started_at_ms: NOW - ago_ms,
+    }
+}
+
 #[tokio::test]
 async fn a_contact_way_made_for_a_code_but_never_recorded_is_deleted_and_the_recorded_one_kept() {
     let world = World::with_codes(2).await;
+    let intent = intent_of(code(0), INTENT_GRACE_MS + 1);
+    let retry = intent_of(code(0), INTENT_GRACE_MS);
     // A creation whose record never landed (cw-1), then the retry that was recorded (cw-2),
     // and another code's contact way (cw-3).
-    let orphan = created_for(&world, "c00").await;
-    let kept = created_for(&world, "c00").await;
-    let other = created_for(&world, "c01").await;
+    let orphan = created_with(&world, "c00", Some(intent.marker())).await;
+    let kept = created_with(&world, "c00", Some(retry.marker())).await;
+    let other = created_with(&world, "c01", None).await;
     let mut recorded = snapshot(0, &["alice", "bob"]);
     recorded.code.config_id = Some(kept.clone());
     world.store().load_snapshot(&tenant(), &code(0), &recorded);
-    let intent = CreationIntent {
-        tenant: tenant(),
-        code: code(0),
-        started_at_ms: NOW - INTENT_GRACE_MS - 1,
-    };
     world
         .store()
         .record_intent(&intent)
@@ -732,14 +939,77 @@ async fn a_contact_way_made_for_a_code_but_never_recorded_is_deleted_and_the_rec
 }
 
 #[tokio::test]
+async fn a_contact_way_of_another_tool_with_the_codes_state_is_never_deleted() {
+    let world = World::with_codes(1).await;
+    let intent = intent_of(code(0), INTENT_GRACE_MS + 1);
+    // The tenant's own tool uses "c00" as a state too, with or without a remark of its own.
+    let theirs = created_with(&world, "c00", None).await;
+    let also_theirs = created_with(&world, "c00", Some("campaign c00".into())).await;
+    world
+        .store()
+        .record_intent(&intent)
+        .await
+        .expect("recorded");
+
+    let report = world.run().await;
+
+    assert_eq!(report.orphans_deleted, 0);
+    assert!(
+        world.sweep.wecom.deleted().is_empty(),
+        "{theirs}, {also_theirs} kept"
+    );
+    assert!(
+        world.store().creation_intents().is_empty(),
+        "looked, nothing of ours"
+    );
+}
+
+#[tokio::test]
+async fn intents_the_sweep_cannot_settle_never_hold_up_newer_ones() {
+    let world = World::with_codes(1).await;
+    // A hundred and one older intents of a tenant whose contact ways cannot be listed.
+    let stuck = TenantId::parse("stuck").expect("valid");
+    let mut stuck_profile = snapshot(0, &["alice"]);
+    stuck_profile.profile.corp_id = "corp-stuck".into();
+    world
+        .store()
+        .load_snapshot(&stuck, &code(0), &stuck_profile);
+    world.sweep.wecom.fail_listings_of(
+        "corp-stuck",
+        Some(WeComError::Transient {
+            detail: "timeout".into(),
+        }),
+    );
+    for n in 0..=100 {
+        let old = CreationIntent {
+            tenant: stuck.clone(),
+            code: code(n),
+            started_at_ms: NOW - 3_600_000 - 1_000,
+        };
+        world.store().record_intent(&old).await.expect("recorded");
+    }
+    let intent = intent_of(code(0), INTENT_GRACE_MS + 1);
+    let orphan = created_with(&world, "c00", Some(intent.marker())).await;
+    world
+        .store()
+        .record_intent(&intent)
+        .await
+        .expect("recorded");
+
+    let report = world.run().await;
+
+    assert_eq!(report.orphans_deleted, 1);
+    assert_eq!(world.sweep.wecom.deleted(), [orphan]);
+    let left = world.store().creation_intents();
+    assert_eq!(left.len(), 101, "the stuck ones wait for WeCom");
+    assert!(left.iter().all(|i| i.tenant == stuck));
+}
+
+#[tokio::test]
 async fn a_creation_still_within_its_grace_is_left_to_its_request() {
     let world = World::with_codes(1).await;
-    created_for(&world, "c00").await;
-    let intent = CreationIntent {
-        tenant: tenant(),
-        code: code(0),
-        started_at_ms: NOW - 1_000,
-    };
+    let intent = intent_of(code(0), 1_000);
+    created_with(&world, "c00", Some(intent.marker())).await;
     world
         .store()
         .record_intent(&intent)

@@ -109,7 +109,13 @@ pub struct ContactWay {
     pub kind: ContactWayKind,
     /// Empty when the code has none.
     pub state: String,
-    pub users: Vec<String>,
+    /// Empty when the code has none. qrsync's creations carry their intent's marker here
+    /// (`sweep::CreationIntent::marker`).
+    pub remark: String,
+    /// `None` when the answer left the list out (or sent `null`): a partial answer, which says
+    /// nothing about whom the contact way routes to. qrsync never pushes an empty list, so
+    /// reading a missing list as an empty one would make every glitch look like drift.
+    pub users: Option<Vec<String>>,
     /// Department ids, as listed (not expanded).
     pub party: Vec<u64>,
 }
@@ -138,15 +144,14 @@ pub fn add_contact_way_body(way: &NewContactWay) -> Value {
 /// WeCom's copy of a contact way from `get_contact_way`'s answer; `None` for any other shape.
 pub fn parse_contact_way(answer: &Value) -> Option<ContactWay> {
     let way = answer.get("contact_way")?;
-    let strings = |key: &str| -> Option<Vec<String>> {
-        match way.get(key) {
-            None | Some(Value::Null) => Some(Vec::new()),
-            Some(list) => list
-                .as_array()?
+    let users = match way.get("user") {
+        None | Some(Value::Null) => None,
+        Some(list) => Some(
+            list.as_array()?
                 .iter()
                 .map(|v| v.as_str().map(str::to_owned))
-                .collect(),
-        }
+                .collect::<Option<Vec<_>>>()?,
+        ),
     };
     let party = match way.get("party") {
         None | Some(Value::Null) => Vec::new(),
@@ -156,15 +161,18 @@ pub fn parse_contact_way(answer: &Value) -> Option<ContactWay> {
             .map(Value::as_u64)
             .collect::<Option<_>>()?,
     };
+    let text = |key: &str| {
+        way.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
     Some(ContactWay {
         config_id: way.get("config_id")?.as_str()?.to_owned(),
         kind: ContactWayKind::from_code(way.get("type")?.as_i64()?)?,
-        state: way
-            .get("state")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-        users: strings("user")?,
+        state: text("state"),
+        remark: text("remark"),
+        users,
         party,
     })
 }
@@ -212,7 +220,7 @@ mod tests {
     }
 
     #[test]
-    fn a_contact_way_answer_parses_with_missing_optional_lists() {
+    fn a_contact_way_answer_parses_with_missing_optional_fields() {
         let answer =
             json!({"errcode": 0, "contact_way": {"config_id": "c1", "type": 2, "scene": 2}});
         assert_eq!(
@@ -221,7 +229,8 @@ mod tests {
                 config_id: "c1".into(),
                 kind: ContactWayKind::Multi,
                 state: String::new(),
-                users: Vec::new(),
+                remark: String::new(),
+                users: None,
                 party: Vec::new(),
             })
         );
@@ -229,5 +238,19 @@ mod tests {
         assert_eq!(parse_contact_way(&answer), None);
         let answer = json!({"contact_way": {"config_id": "c1", "type": 1, "user": [1]}});
         assert_eq!(parse_contact_way(&answer), None);
+    }
+
+    #[test]
+    fn an_answer_without_its_user_list_is_partial_not_an_empty_list() {
+        for user in [json!(null), json!([])] {
+            let mut way = json!({"config_id": "c1", "type": 2, "party": [7], "remark": "r"});
+            if !user.is_null() {
+                way["user"] = user.clone();
+            }
+            let parsed = parse_contact_way(&json!({"contact_way": way})).expect("parses");
+            let expected = (!user.is_null()).then(Vec::new);
+            assert_eq!(parsed.users, expected, "user: {user}");
+            assert_eq!((parsed.party, parsed.remark.as_str()), (vec![7], "r"));
+        }
     }
 }

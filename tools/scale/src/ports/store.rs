@@ -31,7 +31,7 @@
 //! | `FailureMarks::mark_code_gone` / `mark_staff_unusable` | UpdateItem `CODE#c` / `STAFF#s` |
 //! | `DirtyMarks::mark_dirty` | UpdateItem `DIRTY#c` +idx (`gsi1` dirty shard) |
 //! | `DirtyMarks::clear_dirty` | DeleteItem `DIRTY#c` (+idx removed when there was a mark) |
-//! | `DirtyMarks::count_repaired` | UpdateItem `DRIFT#day` |
+//! | `DirtyMarks::count_repaired` | UpdateItem `DRIFT#day#c` |
 //! | `MeteredBudget::spend` | UpdateItem `BUDGET#api#shard#hour` (refused or not), a second on another shard when the first is spent |
 //! | `TenantProfiles::profile`, `ScheduleFacts::timezone` | GetItem `PROFILE` S |
 //! | `AddLedger::count_add` | TransactWriteItems [Put `CLAIM#key`, Update total, Update today on code, Update today all codes] |
@@ -1464,11 +1464,16 @@ impl DirtyMarks for MeteredStore {
         self.data.clear_dirty(tenant, code, began_ms).await
     }
 
-    async fn count_repaired(&self, tenant: &TenantId, day: &str) -> Result<(), StoreError> {
-        let key = ItemKey::of(tenant, keys::drift_report(day));
-        let bytes = Size::of(&key).n("repaired", 100).bytes();
+    async fn count_repaired(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        code: &CodeId,
+    ) -> Result<(), StoreError> {
+        let key = ItemKey::of(tenant, keys::drift_code(day, code));
+        let bytes = drift_code_bytes(&key);
         self.write(Kind::UpdateItem, Touch::new(key, bytes)).await?;
-        self.data.count_repaired(tenant, day).await
+        self.data.count_repaired(tenant, day, code).await
     }
 }
 
@@ -2230,8 +2235,16 @@ fn tenant_item_key(tenant: &TenantId, sk: &str) -> ItemKey {
     ItemKey::of(tenant, sk)
 }
 
+fn drift_code_bytes(key: &ItemKey) -> usize {
+    ["found", "latest_differs", "repaired"]
+        .into_iter()
+        .fold(Size::of(key), |size, name| size.b(name))
+        .n(keys::EXPIRES_AT, SECS)
+        .bytes()
+}
+
 fn drift_report_bytes(key: &ItemKey) -> usize {
-    ["read", "differing", "repaired", "stale_confirmed"]
+    ["read", "stale_confirmed"]
         .into_iter()
         .fold(Size::of(key), |size, name| size.n(name, 10_000))
         .n(keys::EXPIRES_AT, SECS)
@@ -2524,12 +2537,33 @@ impl DriftLedger for MeteredStore {
         self.data.add_to_report(tenant, day, counts).await
     }
 
+    /// One `UpdateItem` of the code's item (refused without writing when it agrees and the
+    /// code has none: still a write unit).
+    async fn record_read(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        code: &CodeId,
+        differs: bool,
+    ) -> Result<(), StoreError> {
+        let key = ItemKey::of(tenant, keys::drift_code(day, code));
+        let bytes = drift_code_bytes(&key);
+        self.write(Kind::UpdateItem, Touch::new(key, bytes)).await?;
+        self.data.record_read(tenant, day, code, differs).await
+    }
+
+    /// The report's item, then a query of its codes' items.
     async fn report(&self, tenant: &TenantId, day: &str) -> Result<DriftReport, StoreError> {
         let key = tenant_item_key(tenant, &keys::drift_report(day));
         let bytes = drift_report_bytes(&key);
         self.get(Touch::new(key, bytes), Consistency::Strong)
             .await?;
-        self.data.report(tenant, day).await
+        let report = self.data.report(tenant, day).await?;
+        let codes = ItemKey::of(tenant, keys::drift_codes(day));
+        let per_code = drift_code_bytes(&codes);
+        let bytes = per_code * usize::try_from(report.differing + report.repaired).unwrap_or(0);
+        self.query(codes, bytes, Consistency::Strong, None).await?;
+        Ok(report)
     }
 
     async fn guard(&self, tenant: &TenantId) -> Result<Option<GuardTrip>, StoreError> {
@@ -2546,6 +2580,18 @@ impl DriftLedger for MeteredStore {
         let bytes = guard_bytes(&key);
         self.write(Kind::PutItem, Touch::new(key, bytes)).await?;
         self.data.trip_guard(tenant, trip).await
+    }
+
+    async fn confirm_guard(
+        &self,
+        tenant: &TenantId,
+        tripped_at_ms: u64,
+        at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let key = tenant_item_key(tenant, keys::DRIFT_GUARD);
+        let bytes = guard_bytes(&key);
+        self.write(Kind::UpdateItem, Touch::new(key, bytes)).await?;
+        self.data.confirm_guard(tenant, tripped_at_ms, at_ms).await
     }
 
     async fn resume(&self, tenant: &TenantId) -> Result<bool, StoreError> {
@@ -2580,9 +2626,10 @@ impl CreationIntents for MeteredStore {
     async fn stale_intents(
         &self,
         before_ms: u64,
+        after: Option<&CreationIntent>,
         limit: usize,
     ) -> Result<Vec<CreationIntent>, StoreError> {
-        let intents = self.data.stale_intents(before_ms, limit).await?;
+        let intents = self.data.stale_intents(before_ms, after, limit).await?;
         let entries = intents
             .iter()
             .map(|intent| (intent_index_key(intent), intent_key(intent)));

@@ -20,7 +20,7 @@ use domain::fakes::FakeWeCom;
 use domain::refresh::{AcquisitionLinks, ContactWayPusher};
 use domain::sweep::{ContactWayReader, OrphanFinder};
 use domain::wecom::acquisition::AcquisitionLink;
-use domain::wecom::contact_way::{CorpCredentials, CreatedContactWay, NewContactWay};
+use domain::wecom::contact_way::{ContactWay, CorpCredentials, CreatedContactWay, NewContactWay};
 use domain::wecom::errors::WeComError;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -282,13 +282,13 @@ impl AcquisitionLinks for SimWeCom {
 
 #[async_trait::async_trait]
 impl ContactWayReader for SimWeCom {
-    async fn users(
+    async fn contact_way(
         &self,
         corp: &CorpCredentials,
         config_id: &str,
-    ) -> Result<Vec<String>, WeComError> {
+    ) -> Result<ContactWay, WeComError> {
         self.call(corp, "get_contact_way").await?;
-        ContactWayReader::users(&self.contact_ways, corp, config_id).await
+        self.contact_ways.contact_way(corp, config_id).await
     }
 }
 
@@ -310,15 +310,6 @@ impl OrphanFinder for SimWeCom {
             self.call(corp, "list_contact_way").await?;
         }
         Ok(ids)
-    }
-
-    async fn state_of(
-        &self,
-        corp: &CorpCredentials,
-        config_id: &str,
-    ) -> Result<String, WeComError> {
-        self.call(corp, "get_contact_way").await?;
-        self.contact_ways.state_of(corp, config_id).await
     }
 
     async fn delete(&self, corp: &CorpCredentials, config_id: &str) -> Result<(), WeComError> {

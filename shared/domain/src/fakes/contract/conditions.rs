@@ -11,6 +11,7 @@ use crate::ids::{CodeId, DepartmentId};
 use crate::membership::{Employment, WeeklySchedule};
 use crate::refresh::CodeRecords;
 use crate::refresh::FailureMarks;
+use crate::sweep::LinkRetirements;
 use crate::tenants::{TenantProfile, Timezone};
 use crate::wecom::acquisition::AcquisitionLink;
 use std::collections::BTreeSet;
@@ -317,6 +318,96 @@ pub async fn a_resigned_staff_member_cannot_be_made_active_or_disabled_again<F: 
     assert!(
         matches!(again, StaffUpdate::Stored(f) if !f.online),
         "resigned again is allowed"
+    );
+    // Nothing to retire: out of the index the deployed sweep polls.
+    store
+        .nothing_to_retire(&tenant, &who)
+        .await
+        .expect("store available");
+}
+
+/// The tenant's entries in the resigned-staff index, by staff id, and whether each is
+/// resigned as the index's reader sees them.
+async fn resigned_of<S: LinkRetirements>(
+    store: &S,
+    tenant: &TenantId,
+    before_ms: u64,
+) -> Vec<(String, bool)> {
+    let mut leaving: Vec<(String, bool)> = store
+        .resigned_before(before_ms, 1_000)
+        .await
+        .expect("store available")
+        .into_iter()
+        .filter(|leaving| leaving.tenant == *tenant)
+        .map(|leaving| (leaving.staff.to_string(), leaving.resigned))
+        .collect();
+    leaving.sort();
+    leaving
+}
+
+pub async fn a_resignation_enters_the_resigned_staff_index_however_it_arrives<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let store = fixture.store();
+    // A rename needs the tenant's day.
+    let profile = profile(&fresh_corp(), 1);
+    store
+        .put_profile(&tenant, &profile, None)
+        .await
+        .expect("store available");
+    // A day ahead: the deployed sweep looks only at resignations older than its grace, so
+    // it never takes these out while the case reads them.
+    let at = now_ms() + 24 * 3_600_000;
+    let active = StaffChange {
+        online: Some(true),
+        employment: None,
+    };
+    for who in ["by-admin", "renamed"] {
+        store
+            .update_staff(&tenant, &staff(who), &active, at)
+            .await
+            .expect("store available");
+    }
+    assert_eq!(resigned_of(store, &tenant, at + 10).await, []);
+
+    // WeCom's delete_user, the admin API, and the old id of a re-keyed user.
+    assert!(store
+        .set_employment(&tenant, &staff("by-wecom"), Employment::Resigned, at)
+        .await
+        .expect("store available"));
+    let resign = StaffChange {
+        online: None,
+        employment: Some(Employment::Resigned),
+    };
+    store
+        .update_staff(&tenant, &staff("by-admin"), &resign, at + 1)
+        .await
+        .expect("store available");
+    store
+        .rename_staff(&tenant, &staff("renamed"), &staff("renamed-to"), at + 2)
+        .await
+        .expect("store available");
+
+    let indexed = resigned_of(store, &tenant, at + 10).await;
+    let expected = [("by-admin", true), ("by-wecom", true), ("renamed", true)]
+        .map(|(who, resigned)| (who.to_owned(), resigned));
+    assert_eq!(indexed, expected);
+    assert_eq!(
+        resigned_of(store, &tenant, at + 1).await,
+        [("by-wecom".to_owned(), true)],
+        "each by when it resigned"
+    );
+    for who in ["by-wecom", "by-admin", "renamed"] {
+        store
+            .nothing_to_retire(&tenant, &staff(who))
+            .await
+            .expect("store available");
+    }
+    assert_eq!(
+        resigned_of(store, &tenant, at + 10).await,
+        [],
+        "nothing left to retire"
     );
 }
 

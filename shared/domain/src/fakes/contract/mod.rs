@@ -16,7 +16,8 @@
 //! never the table's singletons (the schedule tick's cursor, the sweep's lease), and leave
 //! nothing in the indexes the deployed functions poll (dirty marks, open claims, creation
 //! intents, resigned staff, due items): the one limit claim is open for its case's seconds
-//! with its lease an hour out. So they run beside the other integration tests on one world.
+//! with its lease an hour out, and resignations are dated a day ahead (the sweep reads only
+//! those past its grace) and taken out of the index before the case ends. So they run beside the other integration tests on one world.
 
 mod budget;
 mod conditions;
@@ -43,7 +44,7 @@ use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::membership::{CodeConfig, Family, Switches};
 use crate::refresh::{CodeLeases, CodeRecords, FailureMarks};
 use crate::replay::ReplayRuns;
-use crate::sweep::DriftLedger;
+use crate::sweep::{DriftLedger, LinkRetirements};
 
 /// A store under contract, and its budget.
 pub trait Fixture: Send + Sync {
@@ -52,6 +53,7 @@ pub trait Fixture: Send + Sync {
         + AddLedger
         + QuotaLedger
         + DriftLedger
+        + LinkRetirements
         + CodeRecords
         + CodeLeases
         + FailureMarks
@@ -129,6 +131,7 @@ macro_rules! store_contract {
             a_profile_written_from_a_stale_read_is_refused_as_raced,
             a_corp_id_another_tenant_holds_is_refused_until_it_lets_go,
             a_resigned_staff_member_cannot_be_made_active_or_disabled_again,
+            a_resignation_enters_the_resigned_staff_index_however_it_arrives,
             an_older_employment_fact_never_replaces_a_newer_one,
             an_older_department_list_never_replaces_a_newer_one,
             an_older_schedule_never_replaces_a_newer_one,

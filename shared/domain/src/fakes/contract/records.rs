@@ -79,10 +79,9 @@ pub async fn a_drift_report_adds_up_and_a_tripped_guard_holds_until_resumed<F: F
         store.report(&tenant, day).await.expect("store available"),
         empty
     );
-    for (read, differing, stale_confirmed) in [(5, 2, 1), (3, 1, 0)] {
+    for (read, stale_confirmed) in [(5, 1), (3, 0)] {
         let counts = DriftCounts {
             read,
-            differing,
             stale_confirmed,
         };
         store
@@ -90,8 +89,23 @@ pub async fn a_drift_report_adds_up_and_a_tripped_guard_holds_until_resumed<F: F
             .await
             .expect("store available");
     }
+    // c1 differs twice, then is repaired; c2 differs, then a read agrees; c3 differs; c4
+    // only ever agrees.
+    for (code_id, differs) in [
+        ("c1", true),
+        ("c2", true),
+        ("c1", true),
+        ("c3", true),
+        ("c2", false),
+        ("c4", false),
+    ] {
+        store
+            .record_read(&tenant, day, &code(code_id), differs)
+            .await
+            .expect("store available");
+    }
     store
-        .count_repaired(&tenant, day)
+        .count_repaired(&tenant, day, &code("c1"))
         .await
         .expect("store available");
     assert_eq!(
@@ -101,8 +115,10 @@ pub async fn a_drift_report_adds_up_and_a_tripped_guard_holds_until_resumed<F: F
             read: 8,
             differing: 3,
             repaired: 1,
+            still_differing: 1,
             stale_confirmed: 1,
-        }
+        },
+        "each code once; only c3's latest read differs unrepaired"
     );
     assert_eq!(
         store
@@ -122,6 +138,9 @@ pub async fn a_drift_report_adds_up_and_a_tripped_guard_holds_until_resumed<F: F
         tripped_at_ms: now_ms(),
         sampled: 10,
         differing: 7,
+        codes: vec![code("c3"), code("c1")],
+        recheck_at_ms: now_ms() + 900_000,
+        confirmed_at_ms: None,
     };
     store
         .trip_guard(&tenant, &trip)
@@ -129,9 +148,35 @@ pub async fn a_drift_report_adds_up_and_a_tripped_guard_holds_until_resumed<F: F
         .expect("store available");
     assert_eq!(
         store.guard(&tenant).await.expect("store available"),
-        Some(trip)
+        Some(trip.clone())
+    );
+    assert!(
+        !store
+            .confirm_guard(&tenant, trip.tripped_at_ms + 1, trip.recheck_at_ms)
+            .await
+            .expect("store available"),
+        "another trip is not confirmed"
+    );
+    assert!(store
+        .confirm_guard(&tenant, trip.tripped_at_ms, trip.recheck_at_ms)
+        .await
+        .expect("store available"));
+    assert_eq!(
+        store
+            .guard(&tenant)
+            .await
+            .expect("store available")
+            .and_then(|guard| guard.confirmed_at_ms),
+        Some(trip.recheck_at_ms)
     );
     assert!(store.resume(&tenant).await.expect("store available"));
+    assert!(
+        !store
+            .confirm_guard(&tenant, trip.tripped_at_ms, trip.recheck_at_ms)
+            .await
+            .expect("store available"),
+        "a resumed guard is not brought back"
+    );
     assert_eq!(store.guard(&tenant).await.expect("store available"), None);
     assert_eq!(
         store.sample_cursor(&tenant).await.expect("store available"),

@@ -255,13 +255,11 @@ impl AdminStore for InMemoryStore {
         tenant: &TenantId,
         staff: &StaffId,
         change: &StaffChange,
-        _now_ms: u64,
+        now_ms: u64,
     ) -> Result<StaffUpdate, StoreError> {
         let mut tables = self.available()?;
-        let facts = tables
-            .staff
-            .entry((tenant.clone(), staff.clone()))
-            .or_insert(NEW_STAFF);
+        let key = (tenant.clone(), staff.clone());
+        let facts = tables.staff.entry(key.clone()).or_insert(NEW_STAFF);
         if facts.employment == Employment::Resigned
             && change.employment.is_some_and(|e| e != Employment::Resigned)
         {
@@ -273,7 +271,11 @@ impl AdminStore for InMemoryStore {
         if let Some(employment) = change.employment {
             facts.employment = employment;
         }
-        Ok(StaffUpdate::Stored(facts.clone()))
+        let stored = facts.clone();
+        if change.employment == Some(Employment::Resigned) {
+            tables.index_resignation(&key, now_ms);
+        }
+        Ok(StaffUpdate::Stored(stored))
     }
 
     async fn staff_record(

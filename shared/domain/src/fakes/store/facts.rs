@@ -5,7 +5,7 @@ use crate::facts::StaffLedger;
 use crate::facts::{AddFact, AddLedger, ClaimOutcome, CountOutcome, LimitClaim, QuotaLedger};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
-use crate::membership::{AddCounts, Employment, Switches};
+use crate::membership::{AddCounts, Employment, StaffFacts, Switches};
 use crate::owed::replan;
 use crate::StoreError;
 use std::collections::BTreeSet;
@@ -137,7 +137,7 @@ impl StaffLedger for InMemoryStore {
         }
         tables.employment_at_ms.insert(key.clone(), at_ms);
         if employment == Employment::Resigned {
-            tables.sweep.resigned.insert(key.clone(), at_ms);
+            tables.index_resignation(&key, at_ms);
         }
         tables.staff.entry(key).or_insert(NEW_STAFF).employment = employment;
         Ok(true)
@@ -148,7 +148,7 @@ impl StaffLedger for InMemoryStore {
         tenant: &TenantId,
         from: &StaffId,
         to: &StaffId,
-        _: u64,
+        at_ms: u64,
     ) -> Result<Vec<CodeId>, StoreError> {
         let mut tables = self.available()?;
         if !tables.history_off {
@@ -158,6 +158,15 @@ impl StaffLedger for InMemoryStore {
         if let Some(facts) = tables.staff.remove(&old) {
             tables.staff.insert(new.clone(), facts);
         }
+        // As the table keeps it: the old id stays, resigned, and its link is retired.
+        tables.staff.insert(
+            old.clone(),
+            StaffFacts {
+                employment: Employment::Resigned,
+                ..NEW_STAFF
+            },
+        );
+        tables.index_resignation(&old, at_ms);
         if let Some(at_ms) = tables.employment_at_ms.remove(&old) {
             tables.employment_at_ms.insert(new.clone(), at_ms);
         }

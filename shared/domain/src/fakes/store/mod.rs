@@ -164,7 +164,9 @@ struct Tables {
     dirty_due: HashMap<CodeKey, (u32, u64)>,
     /// The marks that are stale suspects, with their sample's figures.
     dirty_suspects: HashMap<CodeKey, crate::dirty::StaleSuspect>,
-    repaired: HashMap<(TenantId, String), u32>,
+    /// The drift report's codes, per tenant-day: found differing, latest read differing,
+    /// repaired.
+    drift_codes: HashMap<(TenantId, String, CodeId), CodeDrift>,
     /// Fan-outs given up, by tenant and fact key.
     fan_out_marks: HashMap<(TenantId, String), crate::dirty::FanOutMark>,
     sweep: SweepTables,
@@ -172,6 +174,14 @@ struct Tables {
     archive: Vec<(crate::intake::InboxMessage, Option<CodeId>, u64)>,
     /// Replay runs by id (`replay::ReplayRuns`).
     replays: HashMap<String, archive::Run>,
+}
+
+/// One code in a tenant-day's drift report.
+#[derive(Debug, Clone, Copy, Default)]
+struct CodeDrift {
+    found: bool,
+    latest_differs: bool,
+    repaired: bool,
 }
 
 /// The sweep's lease and cursor, each tenant's sample cursor, drift reports and guard.
@@ -632,13 +642,15 @@ impl InMemoryStore {
             .cloned()
     }
 
-    /// Drift repairs counted for the tenant-day.
+    /// Codes whose drift was repaired on the tenant-day.
     pub fn repaired(&self, tenant: &TenantId, day: &str) -> u32 {
-        self.tables()
-            .repaired
-            .get(&(tenant.clone(), day.to_owned()))
-            .copied()
-            .unwrap_or(0)
+        let tables = self.tables();
+        let repaired = tables
+            .drift_codes
+            .iter()
+            .filter(|((t, d, _), code)| t == tenant && d == day && code.repaired)
+            .count();
+        u32::try_from(repaired).unwrap_or(u32::MAX)
     }
 
     pub fn set_pushed(&self, tenant: &TenantId, code: &CodeId, pushed: PushedList) {

@@ -257,12 +257,19 @@ impl DirtyMarks for InMemoryStore {
         }
     }
 
-    async fn count_repaired(&self, tenant: &TenantId, day: &str) -> Result<(), StoreError> {
-        *self
-            .available()?
-            .repaired
-            .entry((tenant.clone(), day.to_owned()))
-            .or_default() += 1;
+    async fn count_repaired(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        code: &CodeId,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let drift = tables
+            .drift_codes
+            .entry((tenant.clone(), day.to_owned(), code.clone()))
+            .or_default();
+        drift.repaired = true;
+        drift.latest_differs = false;
         Ok(())
     }
 }

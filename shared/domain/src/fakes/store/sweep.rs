@@ -1,7 +1,7 @@
 //! The sweep's records: the dirty set by due time, its lease and cursor, the tenants'
 //! registry, each tenant's sample cursor, drift reports and guard; the fan-outs given up.
 
-use super::{InMemoryStore, StaffKey};
+use super::{CodeDrift, InMemoryStore, StaffKey, Tables};
 use crate::dirty::{DirtyMark, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
@@ -281,8 +281,34 @@ impl DriftLedger for InMemoryStore {
             .entry((tenant.clone(), day.to_owned()))
             .or_default();
         report.read += counts.read;
-        report.differing += counts.differing;
         report.stale_confirmed += counts.stale_confirmed;
+        Ok(())
+    }
+
+    async fn record_read(
+        &self,
+        tenant: &TenantId,
+        day: &str,
+        code: &CodeId,
+        differs: bool,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let key = (tenant.clone(), day.to_owned(), code.clone());
+        match tables.drift_codes.get_mut(&key) {
+            Some(drift) => {
+                drift.found |= differs;
+                drift.latest_differs = differs;
+            }
+            None if differs => {
+                let drift = CodeDrift {
+                    found: true,
+                    latest_differs: true,
+                    repaired: false,
+                };
+                tables.drift_codes.insert(key, drift);
+            }
+            None => {}
+        }
         Ok(())
     }
 
@@ -290,11 +316,21 @@ impl DriftLedger for InMemoryStore {
         let tables = self.available()?;
         let key = (tenant.clone(), day.to_owned());
         let counts = tables.sweep.reports.get(&key).copied().unwrap_or_default();
+        let codes: Vec<CodeDrift> = tables
+            .drift_codes
+            .iter()
+            .filter(|((t, d, _), _)| t == tenant && d == day)
+            .map(|(_, drift)| *drift)
+            .collect();
+        let count = |keep: fn(&CodeDrift) -> bool| {
+            u32::try_from(codes.iter().filter(|c| keep(c)).count()).unwrap_or(u32::MAX)
+        };
         Ok(DriftReport {
             day: day.to_owned(),
             read: counts.read,
-            differing: counts.differing,
-            repaired: tables.repaired.get(&key).copied().unwrap_or(0),
+            differing: count(|c| c.found),
+            repaired: count(|c| c.repaired),
+            still_differing: count(|c| c.latest_differs),
             stale_confirmed: counts.stale_confirmed,
         })
     }
@@ -309,6 +345,22 @@ impl DriftLedger for InMemoryStore {
             .guards
             .insert(tenant.clone(), trip.clone());
         Ok(())
+    }
+
+    async fn confirm_guard(
+        &self,
+        tenant: &TenantId,
+        tripped_at_ms: u64,
+        at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.available()?;
+        match tables.sweep.guards.get_mut(tenant) {
+            Some(guard) if guard.tripped_at_ms == tripped_at_ms => {
+                guard.confirmed_at_ms = Some(at_ms);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     async fn resume(&self, tenant: &TenantId) -> Result<bool, StoreError> {
@@ -331,19 +383,32 @@ impl CreationIntents for InMemoryStore {
     async fn stale_intents(
         &self,
         before_ms: u64,
+        after: Option<&CreationIntent>,
         limit: usize,
     ) -> Result<Vec<CreationIntent>, StoreError> {
+        // The table's index order: by time, then tenant, then code.
+        let order = |i: &CreationIntent| (i.started_at_ms, i.tenant.clone(), i.code.clone());
         let tables = self.available()?;
         let mut stale: Vec<CreationIntent> = tables
             .sweep
             .intents
             .iter()
             .filter(|i| i.started_at_ms < before_ms)
+            .filter(|i| after.is_none_or(|after| order(i) > order(after)))
             .cloned()
             .collect();
-        stale.sort_by_key(|i| i.started_at_ms);
+        stale.sort_by_key(order);
         stale.truncate(limit);
         Ok(stale)
+    }
+}
+
+impl Tables {
+    /// The staff member resigned at `at_ms`: the one place the resigned-staff index is
+    /// written, for every way a resignation arrives (WeCom's `delete_user`, the old id of a
+    /// re-keyed user, the admin API), as the table writes it in the same update.
+    pub(super) fn index_resignation(&mut self, key: &StaffKey, at_ms: u64) {
+        self.sweep.resigned.insert(key.clone(), at_ms);
     }
 }
 

@@ -103,11 +103,11 @@ async fn corps_behind_one_nat_address_share_its_window_and_in_the_pool_they_do_n
         let (wecom, _) = wecom(limits(10, 3), egress.clone());
         for id in ["corp-a", "corp-a", "corp-b"] {
             wecom
-                .users(&corp(id), "cw-1")
+                .contact_way(&corp(id), "cw-1")
                 .await
                 .expect("within every window");
         }
-        let fourth = wecom.users(&corp("corp-b"), "cw-1").await;
+        let fourth = wecom.contact_way(&corp("corp-b"), "cw-1").await;
         assert_eq!(fourth.is_err(), refused, "{egress:?}");
         let by_window = wecom.service.counters().refused_by_window;
         assert_eq!(by_window.contains_key(&Window::IpMinute), refused);
@@ -178,7 +178,8 @@ async fn listing_contact_ways_is_one_call_per_page_of_a_thousand() {
         .expect("listed");
     assert_eq!(ids.len(), 1_001);
     assert_eq!(wecom.service.counters().accepted - before, 2);
-    assert_eq!(wecom.state_of(&a, "cw-7").await.as_deref(), Ok("code-1"));
+    let way = wecom.contact_way(&a, "cw-7").await.expect("read");
+    assert_eq!(way.state, "code-1");
 }
 
 #[tokio::test(start_paused = true)]
@@ -201,7 +202,7 @@ async fn calls_of_one_address_made_together_go_in_one_relay_invocation() {
         &["WeComRelay1Function".to_owned()],
     );
     let a = corp("corp-a");
-    let reads = (0..5).map(|_| wecom.users(&a, "cw-1"));
+    let reads = (0..5).map(|_| wecom.contact_way(&a, "cw-1"));
     for read in futures::future::join_all(reads).await {
         read.expect("WeCom answered through the relay");
     }
@@ -211,7 +212,7 @@ async fn calls_of_one_address_made_together_go_in_one_relay_invocation() {
         .invocations;
     tokio::time::sleep(Duration::from_secs(1)).await;
     wecom
-        .users(&a, "cw-1")
+        .contact_way(&a, "cw-1")
         .await
         .expect("WeCom answered through the relay");
     let later = account
