@@ -37,11 +37,6 @@ impl OrderKey {
     pub fn from_slice(bytes: &[u8]) -> Option<Self> {
         <[u8; 32]>::try_from(bytes).ok().map(Self)
     }
-
-    /// The bytes to store. Only a store writes them.
-    pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
 }
 
 impl std::fmt::Debug for OrderKey {
