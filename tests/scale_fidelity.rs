@@ -26,7 +26,7 @@ use domain::fakes::{FakeWeCom, InMemoryQueues, InMemoryStore};
 use domain::fanout::{CodeIndex, Expanded, Expander};
 use domain::ids::{CodeId, StaffId, TenantId};
 use domain::intake::InboxMessage;
-use domain::landing::{Landing, LandingPage, RotationCounter};
+use domain::landing::{Landing, LandingPage, Opener, RotationCounter};
 use domain::lanes::{Lane, LanePolicy, LaneSwitch};
 use domain::membership::{CodeConfig, Employment, Family, RotationSlot, Switches};
 use domain::reasons::{Cause, FanOut, FanOutQueue, ReasonQueue, Source};
@@ -593,7 +593,7 @@ async fn landing_visit<S: Side>(side: &S, fixture: &Fixture) -> Counts {
     let page = LandingPage::new(side.store().clone());
     counted(side, async {
         let landing = page
-            .visit(fixture.tenant.as_str(), code.as_str())
+            .visit(fixture.tenant.as_str(), code.as_str(), Opener::Person)
             .await
             .expect("counted");
         assert!(

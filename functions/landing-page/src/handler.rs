@@ -1,10 +1,35 @@
 //! Translates API Gateway requests on `GET /l/{tenant}/{code}` into one
 //! `domain::landing::LandingPage::visit` and its result into an answer: a 302 to the picked
 //! member's acquisition link, or a small page saying why there is none. The route is public,
-//! so nothing but the two path ids is read, and both are checked before any work.
+//! so nothing but the two path ids and what tells a person from a machine (the method, the
+//! User-Agent and the purpose headers, each bounded by the domain) is read, and the ids are
+//! checked before any work. No query parameter is read: the channel WeCom credits is the code
+//! of the path, never one the visitor sends.
 
-use domain::landing::{Landing, LandingError, LandingPage, RotationCounter};
+use domain::landing::{Landing, LandingError, LandingPage, Machine, Opener, RotationCounter};
+use lambda_http::http::Method;
 use lambda_http::{Body, Error, Request, RequestExt, Response};
+
+/// The headers browsers mark a prefetch or prerender with; more than this many values of
+/// them are not looked at.
+const PURPOSE_HEADERS: [&str; 4] = ["sec-purpose", "purpose", "x-purpose", "x-moz"];
+const PURPOSE_VALUES: usize = 4;
+
+/// Who opens the page, from the request's method and headers (`domain::landing::Opener`).
+fn opener(request: &Request) -> Opener {
+    let headers = request.headers();
+    let purposes: Vec<&[u8]> = PURPOSE_HEADERS
+        .iter()
+        .flat_map(|name| headers.get_all(*name))
+        .take(PURPOSE_VALUES)
+        .map(|value| value.as_bytes())
+        .collect();
+    Opener::of(&domain::landing::Request {
+        head: request.method() == Method::HEAD,
+        user_agent: headers.get("user-agent").map(|value| value.as_bytes()),
+        purposes: &purposes,
+    })
+}
 
 fn page(status: u16, title: &str, text: &str) -> Response<Body> {
     let mut answer = Response::builder()
@@ -68,6 +93,21 @@ fn answer(landing: &Landing) -> Response<Body> {
             "Almost ready",
             "This code is being set up. Please try again in a moment.",
         ),
+        // An error status is what makes a browser drop a prefetch (a 2xx or a redirect would
+        // be kept and shown in place of the person's own visit): the person's visit, if they
+        // open the link, comes after it and is counted.
+        Landing::Machine(Machine::Prefetch) => page(
+            503,
+            "Open the link to continue",
+            "This page is not prefetched: open the link to reach the team.",
+        ),
+        // The same neutral page for every code: it tells a preview nothing, not even whether
+        // the code exists, and costs no read.
+        Landing::Machine(Machine::Crawler | Machine::Head) => page(
+            200,
+            "Scan to reach the team",
+            "Open this link in WeChat to be put in touch with the team.",
+        ),
     }
 }
 
@@ -82,12 +122,16 @@ pub(crate) async fn handle<C: RotationCounter>(
     let params = request.path_parameters();
     let tenant = params.first("tenant").unwrap_or_default();
     let code = params.first("code").unwrap_or_default();
+    let opener = opener(&request);
     let before = requests_sent();
-    let response = match page_of.visit(tenant, code).await {
+    let response = match page_of.visit(tenant, code, opener).await {
         Ok(landing) => {
             match &landing {
                 Landing::Chat { staff, number, .. } => {
                     tracing::info!(tenant, code, staff = %staff, visit = number, store_requests = requests_sent() - before, "visit sent to a member");
+                }
+                Landing::Machine(machine) => {
+                    tracing::info!(tenant, code, machine = ?machine, "not a person: answered without counting a visit");
                 }
                 Landing::NoLinkYet { staff } => {
                     tracing::warn!(tenant, code, staff = %staff, store_requests = requests_sent() - before, "picked member has no acquisition link yet");
@@ -174,6 +218,80 @@ mod tests {
             "https://work.weixin.qq.com/ca/abc?customer_channel=spring-01"
         );
         assert_eq!(response.headers()["cache-control"], "no-store");
+    }
+
+    fn one_member(rotations: &InMemoryRotations) {
+        rotations.record(
+            &TenantId::parse("demo").expect("valid"),
+            &CodeId::parse("spring-01").expect("valid"),
+            vec![RotationSlot {
+                staff: StaffId::parse("zhangsan").expect("valid"),
+                takes: 1,
+                link: Some("https://work.weixin.qq.com/ca/abc".into()),
+            }],
+        );
+    }
+
+    #[tokio::test]
+    async fn the_channel_is_the_code_of_the_path_whatever_the_query_says() {
+        let (page_of, rotations) = world();
+        one_member(&rotations);
+        let request = sample("apigw-landing-visit.json").with_query_string_parameters(
+            std::collections::HashMap::from([(
+                "customer_channel".to_owned(),
+                "another-code".to_owned(),
+            )]),
+        );
+        let response = handle(&page_of, || 0, request).await.expect("handled");
+        assert_eq!(
+            response.headers()["location"],
+            "https://work.weixin.qq.com/ca/abc?customer_channel=spring-01"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_preview_a_head_and_a_prefetch_are_answered_without_counting_a_visit() {
+        let (page_of, rotations) = world();
+        one_member(&rotations);
+        let tenant = TenantId::parse("demo").expect("valid");
+        let code = CodeId::parse("spring-01").expect("valid");
+        let with_header = |name: &'static str, value: &'static str| {
+            let mut request = sample("apigw-landing-visit.json");
+            request
+                .headers_mut()
+                .insert(name, lambda_http::http::HeaderValue::from_static(value));
+            request
+        };
+        let preview = with_header("user-agent", "Slackbot-LinkExpanding 1.0");
+        let answer = handle(&page_of, || 0, preview).await.expect("handled");
+        assert_eq!(answer.status(), 200);
+        assert!(answer.headers().get("location").is_none());
+        let mut head = sample("apigw-landing-visit.json");
+        *head.method_mut() = Method::HEAD;
+        assert_eq!(
+            handle(&page_of, || 0, head)
+                .await
+                .expect("handled")
+                .status(),
+            200
+        );
+        let prefetch = with_header("sec-purpose", "prefetch;prerender");
+        let answer = handle(&page_of, || 0, prefetch).await.expect("handled");
+        assert_eq!(
+            answer.status(),
+            503,
+            "a prefetch is refused, so it is not kept"
+        );
+        assert_eq!(rotations.visits(&tenant, &code), 0);
+        let person = sample("apigw-landing-visit.json");
+        assert_eq!(
+            handle(&page_of, || 0, person)
+                .await
+                .expect("handled")
+                .status(),
+            302
+        );
+        assert_eq!(rotations.visits(&tenant, &code), 1);
     }
 
     #[tokio::test]

@@ -29,10 +29,11 @@ mod tests {
     use domain::replay::Archiving;
     use lambda_runtime::Context;
 
-    /// The table, with the sample's tenant, and the queues.
-    fn fakes() -> (InMemoryStore, InMemoryQueues) {
+    /// The table, with the sample's tenant and code, and the queues.
+    async fn fakes() -> (InMemoryStore, InMemoryQueues) {
         let store = InMemoryStore::default();
         store.insert_reference_tenant();
+        store.insert_reference_code().await;
         (store, InMemoryQueues::default())
     }
 
@@ -80,7 +81,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_parked_message_naming_a_code_marks_the_code_dirty() {
-        let (store, queues) = fakes();
+        let (store, queues) = fakes().await;
         handle(&consumer(&store, &queues), sample())
             .await
             .expect("handled");
@@ -92,7 +93,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_message_on_its_last_receive_marks_its_code_dirty_before_its_work() {
-        let (store, queues) = fakes();
+        let (store, queues) = fakes().await;
         let mut event = sample();
         event.payload.records.truncate(1);
         event.payload.records[0]
@@ -110,7 +111,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_callback_that_cannot_be_archived_is_left_for_redelivery_not_recorded() {
-        let (store, queues) = fakes();
+        let (store, queues) = fakes().await;
         let mut event = sample();
         event.payload.records.truncate(1);
         store.set_unavailable(true);
@@ -131,7 +132,7 @@ mod tests {
         );
         let event = serde_json::from_str(&std::fs::read_to_string(path).expect("sample exists"))
             .expect("an SQS event");
-        let (store, queues) = fakes();
+        let (store, queues) = fakes().await;
         let response = handle(
             &consumer(&store, &queues),
             LambdaEvent::new(event, Context::default()),

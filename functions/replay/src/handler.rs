@@ -74,6 +74,7 @@ mod tests {
     /// The sample's tenant, and the add of the inbox sample archived in the sample's window.
     async fn fixture(store: &InMemoryStore, queues: &InMemoryQueues) -> Fixture {
         store.insert_reference_tenant();
+        store.insert_reference_code().await;
         let path = format!(
             "{}/../../events/sqs-inbox-add-and-poison.json",
             env!("CARGO_MANIFEST_DIR")
@@ -164,6 +165,30 @@ mod tests {
             domain::replay::EventOutcome::WouldCountAdd
         );
         assert_eq!(events[0].code.as_deref(), Some("code-1"));
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_does_not_count_an_add_on_a_code_that_does_not_list_its_member() {
+        let (store, queues) = (InMemoryStore::default(), InMemoryQueues::default());
+        let replayer = fixture(&store, &queues).await;
+        let config = domain::membership::CodeConfig {
+            family: domain::membership::Family::Native,
+            members: vec![domain::ids::StaffId::parse("lisi").expect("valid")],
+            departments: vec![],
+            fallback: vec![],
+            switches: Default::default(),
+        };
+        let tenant = domain::ids::TenantId::parse("demo").expect("valid");
+        let code = domain::ids::CodeId::parse("code-1").expect("valid");
+        let read_version = store.stored_code(&tenant, &code).map(|c| c.version);
+        domain::admin::AdminStore::put_code(&store, &tenant, &code, &config, read_version, 0)
+            .await
+            .expect("answered")
+            .expect("stored");
+        handle(&replayer, &queues, sample()).await.expect("handled");
+        let (_, events, _) = store.replay_run("sample-dry-run").expect("the run");
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].outcome, domain::replay::EventOutcome::NoFact);
     }
 
     #[tokio::test]

@@ -135,14 +135,16 @@ mod tests {
         7
     }
 
-    /// The table with the sample's tenant, the queues, the recorder and the exits over them.
-    fn world() -> (
+    /// The table with the sample's tenant and its code `code-1` listing `zhangsan`, the queues,
+    /// the recorder and the exits over them.
+    async fn world() -> (
         InMemoryStore,
         InMemoryQueues,
         InboxConsumer<InMemoryInboxPorts>,
     ) {
         let store = InMemoryStore::default();
         store.insert_reference_tenant();
+        store.insert_reference_code().await;
         let queues = InMemoryQueues::default();
         let recorder = FactRecorder::new(
             store.clone(),
@@ -186,7 +188,7 @@ mod tests {
     #[tokio::test]
     async fn a_message_behind_a_failed_one_of_its_group_is_reported_unworked_while_other_groups_go_on(
     ) {
-        let (_store, queues, consumer) = world();
+        let (_store, queues, consumer) = world().await;
         queues.set_unavailable(true);
         let add = add_body();
         let batch = [
@@ -207,7 +209,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_message_groups_of_a_batch_are_worked_side_by_side() {
-        let (store, queues, consumer) = world();
+        let (store, queues, consumer) = world().await;
         queues.take_for_each_send(std::time::Duration::from_secs(1));
         // The sample's one add, delivered in two groups (as a retried callback may be): each
         // group's message is worked, the add counted once.
@@ -231,7 +233,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_poison_message_is_parked_and_acknowledged_and_its_code_marked_dirty() {
-        let (store, queues, consumer) = world();
+        let (store, queues, consumer) = world().await;
 
         let batch = [message("m1", "demo#code#code-1", "not json")];
         let failures = consumer.consume(&batch).await.failures();
@@ -295,7 +297,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_message_before_its_last_receive_leaves_its_code_unmarked() {
-        let (store, _queues, consumer) = world();
+        let (store, _queues, consumer) = world().await;
         let add = add_body();
         let mut received = message("m1", "demo#code#code-1", &add);
         received.receive_count = 4;

@@ -49,7 +49,7 @@ pub const MAX_STAFF_DEPARTMENTS: usize = 100;
 pub const MAX_DAILY_LIMIT: u32 = 10_000;
 /// Adds one staff member may take through one code in total.
 pub const MAX_ADD_LIMIT: u32 = 1_000_000;
-/// Consecutive customers one member takes per rotation round.
+/// Customers one member takes per rotation round.
 pub const MAX_ROUND_LIMIT: u32 = 1_000;
 
 /// A field of a PUT body under merge-patch semantics.

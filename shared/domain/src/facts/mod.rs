@@ -42,7 +42,14 @@ pub struct AddFact {
 }
 
 impl AddFact {
-    /// The claim key: the same add delivered twice, or redelivered, maps to one key.
+    /// The claim key: the customer, the member and the code on the tenant's day of the add.
+    /// The same add delivered twice or redelivered maps to one key, and so does a customer who
+    /// deletes the member and adds them again through the same code that day: WeCom sends
+    /// each re-add as a new event with its own `CreateTime`, and with the time in the key one
+    /// WeChat account could push a member over the code's limits, or the company cap, alone.
+    /// Counted once a day rather than once ever: a claim per pair kept forever would grow
+    /// without bound (claims expire after 90 days), and a customer who comes back another day
+    /// is that day's work for the member (docs/rules.md rule 8, "What an add counts").
     pub fn business_key(&self) -> String {
         let mut hasher = Sha256::new();
         for part in [
@@ -50,7 +57,7 @@ impl AddFact {
             self.code.as_str(),
             self.staff.as_str(),
             &self.external_user,
-            &self.created_at_secs.to_string(),
+            &self.day,
         ] {
             hasher.update(part.as_bytes());
             hasher.update([0u8]);
@@ -218,6 +225,15 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
         fact: AddFact,
         profile: &TenantProfile,
     ) -> Result<FactOutcome, FactsError> {
+        if !counts_on_code(&self.ledger, &fact).await? {
+            // `State` is whatever channel the customer came through, and an acquisition link
+            // is public: anyone can open it with any code as its channel. Counted, such an add
+            // would spend the limits of a code that does not route to the member.
+            let kind = format!("{ADD_KIND}:not_on_code");
+            tracing::info!(code = %fact.code, staff = %fact.staff, "add not counted: the code does not exist or does not list the member");
+            self.ledger.record_ignored(&fact.tenant, &kind).await?;
+            return Ok(FactOutcome::Ignored { kind });
+        }
         let outcome = self.ledger.count_add(&fact, (self.clock)()).await?;
         // Sent even when the add was already counted: the attempt that counted it may have
         // failed before sending, and a duplicate reason is harmless (same dedupe id).
@@ -349,6 +365,22 @@ pub(crate) fn open(
         .decrypt(&envelope.encrypt)
         .map_err(|e| poison("ciphertext", &e))?;
     CallbackEvent::parse(&plaintext.message).map_err(|e| poison("event", &e))
+}
+
+/// The kind of an add event, as `FactRecorder::record` names events.
+const ADD_KIND: &str = "change_external_contact/add_external_contact";
+
+/// Whether `fact` counts on its code: the code exists in the tenant and lists the member (as a
+/// member or fallback, or through a department it lists), by the staff member's seat indexes.
+/// A code that does not exist has no seats, so one read answers both. A member taken off the
+/// code between the customer's scan and the add's recording is not counted on it: the
+/// counters describe the members a code lists.
+pub(crate) async fn counts_on_code<L: StaffLedger + ?Sized>(
+    ledger: &L,
+    fact: &AddFact,
+) -> Result<bool, StoreError> {
+    let codes = ledger.codes_of_staff(&fact.tenant, &fact.staff).await?;
+    Ok(codes.contains(&fact.code))
 }
 
 /// An add that names a qrsync code; an add through another channel (no or foreign `State`)

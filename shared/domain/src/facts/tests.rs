@@ -147,6 +147,7 @@ fn clock() -> u64 {
 #[tokio::test]
 async fn a_redelivered_add_is_counted_once_and_its_reason_is_the_same_reason() {
     let fakes = Fakes::default();
+    fakes.seat("zhangsan", &on_codes(2)).await;
     let recorder = fakes.recorder();
     let first = recorder.record(&add("wm1")).await.expect("recorded");
     let again = recorder.record(&add("wm1")).await.expect("recorded");
@@ -175,6 +176,7 @@ async fn a_redelivered_add_is_counted_once_and_its_reason_is_the_same_reason() {
 #[tokio::test]
 async fn the_add_counts_toward_the_tenants_day_of_the_add() {
     let fakes = Fakes::default();
+    fakes.seat("zhangsan", &on_codes(2)).await;
     let recorder = fakes.recorder();
     recorder.record(&add("wm1")).await.expect("recorded");
     // 1700000000 is 2023-11-15 06:13:20 in Shanghai.
@@ -235,9 +237,14 @@ async fn a_stored_message_that_fails_verification_is_poison() {
 }
 
 fn add_by(staff: &str, external: &str, code: &str) -> InboxMessage {
+    add_at(staff, external, code, "1700000000")
+}
+
+/// An add made at `created` (WeCom's CreateTime, seconds).
+fn add_at(staff: &str, external: &str, code: &str, created: &str) -> InboxMessage {
     stored(&[
         ("ToUserName", CORP),
-        ("CreateTime", "1700000000"),
+        ("CreateTime", created),
         ("MsgType", "event"),
         ("Event", "change_external_contact"),
         ("ChangeType", "add_external_contact"),
@@ -338,7 +345,7 @@ async fn a_redelivered_add_that_reached_a_limit_re_sends_its_reasons_but_notifie
         daily_limit: Some(1),
         ..Switches::default()
     };
-    fakes.code("code-1", &[], &[], switches).await;
+    fakes.code("code-1", &["zhangsan"], &[], switches).await;
     let recorder = fakes.recorder();
     recorder
         .record(&add_by("zhangsan", "wm1", "code-1"))
@@ -362,6 +369,7 @@ async fn a_redelivered_add_that_reached_a_limit_re_sends_its_reasons_but_notifie
 #[tokio::test]
 async fn a_code_without_limits_never_claims_anything() {
     let fakes = Fakes::default();
+    fakes.seat("zhangsan", &on_codes(2)).await;
     let recorder = fakes.recorder();
     for i in 0..5 {
         recorder
@@ -470,4 +478,129 @@ async fn a_contact_event_naming_an_impossible_user_id_is_poison() {
         Err(FactsError::Poison(_))
     ));
     assert!(fakes.queues.sends().is_empty());
+}
+
+#[tokio::test]
+async fn an_add_whose_state_names_a_code_that_does_not_exist_counts_nothing() {
+    let fakes = Fakes::default();
+    fakes.seat("zhangsan", &on_codes(1)).await;
+    let recorder = fakes.recorder();
+    // code-0 exists and lists zhangsan; code-9 was never created.
+    let recorded = recorder
+        .record(&add_by("zhangsan", "wm1", "code-9"))
+        .await
+        .expect("recorded");
+    assert!(
+        matches!(&recorded, FactOutcome::Ignored { kind } if kind.ends_with(":not_on_code")),
+        "{recorded:?}"
+    );
+    assert!(fakes.counters().is_empty());
+    assert!(
+        fakes.queues.sends().is_empty(),
+        "no reason for a code that is not there"
+    );
+    assert_eq!(
+        fakes.store.ignored().len(),
+        1,
+        "acknowledged and counted as ignored"
+    );
+}
+
+#[tokio::test]
+async fn an_add_to_a_member_the_code_does_not_list_counts_nothing() {
+    let fakes = Fakes::default();
+    fakes.seat("lisi", &on_codes(1)).await;
+    fakes.seat("zhangsan", &["other".to_owned()]).await;
+    let recorder = fakes.recorder();
+    // zhangsan's own link opened with code-0 as its channel: code-0 lists only lisi.
+    let recorded = recorder
+        .record(&add_by("zhangsan", "wm1", "code-0"))
+        .await
+        .expect("recorded");
+    assert!(
+        matches!(recorded, FactOutcome::Ignored { .. }),
+        "{recorded:?}"
+    );
+    assert!(fakes.counters().is_empty());
+    let listed = recorder
+        .record(&add_by("lisi", "wm1", "code-0"))
+        .await
+        .expect("recorded");
+    assert!(matches!(listed, FactOutcome::Add { .. }), "{listed:?}");
+}
+
+#[tokio::test]
+async fn an_add_to_a_member_through_a_department_the_code_lists_counts() {
+    let fakes = Fakes::default();
+    fakes.list("7", &["code-d"]).await;
+    let recorder = fakes.recorder();
+    recorder
+        .record(&contact(&[
+            ("ChangeType", "create_user"),
+            ("UserID", "wangwu"),
+            ("Department", "7"),
+        ]))
+        .await
+        .expect("recorded");
+    let recorded = recorder
+        .record(&add_by("wangwu", "wm1", "code-d"))
+        .await
+        .expect("recorded");
+    assert!(matches!(recorded, FactOutcome::Add { .. }), "{recorded:?}");
+    assert_eq!(fakes.counters().values().sum::<u32>(), 1);
+}
+
+#[tokio::test]
+async fn a_customer_who_deletes_and_adds_again_the_same_day_counts_once() {
+    let fakes = Fakes::default();
+    let switches = Switches {
+        add_limit: Some(2),
+        daily_limit: Some(2),
+        ..Switches::default()
+    };
+    fakes.code("code-1", &["zhangsan"], &[], switches).await;
+    let recorder = fakes.recorder();
+    // 06:13:20, 07:13:20 and 23:59:59 of 2023-11-15 in Shanghai: three adds by one WeChat
+    // account (each re-add after a delete is a new event with its own CreateTime).
+    for created in ["1700000000", "1700003600", "1700063999"] {
+        recorder
+            .record(&add_at("zhangsan", "wm1", "code-1", created))
+            .await
+            .expect("recorded");
+    }
+    assert_eq!(
+        fakes.counters(),
+        HashMap::from([("code-1/zhangsan/2023-11-15".to_owned(), 1)])
+    );
+    assert!(
+        fakes.store.limit_claims().is_empty(),
+        "one customer alone reaches no limit of 2"
+    );
+    // Another customer is another add.
+    recorder
+        .record(&add_at("zhangsan", "wm2", "code-1", "1700003600"))
+        .await
+        .expect("recorded");
+    assert_eq!(fakes.counters().values().sum::<u32>(), 2);
+}
+
+#[tokio::test]
+async fn a_customer_who_adds_again_on_another_day_counts_on_that_day() {
+    let fakes = Fakes::default();
+    fakes.seat("zhangsan", &on_codes(2)).await;
+    let recorder = fakes.recorder();
+    // 2023-11-15 and 2023-11-16 in Shanghai.
+    for created in ["1700000000", "1700086400"] {
+        recorder
+            .record(&add_at("zhangsan", "wm1", "code-1", created))
+            .await
+            .expect("recorded");
+    }
+    assert_eq!(
+        fakes.counters(),
+        HashMap::from([
+            ("code-1/zhangsan/2023-11-15".to_owned(), 1),
+            ("code-1/zhangsan/2023-11-16".to_owned(), 1)
+        ])
+    );
 }

@@ -7,23 +7,35 @@
 //!   is the one the single writer recorded with the WeCom list (`crate::refresh`), so once the
 //!   record without a member has landed, no later visit is counted against a rotation naming
 //!   them.
-//! - **The pick** (`pick`): visit number n (1-based) takes position (n - 1) mod the round's
-//!   length (the sum of the slots' `takes`), walked over the slots in order: on a sequenced
-//!   code each member takes `round_limit` consecutive visitors per round (1 without the
-//!   switch); on a quota code a member takes no more than is left of their daily limit on the
-//!   code (`membership::rotation`), and leaves the rotation through the quota loop once their
-//!   adds reach it. Consecutive numbers never share a position within a round, so n
-//!   concurrent visits fill the round's positions exactly, none twice and none skipped.
-//! - **A new record starts a new round.** A push replaces the record (and so its counter):
-//!   the next visit is number 1 of the new rotation. A rotation recorded without a push (the
+//! - **The pick** (`pick`, `order.rs`): visit number n (1-based) counts against round
+//!   (n - 1) / R and position (n - 1) mod R of it, R the round's length (the sum of the slots'
+//!   `takes`): on a sequenced code each member takes `round_limit` visitors per round (1
+//!   without the switch); on a quota code a member takes no more than is left of their daily
+//!   limit on the code (`membership::rotation`), and leaves the rotation through the quota loop
+//!   once their adds reach it. Consecutive numbers never share a position within a round, so n
+//!   concurrent visits fill the round's positions exactly, none twice and none skipped. Which
+//!   slot a position reaches is a shuffle of the round, keyed by the record's secret
+//!   `OrderKey` and the round's number: a visitor who watches the redirects cannot send GETs
+//!   up to the slot before someone's and hand them the next real visitor.
+//! - **Machines are not counted** (`opener.rs`): a `HEAD`, a prefetch or a link-preview
+//!   fetcher gets an answer without a write, so it neither spends a slot nor learns one.
+//! - **A new record starts a new round.** A push replaces the record (and so its counter and
+//!   its order key): the next visit is number 1 of the new rotation, under a new key. A rotation recorded without a push (the
 //!   list unchanged, a quota member's share or a link changed) keeps the counter.
 //! - **Attribution.** Each slot carries its member's customer-acquisition link; the visitor is
-//!   sent to it with `customer_channel` = the code id (`chat_url`), which WeCom echoes as
+//!   sent to it with `customer_channel` = the code id the page resolved from its path
+//!   (`chat_url`; nothing the visitor sends with the request is read), which WeCom echoes as
 //!   `State` in the add event, so the intake counts the add against the code and the member
-//!   as it does for a native code's `state`.
+//!   as it does for a native code's `state`. The link itself is public and a visitor can open
+//!   it with another channel: the fact recorder counts an add only on a code that exists and
+//!   lists the member (`crate::facts`).
 
+mod opener;
+mod order;
 mod ports;
 
+pub use opener::{Machine, Opener, Request, PURPOSE_READ, USER_AGENT_READ};
+pub use order::{pick, OrderKey, MAX_ROUND};
 pub use ports::RotationCounter;
 
 use crate::ids::{CodeId, InvalidCodeId, StaffId};
@@ -34,11 +46,12 @@ use crate::StoreError;
 /// What the one write of a visit found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Counted {
-    /// The visit was counted: its number (1-based, since the record was written) and the
-    /// rotation of the record it was counted on.
+    /// The visit was counted: its number (1-based, since the record was written), the
+    /// rotation of the record it was counted on and the record's order key.
     Visit {
         number: u64,
         rotation: Vec<RotationSlot>,
+        order: OrderKey,
     },
     /// No record: an unknown code, a deleted one, or one the single writer has not recorded.
     NoSuchCode,
@@ -64,6 +77,8 @@ pub enum Landing {
     NoLinkYet {
         staff: StaffId,
     },
+    /// Not a person opening the link: nothing was counted or read.
+    Machine(Machine),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -74,24 +89,6 @@ pub enum LandingError {
     Code(#[from] InvalidCodeId),
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-/// The member visit `number` (1-based) reaches on `rotation`, or `None` on an empty round.
-pub fn pick(rotation: &[RotationSlot], number: u64) -> Option<&RotationSlot> {
-    let round: u64 = rotation.iter().map(|slot| u64::from(slot.takes)).sum();
-    if round == 0 || number == 0 {
-        return None;
-    }
-    let mut position = (number - 1) % round;
-    rotation.iter().find(|slot| {
-        let takes = u64::from(slot.takes);
-        if position < takes {
-            true
-        } else {
-            position -= takes;
-            false
-        }
-    })
 }
 
 /// The link with the code as its channel: WeCom echoes `customer_channel` as the add event's
@@ -110,16 +107,29 @@ impl<C: RotationCounter> LandingPage<C> {
         Self { counter }
     }
 
-    /// One visit of `/l/{tenant}/{code}`: both ids are checked before any work, then one
-    /// counted write picks the member.
-    pub async fn visit(&self, tenant: &str, code: &str) -> Result<Landing, LandingError> {
+    /// One opening of `/l/{tenant}/{code}`: both ids are checked before any work; a machine
+    /// is answered without a write; a person's visit is counted by one write, which picks the
+    /// member.
+    pub async fn visit(
+        &self,
+        tenant: &str,
+        code: &str,
+        opener: Opener,
+    ) -> Result<Landing, LandingError> {
         let tenant = TenantId::parse(tenant)?;
         let code = CodeId::parse(code)?;
+        if let Opener::Machine(machine) = opener {
+            return Ok(Landing::Machine(machine));
+        }
         let landing = match self.counter.count_visit(&tenant, &code).await? {
             Counted::NoSuchCode => Landing::UnknownCode,
             Counted::NotRotating => Landing::NotOnLandingPage,
             Counted::Starved => Landing::Starved,
-            Counted::Visit { number, rotation } => match pick(&rotation, number) {
+            Counted::Visit {
+                number,
+                rotation,
+                order,
+            } => match pick(&rotation, number, &order) {
                 None => Landing::Starved,
                 Some(slot) => match &slot.link {
                     Some(link) => Landing::Chat {

@@ -48,7 +48,8 @@ pub struct Switches {
     /// Exclude staff whose adds through this code today reached this number.
     #[serde(default)]
     pub daily_limit: Option<u32>,
-    /// Sequenced and quota codes: consecutive customers one member takes per rotation round.
+    /// Sequenced and quota codes: customers one member takes per rotation round (the round is
+    /// handed out in a shuffled order, `crate::landing`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round_limit: Option<u32>,
 }
@@ -289,7 +290,7 @@ pub fn recompute(facts: &Facts<'_>) -> Membership {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RotationSlot {
     pub staff: StaffId,
-    /// Consecutive customers this member takes before the rotation moves on.
+    /// Customers this member takes per round (in the round's shuffled order, `crate::landing`).
     pub takes: u32,
     /// The member's customer-acquisition link (`crate::landing`), written by the single writer
     /// so a visit needs no second read; `None` until one is created.

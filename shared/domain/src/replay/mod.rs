@@ -409,6 +409,9 @@ where
             let key = add.business_key();
             line.outcome = if !self.runs.first_sight(run, &key).await? {
                 EventOutcome::Duplicate
+            } else if !facts::counts_on_code(&self.reads, &add).await? {
+                line.detail = "the code does not exist or does not list the member".into();
+                EventOutcome::NoFact
             } else if self.reads.add_counted(&message.tenant, &key).await? {
                 EventOutcome::AlreadyCounted
             } else {

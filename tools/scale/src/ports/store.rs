@@ -91,7 +91,7 @@ use domain::fakes::{scrambled, FakeBudget, InMemoryStore};
 use domain::fanout::CodeIndex;
 use domain::ids::{CodeId, DepartmentId, StaffId, TenantId};
 use domain::intake::{InboxMessage, MessageGroup};
-use domain::landing::{Counted, RotationCounter};
+use domain::landing::{Counted, OrderKey, RotationCounter};
 use domain::membership::{
     candidates, AddCounts, CodeConfig, Employment, RotationSlot, StaffFacts, Switches,
     WeeklySchedule, MAX_DEPARTMENT_CANDIDATES,
@@ -1489,6 +1489,7 @@ impl RotationCounter for MeteredStore {
         let bytes = pushed.as_ref().map_or(0, |pushed| {
             Size(pushed_list_bytes(tenant, code, pushed) + lease_bytes())
                 .n("visits", 1_000)
+                .s("order_key", OrderKey::LEN)
                 .bytes()
         });
         let touch = Touch::new(ItemKey::pushed(tenant, code), bytes);
@@ -1516,8 +1517,25 @@ impl RotationCounter for MeteredStore {
         Ok(Counted::Visit {
             number: counter.1,
             rotation,
+            order: order_key(tenant, code, pushed.pushed_at_ms),
         })
     }
+}
+
+/// The record's order key, as at random but repeatably (the adapter draws it at random with
+/// the record's first visit): the simulation routes the same visits the same way every run.
+fn order_key(tenant: &TenantId, code: &CodeId, pushed_at_ms: u64) -> OrderKey {
+    let mut key = [0u8; OrderKey::LEN];
+    key[..8].copy_from_slice(&pushed_at_ms.to_le_bytes());
+    let ids = tenant
+        .as_str()
+        .bytes()
+        .chain([0])
+        .chain(code.as_str().bytes());
+    for (i, byte) in ids.enumerate() {
+        key[8 + i % (OrderKey::LEN - 8)] ^= byte.rotate_left((i / 24) as u32);
+    }
+    OrderKey::new(key)
 }
 
 /// The shared WeCom budget with `DynamoBudget`'s semantics (one conditional `UpdateItem` per

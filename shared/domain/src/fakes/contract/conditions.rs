@@ -649,26 +649,39 @@ pub async fn an_add_delivered_twice_is_counted_once_at_its_first_time<F: Fixture
         (counts.on_code, counts.all_codes, counts.on_code_total),
         (1, 1, 1)
     );
-    let later = AddFact {
+    let re_added = AddFact {
         created_at_secs: add.created_at_secs + 1,
         ..add.clone()
     };
     assert_eq!(
         store
-            .count_add(&later, first_at + 9)
+            .count_add(&re_added, first_at + 7)
+            .await
+            .expect("store available"),
+        CountOutcome::AlreadyCounted { at_ms: first_at },
+        "the same customer deleting and adding again that day is the same add"
+    );
+    let next_day = AddFact {
+        created_at_secs: add.created_at_secs + 86_400,
+        day: "2026-12-06".into(),
+        ..add.clone()
+    };
+    assert_eq!(
+        store
+            .count_add(&next_day, first_at + 9)
             .await
             .expect("store available"),
         CountOutcome::Counted {
             at_ms: first_at + 9
         },
-        "another add of the same customer is another add"
+        "the same customer on another day is another day's add"
     );
     assert_eq!(
         store
             .adds_on_all_codes(&tenant, &add.staff, &add.day)
             .await
             .expect("store available"),
-        2
+        1
     );
     let other = code("uncounted");
     let adds = store
@@ -686,7 +699,7 @@ pub async fn an_add_delivered_twice_is_counted_once_at_its_first_time<F: Fixture
         .collect();
     assert_eq!(
         read,
-        [(add.code.clone(), 2, 2, false), (other, 0, 0, false)],
+        [(add.code.clone(), 1, 2, false), (other, 0, 0, false)],
         "each code's adds, and no limits for codes not stored"
     );
 }

@@ -369,6 +369,25 @@ impl InMemoryStore {
         tenant
     }
 
+    /// The code the sample add events name (`code-1` of `demo`, a native code listing
+    /// `zhangsan`): the fact recorder counts an add only on a code that lists its member.
+    pub async fn insert_reference_code(&self) -> CodeId {
+        let tenant = TenantId::parse("demo").expect("a valid tenant id");
+        let code = CodeId::parse("code-1").expect("a valid code id");
+        let config = CodeConfig {
+            family: crate::membership::Family::Native,
+            members: vec![StaffId::parse("zhangsan").expect("a valid staff id")],
+            departments: vec![],
+            fallback: vec![],
+            switches: Default::default(),
+        };
+        crate::admin::AdminStore::put_code(self, &tenant, &code, &config, None, 0)
+            .await
+            .expect("the fake store answers")
+            .expect("a new code is stored");
+        code
+    }
+
     pub fn insert_profile(&self, tenant: &TenantId, profile: TenantProfile) {
         let mut tables = self.tables();
         tables

@@ -290,7 +290,8 @@ fn stored_add(external: &str) -> InboxMessage {
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_add_recorded_sends_the_profile_read_the_counting_transaction_and_the_quota_reads() {
+async fn an_add_recorded_sends_the_profile_read_the_seat_reads_the_counting_transaction_and_the_quota_reads(
+) {
     let store = store();
     load_code(&store, members());
     let queues = InMemoryQueues::default();
@@ -303,12 +304,14 @@ async fn an_add_recorded_sends_the_profile_read_the_counting_transaction_and_the
     );
     let outcome = recorder.record(&stored_add("wm1")).await.expect("recorded");
     assert!(matches!(outcome, FactOutcome::Add { .. }), "{outcome:?}");
-    // Profile; claim and three counters in one transaction; the code's switches; the three
-    // counters read back.
+    // Profile; whether the code lists the member (a query of their seats, their departments'
+    // item, none to query); claim and three counters in one transaction; the code's switches;
+    // the three counters read back.
     assert_eq!(
         store.requests().by_kind(),
         sent(&[
-            (Kind::GetItem, 2),
+            (Kind::GetItem, 3),
+            (Kind::Query, 1),
             (Kind::TransactWriteItems, 1),
             (Kind::BatchGetItem, 1),
         ])
@@ -586,7 +589,11 @@ async fn a_landing_visit_is_one_conditional_update_and_counts_on_from_the_last_p
     let page = domain::landing::LandingPage::new(rotating.clone());
     let mut picked = Vec::new();
     for _ in 0..3 {
-        match page.visit("acme", "code-1").await.expect("counted") {
+        match page
+            .visit("acme", "code-1", domain::landing::Opener::Person)
+            .await
+            .expect("counted")
+        {
             domain::landing::Landing::Chat { staff, number, .. } => picked.push((staff, number)),
             other => panic!("{other:?}"),
         }
@@ -602,7 +609,7 @@ async fn a_landing_visit_is_one_conditional_update_and_counts_on_from_the_last_p
     let native = store();
     load_code(&native, members());
     let landing = domain::landing::LandingPage::new(native.clone())
-        .visit("acme", "code-1")
+        .visit("acme", "code-1", domain::landing::Opener::Person)
         .await
         .expect("counted");
     assert_eq!(landing, domain::landing::Landing::NotOnLandingPage);
