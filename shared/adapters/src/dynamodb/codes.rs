@@ -822,8 +822,8 @@ impl CodeRecords for DynamoStore {
     ) -> Result<FencedWrite, StoreError> {
         let users = push.users.iter().map(|u| u.as_str().to_owned());
         // The record is rewritten whole but for the lease: what a Put would replace (the
-        // landing page's counter, a starvation's time, a rotation the push no longer has) is
-        // removed, and the lease's attributes stay.
+        // landing page's counter and order key, a starvation's time, a rotation the push no
+        // longer has) is removed, and the lease's attributes stay.
         let mut update = self
             .record_update(tenant, code)
             .expression_attribute_values(":users", strings(users.clone()))
@@ -836,7 +836,7 @@ impl CodeRecords for DynamoStore {
             "fallback = :fallback",
             "starved = :no",
         ];
-        let mut removes = vec!["visits", "starved_at_ms"];
+        let mut removes = vec!["visits", "order_key", "starved_at_ms"];
         update = update.expression_attribute_names("#users", "users");
         match &push.rotation {
             Some(rotation) => {
