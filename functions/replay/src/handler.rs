@@ -5,7 +5,7 @@
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use domain::batch::Received;
 use domain::codes::CodeFacts;
-use domain::facts::{FactLedger, QuotaNotifier, StaffLedger, TenantProfiles};
+use domain::facts::{FactLedger, QuotaLedger, QuotaNotifier, StaffLedger, TenantProfiles};
 use domain::reasons::ReasonQueue;
 use domain::replay::{consumer, CallbackArchive, ReplayPages, ReplayReads, ReplayRuns, Replayer};
 use lambda_runtime::{Error, LambdaEvent};
@@ -19,7 +19,7 @@ pub(crate) async fn handle<A, R, F, T, L, Q, N, P>(
 where
     A: CallbackArchive,
     R: ReplayRuns,
-    F: ReplayReads + TenantProfiles + CodeFacts + StaffLedger,
+    F: ReplayReads + TenantProfiles + CodeFacts + StaffLedger + QuotaLedger,
     T: TenantProfiles,
     L: FactLedger,
     Q: ReasonQueue,

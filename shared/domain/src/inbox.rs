@@ -257,7 +257,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_poison_message_of_a_staff_member_marks_a_fan_out_of_every_code_of_its_tenant() {
-        let (store, queues, consumer) = world();
+        let (store, queues, consumer) = world().await;
 
         let batch = [message("m1", "demo#staff#zhangsan", "not json")];
         let failures = consumer.consume(&batch).await.failures();
@@ -272,7 +272,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_tenants_message_on_its_last_receive_marks_a_fan_out_before_its_work() {
-        let (store, _queues, consumer) = world();
+        let (store, _queues, consumer) = world().await;
         let add = add_body();
         let mut received = message("m1", "demo#tenant", &add);
         received.receive_count = 5;
@@ -286,7 +286,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_message_of_a_code_id_sqs_refused_marks_nothing() {
-        let (store, _queues, consumer) = world();
+        let (store, _queues, consumer) = world().await;
         let batch = [message("m1", "demo#code-sha256#0123abcd", "not json")];
 
         consumer.consume(&batch).await;

@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::{
 use domain::facts::{AddFact, AddLedger, ClaimOutcome, CountOutcome, LimitClaim, QuotaLedger};
 use domain::ids::TenantId;
 use domain::ids::{CodeId, StaffId};
-use domain::membership::{AddCounts, Switches};
+use domain::membership::{AddCounts, CodeConfig};
 use domain::StoreError;
 
 /// Claims outlive WeCom's and SQS's redelivery windows by far; daily counters outlive the
@@ -127,15 +127,15 @@ const LIMIT_CLAIM_TTL_SECS: u64 = DAILY_COUNTER_TTL_SECS;
 
 #[async_trait::async_trait]
 impl QuotaLedger for DynamoStore {
-    async fn code_switches(
+    async fn code_config(
         &self,
         tenant: &TenantId,
         code: &CodeId,
-    ) -> Result<Option<Switches>, StoreError> {
+    ) -> Result<Option<CodeConfig>, StoreError> {
         Ok(self
             .code(tenant, code)
             .await?
-            .map(|record| record.code.config.switches))
+            .map(|record| record.code.config))
     }
 
     async fn counts(

@@ -21,6 +21,7 @@ use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::intake::GroupReach;
 use crate::intake::InboxMessage;
+use crate::membership::{CodeConfig, Switches};
 use crate::reasons::{Cause, Fact, FanOut, ReasonQueue, RefreshReason, Source};
 use crate::tenants::{tenant_day, TenantProfile};
 use crate::wecom::callback::{CallbackEvent, Envelope};
@@ -225,7 +226,8 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
         fact: AddFact,
         profile: &TenantProfile,
     ) -> Result<FactOutcome, FactsError> {
-        if !counts_on_code(&self.ledger, &fact).await? {
+        let config = self.ledger.code_config(&fact.tenant, &fact.code).await?;
+        if !counts_on_code(&self.ledger, &fact, config.as_ref()).await? {
             // `State` is whatever channel the customer came through, and an acquisition link
             // is public: anyone can open it with any code as its channel. Counted, such an add
             // would spend the limits of a code that does not route to the member.
@@ -250,7 +252,10 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
             .await?;
         // Also run for an add counted before: its first attempt may have stopped between
         // counting and claiming.
-        let crossings = self.quota_loop(&fact, profile).await?;
+        let crossings = match config {
+            Some(config) => self.quota_loop(&fact, profile, &config.switches).await?,
+            None => Vec::new(),
+        };
         Ok(FactOutcome::Add {
             fact,
             outcome,
@@ -265,16 +270,14 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
         &self,
         fact: &AddFact,
         profile: &TenantProfile,
+        switches: &Switches,
     ) -> Result<Vec<Crossing>, FactsError> {
-        let Some(switches) = self.ledger.code_switches(&fact.tenant, &fact.code).await? else {
-            return Ok(Vec::new());
-        };
         let counts = self
             .ledger
             .counts(&fact.tenant, &fact.code, &fact.staff, &fact.day)
             .await?;
         let mut crossings = Vec::new();
-        for limit in quota::crossed(&switches, profile.company_daily_cap, counts) {
+        for limit in quota::crossed(switches, profile.company_daily_cap, counts) {
             let claimed_at_ms = (self.clock)();
             let claim = LimitClaim {
                 tenant: fact.tenant.clone(),
@@ -370,15 +373,26 @@ pub(crate) fn open(
 /// The kind of an add event, as `FactRecorder::record` names events.
 const ADD_KIND: &str = "change_external_contact/add_external_contact";
 
-/// Whether `fact` counts on its code: the code exists in the tenant and lists the member (as a
-/// member or fallback, or through a department it lists), by the staff member's seat indexes.
-/// A code that does not exist has no seats, so one read answers both. A member taken off the
-/// code between the customer's scan and the add's recording is not counted on it: the
-/// counters describe the members a code lists.
+/// Whether `fact` counts on its code: the code exists in the tenant (`config`, read once for
+/// this and the quota loop) and lists the member as a member or fallback, or through a
+/// department it lists. Only a code that lists departments and not the member by name needs
+/// more than that one read: the member's departments, through their seat indexes. A member
+/// taken off the code between the customer's scan and the add's recording is not counted on
+/// it: the counters describe the members a code lists.
 pub(crate) async fn counts_on_code<L: StaffLedger + ?Sized>(
     ledger: &L,
     fact: &AddFact,
+    config: Option<&CodeConfig>,
 ) -> Result<bool, StoreError> {
+    let Some(config) = config else {
+        return Ok(false);
+    };
+    if config.members.contains(&fact.staff) || config.fallback.contains(&fact.staff) {
+        return Ok(true);
+    }
+    if config.departments.is_empty() {
+        return Ok(false);
+    }
     let codes = ledger.codes_of_staff(&fact.tenant, &fact.staff).await?;
     Ok(codes.contains(&fact.code))
 }

@@ -5,7 +5,7 @@ use super::{AddFact, ClaimOutcome, CountOutcome, LimitClaim, StaffQuotaReached};
 use crate::dirty::{DirtyMarks, FanOutMarks};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
-use crate::membership::{AddCounts, Employment, Switches};
+use crate::membership::{AddCounts, CodeConfig, Employment};
 use crate::tenants::TenantProfile;
 use crate::StoreError;
 use std::collections::BTreeSet;
@@ -36,12 +36,13 @@ impl<L: AddLedger + StaffLedger + QuotaLedger + DirtyMarks + FanOutMarks> FactLe
 /// What the quota loop reads and writes.
 #[async_trait::async_trait]
 pub trait QuotaLedger: Send + Sync {
-    /// The code's switches, or `None` when the code does not exist (any more).
-    async fn code_switches(
+    /// The code's configuration (its members, fallback, departments and switches), or `None`
+    /// when the code does not exist (any more).
+    async fn code_config(
         &self,
         tenant: &TenantId,
         code: &CodeId,
-    ) -> Result<Option<Switches>, StoreError>;
+    ) -> Result<Option<CodeConfig>, StoreError>;
     /// The staff member's counters after the add: today on the code, today on all codes,
     /// and in total on the code.
     async fn counts(

@@ -6,8 +6,8 @@
 
 // Through `super`, where the replay names its ports, so this file follows them if they move.
 use super::{
-    CallbackArchive, CodeFacts, FactLedger, Page, QuotaNotifier, ReasonQueue, ReplayPages,
-    ReplayReads, ReplayRuns, Replayer, StaffLedger, TenantProfiles,
+    CallbackArchive, CodeFacts, FactLedger, Page, QuotaLedger, QuotaNotifier, ReasonQueue,
+    ReplayPages, ReplayReads, ReplayRuns, Replayer, StaffLedger, TenantProfiles,
 };
 use crate::batch::{PartialBatch, Received};
 
@@ -24,7 +24,7 @@ pub async fn consume<A, R, F, T, L, Q, N, P>(
 where
     A: CallbackArchive,
     R: ReplayRuns,
-    F: ReplayReads + TenantProfiles + CodeFacts + StaffLedger,
+    F: ReplayReads + TenantProfiles + CodeFacts + StaffLedger + QuotaLedger,
     T: TenantProfiles,
     L: FactLedger,
     Q: ReasonQueue,

@@ -20,7 +20,7 @@ pub use what_if::{what_if, CodeChange, StaffDelta, WouldBe};
 
 use crate::codes::CodeFacts;
 use crate::facts::{self, FactOutcome, FactRecorder, FactsError, StaffEvent};
-use crate::facts::{FactLedger, QuotaNotifier, StaffLedger, TenantProfiles};
+use crate::facts::{FactLedger, QuotaLedger, QuotaNotifier, StaffLedger, TenantProfiles};
 use crate::ids::CodeId;
 use crate::ids::TenantId;
 use crate::intake::{InboxMessage, MessageGroup};
@@ -271,7 +271,7 @@ impl<A, R, F, T, L, Q, N> Replayer<A, R, F, T, L, Q, N>
 where
     A: CallbackArchive,
     R: ReplayRuns,
-    F: ReplayReads + TenantProfiles + CodeFacts + StaffLedger,
+    F: ReplayReads + TenantProfiles + CodeFacts + StaffLedger + QuotaLedger,
     T: TenantProfiles,
     L: FactLedger,
     Q: ReasonQueue,
@@ -409,7 +409,16 @@ where
             let key = add.business_key();
             line.outcome = if !self.runs.first_sight(run, &key).await? {
                 EventOutcome::Duplicate
-            } else if !facts::counts_on_code(&self.reads, &add).await? {
+            } else if !facts::counts_on_code(
+                &self.reads,
+                &add,
+                self.reads
+                    .code_config(&message.tenant, &add.code)
+                    .await?
+                    .as_ref(),
+            )
+            .await?
+            {
                 line.detail = "the code does not exist or does not list the member".into();
                 EventOutcome::NoFact
             } else if self.reads.add_counted(&message.tenant, &key).await? {

@@ -36,7 +36,7 @@
 //! | `TenantProfiles::profile`, `ScheduleFacts::timezone` | GetItem `PROFILE` S |
 //! | `AddLedger::count_add` | TransactWriteItems [Put `CLAIM#key`, Update total, Update today on code, Update today all codes] |
 //! | `AddLedger::record_ignored` | UpdateItem `IGNORED#kind` |
-//! | `QuotaLedger::code_switches` | GetItem `CODE#c` S |
+//! | `QuotaLedger::code_config` | GetItem `CODE#c` S |
 //! | `QuotaLedger::counts` | BatchGetItem S of the 3 counters |
 //! | `QuotaLedger::claim_limit` | PutItem `LIMIT#..` +idx (`CLAIMS#OPEN`) |
 //! | `QuotaLedger::mark_notified` / `take_over` | UpdateItem `LIMIT#..` (+idx removed / moved) |
@@ -93,8 +93,8 @@ use domain::ids::{CodeId, DepartmentId, StaffId, TenantId};
 use domain::intake::{InboxMessage, MessageGroup};
 use domain::landing::{Counted, OrderKey, RotationCounter};
 use domain::membership::{
-    candidates, AddCounts, CodeConfig, Employment, RotationSlot, StaffFacts, Switches,
-    WeeklySchedule, MAX_DEPARTMENT_CANDIDATES,
+    candidates, AddCounts, CodeConfig, Employment, RotationSlot, StaffFacts, WeeklySchedule,
+    MAX_DEPARTMENT_CANDIDATES,
 };
 use domain::reasons::{FanOut, Source};
 use domain::refresh::{
@@ -1695,14 +1695,14 @@ impl AddLedger for MeteredStore {
 
 #[async_trait::async_trait]
 impl QuotaLedger for MeteredStore {
-    async fn code_switches(
+    async fn code_config(
         &self,
         tenant: &TenantId,
         code: &CodeId,
-    ) -> Result<Option<Switches>, StoreError> {
+    ) -> Result<Option<CodeConfig>, StoreError> {
         self.get(self.code_touch(tenant, code), Consistency::Strong)
             .await?;
-        self.data.code_switches(tenant, code).await
+        self.data.code_config(tenant, code).await
     }
 
     async fn counts(

@@ -630,7 +630,12 @@ async fn facts_on_codes_of(
     let mut affected = Vec::with_capacity(codes.len());
     for code in codes {
         if offline_check_only {
-            let switches = data.code_switches(tenant, &code).await.ok().flatten();
+            let switches = data
+                .code_config(tenant, &code)
+                .await
+                .ok()
+                .flatten()
+                .map(|config| config.switches);
             if !switches.is_some_and(|s| s.offline_check) {
                 continue;
             }
@@ -801,10 +806,11 @@ async fn add(
     member: &StaffId,
 ) {
     let switches = data
-        .code_switches(&view.id, code)
+        .code_config(&view.id, code)
         .await
         .ok()
         .flatten()
+        .map(|config| config.switches)
         .unwrap_or_default();
     let crossed = {
         let mut truth = lock(&shared.truth);

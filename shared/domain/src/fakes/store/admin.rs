@@ -342,7 +342,9 @@ impl AdminStore for InMemoryStore {
         let mut adds = Vec::with_capacity(codes.len());
         for code in codes {
             let counts = QuotaLedger::counts(self, tenant, code, staff, day).await?;
-            let switches = QuotaLedger::code_switches(self, tenant, code).await?;
+            let switches = QuotaLedger::code_config(self, tenant, code)
+                .await?
+                .map(|config| config.switches);
             adds.push(CodeAdds {
                 code: code.clone(),
                 today: counts.on_code,

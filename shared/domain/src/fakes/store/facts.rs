@@ -5,7 +5,7 @@ use crate::facts::StaffLedger;
 use crate::facts::{AddFact, AddLedger, ClaimOutcome, CountOutcome, LimitClaim, QuotaLedger};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
-use crate::membership::{AddCounts, Employment, StaffFacts, Switches};
+use crate::membership::{AddCounts, CodeConfig, Employment, StaffFacts};
 use crate::owed::replan;
 use crate::StoreError;
 use std::collections::BTreeSet;
@@ -36,16 +36,16 @@ impl AddLedger for InMemoryStore {
 
 #[async_trait::async_trait]
 impl QuotaLedger for InMemoryStore {
-    async fn code_switches(
+    async fn code_config(
         &self,
         tenant: &TenantId,
         code: &CodeId,
-    ) -> Result<Option<Switches>, StoreError> {
+    ) -> Result<Option<CodeConfig>, StoreError> {
         Ok(self
             .available()?
             .codes
             .get(&(tenant.clone(), code.clone()))
-            .map(|stored| stored.code.config.switches))
+            .map(|stored| stored.code.config.clone()))
     }
 
     async fn counts(
