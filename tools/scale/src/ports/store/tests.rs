@@ -290,7 +290,7 @@ fn stored_add(external: &str) -> InboxMessage {
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_add_recorded_sends_the_profile_read_the_seat_reads_the_counting_transaction_and_the_quota_reads(
+async fn an_add_recorded_sends_the_profile_and_code_reads_the_counting_transaction_and_the_counter_read(
 ) {
     let store = store();
     load_code(&store, members());
@@ -304,14 +304,13 @@ async fn an_add_recorded_sends_the_profile_read_the_seat_reads_the_counting_tran
     );
     let outcome = recorder.record(&stored_add("wm1")).await.expect("recorded");
     assert!(matches!(outcome, FactOutcome::Add { .. }), "{outcome:?}");
-    // Profile; whether the code lists the member (a query of their seats, their departments'
-    // item, none to query); claim and three counters in one transaction; the code's switches;
-    // the three counters read back.
+    // Profile; the code's item (whether it lists the member by name, and the switches the
+    // quota loop reads: no seat query for a code that lists its members by name); claim and
+    // three counters in one transaction; the three counters read back.
     assert_eq!(
         store.requests().by_kind(),
         sent(&[
-            (Kind::GetItem, 3),
-            (Kind::Query, 1),
+            (Kind::GetItem, 2),
             (Kind::TransactWriteItems, 1),
             (Kind::BatchGetItem, 1),
         ])
