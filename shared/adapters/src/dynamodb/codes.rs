@@ -8,6 +8,7 @@ use super::{
     corrupt, get_bool, get_n, get_s, get_strings, key, keys, n, s, staff_from, strings, tenant_key,
     unavailable, DynamoStore, Item,
 };
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
@@ -770,7 +771,7 @@ impl DynamoStore {
     /// are the record's own clauses; the lease's are added here.
     async fn fenced_update(
         &self,
-        update: aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder,
+        update: UpdateItemFluentBuilder,
         lease: &Lease,
         sets: &[&str],
         removes: &[&str],
@@ -798,16 +799,35 @@ impl DynamoStore {
         }
     }
 
-    fn record_update(
-        &self,
-        tenant: &TenantId,
-        code: &CodeId,
-    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+    fn record_update(&self, tenant: &TenantId, code: &CodeId) -> UpdateItemFluentBuilder {
         self.client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(tenant_key(tenant, keys::pushed(code))))
     }
+}
+
+/// The record's rotation in `update`: set when the code rotates, removed when it does not (the
+/// landing page's condition, `attribute_exists(rotation)`, then refuses its visits).
+fn with_rotation(
+    update: UpdateItemFluentBuilder,
+    rotation: Option<&[RotationSlot]>,
+    sets: &mut Vec<&'static str>,
+    removes: &mut Vec<&'static str>,
+) -> Result<UpdateItemFluentBuilder, StoreError> {
+    Ok(match rotation {
+        Some(rotation) => {
+            sets.push("rotation = :rotation");
+            update.expression_attribute_values(
+                ":rotation",
+                s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?),
+            )
+        }
+        None => {
+            removes.push("rotation");
+            update
+        }
+    })
 }
 
 #[async_trait::async_trait]
@@ -838,16 +858,7 @@ impl CodeRecords for DynamoStore {
         ];
         let mut removes = vec!["visits", "order_key", "starved_at_ms"];
         update = update.expression_attribute_names("#users", "users");
-        match &push.rotation {
-            Some(rotation) => {
-                sets.push("rotation = :rotation");
-                update = update.expression_attribute_values(
-                    ":rotation",
-                    s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?),
-                );
-            }
-            None => removes.push("rotation"),
-        }
+        update = with_rotation(update, push.rotation.as_deref(), &mut sets, &mut removes)?;
         // Two pushes of one code in the same millisecond must not overwrite each other's entry.
         let nonce = format!("{:06}", rand::random::<u32>() % 1_000_000);
         let mut log = tenant_key(tenant, keys::push_log(code, push.pushed_at_ms, &nonce));
@@ -901,7 +912,7 @@ impl CodeRecords for DynamoStore {
         // was created with: the record starts from that list, so the next recompute still sees
         // what WeCom has (and does not push it again). No rotation: the code stopped rotating,
         // and the landing page's condition (`attribute_exists(rotation)`) refuses its visits.
-        let mut update = self
+        let update = self
             .record_update(tenant, code)
             .expression_attribute_names("#users", "users")
             .expression_attribute_values(
@@ -914,16 +925,7 @@ impl CodeRecords for DynamoStore {
             "starved = if_not_exists(starved, :no)",
         ];
         let mut removes = vec![];
-        match rotation {
-            Some(rotation) => {
-                sets.push("rotation = :rotation");
-                update = update.expression_attribute_values(
-                    ":rotation",
-                    s(serde_json::to_string(rotation).map_err(|_| corrupt("rotation"))?),
-                );
-            }
-            None => removes.push("rotation"),
-        }
+        let update = with_rotation(update, rotation, &mut sets, &mut removes)?;
         self.fenced_update(update, lease, &sets, &removes, AfterRecord::Keep)
             .await
     }

@@ -31,6 +31,14 @@ pub(super) fn profile(corp_id: &str, version: u64) -> StoredProfile {
     }
 }
 
+/// Gives `tenant` a profile of a corp of its own: a snapshot is read only for a tenant with one.
+pub(super) async fn with_profile<S: crate::admin::AdminStore>(store: &S, tenant: &TenantId) {
+    store
+        .put_profile(tenant, &profile(&fresh_corp(), 1), None)
+        .await
+        .expect("store available");
+}
+
 /// A corp id no other tenant holds (corp ids are claimed across the whole table).
 pub(super) fn fresh_corp() -> String {
     format!("wwcontract{:016x}", rand::random::<u64>())

@@ -348,11 +348,7 @@ pub async fn a_code_leased_before_its_first_record_has_none_and_its_records_keep
     use crate::admin::AdminStore;
     use crate::codes::{CodeFacts, LeaseSeen};
     let store = fixture.store();
-    let profile = super::conditions::profile(&super::conditions::fresh_corp(), 1);
-    store
-        .put_profile(&tenant, &profile, None)
-        .await
-        .expect("store available");
+    super::conditions::with_profile(store, &tenant).await;
     let id = code("leased-first");
     let at = now_ms();
     store

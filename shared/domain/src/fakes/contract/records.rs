@@ -24,12 +24,7 @@ pub async fn a_codes_age_keeps_its_creation_and_moves_with_each_edit<F: Fixture>
     tenant: TenantId,
 ) {
     let store = fixture.store();
-    // A snapshot is read only for a tenant with a profile.
-    let profile = super::conditions::profile(&super::conditions::fresh_corp(), 1);
-    store
-        .put_profile(&tenant, &profile, None)
-        .await
-        .expect("store available");
+    super::conditions::with_profile(store, &tenant).await;
     let id = code("aged");
     assert_eq!(age(store, &tenant, &id).await, None);
     let created = now_ms();
