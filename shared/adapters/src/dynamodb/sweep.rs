@@ -182,7 +182,9 @@ impl DriftLedger for DynamoStore {
             .set_key(Some(tenant_key(tenant, keys::drift_code(day, code))));
         let update = if differs {
             update
-                .update_expression("SET found = :yes, latest_differs = :yes, #expires = :expires")
+                // `found` is one of DynamoDB's reserved words: named through a placeholder.
+                .update_expression("SET #found = :yes, latest_differs = :yes, #expires = :expires")
+                .expression_attribute_names("#found", "found")
                 .expression_attribute_names("#expires", keys::EXPIRES_AT)
                 .expression_attribute_values(":yes", AttributeValue::Bool(true))
                 .expression_attribute_values(":expires", n(report_expires()))
