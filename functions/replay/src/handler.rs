@@ -94,7 +94,10 @@ mod tests {
                 .get("MessageGroupId")
                 .cloned()
                 .unwrap_or_default();
-            store.keep(&message, &group, 0).await.expect("kept");
+            store
+                .keep(&message, &group, u64::MAX / 1000)
+                .await
+                .expect("kept");
         }
         let recorder = FactRecorder::new(
             store.clone(),

@@ -87,6 +87,7 @@ impl CallbackArchive for DynamoStore {
         selection: &Selection,
         after: Option<&str>,
         limit: usize,
+        now_secs: u64,
     ) -> Result<(Vec<ArchivedCallback>, Option<String>), StoreError> {
         let last_day = selection.to_ms / DAY_MS;
         let (mut day, mut start_sk) = match after.and_then(|a| a.split_once('|')) {
@@ -108,12 +109,16 @@ impl CallbackArchive for DynamoStore {
                 .expression_attribute_values(":pk", s(&pk))
                 .expression_attribute_values(":from", s(format!("{:013}", selection.from_ms)))
                 .expression_attribute_values(":to", s(format!("{:013}~", selection.to_ms)))
+                // Expired but not yet deleted by the TTL (which may take days): not replayed.
+                .expression_attribute_names("#expires", keys::EXPIRES_AT)
+                .expression_attribute_values(":now", n(now_secs))
                 .limit(i32::try_from(limit - callbacks.len()).unwrap_or(i32::MAX));
-            if let Some(code) = &selection.code {
-                query = query
-                    .filter_expression("code = :code")
-                    .expression_attribute_values(":code", s(code.as_str()));
-            }
+            query = match &selection.code {
+                Some(code) => query
+                    .filter_expression("#expires > :now AND code = :code")
+                    .expression_attribute_values(":code", s(code.as_str())),
+                None => query.filter_expression("#expires > :now"),
+            };
             if let Some(sk) = &start_sk {
                 query = query.set_exclusive_start_key(Some(key(pk.clone(), sk.clone())));
             }

@@ -325,7 +325,12 @@ where
     async fn events_page(&self, page: &Page, now_ms: u64) -> Result<Option<Page>, StoreError> {
         let (callbacks, next) = self
             .archive
-            .page(&page.selection, page.after.as_deref(), EVENTS_PER_PAGE)
+            .page(
+                &page.selection,
+                page.after.as_deref(),
+                EVENTS_PER_PAGE,
+                now_ms / 1000,
+            )
             .await?;
         let mut progress = Progress {
             pages: 1,

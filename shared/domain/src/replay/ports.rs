@@ -22,12 +22,16 @@ pub trait CallbackArchive: Send + Sync {
         expires_at_secs: u64,
     ) -> Result<(), StoreError>;
     /// Up to `limit` archived callbacks of the selection, oldest first, after `after` (an
-    /// opaque position a previous page answered); the position to go on from, if any.
+    /// opaque position a previous page answered); the position to go on from, if any. A
+    /// callback whose expiry is at or before `now_secs` is not answered, though the table's
+    /// TTL may keep it for days: its add's claim expires no earlier than it, so an expired
+    /// callback replayed could find its claim gone and count again.
     async fn page(
         &self,
         selection: &Selection,
         after: Option<&str>,
         limit: usize,
+        now_secs: u64,
     ) -> Result<(Vec<ArchivedCallback>, Option<String>), StoreError>;
 }
 

@@ -2218,8 +2218,9 @@ impl CallbackArchive for MeteredStore {
         selection: &Selection,
         after: Option<&str>,
         limit: usize,
+        now_secs: u64,
     ) -> Result<(Vec<ArchivedCallback>, Option<String>), StoreError> {
-        let (callbacks, next) = self.data.page(selection, after, limit).await?;
+        let (callbacks, next) = self.data.page(selection, after, limit, now_secs).await?;
         let first_day = after
             .and_then(|a| a.split_once('|'))
             .and_then(|(day, _)| day.parse::<u64>().ok())

@@ -59,6 +59,7 @@ pub trait Fixture: Send + Sync {
         + FailureMarks
         + DirtyMarks
         + ReplayRuns
+        + crate::replay::CallbackArchive
         + Send
         + Sync;
     type Budget: WeComBudget;
@@ -149,6 +150,7 @@ macro_rules! store_contract {
             a_codes_age_keeps_its_creation_and_moves_with_each_edit,
             a_drift_report_adds_up_and_a_tripped_guard_holds_until_resumed,
             a_replay_run_is_created_once_sees_each_callback_once_and_pages_its_codes,
+            an_archived_callback_past_its_expiry_is_never_paged,
             a_held_lease_is_refused_to_another_writer_until_it_expires,
             a_lease_taken_with_a_count_expected_is_refused_once_anyone_took_it_since,
             a_writer_whose_lease_was_taken_over_has_every_record_write_refused,

@@ -252,3 +252,55 @@ pub async fn a_replay_run_is_created_once_sees_each_callback_once_and_pages_its_
         "each code once, in code order, pages of at most the limit"
     );
 }
+
+/// An archived callback past its expiry is not paged, though the table's TTL may still keep it:
+/// its add's claim expires no earlier, and replayed after it could count again.
+pub async fn an_archived_callback_past_its_expiry_is_never_paged<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    use crate::intake::InboxMessage;
+    use crate::replay::CallbackArchive;
+    let store = fixture.store();
+    let now = now_ms();
+    let message = |key: &str, received_at_ms: u64| InboxMessage {
+        tenant: tenant.clone(),
+        received_at_ms,
+        msg_signature: "signature".into(),
+        timestamp: "1".into(),
+        nonce: "nonce".into(),
+        envelope: "envelope".into(),
+        event_key: key.into(),
+        group: None,
+    };
+    let group = format!("{tenant}#tenant");
+    let now_secs = now / 1000;
+    for (key, received, expires) in [
+        ("kept", now - 2_000, now_secs + 3_600),
+        ("expired", now - 1_000, now_secs),
+    ] {
+        store
+            .keep(&message(key, received), &group, expires)
+            .await
+            .expect("store available");
+    }
+    let selection = Selection {
+        tenant: tenant.clone(),
+        from_ms: now - 3_600_000,
+        to_ms: now,
+        code: None,
+        event_type: None,
+    };
+    let (paged, next) = store
+        .page(&selection, None, 10, now_secs)
+        .await
+        .expect("store available");
+    let keys: Vec<&str> = paged.iter().map(|c| c.message.event_key.as_str()).collect();
+    assert_eq!(keys, ["kept"], "the expired callback is not paged");
+    assert_eq!(next, None);
+    let (before, _) = store
+        .page(&selection, None, 10, now_secs - 1)
+        .await
+        .expect("store available");
+    assert_eq!(before.len(), 2, "a second earlier, both were paged");
+}

@@ -47,13 +47,15 @@ impl CallbackArchive for InMemoryStore {
         selection: &Selection,
         after: Option<&str>,
         limit: usize,
+        now_secs: u64,
     ) -> Result<(Vec<ArchivedCallback>, Option<String>), StoreError> {
         let tables = self.available()?;
         let mut matching: Vec<ArchivedCallback> = tables
             .archive
             .iter()
-            .filter(|(message, code, _)| {
-                message.tenant == selection.tenant
+            .filter(|(message, code, expires_at_secs)| {
+                *expires_at_secs > now_secs
+                    && message.tenant == selection.tenant
                     && (selection.from_ms..=selection.to_ms).contains(&message.received_at_ms)
                     && selection
                         .code
