@@ -4,9 +4,10 @@
 //! writer); the sandbox opens that link as WeCom would, and the add it delivers carries the
 //! code as `State`.
 
-use adapters::dynamodb::keys;
+use adapters::dynamodb::{keys, DynamoStore};
 use anyhow::{ensure, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
+use domain::ids::{CodeId, TenantId};
 use futures::StreamExt;
 use integration_tests::{eventually, LiveTenant, World};
 use serde_json::{json, Value};
@@ -16,7 +17,8 @@ use std::time::{Duration, Instant};
 
 const CONVERGE: Duration = Duration::from_secs(120);
 
-/// The code's `PUSHED#` record as the single writer left it: users, rotation, visits.
+/// The code's `PUSHED#` record as the single writer left it (users, rotation), and the visits
+/// counted on its page's round.
 #[derive(Debug, Clone, Default)]
 struct Record {
     users: Vec<String>,
@@ -59,11 +61,12 @@ async fn record(world: &World, live: &LiveTenant<'_>, code: &str) -> Result<Opti
         .map(|raw| serde_json::from_str(raw))
         .transpose()?
         .unwrap_or_default();
-    let visits = item
-        .get("visits")
-        .and_then(|v| v.as_n().ok())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
+    // The visits are counted on the page's round, in the landing page's own tables.
+    let page = DynamoStore::new(world.dynamodb.clone(), world.output("TableName").to_owned())
+        .with_pages(world.page_tables())
+        .page_seen(&TenantId::parse(&live.tenant.id)?, &CodeId::parse(code)?)
+        .await?;
+    let visits = page.map_or(0, |page| page.visits);
     let starved = item
         .get("starved")
         .and_then(|v| v.as_bool().ok())

@@ -211,48 +211,125 @@ async fn the_stage_throttles_a_flood_before_any_function_runs() -> Result<()> {
     Ok(())
 }
 
-/// The public landing page's role counts visits (`UpdateItem`) and does nothing else: no read,
-/// no put. (Its `dynamodb:LeadingKeys` condition, tenant partitions only, is for AWS: MiniStack
-/// does not evaluate that key, the callback role's reads included.)
+/// The public landing page's role reads pages and counts visits in its own two tables, and
+/// nothing else: not a conditional no-op update of a tenant's profile that would answer the
+/// whole item on refusal (`ReturnValuesOnConditionCheckFailure=ALL_OLD`: the corp secret), not
+/// an update without a condition that would create or rewrite any item of the platform's
+/// table, not a rewrite of a page's rotation links. (On AWS its policy also holds its writes to
+/// a counter's attributes and their answer to the counter: MiniStack evaluates neither
+/// `dynamodb:Attributes` nor `dynamodb:ReturnValues` on `UpdateItem`, so no local test can
+/// show those two; the tables are the resources it does check.)
 #[tokio::test]
-async fn the_landing_role_counts_visits_and_nothing_else() -> Result<()> {
+async fn the_landing_role_reads_pages_and_counts_visits_and_nothing_else() -> Result<()> {
+    use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
     let world = World::connect().await?;
     let tenant = world.new_tenant().await?;
+    let tenant_id = TenantId::parse(&tenant.id)?;
     let table = world.output("TableName").to_owned();
-    let pk = keys::tenant(&TenantId::parse(&tenant.id)?);
+    let pages = world.page_tables();
     let landing = as_role_of(&world, "LandingPageFunctionName").await?;
-    // Its own call, refused by the condition (no such record) rather than by IAM.
-    let own = landing
+    let page_key = |code: &str| {
+        HashMap::from([(
+            keys::PAGE.to_owned(),
+            AttributeValue::S(format!("{}#{code}", tenant.id)),
+        )])
+    };
+
+    // Its own calls: a page read, a visit counted on a round's counter.
+    let read = landing
+        .get_item()
+        .table_name(&pages.rotations)
+        .set_key(Some(page_key("nope")))
+        .consistent_read(true)
+        .send()
+        .await;
+    assert!(!denied(read), "the landing role may read a page");
+    let counted = landing
+        .update_item()
+        .table_name(&pages.visits)
+        .key(
+            keys::ROUND,
+            AttributeValue::S(format!("{}#nope#0000000000000000", tenant.id)),
+        )
+        .update_expression("ADD visits :one SET expires_at = :expires")
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .expression_attribute_values(":expires", AttributeValue::N("1".into()))
+        .return_values(ReturnValue::UpdatedNew)
+        .send()
+        .await;
+    assert!(!denied(counted), "the landing role may count a visit");
+
+    let mut allowed = Vec::new();
+    let profile = key(keys::home(&tenant_id, keys::PROFILE), keys::PROFILE);
+    let secret_on_refusal = landing
+        .update_item()
+        .table_name(&table)
+        .set_key(Some(profile.clone()))
+        .update_expression("SET touched = :x")
+        .condition_expression("attribute_not_exists(pk)")
+        .expression_attribute_values(":x", AttributeValue::S("x".into()))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .send()
+        .await;
+    if !denied(secret_on_refusal) {
+        allowed.push("a conditional no-op update of the profile answering ALL_OLD");
+    }
+    let upsert = landing
         .update_item()
         .table_name(&table)
         .set_key(Some(key(
-            keys::home(&TenantId::parse(&tenant.id)?, "PUSHED#nope"),
-            "PUSHED#nope",
+            keys::home(&tenant_id, "PUSHED#planted"),
+            "PUSHED#planted",
         )))
-        .update_expression("ADD visits :one")
-        .condition_expression("attribute_exists(rotation)")
-        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .update_expression("SET rotation = :r")
+        .expression_attribute_values(":r", AttributeValue::S("[]".into()))
         .send()
         .await;
-    assert!(!denied(own), "the landing role may count a visit");
-    let mut allowed = Vec::new();
-    let read = landing
+    if !denied(upsert) {
+        allowed.push("an update without a condition of the platform's table");
+    }
+    let rewrite_page = landing
+        .update_item()
+        .table_name(&pages.rotations)
+        .set_key(Some(page_key("printed")))
+        .update_expression("SET rotation = :r")
+        .expression_attribute_values(
+            ":r",
+            AttributeValue::S(
+                r#"[{"staff":"eve","takes":1,"link":"https://evil.example/"}]"#.into(),
+            ),
+        )
+        .send()
+        .await;
+    if !denied(rewrite_page) {
+        allowed.push("a rewrite of a page's rotation links");
+    }
+    let put_page = landing
+        .put_item()
+        .table_name(&pages.rotations)
+        .set_item(Some(page_key("planted")))
+        .send()
+        .await;
+    if !denied(put_page) {
+        allowed.push("a page put");
+    }
+    let read_profile = landing
         .get_item()
         .table_name(&table)
-        .set_key(Some(key(pk.clone(), keys::PROFILE)))
+        .set_key(Some(profile))
         .send()
         .await;
-    if !denied(read) {
+    if !denied(read_profile) {
         allowed.push("a read of the profile");
     }
     let put = landing
         .put_item()
         .table_name(&table)
-        .set_item(Some(key(pk.clone(), "STAFF#intruder")))
+        .set_item(Some(key(keys::tenant(&tenant_id), "STAFF#intruder")))
         .send()
         .await;
     if !denied(put) {
-        allowed.push("a put");
+        allowed.push("a put in the platform's table");
     }
     assert!(
         allowed.is_empty(),

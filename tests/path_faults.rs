@@ -2,8 +2,10 @@
 //! the wire). The steps reconfigure deployed functions, so they run one after another in
 //! this binary and put the original configuration back before asserting.
 
+use adapters::dynamodb::DynamoStore;
 use anyhow::{ensure, Result};
-use integration_tests::proxy::FaultProxy;
+use domain::ids::{CodeId, TenantId};
+use integration_tests::proxy::{Fault, FaultProxy};
 use integration_tests::{eventually, now_secs, random_id, LiveTenant, World};
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,13 +20,24 @@ async fn faults_on_the_path() -> Result<()> {
     let refresh_env = world
         .function_environment("RefreshCodesFunctionName")
         .await?;
+    let landing_env = world
+        .function_environment("LandingPageFunctionName")
+        .await?;
     let outcome = async {
         an_add_refused_while_the_inbox_is_down_counts_once_when_retried(&world, &callback_env)
             .await?;
         a_crash_between_push_and_record_converges_without_a_visible_effect(&world, &refresh_env)
-            .await
+            .await?;
+        a_visit_whose_counter_write_is_refused_is_answered_503_and_counts_nothing(
+            &world,
+            &landing_env,
+        )
+        .await
     }
     .await;
+    world
+        .set_function_environment("LandingPageFunctionName", landing_env)
+        .await?;
     world
         .set_function_environment("CallbackFunctionName", callback_env)
         .await?;
@@ -183,6 +196,110 @@ async fn a_crash_between_push_and_record_converges_without_a_visible_effect(
     assert!(
         after_flip.iter().all(|users| **users == serde_json::json!([members[1]])),
         "every push after the flip carried the same list, so WeCom never showed anything else: {lists:?}"
+    );
+    Ok(())
+}
+
+/// A write AWS refuses for a reason the emulator never produces (`TransactionConflictException`
+/// while a transaction in flight names the item; throttling): the landing page makes no retry,
+/// since a retried `ADD visits` that had landed would count one visitor twice. The visitor is
+/// answered 503 with `Retry-After` and nothing is counted; every 302 is counted exactly once.
+async fn a_visit_whose_counter_write_is_refused_is_answered_503_and_counts_nothing(
+    world: &World,
+    original: &std::collections::HashMap<String, String>,
+) -> Result<()> {
+    let live = LiveTenant::create(world, 2).await?;
+    let members: Vec<&str> = live.staff.iter().map(String::as_str).collect();
+    world
+        .admin()
+        .put(
+            &format!("/tenants/{}/codes/busy", live.tenant.id),
+            serde_json::json!({ "family": "sequenced", "members": members }),
+        )
+        .await?;
+    let store = DynamoStore::new(world.dynamodb.clone(), world.output("TableName").to_owned())
+        .with_pages(world.page_tables());
+    let (tenant, code) = (TenantId::parse(&live.tenant.id)?, CodeId::parse("busy")?);
+    let page = || async {
+        store
+            .page_seen(&tenant, &code)
+            .await
+            .map_err(|error| anyhow::anyhow!("{error}"))
+    };
+    eventually(
+        "the code's page links every member",
+        Duration::from_secs(120),
+        || async {
+            Ok(page().await?.filter(|page| {
+                page.rotation
+                    .as_ref()
+                    .is_some_and(|slots| slots.len() == 2 && slots.iter().all(|s| s.link.is_some()))
+            }))
+        },
+    )
+    .await?;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let url = format!("{}/l/{}/busy", world.api_url, live.tenant.id);
+    let redirected = std::sync::atomic::AtomicU64::new(0);
+    let visit = || {
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            let answer = http.get(&url).send().await?;
+            let retry_after = answer.headers().contains_key("retry-after");
+            anyhow::Ok((answer.status().as_u16(), retry_after))
+        }
+    };
+    ensure!(visit().await?.0 == 302, "the page serves the code");
+    redirected.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+
+    let endpoint = std::env::var("AWS_ENDPOINT_URL")?;
+    let visits_table = world.output("VisitTableName").to_owned();
+    let counts_a_visit = Arc::new(move |target: &str, body: &str| {
+        target.ends_with("UpdateItem") && body.contains(&visits_table)
+    });
+    let proxy =
+        FaultProxy::start_with(&endpoint, counts_a_visit, Fault::TRANSACTION_CONFLICT).await?;
+    let mut through_proxy = original.clone();
+    through_proxy.insert("AWS_ENDPOINT_URL_DYNAMODB".into(), proxy.url.clone());
+    world
+        .set_function_environment("LandingPageFunctionName", through_proxy)
+        .await?;
+    let refused = eventually(
+        "a visit meets the refusal",
+        Duration::from_secs(60),
+        || async {
+            let (status, retry_after) = visit().await?;
+            if status == 302 {
+                redirected.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            Ok((status != 302).then_some((status, retry_after)))
+        },
+    )
+    .await?;
+    let conflicts = proxy.failed();
+    world
+        .set_function_environment("LandingPageFunctionName", original.clone())
+        .await?;
+    proxy.disarm();
+    ensure!(
+        refused == (503, true),
+        "a refused visit is answered 503 with Retry-After, not {refused:?}"
+    );
+    ensure!(
+        conflicts == 1,
+        "one request per visit, never retried: {conflicts} refused"
+    );
+    eventually("the page serves again", Duration::from_secs(60), || async {
+        Ok((visit().await?.0 == 302).then_some(()))
+    })
+    .await?;
+    let redirected = redirected.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    let counted = page().await?.map_or(0, |page| page.visits);
+    ensure!(
+        counted == redirected,
+        "{redirected} visits were sent to a member and {counted} were counted"
     );
     Ok(())
 }

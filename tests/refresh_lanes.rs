@@ -34,6 +34,7 @@ fn push(users: &[&str], at_ms: u64) -> Result<PushRecord> {
         fallback: false,
         fact_at_ms: vec![at_ms],
         rotation: None,
+        on_page: false,
         lane: Lane::Fast,
     })
 }

@@ -158,7 +158,7 @@ impl Real {
             .queue_url
             .expect("a queue url");
         Self {
-            store: DynamoStore::new(world.dynamodb.clone(), table),
+            store: DynamoStore::new(world.dynamodb.clone(), table).with_pages(world.page_tables()),
             sqs,
             sqs_requests,
             reasons_url,
@@ -422,6 +422,7 @@ impl Fixture {
             fallback: false,
             fact_at_ms: vec![now_ms - 60_000],
             rotation,
+            on_page: false,
             lane: Lane::Fast,
         };
         let written = store

@@ -69,7 +69,8 @@ async fn table() -> Table {
         store: DynamoStore::new(
             aws_sdk_dynamodb::Client::from_conf(config),
             world.output("TableName").to_owned(),
-        ),
+        )
+        .with_pages(world.page_tables()),
         cut,
         _proxy: proxy,
     }

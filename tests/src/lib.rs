@@ -308,6 +308,14 @@ impl World {
             .unwrap_or_else(|| panic!("stack output {key} missing"))
     }
 
+    /// The landing page's own tables (outputs `RotationTableName`, `VisitTableName`).
+    pub fn page_tables(&self) -> adapters::dynamodb::PageTables {
+        adapters::dynamodb::PageTables {
+            rotations: self.output("RotationTableName").to_owned(),
+            visits: self.output("VisitTableName").to_owned(),
+        }
+    }
+
     pub fn callback_url(&self, tenant: &str) -> String {
         format!("{}/wecom/{tenant}/callback", self.api_url)
     }

@@ -13,10 +13,32 @@ use std::sync::Arc;
 /// Decides from a request's `X-Amz-Target` header and body whether to fail it.
 pub type Rule = Arc<dyn Fn(&str, &str) -> bool + Send + Sync>;
 
+/// The answer a failed request gets: an HTTP status and DynamoDB's error type.
+#[derive(Debug, Clone, Copy)]
+pub struct Fault {
+    pub status: u16,
+    pub error_type: &'static str,
+}
+
+impl Fault {
+    /// DynamoDB's 500: an internal error, which the SDK retries.
+    pub const INTERNAL: Fault = Fault {
+        status: 500,
+        error_type: "InternalServerError",
+    };
+    /// A write refused because an item it names is part of a transaction in flight (AWS
+    /// answers it; the emulator never does).
+    pub const TRANSACTION_CONFLICT: Fault = Fault {
+        status: 400,
+        error_type: "TransactionConflictException",
+    };
+}
+
 struct Shared {
     upstream: String,
     http: reqwest::Client,
     rule: Rule,
+    fault: Fault,
     armed: AtomicBool,
     failed: AtomicUsize,
 }
@@ -30,12 +52,18 @@ pub struct FaultProxy {
 impl FaultProxy {
     /// Starts armed: every request matching `rule` gets a DynamoDB-style 500 until `disarm`.
     pub async fn start(upstream: &str, rule: Rule) -> Result<Self> {
+        Self::start_with(upstream, rule, Fault::INTERNAL).await
+    }
+
+    /// Starts armed: every request matching `rule` gets `fault` until `disarm`.
+    pub async fn start_with(upstream: &str, rule: Rule, fault: Fault) -> Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
         let shared = Arc::new(Shared {
             upstream: upstream.trim_end_matches('/').to_owned(),
             http: reqwest::Client::new(),
             rule,
+            fault,
             armed: AtomicBool::new(true),
             failed: AtomicUsize::new(0),
         });
@@ -78,9 +106,12 @@ async fn forward(
     if shared.armed.load(Ordering::SeqCst) && (shared.rule)(target, &String::from_utf8_lossy(&body))
     {
         shared.failed.fetch_add(1, Ordering::SeqCst);
-        let error = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected by the test's fault proxy"}"#;
+        let error = format!(
+            r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{}","message":"injected by the test's fault proxy"}}"#,
+            shared.fault.error_type
+        );
         return (
-            StatusCode::INTERNAL_SERVER_ERROR,
+            StatusCode::from_u16(shared.fault.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             [("content-type", "application/x-amz-json-1.0")],
             error,
         )

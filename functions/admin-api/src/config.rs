@@ -6,6 +6,8 @@ use domain::budget::{BudgetLayers, BudgetLimits};
 #[derive(Debug)]
 pub struct Config {
     pub table_name: String,
+    /// The landing page's tables: pages are written (refresh) or deleted (admin) with their codes.
+    pub pages: adapters::dynamodb::PageTables,
     pub refresh_queue_url: String,
     /// Where facts that reach several codes go, to be expanded after the answer.
     pub fan_out_queue_url: String,
@@ -20,6 +22,7 @@ impl Config {
     pub fn from_env() -> Result<Self, EnvError> {
         Ok(Self {
             table_name: required("TABLE_NAME")?,
+            pages: adapters::env::page_tables()?,
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,
             fan_out_queue_url: required("FAN_OUT_QUEUE_URL")?,
             wecom_api_base_url: required("WECOM_API_BASE_URL")?,

@@ -1,16 +1,18 @@
 //! The environment this function reads; names match `template.yaml`.
 
-use adapters::env::{required, EnvError};
+use adapters::dynamodb::PageTables;
+use adapters::env::{page_tables, EnvError};
 
 #[derive(Debug)]
 pub struct Config {
-    pub table_name: String,
+    /// The landing page's own tables: it reads pages and counts visits, nothing else.
+    pub pages: PageTables,
 }
 
 impl Config {
     pub fn from_env() -> Result<Self, EnvError> {
         Ok(Self {
-            table_name: required("TABLE_NAME")?,
+            pages: page_tables()?,
         })
     }
 }

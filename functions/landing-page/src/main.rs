@@ -16,10 +16,10 @@ async fn main() -> Result<(), Error> {
     let metrics = adapters::metrics::init("landing-page")?;
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
-    // A visitor waits on this one write: a stuck request is answered 503 rather than held.
+    // A visitor waits on these two requests: a stuck one is answered 503 rather than held.
     // No retries: `ADD visits` is not idempotent, and a retry of a write that landed but whose
     // answer was lost would count one visitor twice and skip a slot; the visitor's own reload
-    // is the retry. So a visit is exactly one request.
+    // is the retry. So a visit is exactly one read and one write.
     let dynamodb_config = aws_sdk_dynamodb::config::Builder::from(&aws)
         .retry_config(RetryConfig::disabled())
         .timeout_config(
@@ -28,9 +28,9 @@ async fn main() -> Result<(), Error> {
                 .build(),
         )
         .build();
-    let store = DynamoStore::new(
+    let store = DynamoStore::for_pages(
         aws_sdk_dynamodb::Client::from_conf(dynamodb_config),
-        config.table_name,
+        config.pages,
     );
     let page = LandingPage::new(store.clone());
     run(service_fn(|request| {

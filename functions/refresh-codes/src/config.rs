@@ -11,6 +11,8 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct Config {
     pub table_name: String,
+    /// The landing page's tables: pages are written (refresh) or deleted (admin) with their codes.
+    pub pages: adapters::dynamodb::PageTables,
     pub dead_letter_queue_url: String,
     /// Where reasons go back to once their delay is served.
     pub refresh_queue_url: String,
@@ -75,6 +77,7 @@ impl Config {
             lease_times,
             max_receives: max_receive_count("REFRESH_MAX_RECEIVES")?,
             table_name: required("TABLE_NAME")?,
+            pages: adapters::env::page_tables()?,
             dead_letter_queue_url: required("DEAD_LETTER_QUEUE_URL")?,
             refresh_queue_url: required("REFRESH_QUEUE_URL")?,
             fan_out_queue_url: required("FAN_OUT_QUEUE_URL")?,

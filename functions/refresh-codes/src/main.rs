@@ -27,7 +27,8 @@ async fn main() -> Result<(), Error> {
     let metrics = adapters::metrics::init("refresh-codes")?;
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
-    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name)
+        .with_pages(config.pages);
     // One client per container: its access-token cache is shared by every invocation, and
     // through the table with every other container.
     let wecom = WeComClient::new(config.wecom_api_base_url, config.wecom_timeout)

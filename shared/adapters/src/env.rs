@@ -84,6 +84,16 @@ pub fn egress_relays() -> Vec<String> {
         .collect()
 }
 
+/// The landing page's two tables (`ROTATION_TABLE_NAME`, `VISIT_TABLE_NAME`), for the
+/// functions that write pages (the single writer), delete them (the admin API) or read them
+/// and count visits (the landing page).
+pub fn page_tables() -> Result<crate::dynamodb::PageTables, EnvError> {
+    Ok(crate::dynamodb::PageTables {
+        rotations: required("ROTATION_TABLE_NAME")?,
+        visits: required("VISIT_TABLE_NAME")?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::bounded_receive_count;

@@ -10,6 +10,7 @@
 use crate::world::World;
 use anyhow::{ensure, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
+use domain::ids::{CodeId, TenantId};
 use futures::StreamExt;
 use rand::distributions::{Alphanumeric, DistString};
 use rand::rngs::StdRng;
@@ -35,7 +36,8 @@ struct Landing<'a> {
     staff: Vec<String>,
 }
 
-/// The code's record: (staff, takes, link) of each slot, starved, the visit counter.
+/// The code's record: (staff, takes, link) of each slot, starved; and the visits counted on
+/// its page's round.
 struct Record {
     slots: Vec<(String, u64, Option<String>)>,
     starved: bool,
@@ -78,11 +80,12 @@ impl Landing<'_> {
                 })
                 .collect(),
             starved: item.get("starved").and_then(|v| v.as_bool().ok()) == Some(&true),
-            visits: item
-                .get("visits")
-                .and_then(|v| v.as_n().ok())
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0),
+            visits: self
+                .world
+                .store
+                .page_seen(&TenantId::parse(&self.tenant)?, &CodeId::parse(code)?)
+                .await?
+                .map_or(0, |page| page.visits),
         }))
     }
 

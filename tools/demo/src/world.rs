@@ -1,7 +1,7 @@
 //! The deployed stack, found only through its CloudFormation outputs and the standard AWS
 //! settings (`AWS_ENDPOINT_URL`, credentials, region), through `stack_client`.
 
-use adapters::dynamodb::{keys, DynamoStore};
+use adapters::dynamodb::{keys, DynamoStore, PageTables};
 use anyhow::Result;
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::ids::TenantId;
@@ -54,6 +54,10 @@ impl World {
             .map(|(key, name)| (key.clone(), name.clone()))
             .collect();
         let table = found.output("TableName")?.to_owned();
+        let pages = PageTables {
+            rotations: found.output("RotationTableName")?.to_owned(),
+            visits: found.output("VisitTableName")?.to_owned(),
+        };
         let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
         Ok(Self {
             stack: stack.to_owned(),
@@ -76,7 +80,7 @@ impl World {
             functions,
             sqs: aws_sdk_sqs::Client::new(&aws),
             lambda: aws_sdk_lambda::Client::new(&aws),
-            store: DynamoStore::new(dynamodb.clone(), table.clone()),
+            store: DynamoStore::new(dynamodb.clone(), table.clone()).with_pages(pages),
             dynamodb,
             table,
             aws,

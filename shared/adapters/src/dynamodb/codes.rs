@@ -10,13 +10,14 @@ use super::{
 };
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use domain::codes::LeaseSeen;
 use domain::codes::{CodeFacts, CodeSnapshot, PushedList, StoredCode};
 use domain::facts::StaffLedger;
 use domain::ids::TenantId;
 use domain::ids::{CodeId, DepartmentId, StaffId};
+use domain::landing::PageWrite;
 use domain::lanes::{CodeAge, Lane};
 use domain::membership::{
     candidates, AddCounts, CodeConfig, RotationSlot, MAX_DEPARTMENT_CANDIDATES,
@@ -356,6 +357,12 @@ impl DynamoStore {
         doomed.push(keys::pushed(code));
         doomed.push(keys::code(code));
         for sk in doomed {
+            if sk == keys::code(code) {
+                // After the record (no writer can write the page once the record and its lease
+                // are gone: the page is only written in the record's fenced transaction), and
+                // before the code item, so a retry deletes it too.
+                self.delete_page(tenant, code).await?;
+            }
             self.client
                 .delete_item()
                 .table_name(&self.table)
@@ -767,16 +774,19 @@ impl CountersRead {
 impl DynamoStore {
     /// Sends `update` of the code's record on condition that `lease` is still the code's
     /// (`leases::FENCE`), and with `AfterRecord::Release` gives the lease back in the same
-    /// write: all or nothing, and nothing when the lease was taken over. `sets` and `removes`
-    /// are the record's own clauses; the lease's are added here.
+    /// write: all or nothing, and nothing when the lease was taken over. `clauses` are the
+    /// record's own sets and removes; the lease's are added here. With a `page` write (a
+    /// landing code's, `page_write`), the record and the page are one `TransactWriteItems`,
+    /// the record's item carrying the fence: the page changes with its record or not at all.
     async fn fenced_update(
         &self,
         update: UpdateItemFluentBuilder,
         lease: &Lease,
-        sets: &[&str],
-        removes: &[&str],
+        clauses: (&[&str], &[&str]),
         then: AfterRecord,
+        page: Option<TransactWriteItem>,
     ) -> Result<FencedWrite, StoreError> {
+        let (sets, removes) = clauses;
         let mut removes = removes.to_vec();
         if then == AfterRecord::Release {
             removes.push(leases::EXPIRES_MS);
@@ -785,17 +795,46 @@ impl DynamoStore {
         if !removes.is_empty() {
             expression.push_str(&format!(" REMOVE {}", removes.join(", ")));
         }
-        let result = update
+        let update = update
             .update_expression(expression)
             .condition_expression(leases::FENCE)
-            .expression_attribute_values(":holder", s(&lease.holder))
+            .expression_attribute_values(":holder", s(&lease.holder));
+        let Some(page) = page else {
+            return match update.send().await {
+                Ok(_) => Ok(FencedWrite::Written),
+                Err(error) => error
+                    .refused_or_unavailable()
+                    .map(|_| FencedWrite::LeaseLost),
+            };
+        };
+        let input = update.as_input();
+        let record = Update::builder()
+            .table_name(&self.table)
+            .set_key(input.get_key().clone())
+            .set_update_expression(input.get_update_expression().clone())
+            .set_condition_expression(input.get_condition_expression().clone())
+            .set_expression_attribute_names(input.get_expression_attribute_names().clone())
+            .set_expression_attribute_values(input.get_expression_attribute_values().clone())
+            .build()
+            .map_err(|error| corrupt(&error.to_string()))?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(record).build())
+            .transact_items(page)
             .send()
             .await;
         match result {
             Ok(_) => Ok(FencedWrite::Written),
-            Err(error) => error
-                .refused_or_unavailable()
-                .map(|_| FencedWrite::LeaseLost),
+            Err(error) => {
+                let refused = error.refused_or_unavailable()?;
+                // Only the record's item carries a condition.
+                if refused.refused_item(0) {
+                    Ok(FencedWrite::LeaseLost)
+                } else {
+                    Err(refused.into_unavailable())
+                }
+            }
         }
     }
 
@@ -878,8 +917,12 @@ impl CodeRecords for DynamoStore {
             keys::EXPIRES_AT.into(),
             n(push.pushed_at_ms / 1000 + PUSH_LOG_TTL_SECS),
         );
+        let page = push
+            .page()
+            .map(|page| self.page_write(tenant, code, &page))
+            .transpose()?;
         let written = self
-            .fenced_update(update, lease, &sets, &removes, then)
+            .fenced_update(update, lease, (&sets, &removes), then, page)
             .await?;
         // The history entry follows the record instead of joining it: a transaction bills each
         // item twice, so the record and the entry would cost 4 WCU there and cost 2 here.
@@ -926,8 +969,18 @@ impl CodeRecords for DynamoStore {
         ];
         let mut removes = vec![];
         let update = with_rotation(update, rotation, &mut sets, &mut removes)?;
-        self.fenced_update(update, lease, &sets, &removes, AfterRecord::Keep)
-            .await
+        let page = rotation.map_or(PageWrite::NotServed, |slots| {
+            PageWrite::SameRound(slots.to_vec())
+        });
+        let page = self.page_write(tenant, code, &page)?;
+        self.fenced_update(
+            update,
+            lease,
+            (&sets, &removes),
+            AfterRecord::Keep,
+            Some(page),
+        )
+        .await
     }
 
     async fn record_starved(
@@ -936,17 +989,21 @@ impl CodeRecords for DynamoStore {
         code: &CodeId,
         lease: &Lease,
         at_ms: u64,
+        on_page: bool,
     ) -> Result<FencedWrite, StoreError> {
         let update = self
             .record_update(tenant, code)
             .expression_attribute_values(":yes", AttributeValue::Bool(true))
             .expression_attribute_values(":at", n(at_ms));
+        let page = on_page
+            .then(|| self.page_write(tenant, code, &PageWrite::Starved))
+            .transpose()?;
         self.fenced_update(
             update,
             lease,
-            &["starved = :yes", "starved_at_ms = :at"],
-            &[],
+            (&["starved = :yes", "starved_at_ms = :at"], &[]),
             AfterRecord::Keep,
+            page,
         )
         .await
     }

@@ -573,6 +573,20 @@ pub fn requeues_minute(minute: u64) -> String {
 /// 16 x 60 keys in ten `BatchGetItem` requests.
 pub const REQUEUE_SHARDS: u32 = 16;
 
+/// The landing page's own tables (docs/design/landing-page.md, "The page's home"): the rotation
+/// table keys a code's page by `PAGE`, the visit table a round's counter by `ROUND`.
+pub const PAGE: &str = "page";
+pub const ROUND: &str = "round";
+
+pub fn page(tenant: &TenantId, code: &CodeId) -> String {
+    format!("{tenant}#{code}")
+}
+
+/// A round's counter: the round id is the page's, drawn at random with each new round.
+pub fn round(tenant: &TenantId, code: &CodeId, round: &str) -> String {
+    format!("{tenant}#{code}#{round}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

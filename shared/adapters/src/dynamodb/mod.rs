@@ -12,6 +12,7 @@ pub mod keys;
 mod leases;
 mod ledger;
 mod owed;
+mod pages;
 mod replay;
 mod retiring_links;
 mod run_lease;
@@ -19,10 +20,10 @@ mod staff;
 mod sweep;
 mod tenants;
 mod tokens;
-mod visits;
 
 pub use budget::DynamoBudget;
 pub use codes::{CodeRecord, SeatChange};
+pub use pages::{PageSeen, PageTables};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::ids::{CodeId, TenantId};
@@ -45,6 +46,8 @@ pub(crate) type Item = HashMap<String, AttributeValue>;
 pub struct DynamoStore {
     client: aws_sdk_dynamodb::Client,
     table: String,
+    /// The landing page's own tables, for the functions that write or read pages.
+    pages: Option<PageTables>,
     requests: RequestCounter,
 }
 
@@ -60,6 +63,7 @@ impl DynamoStore {
         Self {
             client: aws_sdk_dynamodb::Client::from_conf(config),
             table,
+            pages: None,
             requests,
         }
     }

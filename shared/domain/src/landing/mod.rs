@@ -1,12 +1,12 @@
 //! The landing page of sequenced and quota codes (issue 15): a visitor's scan is counted
-//! against the code's rotation with one atomic write, which answers the visit's number and the
-//! rotation it was counted against, and the number picks the member.
+//! against the code's page, whose rotation the visit's number picks the member from.
 //!
-//! - **One write, no read.** `RotationCounter::count_visit` adds one to the counter of the
-//!   code's `PUSHED#` record and answers the record as it is after the add. The rotation there
-//!   is the one the single writer recorded with the WeCom list (`crate::refresh`), so once the
-//!   record without a member has landed, no later visit is counted against a rotation naming
-//!   them.
+//! - **The page's home.** A code's page (its rotation, the round's id and order key, a starved
+//!   mark) lives apart from the platform's table, written only by the code's single writer in
+//!   one transaction with the code's record (`PageWrite`: never one without the other, never
+//!   under a lost lease). `RotationCounter::count_visit` reads the page and adds one to its
+//!   round's counter: so once the record without a member has landed, no visit that starts
+//!   later is counted against a rotation naming them.
 //! - **The pick** (`pick`, `order.rs`): visit number n (1-based) counts against round
 //!   (n - 1) / R and position (n - 1) mod R of it, R the round's length (the sum of the slots'
 //!   `takes`): on a sequenced code each member takes `round_limit` visitors per round (1
@@ -14,14 +14,14 @@
 //!   limit on the code (`membership::rotation`), and leaves the rotation through the quota loop
 //!   once their adds reach it. Consecutive numbers never share a position within a round, so n
 //!   concurrent visits fill the round's positions exactly, none twice and none skipped. Which
-//!   slot a position reaches is a shuffle of the round, keyed by the record's secret
+//!   slot a position reaches is a shuffle of the round, keyed by the page's secret
 //!   `OrderKey` and the round's number: a visitor who watches the redirects cannot send GETs
 //!   up to the slot before someone's and hand them the next real visitor.
 //! - **Machines are not counted** (`opener.rs`): a `HEAD`, a prefetch or a link-preview
 //!   fetcher gets an answer without a write, so it neither spends a slot nor learns one.
-//! - **A new record starts a new round.** A push replaces the record (and so its counter and
-//!   its order key): the next visit is number 1 of the new rotation, under a new key. A rotation recorded without a push (the
-//!   list unchanged, a quota member's share or a link changed) keeps the counter.
+//! - **A push starts a new round** (`PageWrite::NewRound`): the next visit is number 1 of the
+//!   new rotation, under a new key. A rotation recorded without a push (the list unchanged, a
+//!   quota member's share or a link changed) keeps the round, its counter and its key.
 //! - **Attribution.** Each slot carries its member's customer-acquisition link; the visitor is
 //!   sent to it with `customer_channel` = the code id the page resolved from its path
 //!   (`chat_url`; nothing the visitor sends with the request is read), which WeCom echoes as
@@ -42,6 +42,24 @@ use crate::ids::{CodeId, InvalidCodeId, StaffId};
 use crate::ids::{InvalidTenantId, TenantId};
 use crate::membership::RotationSlot;
 use crate::StoreError;
+
+/// What a record write of the code's single writer does to the code's page: the page (the
+/// rotation visitors are sent by, its round and order key) lives in a home of its own, which
+/// the landing function may read and nothing else of the platform's, and it is written only in
+/// the same transaction as the code's record, fenced on the writer's lease: never one without
+/// the other (docs/design/landing-page.md, "The page's home").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PageWrite {
+    /// A new round of the rotation (a push): its visits counted from one, under a fresh order key.
+    NewRound(Vec<RotationSlot>),
+    /// The same round with a changed rotation (a quota member's share shrank with an add): its
+    /// counter and order key stay.
+    SameRound(Vec<RotationSlot>),
+    /// Nobody is eligible and there is no fallback: visitors are told nobody is available.
+    Starved,
+    /// The code no longer rotates (edited to native): visitors are told to scan it in WeChat.
+    NotServed,
+}
 
 /// What the one write of a visit found.
 #[derive(Debug, Clone, PartialEq, Eq)]

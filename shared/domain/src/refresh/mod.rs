@@ -20,6 +20,7 @@ use crate::codes::{CodeFacts, CodeSnapshot, PushedList};
 use crate::dirty::{DirtyMarks, DirtyWhy};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
+use crate::landing::PageWrite;
 use crate::lanes::{Lane, LanePolicy};
 use crate::membership::{Membership, RotationSlot};
 use crate::reasons::{Cause, FanOut, FanOutQueue, Source};
@@ -46,9 +47,23 @@ pub struct PushRecord {
     pub fact_at_ms: Vec<u64>,
     /// The landing page's rotation from the same recompute (sequenced and quota codes).
     pub rotation: Option<Vec<RotationSlot>>,
+    /// The code has a page on the landing page, or had one until this push: the record's write
+    /// writes the page too (`page`).
+    pub on_page: bool,
     /// The lane the push ran as (`Refresher::lane_of`): slow for a quiet code, whichever
     /// queue delivered its reasons.
     pub lane: Lane,
+}
+
+impl PushRecord {
+    /// What the push's record write does to the code's page: a new round of its rotation, or,
+    /// for a code that stopped rotating, "not served"; nothing for a code that never had one.
+    pub fn page(&self) -> Option<PageWrite> {
+        match &self.rotation {
+            Some(rotation) => Some(PageWrite::NewRound(rotation.clone())),
+            None => self.on_page.then_some(PageWrite::NotServed),
+        }
+    }
 }
 
 /// What one refresh did, for the tenant's daily counters.
@@ -787,10 +802,16 @@ where
             alert = "code_starved",
             "nobody is eligible and the code has no usable fallback; the last list stays"
         );
+        // A code the landing page serves (or served until now) shows visitors it is starved.
+        let on_page = snapshot.code.config.family.rotates()
+            || snapshot
+                .last_pushed
+                .as_ref()
+                .is_some_and(|p| p.rotation.is_some());
         if !snapshot.last_pushed.as_ref().is_some_and(|p| p.starved)
             && self
                 .facts
-                .record_starved(tenant, code, &held.lease, now_ms)
+                .record_starved(tenant, code, &held.lease, now_ms, on_page)
                 .await?
                 == FencedWrite::LeaseLost
         {
@@ -1004,6 +1025,11 @@ where
             fallback: push.fallback,
             fact_at_ms: push.held.asked.fact_at_ms.to_vec(),
             rotation: push.rotation.clone(),
+            on_page: push.rotation.is_some()
+                || snapshot
+                    .last_pushed
+                    .as_ref()
+                    .is_some_and(|p| p.rotation.is_some()),
             lane: self.lane_of(push.held, snapshot, now_ms),
         };
         let recorded = self

@@ -27,17 +27,21 @@ pub trait CodeRecords: Send + Sync {
         push: &PushRecord,
         then: AfterRecord,
     ) -> Result<FencedWrite, StoreError>;
-    /// Marks the code starved (nobody eligible, no fallback) without touching the last list.
+    /// Marks the code starved (nobody eligible, no fallback) without touching the last list;
+    /// with `on_page` (a code the landing page serves) its page says so in the same write
+    /// (`PageWrite::Starved`).
     async fn record_starved(
         &self,
         tenant: &TenantId,
         code: &CodeId,
         lease: &Lease,
         at_ms: u64,
+        on_page: bool,
     ) -> Result<FencedWrite, StoreError>;
     /// Replaces the landing page's rotation when the WeCom list stayed the same but the
     /// rotation did not (a quota member's share of a round shrinks with each add); `None`
-    /// removes it (a code edited to native: the page must stop routing it).
+    /// removes it (a code edited to native: the page must stop routing it). The code's page
+    /// is written in the same write (`PageWrite::SameRound`, or `PageWrite::NotServed`).
     async fn record_rotation(
         &self,
         tenant: &TenantId,

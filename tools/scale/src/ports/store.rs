@@ -24,9 +24,9 @@
 //! | `CodeFacts::snapshot` | BatchGetItem S [`PROFILE`, `PAUSE`, `CODE#c`, `PUSHED#c` (with the lease), `DIRTY#c`]; stops there when the profile or code is missing; then BatchGetItem S of `DEPT#d` per 10 departments, until they hold 2,000 candidates; then BatchGetItem S of 4 keys per person (staff, today on code, today on all codes, total on code) in requests of 100 keys |
 //! | `CodeLeases::release` | UpdateItem `PUSHED#c` |
 //! | `CodeRecords::record_tally` | UpdateItem `STATS#REFRESH#shard#day` (a shard drawn per write); when requeued for budget or throttle, UpdateItem `REQUEUES#shard / MINUTE#m` (a shard drawn per write) |
-//! | `CodeRecords::record_push` | UpdateItem `PUSHED#c` (fenced on the lease there, and releasing it with `AfterRecord::Release`); once it holds, PutItem `PUSHLOG#c#..` |
-//! | `CodeRecords::record_starved`, `record_rotation` | UpdateItem `PUSHED#c` (fenced on the lease there) |
-//! | `RotationCounter::count_visit` (the landing page) | UpdateItem `PUSHED#c` (refused or not) |
+//! | `CodeRecords::record_push` | UpdateItem `PUSHED#c` (fenced on the lease there, and releasing it with `AfterRecord::Release`), for a landing code a TransactWriteItems of that update and its page (Put, rotation table); once it holds, PutItem `PUSHLOG#c#..` |
+//! | `CodeRecords::record_starved`, `record_rotation` | UpdateItem `PUSHED#c` (fenced on the lease there), for a landing code a TransactWriteItems of that update and its page |
+//! | `RotationCounter::count_visit` (the landing page) | GetItem S of the page (rotation table); for a rotating page UpdateItem of its round's counter (visit table) |
 //! | `CodeRecords::keep_link` | UpdateItem `STAFF#s` |
 //! | `FailureMarks::mark_code_gone` / `mark_staff_unusable` | UpdateItem `CODE#c` / `STAFF#s` |
 //! | `DirtyMarks::mark_dirty` | UpdateItem `DIRTY#c` +idx (`gsi1` dirty shard) |
@@ -91,7 +91,7 @@ use domain::fakes::{scrambled, FakeBudget, InMemoryStore};
 use domain::fanout::CodeIndex;
 use domain::ids::{CodeId, DepartmentId, StaffId, TenantId};
 use domain::intake::{InboxMessage, MessageGroup};
-use domain::landing::{Counted, OrderKey, RotationCounter};
+use domain::landing::{Counted, OrderKey, PageWrite, RotationCounter};
 use domain::membership::{
     candidates, AddCounts, CodeConfig, Employment, RotationSlot, StaffFacts, WeeklySchedule,
     MAX_DEPARTMENT_CANDIDATES,
@@ -355,6 +355,22 @@ fn lease_bytes() -> usize {
 fn record_touch(tenant: &TenantId, code: &CodeId, record: Option<usize>) -> Touch {
     let record = record.unwrap_or_else(|| Size::of(&ItemKey::pushed(tenant, code)).bytes());
     Touch::new(ItemKey::pushed(tenant, code), record + lease_bytes())
+}
+
+/// A code's page in the landing page's rotation table, as written and read: its rotation,
+/// round, order key and starved mark. The page and visit tables are their own tables at AWS;
+/// here their items are partitions of their own in the one simulated table (whose table-wide
+/// limits they then share: the conservative side).
+fn page_touch(tenant: &TenantId, code: &CodeId, rotation: Option<&[RotationSlot]>) -> Touch {
+    let key = ItemKey::new(format!("PAGE#{}", keys::page(tenant, code)), "");
+    let mut size = Size::of(&key)
+        .s("round", 16)
+        .s("order_key", OrderKey::LEN)
+        .b("starved");
+    if let Some(rotation) = rotation {
+        size = size.s("rotation", json_len(rotation));
+    }
+    Touch::new(key, size.bytes())
 }
 
 fn dirty_key(tenant: &TenantId, code: &CodeId) -> ItemKey {
@@ -692,16 +708,10 @@ pub struct MeteredStore {
     meter: Arc<DynamoDb>,
     trace: Arc<Trace>,
     log: RequestLog,
-    /// The landing page's counter on each `PUSHED#` record, with the push it counts since
-    /// (`pushed_at_ms`): the in-memory store keeps no visits.
-    visits: Arc<Mutex<VisitCounters>>,
     /// Tally writes so far: the shard each writes is drawn from it, as at random but
     /// repeatably (the adapter draws at random).
     tallies: Arc<AtomicU64>,
 }
-
-/// Each code's landing-page counter: (the push it counts since, visits).
-type VisitCounters = HashMap<(TenantId, CodeId), (u64, u64)>;
 
 impl MeteredStore {
     pub fn new(data: InMemoryStore, meter: Arc<DynamoDb>, trace: Arc<Trace>) -> Self {
@@ -710,7 +720,6 @@ impl MeteredStore {
             meter,
             trace,
             log: RequestLog::default(),
-            visits: Arc::default(),
             tallies: Arc::default(),
         }
     }
@@ -798,6 +807,26 @@ impl MeteredStore {
 
     async fn transact(&self, touches: Vec<Touch>) -> Result<(), StoreError> {
         self.send(Kind::TransactWriteItems, Request::TransactWrite(touches))
+            .await
+    }
+
+    /// A record write: one fenced `UpdateItem`, or, with a landing code's page, a
+    /// `TransactWriteItems` of the record and the page (each item billed twice).
+    async fn record_write(
+        &self,
+        record: Touch,
+        page: Option<&PageWrite>,
+        tenant: &TenantId,
+        code: &CodeId,
+    ) -> Result<(), StoreError> {
+        let Some(page) = page else {
+            return self.write(Kind::UpdateItem, record).await;
+        };
+        let rotation = match page {
+            PageWrite::NewRound(slots) | PageWrite::SameRound(slots) => Some(slots.as_slice()),
+            PageWrite::Starved | PageWrite::NotServed => None,
+        };
+        self.transact(vec![record, page_touch(tenant, code, rotation)])
             .await
     }
 
@@ -1197,7 +1226,8 @@ impl CodeRecords for MeteredStore {
         then: AfterRecord,
     ) -> Result<FencedWrite, StoreError> {
         let pushed = pushed_bytes(tenant, code, &push.users, push.rotation.as_deref());
-        self.write(Kind::UpdateItem, record_touch(tenant, code, Some(pushed)))
+        let record = record_touch(tenant, code, Some(pushed));
+        self.record_write(record, push.page().as_ref(), tenant, code)
             .await?;
         let recorded = self.data.record_push(tenant, code, lease, push, then).await;
         if then == AfterRecord::Release {
@@ -1222,6 +1252,7 @@ impl CodeRecords for MeteredStore {
         code: &CodeId,
         lease: &Lease,
         at_ms: u64,
+        on_page: bool,
     ) -> Result<FencedWrite, StoreError> {
         let pushed = self.data.stored_pushed(tenant, code).map_or(
             Size::of(&ItemKey::pushed(tenant, code))
@@ -1230,9 +1261,12 @@ impl CodeRecords for MeteredStore {
             |pushed| pushed_list_bytes(tenant, code, &pushed),
         );
         let pushed = Size(pushed).n("starved_at_ms", at_ms).bytes();
-        self.write(Kind::UpdateItem, record_touch(tenant, code, Some(pushed)))
+        let record = record_touch(tenant, code, Some(pushed));
+        self.record_write(record, on_page.then_some(&PageWrite::Starved), tenant, code)
             .await?;
-        self.data.record_starved(tenant, code, lease, at_ms).await
+        self.data
+            .record_starved(tenant, code, lease, at_ms, on_page)
+            .await
     }
 
     async fn record_rotation(
@@ -1244,8 +1278,11 @@ impl CodeRecords for MeteredStore {
         rotation: Option<&[RotationSlot]>,
     ) -> Result<FencedWrite, StoreError> {
         let pushed = pushed_bytes(tenant, code, wecom_list, rotation);
-        self.write(Kind::UpdateItem, record_touch(tenant, code, Some(pushed)))
-            .await?;
+        let record = record_touch(tenant, code, Some(pushed));
+        let page = rotation.map_or(PageWrite::NotServed, |slots| {
+            PageWrite::SameRound(slots.to_vec())
+        });
+        self.record_write(record, Some(&page), tenant, code).await?;
         self.data
             .record_rotation(tenant, code, lease, wecom_list, rotation)
             .await
@@ -1481,61 +1518,27 @@ impl DirtyMarks for MeteredStore {
 
 #[async_trait::async_trait]
 impl RotationCounter for MeteredStore {
-    /// One conditional `UpdateItem` on `PUSHED#c` (`ADD visits`), refused or not: the adapter
-    /// tells a missing, native or starved record apart from the refusal's old item. The
-    /// counter starts again with each push, which writes the record whole.
+    /// A strongly consistent `GetItem` of the code's page, then, for a page with a rotation,
+    /// an `UpdateItem` of its round's counter (the landing page's own tables).
     async fn count_visit(&self, tenant: &TenantId, code: &CodeId) -> Result<Counted, StoreError> {
         let pushed = self.data.stored_pushed(tenant, code);
-        let bytes = pushed.as_ref().map_or(0, |pushed| {
-            Size(pushed_list_bytes(tenant, code, pushed) + lease_bytes())
+        let rotation = pushed
+            .as_ref()
+            .and_then(|pushed| pushed.rotation.as_deref());
+        self.get(page_touch(tenant, code, rotation), Consistency::Strong)
+            .await?;
+        let counted = self.data.count_visit(tenant, code).await?;
+        if matches!(counted, Counted::Visit { .. }) {
+            let counter = ItemKey::new(keys::round(tenant, code, "0123456789abcdef"), "");
+            let bytes = Size::of(&counter)
                 .n("visits", 1_000)
-                .s("order_key", OrderKey::LEN)
-                .bytes()
-        });
-        let touch = Touch::new(ItemKey::pushed(tenant, code), bytes);
-        self.write(Kind::UpdateItem, touch).await?;
-        let Some(pushed) = pushed else {
-            return Ok(Counted::NoSuchCode);
-        };
-        if pushed.starved {
-            return Ok(Counted::Starved);
+                .n(keys::EXPIRES_AT, SECS)
+                .bytes();
+            self.write(Kind::UpdateItem, Touch::new(counter, bytes))
+                .await?;
         }
-        let Some(rotation) = pushed.rotation else {
-            return Ok(Counted::NotRotating);
-        };
-        let mut visits = self
-            .visits
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let counter = visits
-            .entry((tenant.clone(), code.clone()))
-            .or_insert((pushed.pushed_at_ms, 0));
-        if counter.0 != pushed.pushed_at_ms {
-            *counter = (pushed.pushed_at_ms, 0);
-        }
-        counter.1 += 1;
-        Ok(Counted::Visit {
-            number: counter.1,
-            rotation,
-            order: order_key(tenant, code, pushed.pushed_at_ms),
-        })
+        Ok(counted)
     }
-}
-
-/// The record's order key, as at random but repeatably (the adapter draws it at random with
-/// the record's first visit): the simulation routes the same visits the same way every run.
-fn order_key(tenant: &TenantId, code: &CodeId, pushed_at_ms: u64) -> OrderKey {
-    let mut key = [0u8; OrderKey::LEN];
-    key[..8].copy_from_slice(&pushed_at_ms.to_le_bytes());
-    let ids = tenant
-        .as_str()
-        .bytes()
-        .chain([0])
-        .chain(code.as_str().bytes());
-    for (i, byte) in ids.enumerate() {
-        key[8 + i % (OrderKey::LEN - 8)] ^= byte.rotate_left((i / 24) as u32);
-    }
-    OrderKey::new(key)
 }
 
 /// The shared WeCom budget with `DynamoBudget`'s semantics (one conditional `UpdateItem` per

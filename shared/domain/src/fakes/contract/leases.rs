@@ -49,6 +49,7 @@ fn push(at_ms: u64) -> PushRecord {
         fallback: false,
         fact_at_ms: vec![at_ms],
         rotation: None,
+        on_page: false,
         lane: Lane::Fast,
     }
 }
@@ -77,7 +78,7 @@ async fn record_writes<F: Fixture>(
             .await
             .expect("store available"),
         store
-            .record_starved(tenant, id, lease, at_ms)
+            .record_starved(tenant, id, lease, at_ms, false)
             .await
             .expect("store available"),
     ]

@@ -23,6 +23,7 @@ mod budget;
 mod conditions;
 mod leases;
 mod owed;
+mod pages;
 mod pagination;
 mod records;
 #[cfg(test)]
@@ -32,6 +33,7 @@ pub use budget::*;
 pub use conditions::*;
 pub use leases::*;
 pub use owed::*;
+pub use pages::*;
 pub use pagination::*;
 pub use records::*;
 
@@ -60,6 +62,7 @@ pub trait Fixture: Send + Sync {
         + DirtyMarks
         + ReplayRuns
         + crate::replay::CallbackArchive
+        + crate::landing::RotationCounter
         + Send
         + Sync;
     type Budget: WeComBudget;
@@ -157,6 +160,7 @@ macro_rules! store_contract {
             a_record_write_under_a_lease_never_taken_is_refused,
             a_released_lease_is_free_at_once_but_a_stale_release_frees_nothing,
             a_code_leased_before_its_first_record_has_none_and_its_records_keep_the_lease,
+            a_landing_codes_page_changes_with_its_record_and_never_without_it,
             a_limit_claim_is_owned_by_its_first_claimer_and_taken_over_only_as_read,
             spends_beyond_the_minutes_budget_are_refused_until_the_next_minute,
             spends_beyond_the_hours_budget_are_refused_until_the_next_hour,

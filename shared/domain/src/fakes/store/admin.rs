@@ -466,6 +466,7 @@ impl AdminStore for InMemoryStore {
         tables.code_index.remove_code(&key);
         tables.code_owed.remove(&key);
         tables.pushed.remove(&key);
+        tables.pages.remove(&key);
         tables
             .today
             .retain(|(t, c, _), _| !(t == tenant && c == code));

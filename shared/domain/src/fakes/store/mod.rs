@@ -13,6 +13,7 @@ mod admin;
 mod archive;
 mod facts;
 mod indexes;
+mod pages;
 mod refresh;
 mod schedules;
 mod sweep;
@@ -23,6 +24,7 @@ use crate::dirty::DirtyWhy;
 use crate::facts::{AddFact, LimitClaim};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
+use crate::landing::PageWrite;
 use crate::lanes::CodeAge;
 use crate::membership::{AddCounts, CodeConfig, Employment, StaffFacts, WeeklySchedule};
 use crate::owed::{Owed, WRITES_PER_TRANSACTION};
@@ -94,6 +96,8 @@ struct Tables {
     /// When each code was created and last edited (`CodeRecords::age`).
     ages: HashMap<CodeKey, CodeAge>,
     pushed: HashMap<CodeKey, PushedList>,
+    /// Each landing code's page (`crate::landing::PageWrite`), written with its record.
+    pages: HashMap<CodeKey, pages::Page>,
     /// Each staff member's acquisition link (`CodeRecords::keep_link`).
     links: HashMap<StaffKey, AcquisitionLink>,
     today: HashMap<(TenantId, CodeId, StaffId), AddCounts>,
@@ -602,9 +606,20 @@ impl InMemoryStore {
                 .insert((tenant.clone(), department.clone()), members.clone());
         }
         match &snapshot.last_pushed {
-            Some(pushed) => tables.pushed.insert(key, pushed.clone()),
+            Some(pushed) => tables.pushed.insert(key.clone(), pushed.clone()),
             None => tables.pushed.remove(&key),
         };
+        tables.pages.remove(&key);
+        drop(tables);
+        // A record with a rotation was written with its page.
+        if let Some(pushed) = &snapshot.last_pushed {
+            if let Some(rotation) = &pushed.rotation {
+                self.write_page(tenant, code, &PageWrite::NewRound(rotation.clone()));
+            }
+            if pushed.starved && pushed.rotation.is_some() {
+                self.write_page(tenant, code, &PageWrite::Starved);
+            }
+        }
     }
 
     pub fn set_age(&self, tenant: &TenantId, code: &CodeId, age: CodeAge) {

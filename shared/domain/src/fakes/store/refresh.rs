@@ -5,6 +5,7 @@ use crate::codes::PushedList;
 use crate::dirty::{DirtyMarks, DirtyWhy};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
+use crate::landing::PageWrite;
 use crate::membership::RotationSlot;
 use crate::refresh::{
     Acquired, AfterRecord, CodeLeases, CodeRecords, FailureMarks, FencedWrite, Lease, PushRecord,
@@ -42,6 +43,9 @@ impl CodeRecords for InMemoryStore {
         if self.fence(tenant, code, lease) == FencedWrite::LeaseLost {
             return Ok(FencedWrite::LeaseLost);
         }
+        if let Some(page) = push.page() {
+            self.write_page(tenant, code, &page);
+        }
         let mut tables = self.tables();
         if !tables.history_off {
             tables.pushes.push(push.clone());
@@ -67,9 +71,14 @@ impl CodeRecords for InMemoryStore {
         code: &CodeId,
         lease: &Lease,
         _: u64,
+        on_page: bool,
     ) -> Result<FencedWrite, StoreError> {
         self.available()?.starved += 1;
-        Ok(self.fence(tenant, code, lease))
+        let fenced = self.fence(tenant, code, lease);
+        if fenced == FencedWrite::Written && on_page {
+            self.write_page(tenant, code, &PageWrite::Starved);
+        }
+        Ok(fenced)
     }
 
     async fn record_rotation(
@@ -82,6 +91,10 @@ impl CodeRecords for InMemoryStore {
     ) -> Result<FencedWrite, StoreError> {
         let fenced = self.fence(tenant, code, lease);
         if fenced == FencedWrite::Written {
+            let page = rotation.map_or(PageWrite::NotServed, |rotation| {
+                PageWrite::SameRound(rotation.to_vec())
+            });
+            self.write_page(tenant, code, &page);
             let mut tables = self.tables();
             let record = tables
                 .pushed

@@ -16,9 +16,11 @@
 
 mod runtime_api;
 
+use adapters::dynamodb::{DynamoStore, PageTables};
 use anyhow::{ensure, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
 use clap::Parser;
+use domain::ids::{CodeId, TenantId};
 use rand::distributions::{Alphanumeric, DistString};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -175,10 +177,12 @@ async fn seed(
     })
 }
 
-/// The code's rotation (staff, takes, link) and visit counter, once every slot has a link.
+/// The code's rotation (staff, takes, link) and the visits counted on its page's round, once
+/// every slot has a link.
 async fn rotation(
     dynamodb: &aws_sdk_dynamodb::Client,
     table: &str,
+    store: &DynamoStore,
     seeded: &Seeded,
 ) -> Result<Option<(Vec<(String, u64, String)>, u64)>> {
     let key = HashMap::from([
@@ -204,11 +208,13 @@ async fn rotation(
         Some(raw) => serde_json::from_str(raw)?,
         None => return Ok(None),
     };
-    let visits = item
-        .get("visits")
-        .and_then(|v| v.as_n().ok())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
+    let visits = store
+        .page_seen(
+            &TenantId::parse(&seeded.tenant)?,
+            &CodeId::parse(&seeded.code)?,
+        )
+        .await?
+        .map_or(0, |page| page.visits);
     let linked: Option<Vec<(String, u64, String)>> = slots
         .iter()
         .map(|slot| {
@@ -273,6 +279,10 @@ async fn run(args: Args) -> Result<bool> {
     let table = stack.output("TableName")?.to_owned();
     let function = stack.output("LandingPageFunctionName")?.to_owned();
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let store = DynamoStore::new(dynamodb.clone(), table.clone()).with_pages(PageTables {
+        rotations: stack.output("RotationTableName")?.to_owned(),
+        visits: stack.output("VisitTableName")?.to_owned(),
+    });
     let logs = aws_sdk_cloudwatchlogs::Client::new(&aws);
     let log_group = stack_client::log_group(&aws, &function).await?;
     let http = reqwest::Client::builder()
@@ -283,7 +293,7 @@ async fn run(args: Args) -> Result<bool> {
     let seeded = seed(&args, &stack.api_url, &admin, &http).await?;
     let deadline = Instant::now() + Duration::from_secs(120);
     let (slots, _) = loop {
-        if let Some(found) = rotation(&dynamodb, &table, &seeded).await? {
+        if let Some(found) = rotation(&dynamodb, &table, &store, &seeded).await? {
             break found;
         }
         ensure!(
@@ -320,7 +330,7 @@ async fn run(args: Args) -> Result<bool> {
         }
     };
     let route = Arc::new(route);
-    let (_, counted_before) = rotation(&dynamodb, &table, &seeded)
+    let (_, counted_before) = rotation(&dynamodb, &table, &store, &seeded)
         .await?
         .context("rotation")?;
     let since_ms = now_ms();
@@ -349,7 +359,7 @@ async fn run(args: Args) -> Result<bool> {
         visit.await?;
     }
     let visits = std::mem::take(&mut *visits.lock().expect("not poisoned"));
-    let (_, counted_after) = rotation(&dynamodb, &table, &seeded)
+    let (_, counted_after) = rotation(&dynamodb, &table, &store, &seeded)
         .await?
         .context("rotation")?;
     // The landing function's log lines reach the log store shortly after it answers.

@@ -455,11 +455,14 @@ async fn a_request_still_throttled_after_the_sdks_attempts_fails_the_call_and_wr
         Arc::new(DynamoDb::new(config, 1)),
         Arc::new(Trace::default()),
     );
-    // A partition takes 1,000 write units a second: landing visits to the code spend all of
-    // its partition's (the lease is on the record the visits count on).
+    // A partition takes 1,000 write units a second: releases of a lease the code does not
+    // have spend all of the record's.
+    let stale = Lease {
+        holder: "gone".into(),
+        expires_at_ms: START_MS,
+    };
     for _ in 0..1_000 {
-        throttled
-            .count_visit(&tenant(), &code())
+        CodeLeases::release(&throttled, &tenant(), &code(), &stale)
             .await
             .expect("served");
     }
@@ -471,6 +474,65 @@ async fn a_request_still_throttled_after_the_sdks_attempts_fails_the_call_and_wr
     assert_eq!(throttled.meter().total().failed_requests, 1);
     assert_eq!(throttled.requests().total(), 1_001);
     assert_eq!(throttled.requests().attempts(), 1_001);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_busy_codes_visits_spend_nothing_of_its_records_partition() {
+    let store = store();
+    load_code(&store, members());
+    let config = DynamoConfig {
+        request_latency: Duration::ZERO,
+        retry: crate::services::dynamodb::RetryPolicy {
+            max_attempts: 1,
+            ..Default::default()
+        },
+        ..DynamoConfig::default()
+    };
+    let metered = MeteredStore::new(
+        store.data().clone(),
+        Arc::new(DynamoDb::new(config, 1)),
+        Arc::new(Trace::default()),
+    );
+    let Acquired::LeasedRefresh(lease) =
+        CodeLeases::acquire(&metered, &tenant(), &code(), "me", START_MS, 8_000, None)
+            .await
+            .expect("served")
+    else {
+        panic!("the lease is free");
+    };
+    let rotation = vec![RotationSlot {
+        staff: members()[0].clone(),
+        takes: 1,
+        link: Some("https://work.weixin.qq.com/ca/x".into()),
+    }];
+    let push = PushRecord {
+        users: members(),
+        pushed_at_ms: START_MS,
+        fallback: false,
+        fact_at_ms: vec![START_MS],
+        rotation: Some(rotation),
+        on_page: true,
+        lane: Lane::Fast,
+    };
+    let recorded = metered
+        .record_push(&tenant(), &code(), &lease, &push, AfterRecord::Release)
+        .await
+        .expect("served");
+    assert_eq!(recorded, FencedWrite::Written);
+    // 1,000 visits in the same second: each a read of the page and a write of its round's
+    // counter, in the landing page's own tables.
+    for visit in 1..=1_000 {
+        let counted = metered
+            .count_visit(&tenant(), &code())
+            .await
+            .expect("served");
+        assert!(matches!(counted, Counted::Visit { number, .. } if number == visit));
+    }
+    let taken = CodeLeases::acquire(&metered, &tenant(), &code(), "next", START_MS, 8_000, None)
+        .await
+        .expect("the record's partition has its write units");
+    assert!(matches!(taken, Acquired::LeasedRefresh(_)), "{taken:?}");
+    assert_eq!(metered.meter().total().failed_requests, 0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -570,7 +632,7 @@ async fn the_codes_of_a_staff_member_in_a_department_add_a_query_of_the_departme
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_landing_visit_is_one_conditional_update_and_counts_on_from_the_last_push() {
+async fn a_landing_visit_reads_the_page_and_counts_on_its_rounds_counter() {
     let rotating = store();
     let rotation: Vec<RotationSlot> = members()[..2]
         .iter()
@@ -602,15 +664,15 @@ async fn a_landing_visit_is_one_conditional_update_and_counts_on_from_the_last_p
     assert_ne!(picked[0].0, picked[1].0, "the rotation moves on");
     assert_eq!(
         rotating.requests().by_kind(),
-        sent(&[(Kind::UpdateItem, 3)])
+        sent(&[(Kind::GetItem, 3), (Kind::UpdateItem, 3)])
     );
-    // A native code's visit is refused by the condition, still one request.
+    // A native code has no page: its visit is one read and counts nothing.
     let native = store();
     load_code(&native, members());
     let landing = domain::landing::LandingPage::new(native.clone())
         .visit("acme", "code-1", domain::landing::Opener::Person)
         .await
         .expect("counted");
-    assert_eq!(landing, domain::landing::Landing::NotOnLandingPage);
-    assert_eq!(native.requests().by_kind(), sent(&[(Kind::UpdateItem, 1)]));
+    assert_eq!(landing, domain::landing::Landing::UnknownCode);
+    assert_eq!(native.requests().by_kind(), sent(&[(Kind::GetItem, 1)]));
 }
