@@ -26,12 +26,12 @@ help:
 
 $(VENV)/tools/.installed: tools/requirements/sam.txt
 	$(PYTHON) -m venv $(VENV)/tools
-	$(TOOLS)/pip install --quiet --disable-pip-version-check -r $<
+	$(TOOLS)/pip install --quiet --disable-pip-version-check --require-hashes -r $<
 	touch $@
 
 $(VENV)/ministack/.installed: tools/requirements/ministack.txt
 	$(PYTHON) -m venv $(VENV)/ministack
-	$(MINISTACK)/pip install --quiet --disable-pip-version-check -r $<
+	$(MINISTACK)/pip install --quiet --disable-pip-version-check --require-hashes -r $<
 	touch $@
 
 $(VENV)/fuzz/.installed: tools/requirements/fuzz.txt
