@@ -319,7 +319,9 @@ async fn the_alarm_topic_takes_only_this_stacks_alarms() -> Result<()> {
         status == 403 && body.contains("AuthorizationError"),
         "a principal of the account published to the alarm topic: {status} {body}"
     );
-    let eavesdropper = topic.replace(":sns:", ":sqs:").replace("-alarms", "-eavesdropper");
+    let eavesdropper = topic
+        .replace(":sns:", ":sqs:")
+        .replace("-alarms", "-eavesdropper");
     let (status, body) = sns(
         &world,
         &[

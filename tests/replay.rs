@@ -126,7 +126,15 @@ async fn callbacks_parked_under_an_older_rule_are_reported_by_a_dry_run_and_conv
     let calls_before = wecom_calls(&world, &live.tenant.corp_id).await?.len();
     let (from, to) = (from_ms.to_string(), to_ms.to_string());
     let dry = ops(&[
-        "replay", "--tenant", &tenant, "--from", &from, "--to", &to, "--by", "replay-test",
+        "replay",
+        "--tenant",
+        &tenant,
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "--by",
+        "replay-test",
     ])
     .await?;
     let calls_during_dry_run =
@@ -230,8 +238,15 @@ async fn callbacks_parked_under_an_older_rule_are_reported_by_a_dry_run_and_conv
                 .unwrap_or_default()
         };
         anyhow::Ok(
-            ["events", "counted", "already_counted", "pages", "status", "started_by"]
-                .map(field),
+            [
+                "events",
+                "counted",
+                "already_counted",
+                "pages",
+                "status",
+                "started_by",
+            ]
+            .map(field),
         )
     };
     let before = record().await?;

@@ -224,9 +224,17 @@ mod tests {
             .await
             .expect("handled");
         assert!(response.batch_item_failures.is_empty());
-        assert_eq!(queues.replay_pages().len(), 2, "each delivery queues the next");
+        assert_eq!(
+            queues.replay_pages().len(),
+            2,
+            "each delivery queues the next"
+        );
         let (_, events, _) = store.replay_run("sample-dry-run").expect("the run");
-        assert_eq!(events.len(), 1, "the event is one line however often its page runs");
+        assert_eq!(
+            events.len(),
+            1,
+            "the event is one line however often its page runs"
+        );
     }
 
     #[tokio::test]
@@ -264,12 +272,25 @@ mod tests {
             let response = handle(&replayer, &queues, first_page(other))
                 .await
                 .expect("handled");
-            assert!(response.batch_item_failures.is_empty(), "refused, not retried");
+            assert!(
+                response.batch_item_failures.is_empty(),
+                "refused, not retried"
+            );
         }
-        assert_eq!(queues.replay_pages().len(), 1, "only the first request goes on");
-        assert!(store.counted().is_empty(), "the apply under the taken id counted nothing");
+        assert_eq!(
+            queues.replay_pages().len(),
+            1,
+            "only the first request goes on"
+        );
+        assert!(
+            store.counted().is_empty(),
+            "the apply under the taken id counted nothing"
+        );
         let after = store.replay_run("sample-dry-run").expect("the run");
-        assert_eq!(after, before, "the run's status, lines and changes are as they were");
+        assert_eq!(
+            after, before,
+            "the run's status, lines and changes are as they were"
+        );
         assert_eq!(
             store.replay_request("sample-dry-run").map(|r| r.by),
             Some("ann".into())

@@ -213,11 +213,17 @@ pub async fn a_replay_run_is_created_once_sees_each_callback_once_and_pages_its_
         requested_at_ms: now_ms(),
     };
     assert_eq!(
-        store.create(&run, &request, now_ms()).await.expect("store available"),
+        store
+            .create(&run, &request, now_ms())
+            .await
+            .expect("store available"),
         RunStart::New
     );
     assert_eq!(
-        store.create(&run, &request, now_ms()).await.expect("store available"),
+        store
+            .create(&run, &request, now_ms())
+            .await
+            .expect("store available"),
         RunStart::Resumed,
         "its first page again carries on with the run"
     );
@@ -226,7 +232,10 @@ pub async fn a_replay_run_is_created_once_sees_each_callback_once_and_pages_its_
         ..request.clone()
     };
     assert_eq!(
-        store.create(&run, &other, now_ms()).await.expect("store available"),
+        store
+            .create(&run, &other, now_ms())
+            .await
+            .expect("store available"),
         RunStart::Taken,
         "another request under the same id is refused"
     );
@@ -235,7 +244,10 @@ pub async fn a_replay_run_is_created_once_sees_each_callback_once_and_pages_its_
         ..request.clone()
     };
     assert_eq!(
-        store.create(&run, &later, now_ms()).await.expect("store available"),
+        store
+            .create(&run, &later, now_ms())
+            .await
+            .expect("store available"),
         RunStart::Taken,
         "the same selection asked again is another request"
     );

@@ -185,7 +185,11 @@ impl ReplayRuns for InMemoryStore {
         let entry = tables.replays.entry(run.to_owned()).or_default();
         // One line per archive position, as the table's item per position: a page done again
         // rewrites its lines.
-        match entry.events.iter_mut().find(|e| e.position == line.position) {
+        match entry
+            .events
+            .iter_mut()
+            .find(|e| e.position == line.position)
+        {
             Some(kept) => *kept = line.clone(),
             None => entry.events.push(line.clone()),
         }
