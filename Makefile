@@ -104,7 +104,7 @@ down:
 	-$(TOOLS)/python tools/local/stack.py down
 
 ## lint: the docs check, formatting, clippy, cfn-lint (FixedEgress off, off with the egress
-## relay on, and on with 1 to 4 addresses) and sam validate
+## relay on, on with 1 to 4 addresses, PerClientLimits off), the template's checks and sam validate
 ## (clippy twice: `--all-targets` leaves out the test targets marked `test = false`, the
 ## integration tests, which are named instead)
 lint: $(VENV)/tools/.installed docs
@@ -112,7 +112,10 @@ lint: $(VENV)/tools/.installed docs
 	$(PYTHON) tools/module_cycles.py
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	cargo clippy --workspace --locked $(addprefix --test ,$(ALL_INTEGRATION_TESTS)) -- -D warnings
+	$(TOOLS)/python tools/template_check.py --self-test
+	$(TOOLS)/python tools/template_check.py
 	$(TOOLS)/cfn-lint template.yaml
+	$(TOOLS)/cfn-lint template.yaml --parameters PerClientLimits=off
 	$(TOOLS)/cfn-lint template.yaml --parameters WeComRelay=on
 	for addresses in 1 2 3 4; do \
 		$(TOOLS)/cfn-lint template.yaml --parameters FixedEgress=on EgressAddresses=$$addresses || exit 1; \
