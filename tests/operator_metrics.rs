@@ -245,6 +245,112 @@ fn alarm_prefix(world: &World) -> String {
     world.output("AlarmNamePrefix").to_owned()
 }
 
+/// One call of SNS's query API, signed with the test's own credentials (the tests carry no SNS
+/// SDK): its status and body.
+async fn sns(world: &World, params: &[(&str, &str)]) -> Result<(u16, String)> {
+    fn encoded(raw: &str) -> String {
+        raw.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    char::from(b).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect()
+    }
+    let url = format!(
+        "{}/",
+        world
+            .aws
+            .endpoint_url()
+            .context("AWS_ENDPOINT_URL")?
+            .trim_end_matches('/')
+    );
+    let body = params
+        .iter()
+        .chain(&[("Version", "2010-03-31")])
+        .map(|(name, value)| format!("{name}={}", encoded(value)))
+        .collect::<Vec<_>>()
+        .join("&");
+    let content_type = "application/x-www-form-urlencoded";
+    let request = stack_client::Unsigned {
+        method: "POST",
+        url: &url,
+        content_type,
+        payload: body.as_bytes(),
+    };
+    let credentials = world.aws.credentials_provider().context("credentials")?;
+    let region = world.aws.region().context("a region")?.to_string();
+    let headers = stack_client::sigv4_headers(&credentials, &region, "sns", &request).await?;
+    let mut call = world
+        .http
+        .post(&url)
+        .header("content-type", content_type)
+        .body(body);
+    for (name, value) in headers {
+        call = call.header(name, value);
+    }
+    let answer = call.send().await?;
+    Ok((answer.status().as_u16(), answer.text().await?))
+}
+
+/// The alarm topic's policy (`AlarmTopicPolicy`): only this stack's alarms publish, and no
+/// machine but the alarm robot subscribes. The test's credentials are a principal of the
+/// stack's own account (its root, locally), which the topic's default policy would let do
+/// both; MiniStack evaluates a topic's policy on each call (`AUTH=true`), so its Denies refuse
+/// them. CloudWatch's own deliveries are not evaluated by MiniStack (an alarm's change reaches
+/// the robot whatever the policy says: `an_alarm_raised_by_a_function_error_reaches_the_group_robot`
+/// shows the path), so the Allow for this stack's alarms is AWS's to enforce.
+#[tokio::test]
+async fn the_alarm_topic_takes_only_this_stacks_alarms() -> Result<()> {
+    let world = World::connect().await?;
+    let topic = world.output("AlarmTopicArn");
+    let (status, body) = sns(
+        &world,
+        &[
+            ("Action", "Publish"),
+            ("TopicArn", topic),
+            ("Subject", "ALARM: everything is fine"),
+            ("Message", "a forged alarm for the group robot"),
+        ],
+    )
+    .await?;
+    ensure!(
+        status == 403 && body.contains("AuthorizationError"),
+        "a principal of the account published to the alarm topic: {status} {body}"
+    );
+    let eavesdropper = topic
+        .replace(":sns:", ":sqs:")
+        .replace("-alarms", "-eavesdropper");
+    let (status, body) = sns(
+        &world,
+        &[
+            ("Action", "Subscribe"),
+            ("TopicArn", topic),
+            ("Protocol", "sqs"),
+            ("Endpoint", &eavesdropper),
+        ],
+    )
+    .await?;
+    ensure!(
+        status == 403 && body.contains("AuthorizationError"),
+        "a queue subscribed to the alarm topic: {status} {body}"
+    );
+    let (status, body) = sns(
+        &world,
+        &[("Action", "ListSubscriptionsByTopic"), ("TopicArn", topic)],
+    )
+    .await?;
+    ensure!(status == 200, "the topic's subscriptions: {status} {body}");
+    let lambdas = body.matches("<Protocol>lambda</Protocol>").count();
+    ensure!(
+        lambdas == 1 && body.contains("AlarmRobot") && !body.contains("eavesdropper"),
+        "the alarm robot alone reads the topic: {body}"
+    );
+    println!("publish and a queue's subscribe refused; {lambdas} function subscribed (the robot)");
+    Ok(())
+}
+
 #[tokio::test]
 async fn the_alarms_and_the_dashboard_deploy() -> Result<()> {
     let world = World::connect().await?;

@@ -125,7 +125,18 @@ async fn callbacks_parked_under_an_older_rule_are_reported_by_a_dry_run_and_conv
 
     let calls_before = wecom_calls(&world, &live.tenant.corp_id).await?.len();
     let (from, to) = (from_ms.to_string(), to_ms.to_string());
-    let dry = ops(&["replay", "--tenant", &tenant, "--from", &from, "--to", &to]).await?;
+    let dry = ops(&[
+        "replay",
+        "--tenant",
+        &tenant,
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "--by",
+        "replay-test",
+    ])
+    .await?;
     let calls_during_dry_run =
         wecom_calls(&world, &live.tenant.corp_id).await?.len() - calls_before;
     println!(
@@ -136,6 +147,12 @@ async fn callbacks_parked_under_an_older_rule_are_reported_by_a_dry_run_and_conv
         calls_during_dry_run
     );
     assert_eq!(dry["mode"], "dry_run", "{dry}");
+    // The run records who started it: the caller's STS identity, with the --by name added.
+    let by = dry["started_by"].as_str().unwrap_or_default();
+    assert!(
+        by.starts_with("arn:") && by.ends_with(" as replay-test"),
+        "{dry}"
+    );
     assert_eq!(dry["status"], "done", "{dry}");
     assert_eq!(calls_during_dry_run, 0, "a dry run calls WeCom zero times");
     let events = dry["events"].as_array().cloned().unwrap_or_default();
@@ -196,6 +213,65 @@ async fn callbacks_parked_under_an_older_rule_are_reported_by_a_dry_run_and_conv
     ])
     .await?;
     assert!(!ok && stderr.contains("exists"), "{stderr}");
+    let applied_by = applied["started_by"].as_str().unwrap_or_default();
+    assert!(applied_by.starts_with("arn:"), "{applied}");
+
+    // Two operators racing (or a page sent by hand) past that check: a first page of another
+    // request under the run's id reaches the replay function, which refuses it and leaves the
+    // run as it was (it would otherwise add its figures to the applied run's record).
+    let record = || async {
+        let item = world
+            .dynamodb
+            .get_item()
+            .table_name(world.output("TableName"))
+            .key(keys::PK, AttributeValue::S(keys::replay_run(run)))
+            .key(keys::SK, AttributeValue::S(keys::REPLAY_RUN_SK.to_owned()))
+            .consistent_read(true)
+            .send()
+            .await?
+            .item
+            .unwrap_or_default();
+        let field = |name: &str| {
+            item.get(name)
+                .and_then(|v| v.as_n().or_else(|_| v.as_s()).ok())
+                .cloned()
+                .unwrap_or_default()
+        };
+        anyhow::Ok(
+            [
+                "events",
+                "counted",
+                "already_counted",
+                "pages",
+                "status",
+                "started_by",
+            ]
+            .map(field),
+        )
+    };
+    let before = record().await?;
+    let intruder = json!({
+        "run": run,
+        "selection": {"tenant": tenant, "from_ms": from_ms, "to_ms": to_ms},
+        "apply": true,
+        "phase": "events",
+        "by": "someone else",
+        "requested_at_ms": now_ms(),
+    });
+    let queue = world.output("ReplayQueueUrl");
+    world
+        .sqs
+        .send_message()
+        .queue_url(queue)
+        .message_body(intruder.to_string())
+        .send()
+        .await?;
+    eventually("the replay queue drains", CONVERGE, || async {
+        Ok((stack_client::queue_depth(&world.sqs, queue).await? == 0).then_some(()))
+    })
+    .await?;
+    assert_eq!(record().await?, before, "the taken run is left as it was");
+    println!("a second request under run {run} refused; the run still {before:?}");
 
     // The parked callbacks are handled: closed, with who and when on record.
     let closed = ops(&[

@@ -194,6 +194,109 @@ mod tests {
         assert_eq!(events[0].outcome, domain::replay::EventOutcome::NoFact);
     }
 
+    /// The sample's first page with `change` made to it.
+    fn first_page(change: impl FnOnce(&mut Page)) -> LambdaEvent<SqsEvent> {
+        let mut event = sample();
+        let body = event.payload.records[0].body.take().unwrap_or_default();
+        let mut page: Page = serde_json::from_str(&body).expect("a page");
+        change(&mut page);
+        event.payload.records[0].body = Some(serde_json::to_string(&page).expect("json"));
+        event
+    }
+
+    #[tokio::test]
+    async fn a_run_keeps_who_started_it_and_its_first_page_again_resumes_it() {
+        let (store, queues) = (InMemoryStore::default(), InMemoryQueues::default());
+        let replayer = fixture(&store, &queues).await;
+        let asked = |page: &mut Page| {
+            page.by = "arn:aws:iam::000000000000:user/ops as ann".into();
+            page.requested_at_ms = clock() - 1_000;
+        };
+        handle(&replayer, &queues, first_page(asked))
+            .await
+            .expect("handled");
+        let request = store.replay_request("sample-dry-run").expect("the run");
+        assert_eq!(request.by, "arn:aws:iam::000000000000:user/ops as ann");
+        assert_eq!(request.requested_at_ms, clock() - 1_000);
+        // SQS delivers the same first page again (or it failed halfway and is retried): the
+        // same request, so the page is done again and the run goes on.
+        let response = handle(&replayer, &queues, first_page(asked))
+            .await
+            .expect("handled");
+        assert!(response.batch_item_failures.is_empty());
+        assert_eq!(
+            queues.replay_pages().len(),
+            2,
+            "each delivery queues the next"
+        );
+        let (_, events, _) = store.replay_run("sample-dry-run").expect("the run");
+        assert_eq!(
+            events.len(),
+            1,
+            "the event is one line however often its page runs"
+        );
+    }
+
+    #[tokio::test]
+    async fn another_request_under_a_run_id_that_exists_is_refused_and_the_run_left_alone() {
+        let (store, queues) = (InMemoryStore::default(), InMemoryQueues::default());
+        let replayer = fixture(&store, &queues).await;
+        let first = |page: &mut Page| {
+            page.by = "ann".into();
+            page.requested_at_ms = 1;
+        };
+        handle(&replayer, &queues, first_page(first))
+            .await
+            .expect("handled");
+        let before = store.replay_run("sample-dry-run").expect("the run");
+        for other in [
+            (|page: &mut Page| {
+                page.by = "bob".into();
+                page.requested_at_ms = 1;
+            }) as fn(&mut Page),
+            |page| {
+                page.by = "ann".into();
+                page.requested_at_ms = 2;
+            },
+            |page| {
+                page.by = "ann".into();
+                page.requested_at_ms = 1;
+                page.apply = true;
+            },
+            // A page the function refuses (its window is backwards) marks no one else's run.
+            |page| {
+                page.by = "bob".into();
+                page.selection.to_ms = page.selection.from_ms - 1;
+            },
+        ] {
+            let response = handle(&replayer, &queues, first_page(other))
+                .await
+                .expect("handled");
+            assert!(
+                response.batch_item_failures.is_empty(),
+                "refused, not retried"
+            );
+        }
+        assert_eq!(
+            queues.replay_pages().len(),
+            1,
+            "only the first request goes on"
+        );
+        assert!(
+            store.counted().is_empty(),
+            "the apply under the taken id counted nothing"
+        );
+        let after = store.replay_run("sample-dry-run").expect("the run");
+        assert_eq!(
+            after, before,
+            "the run's status, lines and changes are as they were"
+        );
+        assert_eq!(
+            store.replay_request("sample-dry-run").map(|r| r.by),
+            Some("ann".into())
+        );
+    }
+
     #[tokio::test]
     async fn a_page_that_cannot_be_done_is_left_for_redelivery() {
         let (store, queues) = (InMemoryStore::default(), InMemoryQueues::default());

@@ -54,7 +54,8 @@ impl Ops {
     }
 
     /// Who is at the keyboard, by the credentials in use (for the record of a closed dead
-    /// letter), with `named` (`--by`) added to it, never in its place: "<arn> as <named>".
+    /// letter, the initiator of a replay run), with `named` (`--by`) added to it, never in its
+    /// place: "<arn> as <named>".
     /// When STS does not answer, `named` alone, marked unverified.
     pub async fn caller(&self, named: Option<&str>) -> Result<String> {
         let identity = aws_sdk_sts::Client::new(&self.aws)
@@ -71,7 +72,7 @@ impl Ops {
             (Some(arn), None) => Ok(arn),
             (None, Some(named)) => Ok(format!("{named} (unverified: STS did not say who)")),
             (None, None) => Err(match identity {
-                Err(e) => anyhow!("who is closing (STS GetCallerIdentity): {e}; pass --by"),
+                Err(e) => anyhow!("who is at the keyboard (STS GetCallerIdentity): {e}; pass --by"),
                 Ok(_) => anyhow!("STS named no caller; pass --by"),
             }),
         }

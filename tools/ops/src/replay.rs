@@ -35,11 +35,16 @@ pub struct Args {
     /// nothing and calls WeCom zero times).
     #[arg(long)]
     apply: bool,
-    /// The run's id (default: made from the time).
+    /// The run's id (default: made from the time). An id names one run: a run that exists
+    /// under it is an error.
     #[arg(long)]
     run: Option<String>,
+    /// Your name, added to the caller's STS identity as the run's initiator ("<arn> as
+    /// <name>"); needed when STS does not answer.
+    #[arg(long)]
+    by: Option<String>,
     /// Follow a run already started (its id), instead of starting one.
-    #[arg(long, conflicts_with_all = ["tenant", "from", "apply", "run"])]
+    #[arg(long, conflicts_with_all = ["tenant", "from", "apply", "run", "by"])]
     follow: Option<String>,
     /// Start the run and return at once.
     #[arg(long)]
@@ -119,18 +124,24 @@ async fn start(ops: &Ops, args: &Args) -> Result<String> {
         .context("the run's record")?;
     if let Some(item) = existing.item() {
         bail!(
-            "--run: run {run} exists (started at {} ms, status {}); choose another id, or \
-             leave --run out for a new one",
+            "--run: run {run} exists (started at {} ms by {}, status {}); choose another id, \
+             or leave --run out for a new one",
             number(item, "started_at_ms"),
+            started_by(item),
             text(item, "status")
         );
     }
+    // Who asked, and when: with the selection, what the replay function compares when the
+    // first page comes again (the same request resumes the run; another is refused).
+    let by = ops.caller(args.by.as_deref()).await?;
     let page = Page {
         run: run.clone(),
         selection,
         apply: args.apply,
         phase: Phase::Events,
         after: None,
+        by,
+        requested_at_ms: now_ms(),
     };
     ops.sqs
         .send_message()
@@ -158,6 +169,15 @@ fn text<'a>(item: &'a Item, name: &str) -> &'a str {
         .unwrap_or_default()
 }
 
+/// The run's initiator, as its record keeps it (a run started before initiators were kept
+/// names none).
+fn started_by(item: &Item) -> &str {
+    match text(item, "started_by") {
+        "" => "(not recorded)",
+        by => by,
+    }
+}
+
 /// Polls the run's record (every 500 ms) until it is done or refused, or the timeout.
 async fn follow(ops: &Ops, run: &str, timeout: Duration) -> Result<Item> {
     let bar = spinner(&format!("replay {run}: starting"), ops.json);
@@ -176,7 +196,9 @@ async fn follow(ops: &Ops, run: &str, timeout: Duration) -> Result<Item> {
         if let Some(item) = item {
             let status = text(&item, "status").to_owned();
             bar.set_message(format!(
-                "replay {run}: {status}, {} events in {} pages, {} codes recomputed",
+                "replay {run} (started by {}): {status}, {} events in {} pages, {} codes \
+                 recomputed",
+                started_by(&item),
                 number(&item, "events"),
                 number(&item, "pages"),
                 number(&item, "codes")
@@ -267,6 +289,8 @@ async fn report(ops: &Ops, run: &str, record: &Item) -> Result<()> {
         "run": run,
         "mode": if apply { "apply" } else { "dry_run" },
         "status": text(record, "status"),
+        "started_by": started_by(record),
+        "started_at_ms": number(record, "started_at_ms"),
         "selection": parse(record, "selection"),
         "counters": counters,
         "events": events,
@@ -277,9 +301,11 @@ async fn report(ops: &Ops, run: &str, record: &Item) -> Result<()> {
         return Ok(());
     }
     println!(
-        "replay {run} ({}): {}",
+        "replay {run} ({}): {}, started by {} at {} ms",
         whole["mode"].as_str().unwrap_or_default(),
-        whole["status"].as_str().unwrap_or_default()
+        whole["status"].as_str().unwrap_or_default(),
+        started_by(record),
+        number(record, "started_at_ms")
     );
     for (name, value) in &counters {
         if value.as_u64().unwrap_or(0) > 0 {

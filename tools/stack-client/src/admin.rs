@@ -93,28 +93,53 @@ impl AdminApi {
         content_type: &str,
         payload: &[u8],
     ) -> Result<Vec<(String, String)>> {
-        let credentials = self.credentials.provide_credentials().await?;
-        let identity = credentials.into();
-        let params = SigningParams::builder()
-            .identity(&identity)
-            .region(&self.region)
-            .name("execute-api")
-            .time(SystemTime::now())
-            .settings(SigningSettings::default())
-            .build()?
-            .into();
-        let signable = SignableRequest::new(
+        let request = Unsigned {
             method,
             url,
-            [("content-type", content_type)].into_iter(),
-            SignableBody::Bytes(payload),
-        )?;
-        let (instructions, _signature) = sign(signable, &params)?.into_parts();
-        Ok(instructions
-            .headers()
-            .map(|(name, value)| (name.to_owned(), value.to_owned()))
-            .collect())
+            content_type,
+            payload,
+        };
+        sigv4_headers(&self.credentials, &self.region, "execute-api", &request).await
     }
+}
+
+/// A request to sign: its method, URL, content type and body.
+pub struct Unsigned<'a> {
+    pub method: &'a str,
+    pub url: &'a str,
+    pub content_type: &'a str,
+    pub payload: &'a [u8],
+}
+
+/// The headers SigV4 adds to `request` for `service` (authorization, x-amz-date, the session
+/// token if any): the admin API's (`execute-api`), or a service's own API called without its
+/// SDK (the tests sign SNS's query API this way).
+pub async fn sigv4_headers(
+    credentials: &SharedCredentialsProvider,
+    region: &str,
+    service: &str,
+    request: &Unsigned<'_>,
+) -> Result<Vec<(String, String)>> {
+    let identity = credentials.provide_credentials().await?.into();
+    let params = SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name(service)
+        .time(SystemTime::now())
+        .settings(SigningSettings::default())
+        .build()?
+        .into();
+    let signable = SignableRequest::new(
+        request.method,
+        request.url,
+        [("content-type", request.content_type)].into_iter(),
+        SignableBody::Bytes(request.payload),
+    )?;
+    let (instructions, _signature) = sign(signable, &params)?.into_parts();
+    Ok(instructions
+        .headers()
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect())
 }
 
 impl Answer {

@@ -8,7 +8,7 @@ pub mod report;
 pub mod sandbox;
 mod target;
 
-pub use admin::{AdminApi, Answer};
+pub use admin::{sigv4_headers, AdminApi, Answer, Unsigned};
 pub use target::Target;
 
 use anyhow::{anyhow, Context, Result};

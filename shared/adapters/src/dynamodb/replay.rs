@@ -12,7 +12,7 @@ use domain::intake::InboxMessage;
 use domain::membership::Employment;
 use domain::replay::{
     code_of_group, ArchivedCallback, CallbackArchive, CodeChange, EventLine, Progress, ReplayReads,
-    ReplayRuns, RunStatus, Selection, StaffDelta, WouldBe,
+    ReplayRuns, RunRequest, RunStart, RunStatus, Selection, StaffDelta, WouldBe,
 };
 use domain::StoreError;
 
@@ -158,17 +158,20 @@ impl ReplayRuns for DynamoStore {
     async fn create(
         &self,
         run: &str,
-        selection: &Selection,
-        apply: bool,
+        request: &RunRequest,
         now_ms: u64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<RunStart, StoreError> {
+        let json = |e| StoreError::new("replay run", e);
+        let request_json = serde_json::to_string(request).map_err(json)?;
         let mut item = key(keys::replay_run(run), keys::REPLAY_RUN_SK.to_owned());
         item.insert(
             "selection".into(),
-            s(serde_json::to_string(selection).map_err(|e| StoreError::new("replay run", e))?),
+            s(serde_json::to_string(&request.selection).map_err(json)?),
         );
-        item.insert("tenant".into(), s(selection.tenant.as_str()));
-        item.insert("apply".into(), AttributeValue::Bool(apply));
+        item.insert("tenant".into(), s(request.selection.tenant.as_str()));
+        item.insert("apply".into(), AttributeValue::Bool(request.apply));
+        item.insert("started_by".into(), s(&request.by));
+        item.insert("request".into(), s(&request_json));
         item.insert("status".into(), s(RunStatus::Events.label()));
         item.insert("started_at_ms".into(), n(now_ms));
         item.insert("updated_at_ms".into(), n(now_ms));
@@ -182,9 +185,35 @@ impl ReplayRuns for DynamoStore {
             .send()
             .await
         {
-            Ok(_) => Ok(true),
-            Err(error) => error.refused_or_unavailable().map(|_| false),
+            Ok(_) => return Ok(RunStart::New),
+            Err(error) => {
+                error.refused_or_unavailable()?;
+            }
         }
+        // The run exists: the same request resumes it (its first page again), any other is
+        // refused. A record from before requests were kept has none, and matches nothing.
+        let kept = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(
+                keys::replay_run(run),
+                keys::REPLAY_RUN_SK.to_owned(),
+            )))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| unavailable(e.into_service_error()))?;
+        let same = kept
+            .item()
+            .and_then(|item| get_s(item, "request"))
+            .and_then(|raw| serde_json::from_str::<RunRequest>(raw).ok())
+            .is_some_and(|kept| &kept == request);
+        Ok(if same {
+            RunStart::Resumed
+        } else {
+            RunStart::Taken
+        })
     }
 
     async fn first_sight(&self, run: &str, business_key: &str) -> Result<bool, StoreError> {

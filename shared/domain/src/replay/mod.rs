@@ -139,6 +139,49 @@ pub struct Page {
     /// Where the previous page stopped (an archive position, or a code id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
+    /// Who started the run: the operator tool's caller (its STS identity, with `--by` added).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub by: String,
+    /// When the operator's tool sent the first page: with the rest of the request, what tells
+    /// a first page delivered again (the same request, which resumes the run) from another
+    /// request under the same run id (refused).
+    #[serde(default)]
+    pub requested_at_ms: u64,
+}
+
+impl Page {
+    /// What the run was asked for: every page of a run carries the same.
+    pub fn request(&self) -> RunRequest {
+        RunRequest {
+            selection: self.selection.clone(),
+            apply: self.apply,
+            by: self.by.clone(),
+            requested_at_ms: self.requested_at_ms,
+        }
+    }
+}
+
+/// A run's request, kept on its record: the selection, the mode, who asked and when.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RunRequest {
+    pub selection: Selection,
+    pub apply: bool,
+    #[serde(default)]
+    pub by: String,
+    #[serde(default)]
+    pub requested_at_ms: u64,
+}
+
+/// What creating a run's record found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStart {
+    /// No run had the id: the record is written.
+    New,
+    /// The run exists with the same request: its first page again (a redelivery, or a retry
+    /// after a failure), which carries on where the run is.
+    Resumed,
+    /// Another request holds the id: the page is refused, the run left as it is.
+    Taken,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -301,20 +344,27 @@ where
         let now_ms = (self.clock)();
         if let Err(refusal) = check_run_id(&page.run).and_then(|()| page.selection.check()) {
             tracing::warn!(refusal, "replay page refused");
-            if check_run_id(&page.run).is_ok() {
-                self.runs
-                    .create(&page.run, &page.selection, page.apply, now_ms)
-                    .await?;
+            if check_run_id(&page.run).is_ok()
+                && self.runs.create(&page.run, &page.request(), now_ms).await? != RunStart::Taken
+            {
                 self.runs
                     .progress(&page.run, &Progress::default(), RunStatus::Refused, now_ms)
                     .await?;
             }
             return Ok(None);
         }
-        if page.phase == Phase::Events && page.after.is_none() {
-            self.runs
-                .create(&page.run, &page.selection, page.apply, now_ms)
-                .await?;
+        // A run id names one run: a first page of another request under an existing id would
+        // add its figures to that run's record, so it is refused and the run left alone.
+        if page.phase == Phase::Events
+            && page.after.is_none()
+            && self.runs.create(&page.run, &page.request(), now_ms).await? == RunStart::Taken
+        {
+            tracing::warn!(
+                run = %page.run,
+                by = %page.by,
+                "replay page refused: the run id belongs to another request"
+            );
+            return Ok(None);
         }
         match page.phase {
             Phase::Events => self.events_page(page, now_ms).await,

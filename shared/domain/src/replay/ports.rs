@@ -2,7 +2,8 @@
 //! record (progress, report, would-be facts), and the reads a dry run makes.
 
 use super::{
-    ArchivedCallback, CodeChange, EventLine, Page, Progress, RunStatus, Selection, WouldBe,
+    ArchivedCallback, CodeChange, EventLine, Page, Progress, RunRequest, RunStart, RunStatus,
+    Selection, WouldBe,
 };
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
@@ -38,14 +39,14 @@ pub trait CallbackArchive: Send + Sync {
 /// One replay run's record, kept beside the facts it reads.
 #[async_trait::async_trait]
 pub trait ReplayRuns: Send + Sync {
-    /// Creates the run unless it exists; `false` when it did.
+    /// Creates the run's record with `request` unless the run exists; an existing run is
+    /// [`RunStart::Resumed`] when its request is `request`, else [`RunStart::Taken`].
     async fn create(
         &self,
         run: &str,
-        selection: &Selection,
-        apply: bool,
+        request: &RunRequest,
         now_ms: u64,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<RunStart, StoreError>;
     /// `true` the first time the run sees `business_key` (a callback delivered twice is one
     /// fact).
     async fn first_sight(&self, run: &str, business_key: &str) -> Result<bool, StoreError>;

@@ -286,13 +286,20 @@ fn the_callback_path_reads_its_cache_and_the_stages_throttles() {
         ),
         ("/*", 1_000, 2_000)
     );
-    let landing = &settings.api_throttles[1];
-    assert_eq!(
-        (landing.http_method.as_str(), landing.rate_per_second),
-        ("GET", 500)
-    );
+    let route = |settings: &Settings, path: &str, method: &str| {
+        settings
+            .api_throttles
+            .iter()
+            .find(|t| t.resource_path == path && t.http_method == method)
+            .map(|t| (t.rate_per_second, t.burst))
+    };
+    let landing = "/~1l~1{tenant}~1{code}";
+    assert_eq!(route(&settings, landing, "GET"), Some((500, 1_000)));
+    let callback = "/~1wecom~1{tenant}~1callback";
+    assert_eq!(route(&settings, callback, "POST"), Some((1_000, 2_000)));
+    assert_eq!(route(&settings, callback, "GET"), Some((1_000, 2_000)));
     let lowered = overridden("LandingThrottleRatePerSecond", "50").expect("50 is allowed");
-    assert_eq!(lowered.api_throttles[1].rate_per_second, 50);
+    assert_eq!(route(&lowered, landing, "GET"), Some((50, 1_000)));
 }
 
 #[test]

@@ -8,7 +8,7 @@ use crate::dirty::DirtyMarks;
 use crate::ids::CodeId;
 use crate::ids::TenantId;
 use crate::lanes::CodeAge;
-use crate::replay::{ReplayRuns, Selection};
+use crate::replay::{ReplayRuns, RunRequest, RunStart, Selection};
 use crate::sweep::{DriftCounts, DriftLedger, DriftReport, GuardTrip};
 
 async fn age<S: CodeFacts>(store: &S, tenant: &TenantId, id: &CodeId) -> Option<CodeAge> {
@@ -206,16 +206,50 @@ pub async fn a_replay_run_is_created_once_sees_each_callback_once_and_pages_its_
         code: None,
         event_type: None,
     };
-    assert!(store
-        .create(&run, &selection, false, now_ms())
-        .await
-        .expect("store available"));
-    assert!(
-        !store
-            .create(&run, &selection, true, now_ms())
+    let request = RunRequest {
+        selection,
+        apply: false,
+        by: "arn:aws:iam::000000000000:user/ops as ann".into(),
+        requested_at_ms: now_ms(),
+    };
+    assert_eq!(
+        store
+            .create(&run, &request, now_ms())
             .await
             .expect("store available"),
-        "a run is created once"
+        RunStart::New
+    );
+    assert_eq!(
+        store
+            .create(&run, &request, now_ms())
+            .await
+            .expect("store available"),
+        RunStart::Resumed,
+        "its first page again carries on with the run"
+    );
+    let other = RunRequest {
+        apply: true,
+        ..request.clone()
+    };
+    assert_eq!(
+        store
+            .create(&run, &other, now_ms())
+            .await
+            .expect("store available"),
+        RunStart::Taken,
+        "another request under the same id is refused"
+    );
+    let later = RunRequest {
+        requested_at_ms: request.requested_at_ms + 1,
+        ..request.clone()
+    };
+    assert_eq!(
+        store
+            .create(&run, &later, now_ms())
+            .await
+            .expect("store available"),
+        RunStart::Taken,
+        "the same selection asked again is another request"
     );
     assert!(store
         .first_sight(&run, "key-1")

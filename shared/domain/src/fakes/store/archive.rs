@@ -7,7 +7,7 @@ use crate::intake::InboxMessage;
 use crate::membership::Employment;
 use crate::replay::{
     code_of_group, ArchivedCallback, CallbackArchive, CodeChange, EventLine, Progress, ReplayReads,
-    ReplayRuns, RunStatus, Selection, StaffDelta, WouldBe,
+    ReplayRuns, RunRequest, RunStart, RunStatus, Selection, StaffDelta, WouldBe,
 };
 use crate::StoreError;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -81,6 +81,7 @@ impl CallbackArchive for InMemoryStore {
 /// One replay run, as the table keeps it.
 #[derive(Default)]
 pub(super) struct Run {
+    request: Option<RunRequest>,
     status: Option<RunStatus>,
     progress: Vec<Progress>,
     seen: HashSet<String>,
@@ -92,6 +93,11 @@ pub(super) struct Run {
 }
 
 impl InMemoryStore {
+    /// The request a run's record keeps (who started it, and what).
+    pub fn replay_request(&self, run: &str) -> Option<RunRequest> {
+        self.tables().replays.get(run)?.request.clone()
+    }
+
     /// A run's status, report lines and code changes.
     pub fn replay_run(
         &self,
@@ -108,16 +114,19 @@ impl ReplayRuns for InMemoryStore {
     async fn create(
         &self,
         run: &str,
-        _selection: &Selection,
-        _apply: bool,
+        request: &RunRequest,
         _now_ms: u64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<RunStart, StoreError> {
         let mut tables = self.available()?;
-        if tables.replays.contains_key(run) {
-            return Ok(false);
-        }
-        tables.replays.insert(run.to_owned(), Run::default());
-        Ok(true)
+        let kept = tables.replays.entry(run.to_owned()).or_default();
+        Ok(match &kept.request {
+            None => {
+                kept.request = Some(request.clone());
+                RunStart::New
+            }
+            Some(kept) if kept == request => RunStart::Resumed,
+            Some(_) => RunStart::Taken,
+        })
     }
 
     async fn first_sight(&self, run: &str, business_key: &str) -> Result<bool, StoreError> {
@@ -174,7 +183,16 @@ impl ReplayRuns for InMemoryStore {
     async fn record_event(&self, run: &str, line: &EventLine) -> Result<(), StoreError> {
         let mut tables = self.available()?;
         let entry = tables.replays.entry(run.to_owned()).or_default();
-        entry.events.push(line.clone());
+        // One line per archive position, as the table's item per position: a page done again
+        // rewrites its lines.
+        match entry
+            .events
+            .iter_mut()
+            .find(|e| e.position == line.position)
+        {
+            Some(kept) => *kept = line.clone(),
+            None => entry.events.push(line.clone()),
+        }
         Ok(())
     }
 
