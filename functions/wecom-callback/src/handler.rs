@@ -122,6 +122,7 @@ mod tests {
                 corp_id: "wx5823bf96d3bd56c7".into(),
                 callback_token: "QDG6eK".into(),
                 encoding_aes_key: "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C".into(),
+                previous: None,
             },
         );
         let inbox = InMemoryInbox::default();
