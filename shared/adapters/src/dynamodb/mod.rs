@@ -23,6 +23,7 @@ mod visits;
 
 pub use budget::DynamoBudget;
 pub use codes::{CodeRecord, SeatChange};
+pub use tenants::CALLBACK_PROJECTION;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::ids::{CodeId, TenantId};

@@ -174,7 +174,7 @@ impl CallbackSettingsSource for DynamoStore {
 
 /// The attributes the callback function reads, and all it may read (`template.yaml`,
 /// `ReadCallbackSettingsOnly`; `tests/least_privilege.rs`).
-const CALLBACK_PROJECTION: &str = "corp_id, callback_token, encoding_aes_key, previous_callback_token, previous_encoding_aes_key, callback_keys_replaced_at_ms";
+pub const CALLBACK_PROJECTION: &str = "corp_id, callback_token, encoding_aes_key, previous_callback_token, previous_encoding_aes_key, callback_keys_replaced_at_ms";
 
 /// The callback keys a rotation replaced, when the item holds them whole.
 fn previous_callback_from(item: &super::Item) -> Option<PreviousCallbackKeys> {
