@@ -76,7 +76,9 @@ async fn the_callback_role_reads_callback_settings_and_nothing_else() -> Result<
         .get_item()
         .table_name(&table)
         .set_key(Some(profile.clone()))
-        .projection_expression("corp_id, callback_token, encoding_aes_key")
+        // Exactly what the callback function sends: the current keys and the pair a rotation
+        // replaced, with when (docs/design/safety.md, "Rotating callback keys").
+        .projection_expression(adapters::dynamodb::CALLBACK_PROJECTION)
         .send()
         .await
         .map_err(|e| anyhow!("the callback's own read was refused: {e:?}"))?;

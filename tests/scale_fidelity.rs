@@ -342,6 +342,7 @@ impl Fixture {
             corp_id: self.corp.clone(),
             callback_token: TOKEN.into(),
             encoding_aes_key: KEY.into(),
+            previous_callback: None,
             corp_secret: "secret".into(),
             timezone: Timezone::default(),
             company_daily_cap: None,

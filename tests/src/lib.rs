@@ -555,6 +555,7 @@ impl TestTenant {
             corp_id: self.corp_id.clone(),
             callback_token: self.token.clone(),
             encoding_aes_key: self.aes_key.clone(),
+            previous_callback: None,
             corp_secret: self.corp_secret.clone(),
             timezone: Default::default(),
             company_daily_cap: None,

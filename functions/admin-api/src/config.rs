@@ -1,7 +1,8 @@
 //! The environment this function reads; names match `template.yaml`.
 
-use adapters::env::{budget_layers, parsed, required, EnvError};
+use adapters::env::{budget_layers, key_rotation, parsed, required, EnvError};
 use domain::budget::{BudgetLayers, BudgetLimits};
+use domain::tenants::KeyRotation;
 
 #[derive(Debug)]
 pub struct Config {
@@ -16,6 +17,9 @@ pub struct Config {
     /// Each tenant's calls per WeCom API per minute and hour, shared with the refresh function,
     /// and each egress address's, shared by its tenants.
     pub budget: BudgetLayers,
+    /// How long a tenant's replaced callback keys are kept: a second rotation within it is
+    /// refused unless it drops them.
+    pub key_rotation: KeyRotation,
 }
 
 impl Config {
@@ -30,6 +34,7 @@ impl Config {
                 per_minute: parsed("WECOM_BUDGET_PER_MINUTE")?,
                 per_hour: parsed("WECOM_BUDGET_PER_HOUR")?,
             })?,
+            key_rotation: key_rotation()?,
         })
     }
 }

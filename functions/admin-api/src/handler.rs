@@ -4,7 +4,7 @@
 //! the three together). All are behind IAM.
 //!
 //! Errors carry `{code, detail}`: 400 `invalid`, 404 `not_found`, 405 `method_not_allowed`,
-//! 409 (`no_eligible_member`, `staff_unusable`, `resigned`, `corp_id_taken`, `conflict`), 413 `too_large` (a body
+//! 409 (`no_eligible_member`, `staff_unusable`, `resigned`, `corp_id_taken`, `previous_callback_keys_held`, `conflict`), 413 `too_large` (a body
 //! over `MAX_BODY_BYTES`, refused before it is read), 429 `throttled`, 502 `wecom_error`, 503
 //! `unavailable` (cause logged only). Bodies are never logged: the tenant body holds the
 //! corp's secrets.

@@ -40,7 +40,8 @@ async fn main() -> Result<(), Error> {
         wecom,
         adapters::clock::system_clock,
     )
-    .with_budget(budget);
+    .with_budget(budget)
+    .with_key_rotation(config.key_rotation);
     run(service_fn(|request| {
         metrics.measured(handler::handle(&admin, request))
     }))

@@ -1,6 +1,7 @@
 //! The environment this function reads; names match `template.yaml`.
 
-use adapters::env::{max_receive_count, parsed, required, EnvError};
+use adapters::env::{key_rotation, max_receive_count, parsed, required, EnvError};
+use domain::tenants::KeyRotation;
 
 #[derive(Debug)]
 pub struct Config {
@@ -14,6 +15,8 @@ pub struct Config {
     pub claim_owner_lease_ms: u64,
     /// How long each stored callback is archived for replay (`CallbackArchiveDays`).
     pub archive_days: u64,
+    /// How long a tenant's replaced callback keys still open its stored callbacks.
+    pub key_rotation: KeyRotation,
 }
 
 impl Config {
@@ -26,6 +29,7 @@ impl Config {
             max_receives: max_receive_count("INBOX_MAX_RECEIVES")?,
             claim_owner_lease_ms: parsed::<u64>("CLAIM_OWNER_LEASE_SECONDS")? * 1000,
             archive_days: parsed::<u64>("CALLBACK_ARCHIVE_DAYS")?,
+            key_rotation: key_rotation()?,
         })
     }
 }

@@ -91,6 +91,7 @@ mod tests {
                         corp_id: "corp".into(),
                         callback_token: "t".into(),
                         encoding_aes_key: "k".into(),
+                        previous_callback: None,
                         corp_secret: "s".into(),
                         timezone: Default::default(),
                         company_daily_cap: None,

@@ -1,6 +1,7 @@
 //! The environment this function reads; names match `template.yaml`.
 
-use adapters::env::{parsed, required, EnvError};
+use adapters::env::{key_rotation, parsed, required, EnvError};
+use domain::tenants::KeyRotation;
 
 #[derive(Debug)]
 pub struct Config {
@@ -10,6 +11,8 @@ pub struct Config {
     pub quota_event_bus: String,
     /// How long the add that makes a limit claim owns it (apply mode runs the quota loop).
     pub claim_owner_lease_ms: u64,
+    /// How long a tenant's replaced callback keys still open its archived callbacks.
+    pub key_rotation: KeyRotation,
 }
 
 impl Config {
@@ -20,6 +23,7 @@ impl Config {
             replay_queue_url: required("REPLAY_QUEUE_URL")?,
             quota_event_bus: required("QUOTA_EVENT_BUS_NAME")?,
             claim_owner_lease_ms: parsed::<u64>("CLAIM_OWNER_LEASE_SECONDS")? * 1000,
+            key_rotation: key_rotation()?,
         })
     }
 }

@@ -28,7 +28,8 @@ async fn main() -> Result<(), Error> {
         ),
         adapters::clock::system_clock,
     )
-    .with_owner_lease(config.claim_owner_lease_ms);
+    .with_owner_lease(config.claim_owner_lease_ms)
+    .with_key_rotation(config.key_rotation);
     let replayer = Replayer::new(
         store.clone(),
         store.clone(),

@@ -9,6 +9,9 @@ pub struct Config {
     pub inbox_queue_url: String,
     pub max_age_secs: u64,
     pub tenant_cache_ttl: Duration,
+    /// How long after a rotation the previous callback keys still verify here
+    /// (`CallbackKeyOverlapHours`).
+    pub key_overlap_ms: u64,
 }
 
 impl Config {
@@ -18,6 +21,7 @@ impl Config {
             inbox_queue_url: required("INBOX_QUEUE_URL")?,
             max_age_secs: parsed("CALLBACK_MAX_AGE_SECONDS")?,
             tenant_cache_ttl: Duration::from_secs(parsed("TENANT_CACHE_SECONDS")?),
+            key_overlap_ms: parsed::<u64>("CALLBACK_KEY_OVERLAP_HOURS")? * 3_600_000,
         })
     }
 }

@@ -84,7 +84,7 @@ pub(crate) async fn handle<D: CallbackSettingsSource, I: Inbox>(
     }
     let callback = to_callback_request(&request);
     let response = match request.method().as_str() {
-        "GET" => match intake.verify_url(&callback, now_ms() / 1000).await {
+        "GET" => match intake.verify_url(&callback, now_ms()).await {
             Ok(echo) => answer(200, echo),
             Err(error) => refuse(&error, &callback.tenant, began_ms),
         },
@@ -122,6 +122,7 @@ mod tests {
                 corp_id: "wx5823bf96d3bd56c7".into(),
                 callback_token: "QDG6eK".into(),
                 encoding_aes_key: "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C".into(),
+                previous: None,
             },
         );
         let inbox = InMemoryInbox::default();

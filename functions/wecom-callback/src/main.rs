@@ -34,7 +34,8 @@ async fn main() -> Result<(), Error> {
         aws_sdk_sqs::Client::from_conf(sqs_config),
         config.inbox_queue_url,
     );
-    let intake = Intake::new(tenants, inbox, config.max_age_secs);
+    let intake =
+        Intake::new(tenants, inbox, config.max_age_secs).with_key_overlap(config.key_overlap_ms);
     run(service_fn(|request| {
         metrics.measured(handler::handle(&intake, request))
     }))

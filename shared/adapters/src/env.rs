@@ -47,6 +47,17 @@ fn bounded_receive_count(name: &'static str, count: u32) -> Result<u32, EnvError
     }
 }
 
+/// How long a tenant's replaced callback keys still verify (`domain::tenants::KeyRotation`),
+/// from `CALLBACK_KEY_OVERLAP_HOURS` (`CallbackKeyOverlapHours`), `INBOX_RETENTION_SECONDS`
+/// (the inbox's and its dead-letter queue's retention) and `CALLBACK_ARCHIVE_DAYS`.
+pub fn key_rotation() -> Result<domain::tenants::KeyRotation, EnvError> {
+    Ok(domain::tenants::KeyRotation::new(
+        parsed("CALLBACK_KEY_OVERLAP_HOURS")?,
+        parsed("INBOX_RETENTION_SECONDS")?,
+        parsed("CALLBACK_ARCHIVE_DAYS")?,
+    ))
+}
+
 /// Both layers of the WeCom budget (`domain::budget::BudgetLayers`): `tenant`'s limits, and
 /// the per-address limits and the addresses calls leave from, from
 /// `WECOM_BUDGET_PER_ADDRESS_PER_MINUTE`, `WECOM_BUDGET_PER_ADDRESS_PER_HOUR` and

@@ -33,6 +33,7 @@ fn snapshot(members: Vec<StaffId>, at_ms: u64) -> CodeSnapshot {
             corp_id: "wwcorp0000000001".into(),
             callback_token: "token".into(),
             encoding_aes_key: "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C".into(),
+            previous_callback: None,
             corp_secret: "secret".into(),
             timezone: Timezone::default(),
             company_daily_cap: None,

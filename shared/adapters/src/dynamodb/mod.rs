@@ -24,6 +24,7 @@ mod tokens;
 pub use budget::DynamoBudget;
 pub use codes::{CodeRecord, SeatChange};
 pub use pages::{PageSeen, PageTables};
+pub use tenants::CALLBACK_PROJECTION;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::ids::{CodeId, TenantId};

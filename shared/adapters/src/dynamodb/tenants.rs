@@ -6,7 +6,7 @@ use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use domain::admin::{ProfileWrite, SecretsChanged, StoredProfile};
 use domain::facts::TenantProfiles;
 use domain::ids::TenantId;
-use domain::tenants::{CallbackSettings, TenantProfile};
+use domain::tenants::{CallbackSettings, PreviousCallbackKeys, TenantProfile};
 use domain::tenants::{CallbackSettingsSource, TenantPause, TenantPauses};
 use domain::StoreError;
 
@@ -117,6 +117,7 @@ impl DynamoStore {
             corp_id: field("corp_id")?,
             callback_token: field("callback_token")?,
             encoding_aes_key: field("encoding_aes_key")?,
+            previous_callback: previous_callback_from(item),
             corp_secret: field("corp_secret")?,
             timezone: get_s(item, "timezone")
                 .map(str::parse)
@@ -150,7 +151,7 @@ impl CallbackSettingsSource for DynamoStore {
             .get_item()
             .table_name(&self.table)
             .set_key(Some(tenant_key(tenant, keys::PROFILE.to_owned())))
-            .projection_expression("corp_id, callback_token, encoding_aes_key")
+            .projection_expression(CALLBACK_PROJECTION)
             .send()
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;
@@ -166,8 +167,22 @@ impl CallbackSettingsSource for DynamoStore {
             corp_id: field("corp_id")?,
             callback_token: field("callback_token")?,
             encoding_aes_key: field("encoding_aes_key")?,
+            previous: previous_callback_from(&item),
         }))
     }
+}
+
+/// The attributes the callback function reads, and all it may read (`template.yaml`,
+/// `ReadCallbackSettingsOnly`; `tests/least_privilege.rs`).
+pub const CALLBACK_PROJECTION: &str = "corp_id, callback_token, encoding_aes_key, previous_callback_token, previous_encoding_aes_key, callback_keys_replaced_at_ms";
+
+/// The callback keys a rotation replaced, when the item holds them whole.
+fn previous_callback_from(item: &super::Item) -> Option<PreviousCallbackKeys> {
+    Some(PreviousCallbackKeys {
+        callback_token: get_s(item, "previous_callback_token")?.to_owned(),
+        encoding_aes_key: get_s(item, "previous_encoding_aes_key")?.to_owned(),
+        replaced_at_ms: get_n(item, "callback_keys_replaced_at_ms")?,
+    })
 }
 
 /// The profile's item as stored: settings, version, when each secret changed, and its place
@@ -178,6 +193,20 @@ fn profile_item(tenant: &TenantId, next: &StoredProfile) -> super::Item {
     item.insert("corp_id".into(), s(&profile.corp_id));
     item.insert("callback_token".into(), s(&profile.callback_token));
     item.insert("encoding_aes_key".into(), s(&profile.encoding_aes_key));
+    if let Some(previous) = &profile.previous_callback {
+        item.insert(
+            "previous_callback_token".into(),
+            s(&previous.callback_token),
+        );
+        item.insert(
+            "previous_encoding_aes_key".into(),
+            s(&previous.encoding_aes_key),
+        );
+        item.insert(
+            "callback_keys_replaced_at_ms".into(),
+            n(previous.replaced_at_ms),
+        );
+    }
     item.insert("corp_secret".into(), s(&profile.corp_secret));
     item.insert("timezone".into(), s(profile.timezone.name()));
     if let Some(cap) = profile.company_daily_cap {

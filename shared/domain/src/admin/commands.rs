@@ -12,7 +12,7 @@ use super::ports::StaffChange;
 use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
 use crate::membership::{CodeConfig, Employment, Family, Shift, Switches, WeeklySchedule};
-use crate::tenants::{TenantProfile, Timezone};
+use crate::tenants::{KeyRotation, PreviousCallbackKeys, TenantProfile, Timezone};
 use crate::wecom::crypto::{CallbackCrypto, CryptoError};
 use serde_json::{Map, Value};
 use std::collections::{BTreeSet, HashSet};
@@ -114,6 +114,9 @@ pub struct TenantPatch {
     pub timezone: Patch<Timezone>,
     /// Default: no cap.
     pub company_daily_cap: Patch<Option<u32>>,
+    /// `"previous_callback_keys": null`: drop the callback keys the last rotation replaced
+    /// (after a leak, or to rotate again before they expire).
+    pub drop_previous_callback_keys: bool,
 }
 
 impl std::fmt::Debug for TenantPatch {
@@ -131,21 +134,39 @@ impl std::fmt::Debug for TenantPatch {
             )
             .field("timezone", &self.timezone)
             .field("company_daily_cap", &self.company_daily_cap)
+            .field(
+                "drop_previous_callback_keys",
+                &self.drop_previous_callback_keys,
+            )
             .finish()
     }
 }
 
 impl TenantPatch {
-    /// The profile after the patch. The callback function builds its crypto from the corp id,
-    /// the Token and the key for every callback, so a profile it could not build with (which
-    /// would refuse all of the tenant's callbacks) is refused here.
-    pub fn apply(self, stored: Option<&TenantProfile>) -> Result<TenantProfile, AdminError> {
+    /// The profile after the patch, at `now_ms`. The callback function builds its crypto from
+    /// the corp id, the Token and the key for every callback, so a profile it could not build
+    /// with (which would refuse all of the tenant's callbacks) is refused here.
+    ///
+    /// A new token or key is a rotation: the pair it replaces is kept as the previous one, so
+    /// callbacks signed with it before (or, for `rotation.edge_ms`, after) still open. One
+    /// previous pair is kept: a rotation while an earlier one is still kept would drop it and
+    /// every stored callback signed with it, so it is refused (409
+    /// `previous_callback_keys_held`) unless the request drops that pair explicitly.
+    pub fn apply(
+        self,
+        stored: Option<&TenantProfile>,
+        now_ms: u64,
+        rotation: KeyRotation,
+    ) -> Result<TenantProfile, AdminError> {
         let required = |given: Option<String>, field: &str, stored: Option<&String>| {
             given
                 .or_else(|| stored.cloned())
                 .ok_or_else(|| AdminError::invalid(field, "is required to create the tenant"))
         };
-        let profile = TenantProfile {
+        let held = stored
+            .and_then(|p| p.previous_callback.clone())
+            .filter(|held| !self.drop_previous_callback_keys && now_ms < rotation.kept_until(held));
+        let mut profile = TenantProfile {
             corp_id: required(self.corp_id, "corp_id", stored.map(|p| &p.corp_id))?,
             corp_secret: required(
                 self.corp_secret,
@@ -162,6 +183,7 @@ impl TenantPatch {
                 "encoding_aes_key",
                 stored.map(|p| &p.encoding_aes_key),
             )?,
+            previous_callback: held.clone(),
             timezone: self
                 .timezone
                 .apply(stored.map(|p| p.timezone), Timezone::default),
@@ -178,6 +200,22 @@ impl TenantPatch {
             CryptoError::BadAesKey => AdminError::invalid("encoding_aes_key", e),
             _ => AdminError::invalid("callback_token", e),
         })?;
+        let rotated = stored.filter(|stored| {
+            stored.callback_token != profile.callback_token
+                || stored.encoding_aes_key != profile.encoding_aes_key
+        });
+        if let Some(stored) = rotated {
+            if let Some(held) = held {
+                return Err(AdminError::PreviousKeysHeld {
+                    kept_until_ms: rotation.kept_until(&held),
+                });
+            }
+            profile.previous_callback = Some(PreviousCallbackKeys {
+                callback_token: stored.callback_token.clone(),
+                encoding_aes_key: stored.encoding_aes_key.clone(),
+                replaced_at_ms: now_ms,
+            });
+        }
         Ok(profile)
     }
 }
@@ -447,6 +485,15 @@ impl PutTenant {
             other => other.map(|_| Timezone::default()),
         };
         let company_daily_cap = body.limit_patch("company_daily_cap", u32::MAX)?;
+        let drop_previous_callback_keys =
+            match body.patch("previous_callback_keys") {
+                Patch::Keep => false,
+                Patch::Reset => true,
+                Patch::Set(_) => return Err(body.invalid(
+                    "previous_callback_keys",
+                    "can only be null, which drops the callback keys the last rotation replaced",
+                )),
+            };
         body.finish()?;
         Ok(Self {
             tenant,
@@ -457,6 +504,7 @@ impl PutTenant {
                 encoding_aes_key,
                 timezone,
                 company_daily_cap,
+                drop_previous_callback_keys,
             },
         })
     }

@@ -28,6 +28,12 @@ pub enum AdminError {
     /// tenant.
     #[error("corp id {corp_id} is registered to another tenant")]
     CorpIdTaken { corp_id: String },
+    /// The request rotates the tenant's callback keys while the pair an earlier rotation
+    /// replaced is still kept for the callbacks signed with it: one previous pair is kept, so
+    /// this rotation would drop that one. Sent again with `"previous_callback_keys": null` it
+    /// drops them on purpose.
+    #[error("the callback keys an earlier rotation replaced are kept until {kept_until_ms} (ms since the epoch) for the callbacks signed with them, and a second rotation would drop them; rotate after that, or send \"previous_callback_keys\": null with it to drop them now")]
+    PreviousKeysHeld { kept_until_ms: u64 },
     /// The resource changed between this request's read and its write, again and again.
     #[error("{what} changed while this request was applied; send it again")]
     Conflict { what: String },
@@ -68,6 +74,7 @@ impl AdminError {
                 | Self::NoEligibleMember { .. }
                 | Self::Resigned { .. }
                 | Self::CorpIdTaken { .. }
+                | Self::PreviousKeysHeld { .. }
                 | Self::Conflict { .. }
                 | Self::WeCom(WeComError::StaffUnusable { .. })
         )
@@ -83,6 +90,9 @@ impl From<&AdminError> for ErrorAnswer {
             AdminError::NoEligibleMember { .. } => (409, "no_eligible_member", error.to_string()),
             AdminError::Resigned { .. } => (409, "resigned", error.to_string()),
             AdminError::CorpIdTaken { .. } => (409, "corp_id_taken", error.to_string()),
+            AdminError::PreviousKeysHeld { .. } => {
+                (409, "previous_callback_keys_held", error.to_string())
+            }
             AdminError::Conflict { .. } => (409, "conflict", error.to_string()),
             // WeCom refused a user the request listed: the caller's to fix (take the user off
             // the code or offline), not a failure of ours or WeCom's. The configuration is

@@ -26,8 +26,8 @@ pub use ports::{
 };
 pub use views::{
     exclusion_name, AddsAgainst, CodeAnswer, CodePage, CodeStatus, CodeSummaryView, DeletedCode,
-    DepartmentAnswer, DepartmentView, ExcludedMember, LastPushed, PausedView, Resumed,
-    RoutingOutcome, SecretState, SecretsView, StaffAnswer, StaffCodeView, StaffCodesPage,
+    DepartmentAnswer, DepartmentView, ExcludedMember, LastPushed, PausedView, PreviousKeysView,
+    Resumed, RoutingOutcome, SecretState, SecretsView, StaffAnswer, StaffCodeView, StaffCodesPage,
     StaffView, TenantAnswer, TenantView,
 };
 
@@ -39,7 +39,7 @@ use crate::membership::{self, StaffFacts};
 use crate::reasons::{Cause, Fact, FanOut, FanOutQueue, ReasonQueue, Source};
 use crate::schedules::{plan, Subject};
 use crate::sweep::CreationIntent;
-use crate::tenants::TenantProfile;
+use crate::tenants::{KeyRotation, TenantProfile};
 use crate::wecom::contact_way::{ContactWayKind, ContactWayScene, CorpCredentials, NewContactWay};
 use crate::wecom::errors::{FailureClass, WeComError};
 use crate::Clock;
@@ -53,6 +53,7 @@ pub struct Admin<S, Q, W> {
     contact_ways: W,
     clock: Clock,
     budget: Option<Arc<dyn WeComBudget>>,
+    key_rotation: KeyRotation,
 }
 
 impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
@@ -72,7 +73,16 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
             contact_ways,
             clock,
             budget: None,
+            key_rotation: KeyRotation::default(),
         }
+    }
+
+    /// How long a tenant's replaced callback keys are kept (`KeyRotation`): a second
+    /// rotation within it is refused, and `GET /tenants/{tenant}` shows until when.
+    #[must_use]
+    pub fn with_key_rotation(mut self, rotation: KeyRotation) -> Self {
+        self.key_rotation = rotation;
+        self
     }
 
     /// Spends the tenant's WeCom budget (the one the refresh function spends, per API) before
@@ -172,7 +182,7 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
                 .update_pause(&tenant, &pause.probe_now(now_ms))
                 .await?;
         }
-        tracing::info!(corp_id = %profile.corp_id, timezone = %profile.timezone, company_daily_cap = ?profile.company_daily_cap, version = next.version, fan_out = ?fan_out, "tenant profile stored");
+        tracing::info!(corp_id = %profile.corp_id, timezone = %profile.timezone, company_daily_cap = ?profile.company_daily_cap, version = next.version, fan_out = ?fan_out, previous_callback_keys_replaced_at_ms = ?profile.previous_callback.as_ref().map(|p| p.replaced_at_ms), "tenant profile stored");
         Ok(TenantAnswer {
             tenant,
             corp_id: profile.corp_id.clone(),
@@ -195,7 +205,11 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
         const ATTEMPTS: usize = 3;
         for _ in 0..ATTEMPTS {
             let previous = self.store.stored_profile(tenant).await?;
-            let profile = patch.clone().apply(previous.as_ref().map(|p| &p.profile))?;
+            let profile = patch.clone().apply(
+                previous.as_ref().map(|p| &p.profile),
+                now_ms,
+                self.key_rotation,
+            )?;
             let next = StoredProfile {
                 secrets_changed_at_ms: secrets_changed(previous.as_ref(), &profile, now_ms),
                 version: previous.as_ref().map_or(1, |p| p.version + 1),

@@ -3,8 +3,8 @@
 
 use super::views::{
     exclusion_name, AddsAgainst, CodePage, CodeStatus, CodeSummaryView, DepartmentView,
-    ExcludedMember, LastPushed, PausedView, Resumed, RoutingOutcome, SecretState, SecretsView,
-    StaffCodeView, StaffCodesPage, StaffView, TenantView,
+    ExcludedMember, LastPushed, PausedView, PreviousKeysView, Resumed, RoutingOutcome, SecretState,
+    SecretsView, StaffCodeView, StaffCodesPage, StaffView, TenantView,
 };
 use super::{
     Admin, AdminError, AdminStore, ContactWays, GetCode, GetDepartment, GetDrift, GetStaff,
@@ -40,6 +40,15 @@ impl<S: AdminStore, Q: ReasonQueue, W: ContactWays> Admin<S, Q, W> {
                 corp_secret: state(&profile.corp_secret, at.corp_secret),
                 callback_token: state(&profile.callback_token, at.callback_token),
                 encoding_aes_key: state(&profile.encoding_aes_key, at.encoding_aes_key),
+                previous_callback_keys: profile
+                    .previous_callback
+                    .as_ref()
+                    .map(|previous| PreviousKeysView {
+                        replaced_at_ms: previous.replaced_at_ms,
+                        edge_until_ms: self.key_rotation.edge_until(previous),
+                        kept_until_ms: self.key_rotation.kept_until(previous),
+                    })
+                    .filter(|view| (self.clock)() < view.kept_until_ms),
             },
             tenant,
         })

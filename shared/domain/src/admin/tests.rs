@@ -41,6 +41,7 @@ fn profile() -> TenantProfile {
         corp_id: "wx5823bf96d3bd56c7".into(),
         callback_token: TOKEN.into(),
         encoding_aes_key: AES_KEY.into(),
+        previous_callback: None,
         corp_secret: SECRET.into(),
         timezone: Default::default(),
         company_daily_cap: None,
@@ -88,7 +89,11 @@ fn config_of(command: PutCode) -> CodeConfig {
 
 /// The profile a tenant body creates.
 fn profile_of(command: &PutTenant) -> crate::tenants::TenantProfile {
-    command.patch.clone().apply(None).expect("a valid profile")
+    command
+        .patch
+        .clone()
+        .apply(None, NOW_MS, crate::tenants::KeyRotation::default())
+        .expect("a valid profile")
 }
 
 fn put_code(id: &str, body: serde_json::Value) -> PutCode {
@@ -2153,7 +2158,8 @@ async fn a_tenant_reads_back_without_its_secrets_but_with_when_they_changed() {
         json!({
             "corp_secret": {"set": true, "changed_at_ms": NOW_MS},
             "callback_token": {"set": true, "changed_at_ms": NOW_MS},
-            "encoding_aes_key": {"set": true, "changed_at_ms": NOW_MS}
+            "encoding_aes_key": {"set": true, "changed_at_ms": NOW_MS},
+            "previous_callback_keys": null
         })
     );
     let unknown = w
@@ -2355,4 +2361,152 @@ async fn a_code_patch_applied_to_a_version_another_edit_replaced_is_applied_agai
         "this patch applied"
     );
     assert_eq!((answer.version, stored.version), (3, 3));
+}
+
+// ---------------------------------------------------------------- rotating callback keys
+
+const NEW_TOKEN: &str = "newtoken";
+
+fn patch(body: serde_json::Value) -> TenantPatch {
+    PutTenant::parse("demo", &body.to_string())
+        .expect("valid body")
+        .patch
+}
+
+fn kept_ms() -> u64 {
+    crate::tenants::KeyRotation::default().stored_ms
+}
+
+#[test]
+fn a_new_callback_token_keeps_the_replaced_pair_with_when_it_was_replaced() {
+    let rotated = patch(json!({"callback_token": NEW_TOKEN}))
+        .apply(Some(&profile()), NOW_MS, Default::default())
+        .expect("rotated");
+    assert_eq!(rotated.callback_token, NEW_TOKEN);
+    assert_eq!(
+        rotated.previous_callback,
+        Some(crate::tenants::PreviousCallbackKeys {
+            callback_token: TOKEN.into(),
+            encoding_aes_key: AES_KEY.into(),
+            replaced_at_ms: NOW_MS,
+        })
+    );
+}
+
+#[test]
+fn a_put_that_keeps_the_callback_keys_keeps_the_previous_pair_untouched() {
+    let rotated = patch(json!({"callback_token": NEW_TOKEN}))
+        .apply(Some(&profile()), NOW_MS, Default::default())
+        .expect("rotated");
+    let later = patch(json!({"timezone": "Europe/Paris", "callback_token": NEW_TOKEN}))
+        .apply(Some(&rotated), NOW_MS + 1_000, Default::default())
+        .expect("stored");
+    assert_eq!(later.previous_callback, rotated.previous_callback);
+}
+
+#[test]
+fn a_second_rotation_while_the_previous_pair_is_kept_is_refused() {
+    let rotated = patch(json!({"callback_token": NEW_TOKEN}))
+        .apply(Some(&profile()), NOW_MS, Default::default())
+        .expect("rotated");
+    let again = patch(json!({"callback_token": "thirdtoken"})).apply(
+        Some(&rotated),
+        NOW_MS + kept_ms() - 1,
+        Default::default(),
+    );
+    assert!(
+        matches!(again, Err(AdminError::PreviousKeysHeld { kept_until_ms }) if kept_until_ms == NOW_MS + kept_ms()),
+        "{again:?}"
+    );
+    let answer = ErrorAnswer::from(&again.unwrap_err());
+    assert_eq!(
+        (answer.status, answer.code),
+        (409, "previous_callback_keys_held")
+    );
+    assert!(!answer.detail.contains(TOKEN) && !answer.detail.contains(NEW_TOKEN));
+}
+
+#[test]
+fn a_second_rotation_that_drops_the_previous_pair_keeps_the_pair_it_replaces() {
+    let rotated = patch(json!({"callback_token": NEW_TOKEN}))
+        .apply(Some(&profile()), NOW_MS, Default::default())
+        .expect("rotated");
+    let again = patch(json!({"callback_token": "thirdtoken", "previous_callback_keys": null}))
+        .apply(Some(&rotated), NOW_MS + 5, Default::default())
+        .expect("the held pair dropped on purpose");
+    let previous = again.previous_callback.expect("the replaced pair is kept");
+    assert_eq!(
+        (previous.callback_token.as_str(), previous.replaced_at_ms),
+        (NEW_TOKEN, NOW_MS + 5)
+    );
+}
+
+#[test]
+fn a_rotation_once_the_previous_pair_has_expired_needs_no_drop() {
+    let rotated = patch(json!({"encoding_aes_key": "N".repeat(43)}))
+        .apply(Some(&profile()), NOW_MS, Default::default())
+        .expect("rotated");
+    let again = patch(json!({"encoding_aes_key": "M".repeat(43)}))
+        .apply(Some(&rotated), NOW_MS + kept_ms(), Default::default())
+        .expect("the expired pair is no longer kept");
+    let previous = again.previous_callback.expect("the replaced pair is kept");
+    assert_eq!(previous.encoding_aes_key, "N".repeat(43));
+}
+
+#[test]
+fn previous_callback_keys_null_alone_drops_them_at_once() {
+    let rotated = patch(json!({"callback_token": NEW_TOKEN}))
+        .apply(Some(&profile()), NOW_MS, Default::default())
+        .expect("rotated");
+    let revoked = patch(json!({"previous_callback_keys": null}))
+        .apply(Some(&rotated), NOW_MS + 1, Default::default())
+        .expect("dropped");
+    assert_eq!(revoked.previous_callback, None);
+    assert_eq!(revoked.callback_token, NEW_TOKEN);
+}
+
+#[test]
+fn previous_callback_keys_can_only_be_null() {
+    for value in [json!({}), json!("x"), json!(true)] {
+        let refused = PutTenant::parse(
+            "demo",
+            &json!({"previous_callback_keys": value}).to_string(),
+        );
+        assert_eq!(invalid_field(refused), "previous_callback_keys");
+    }
+}
+
+#[tokio::test]
+async fn a_tenant_after_a_rotation_reads_back_until_when_its_previous_keys_verify_never_them() {
+    let w = AdminWorld::new(fixed_clock);
+    put_tenant_body(&w, "acme", tenant_body())
+        .await
+        .expect("created");
+    put_tenant_body(&w, "acme", json!({"callback_token": NEW_TOKEN}))
+        .await
+        .expect("rotated");
+    let refused = put_tenant_body(&w, "acme", json!({"callback_token": "thirdtoken"})).await;
+    assert!(
+        matches!(refused, Err(AdminError::PreviousKeysHeld { .. })),
+        "{refused:?}"
+    );
+
+    let view = w
+        .admin
+        .tenant(GetTenant::parse("acme").expect("valid"))
+        .await
+        .expect("found");
+    let shown = serde_json::to_string(&view).expect("serialises");
+    for secret in [SECRET, TOKEN, NEW_TOKEN, AES_KEY] {
+        assert!(!shown.contains(secret), "{shown}");
+    }
+    let rotation = crate::tenants::KeyRotation::default();
+    assert_eq!(
+        serde_json::to_value(view.secrets.previous_callback_keys).expect("serialises"),
+        json!({
+            "replaced_at_ms": NOW_MS,
+            "edge_until_ms": NOW_MS + rotation.edge_ms,
+            "kept_until_ms": NOW_MS + rotation.stored_ms
+        })
+    );
 }

@@ -43,6 +43,17 @@ pub struct SecretsView {
     pub corp_secret: SecretState,
     pub callback_token: SecretState,
     pub encoding_aes_key: SecretState,
+    /// The callback keys the last rotation replaced, while they are kept; never their values.
+    pub previous_callback_keys: Option<PreviousKeysView>,
+}
+
+/// When the previous callback keys were replaced, and until when they still verify: a
+/// callback at the live route (`edge_until_ms`), a stored one (`kept_until_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PreviousKeysView {
+    pub replaced_at_ms: u64,
+    pub edge_until_ms: u64,
+    pub kept_until_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

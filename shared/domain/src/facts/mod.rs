@@ -25,6 +25,7 @@ use crate::membership::{CodeConfig, Switches};
 use crate::reasons::{Cause, Fact, FanOut, ReasonQueue, RefreshReason, Source};
 use crate::tenants::{tenant_day, TenantProfile};
 use crate::wecom::callback::{CallbackEvent, Envelope};
+use crate::wecom::crypto::CryptoError;
 use crate::Clock;
 use crate::StoreError;
 use sha2::{Digest, Sha256};
@@ -114,6 +115,8 @@ pub struct FactRecorder<T, L, Q, N> {
     notifier: N,
     clock: Clock,
     owner_lease_ms: u64,
+    /// How long after a rotation a stored callback signed with the previous keys still opens.
+    stored_key_window_ms: u64,
 }
 
 impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRecorder<T, L, Q, N> {
@@ -125,7 +128,25 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
             notifier,
             clock,
             owner_lease_ms: OWNER_LEASE_MS,
+            stored_key_window_ms: crate::tenants::KeyRotation::default().stored_ms,
         }
+    }
+
+    /// How long a tenant's replaced callback keys still open its stored callbacks (the
+    /// inbox's backlog, its dead letters redriven, the archive replayed).
+    #[must_use]
+    pub fn with_key_rotation(mut self, rotation: crate::tenants::KeyRotation) -> Self {
+        self.stored_key_window_ms = rotation.stored_ms;
+        self
+    }
+
+    /// Opens a stored callback of a tenant whose profile is `profile`, now.
+    pub(crate) fn open(
+        &self,
+        message: &InboxMessage,
+        profile: &TenantProfile,
+    ) -> Result<CallbackEvent, FactsError> {
+        open(message, profile, (self.clock)(), self.stored_key_window_ms)
     }
 
     /// How long the add that makes a limit claim owns it before the sweep may take it over.
@@ -189,7 +210,7 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
             .profile(&message.tenant)
             .await?
             .ok_or_else(|| FactsError::Poison(format!("no tenant {}", message.tenant)))?;
-        let event = open(message, &profile)?;
+        let event = self.open(message, &profile)?;
         let kind = format!(
             "{}/{}",
             event
@@ -346,27 +367,31 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
     }
 }
 
-pub(crate) fn open(
+/// Verifies and decrypts a stored callback with the tenant's current callback keys, or with
+/// the previous ones until `window_ms` after they were replaced (`KeyRotation::stored_ms`).
+fn open(
     message: &InboxMessage,
     profile: &TenantProfile,
+    now_ms: u64,
+    window_ms: u64,
 ) -> Result<CallbackEvent, FactsError> {
     let poison = |what: &str, e: &dyn std::fmt::Display| FactsError::Poison(format!("{what}: {e}"));
-    let crypto = profile
+    let keys = profile
         .callback_settings()
-        .crypto()
+        .keys(now_ms, window_ms)
         .map_err(|e| poison("tenant callback settings", &e))?;
     let envelope = Envelope::parse(&message.envelope).map_err(|e| poison("envelope", &e))?;
-    crypto
-        .verify(
+    let plaintext = keys
+        .open(
             &message.msg_signature,
             &message.timestamp,
             &message.nonce,
             &envelope.encrypt,
         )
-        .map_err(|e| poison("signature", &e))?;
-    let plaintext = crypto
-        .decrypt(&envelope.encrypt)
-        .map_err(|e| poison("ciphertext", &e))?;
+        .map_err(|e| match e {
+            CryptoError::BadSignature => poison("signature", &e),
+            e => poison("ciphertext", &e),
+        })?;
     CallbackEvent::parse(&plaintext.message).map_err(|e| poison("event", &e))
 }
 

@@ -28,6 +28,7 @@ impl Fakes {
                 corp_id: CORP.into(),
                 callback_token: TOKEN.into(),
                 encoding_aes_key: KEY.into(),
+                previous_callback: None,
                 corp_secret: "s".into(),
                 timezone: Default::default(),
                 company_daily_cap: company_cap,
@@ -603,4 +604,55 @@ async fn a_customer_who_adds_again_on_another_day_counts_on_that_day() {
             ("code-1/zhangsan/2023-11-16".to_owned(), 1)
         ])
     );
+}
+
+/// `acme`'s keys rotated at 0 from (`TOKEN`, `KEY`) to new ones; the recorder's clock reads
+/// 42 000, and the previous keys are kept for `kept_ms`.
+fn rotated_recorder(fakes: &Fakes, kept_ms: u64) -> TestRecorder {
+    let mut profile = fakes.store.stored_profile(&acme()).expect("stored");
+    profile.previous_callback = Some(crate::tenants::PreviousCallbackKeys {
+        callback_token: profile.callback_token.clone(),
+        encoding_aes_key: profile.encoding_aes_key.clone(),
+        replaced_at_ms: 0,
+    });
+    profile.callback_token = "newtoken".into();
+    profile.encoding_aes_key = "N".repeat(43);
+    fakes.store.insert_profile(&acme(), profile);
+    fakes
+        .recorder()
+        .with_key_rotation(crate::tenants::KeyRotation {
+            edge_ms: 0,
+            stored_ms: kept_ms,
+        })
+}
+
+#[tokio::test]
+async fn a_stored_add_signed_with_the_replaced_keys_is_counted_while_they_are_kept() {
+    let fakes = Fakes::default();
+    fakes.seat("zhangsan", &on_codes(2)).await;
+    let recorder = rotated_recorder(&fakes, 42_001);
+    let outcome = recorder.record(&add("wm1")).await.expect("recorded");
+    assert!(
+        matches!(
+            outcome,
+            FactOutcome::Add {
+                outcome: CountOutcome::Counted { .. },
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(fakes.counters().values().sum::<u32>(), 1);
+}
+
+#[tokio::test]
+async fn a_stored_add_signed_with_the_replaced_keys_is_poison_once_they_are_no_longer_kept() {
+    let fakes = Fakes::default();
+    fakes.seat("zhangsan", &on_codes(2)).await;
+    let recorder = rotated_recorder(&fakes, 42_000);
+    assert!(matches!(
+        recorder.record(&add("wm1")).await,
+        Err(FactsError::Poison(reason)) if reason.starts_with("signature")
+    ));
+    assert!(fakes.counters().is_empty());
 }

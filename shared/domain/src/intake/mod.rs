@@ -12,6 +12,7 @@ pub use ports::Inbox;
 use crate::ids::TenantId;
 use crate::tenants::CallbackSettings;
 use crate::tenants::CallbackSettingsSource;
+use crate::tenants::KeyRotation;
 use crate::wecom::callback::{CallbackEvent, Envelope, XmlError};
 use crate::wecom::crypto::CryptoError;
 use crate::StoreError;
@@ -110,6 +111,8 @@ pub struct Intake<D, I> {
     tenants: D,
     inbox: I,
     max_age_secs: u64,
+    /// How long after a rotation the previous callback keys still verify here.
+    key_overlap_ms: u64,
 }
 
 impl<D: CallbackSettingsSource, I: Inbox> Intake<D, I> {
@@ -120,14 +123,24 @@ impl<D: CallbackSettingsSource, I: Inbox> Intake<D, I> {
             tenants,
             inbox,
             max_age_secs,
+            key_overlap_ms: KeyRotation::default().edge_ms,
         }
+    }
+
+    /// How long after a rotation a callback signed with the previous keys is still accepted
+    /// (`CallbackKeyOverlapHours`): WeCom signs with them until the tenant saves the new ones
+    /// in its console, and the URL verification of that save is signed with the new ones.
+    #[must_use]
+    pub fn with_key_overlap(mut self, overlap_ms: u64) -> Self {
+        self.key_overlap_ms = overlap_ms;
+        self
     }
 
     /// URL verification (GET): returns the decrypted `echostr`, to be sent as the bare body.
     pub async fn verify_url(
         &self,
         request: &CallbackRequest,
-        now_secs: u64,
+        now_ms: u64,
     ) -> Result<String, IntakeError> {
         request.check_size()?;
         let signature = request.param("msg_signature")?;
@@ -135,13 +148,12 @@ impl<D: CallbackSettingsSource, I: Inbox> Intake<D, I> {
         let nonce = request.param("nonce")?;
         // A raw '+' that reached us unencoded arrives as a space; base64 has no spaces.
         let echostr = request.param("echostr")?.replace(' ', "+");
-        self.check_timestamp(timestamp, now_secs)?;
+        self.check_timestamp(timestamp, now_ms / 1000)?;
         let (_, settings) = self.tenant(request).await?;
-        let crypto = settings
-            .crypto()
+        let keys = settings
+            .keys(now_ms, self.key_overlap_ms)
             .map_err(IntakeError::BrokenTenantSettings)?;
-        crypto.verify(signature, timestamp, nonce, &echostr)?;
-        Ok(crypto.decrypt(&echostr)?.message)
+        Ok(keys.open(signature, timestamp, nonce, &echostr)?.message)
     }
 
     /// Event delivery (POST): verifies, then persists the raw envelope. Returns the stored
@@ -158,16 +170,15 @@ impl<D: CallbackSettingsSource, I: Inbox> Intake<D, I> {
         self.check_timestamp(timestamp, now_ms / 1000)?;
         let envelope = Envelope::parse(&request.body)?;
         let (tenant, settings) = self.tenant(request).await?;
-        let crypto = settings
-            .crypto()
+        let keys = settings
+            .keys(now_ms, self.key_overlap_ms)
             .map_err(IntakeError::BrokenTenantSettings)?;
         // The signature before the receiver: only a sender holding the tenant's token learns
         // anything about the tenant from an answer.
-        crypto.verify(signature, timestamp, nonce, &envelope.encrypt)?;
+        let plaintext = keys.open(signature, timestamp, nonce, &envelope.encrypt)?;
         if envelope.to_user_name != settings.corp_id {
             return Err(IntakeError::WrongReceiverCorp);
         }
-        let plaintext = crypto.decrypt(&envelope.encrypt)?;
         let event = CallbackEvent::parse(&plaintext.message)?;
         if event.field("ToUserName") != Some(settings.corp_id.as_str()) {
             return Err(IntakeError::WrongReceiverCorp);

@@ -19,6 +19,7 @@ fn intake() -> (
             corp_id: CORP.into(),
             callback_token: TOKEN.into(),
             encoding_aes_key: KEY.into(),
+            previous: None,
         },
     );
     let inbox = InMemoryInbox::default();
@@ -156,7 +157,10 @@ async fn url_verification_returns_the_decrypted_echostr() {
         body: String::new(),
     };
     assert_eq!(
-        intake.verify_url(&request, NOW).await.expect("verified"),
+        intake
+            .verify_url(&request, NOW * 1000)
+            .await
+            .expect("verified"),
         "4242"
     );
 }
@@ -259,4 +263,81 @@ fn a_codes_message_group_names_its_tenant_and_code_and_no_other_group_does() {
         None,
         "only its hash is there"
     );
+}
+
+/// The tenant `acme` after its keys were rotated from (`TOKEN`, `KEY`) at `NOW`, with an
+/// overlap of an hour at the route.
+fn rotated_intake() -> (
+    Intake<InMemoryCallbackSettings, InMemoryInbox>,
+    InMemoryInbox,
+) {
+    let tenants = InMemoryCallbackSettings::default();
+    tenants.insert(
+        TenantId::parse("acme").expect("valid"),
+        CallbackSettings {
+            corp_id: CORP.into(),
+            callback_token: "newtoken".into(),
+            encoding_aes_key: "N".repeat(43),
+            previous: Some(crate::tenants::PreviousCallbackKeys {
+                callback_token: TOKEN.into(),
+                encoding_aes_key: KEY.into(),
+                replaced_at_ms: NOW * 1000,
+            }),
+        },
+    );
+    let inbox = InMemoryInbox::default();
+    let intake = Intake::new(tenants, inbox.clone(), u64::MAX / 2).with_key_overlap(3_600_000);
+    (intake, inbox)
+}
+
+#[tokio::test]
+async fn a_callback_signed_with_the_replaced_keys_is_stored_within_the_overlap() {
+    let (intake, inbox) = rotated_intake();
+    intake
+        .accept_event(&post(&add_event("wm1"), NOW), NOW * 1000 + 3_599_999)
+        .await
+        .expect("the previous keys verify within the overlap");
+    assert_eq!(inbox.messages().len(), 1);
+}
+
+#[tokio::test]
+async fn a_callback_signed_with_the_replaced_keys_is_refused_after_the_overlap() {
+    let (intake, inbox) = rotated_intake();
+    let error = intake
+        .accept_event(&post(&add_event("wm1"), NOW), NOW * 1000 + 3_600_000)
+        .await
+        .unwrap_err();
+    assert!(error.is_unauthenticated(), "{error:?}");
+    assert!(inbox.messages().is_empty());
+}
+
+#[tokio::test]
+async fn a_url_verification_signed_with_the_replaced_keys_passes_within_the_overlap_only() {
+    let (intake, _) = rotated_intake();
+    let echostr = crypto().encrypt("4242");
+    let request = CallbackRequest {
+        tenant: "acme".into(),
+        query: HashMap::from([
+            (
+                "msg_signature".into(),
+                crypto().sign("1700000000", "n", &echostr),
+            ),
+            ("timestamp".into(), "1700000000".into()),
+            ("nonce".into(), "n".into()),
+            ("echostr".into(), echostr),
+        ]),
+        body: String::new(),
+    };
+    assert_eq!(
+        intake
+            .verify_url(&request, NOW * 1000 + 60_000)
+            .await
+            .expect("verified"),
+        "4242"
+    );
+    assert!(intake
+        .verify_url(&request, NOW * 1000 + 3_600_000)
+        .await
+        .unwrap_err()
+        .is_unauthenticated());
 }

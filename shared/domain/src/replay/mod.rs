@@ -446,7 +446,7 @@ where
             line.detail = "no such tenant".into();
             return Ok(Some(line));
         };
-        let event = match facts::open(message, &profile) {
+        let event = match self.recorder.open(message, &profile) {
             Ok(event) => event,
             Err(FactsError::Poison(reason)) => {
                 line.detail = poison_class(&reason);
@@ -570,7 +570,7 @@ where
         };
         // The kind, for the filter and the report (the recorder opens it again).
         if let Some(profile) = self.reads.profile(&message.tenant).await? {
-            if let Ok(event) = facts::open(message, &profile) {
+            if let Ok(event) = self.recorder.open(message, &profile) {
                 line.kind = kind_of(&event);
             }
         }

@@ -45,6 +45,7 @@ fn snapshot(n: usize, members: &[&str]) -> CodeSnapshot {
             corp_id: "corp".into(),
             callback_token: "t".into(),
             encoding_aes_key: "k".into(),
+            previous_callback: None,
             corp_secret: "s".into(),
             timezone: Timezone::default(),
             company_daily_cap: None,

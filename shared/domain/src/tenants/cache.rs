@@ -88,6 +88,7 @@ mod tests {
             corp_id: "c".into(),
             callback_token: "t".into(),
             encoding_aes_key: "k".into(),
+            previous: None,
         }
     }
 

@@ -149,6 +149,7 @@ pub fn load_tenant(
             corp_id: corp_id(tenant),
             callback_token: SIMULATED_TOKEN.into(),
             encoding_aes_key: SIMULATED_AES_KEY.into(),
+            previous_callback: None,
             corp_secret: "simulated".into(),
             timezone,
             company_daily_cap: tenant.company_cap,

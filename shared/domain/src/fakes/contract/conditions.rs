@@ -22,6 +22,7 @@ pub(super) fn profile(corp_id: &str, version: u64) -> StoredProfile {
             corp_id: corp_id.to_owned(),
             callback_token: "token".into(),
             encoding_aes_key: "k".repeat(43),
+            previous_callback: None,
             corp_secret: "secret".into(),
             timezone: Timezone::default(),
             company_daily_cap: None,

@@ -63,6 +63,7 @@ pub trait Fixture: Send + Sync {
         + ReplayRuns
         + crate::replay::CallbackArchive
         + crate::landing::RotationCounter
+        + crate::tenants::CallbackSettingsSource
         + Send
         + Sync;
     type Budget: WeComBudget;
@@ -133,6 +134,7 @@ macro_rules! store_contract {
             an_edit_from_a_stale_version_is_refused_and_changes_nothing,
             a_code_keeps_the_first_contact_way_stored_for_it_through_later_edits,
             a_profile_written_from_a_stale_read_is_refused_as_raced,
+            a_profiles_previous_callback_keys_read_back_as_written_and_go_when_it_drops_them,
             a_corp_id_another_tenant_holds_is_refused_until_it_lets_go,
             a_resigned_staff_member_cannot_be_made_active_or_disabled_again,
             a_resignation_enters_the_resigned_staff_index_however_it_arrives,

@@ -338,3 +338,63 @@ pub async fn an_archived_callback_past_its_expiry_is_never_paged<F: Fixture>(
         .expect("store available");
     assert_eq!(before.len(), 2, "a second earlier, both were paged");
 }
+
+pub async fn a_profiles_previous_callback_keys_read_back_as_written_and_go_when_it_drops_them<
+    F: Fixture,
+>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    use crate::tenants::PreviousCallbackKeys;
+    let store = fixture.store();
+    let corp = super::conditions::fresh_corp();
+    let first = super::conditions::profile(&corp, 1);
+    store
+        .put_profile(&tenant, &first, None)
+        .await
+        .expect("store available");
+    assert_eq!(settings(store, &tenant).await.previous, None);
+
+    let mut rotated = super::conditions::profile(&corp, 2);
+    rotated.profile.callback_token = "newtoken".into();
+    rotated.profile.previous_callback = Some(PreviousCallbackKeys {
+        callback_token: first.profile.callback_token.clone(),
+        encoding_aes_key: first.profile.encoding_aes_key.clone(),
+        replaced_at_ms: now_ms(),
+    });
+    store
+        .put_profile(&tenant, &rotated, Some(&first))
+        .await
+        .expect("store available");
+    let stored = store
+        .stored_profile(&tenant)
+        .await
+        .expect("store available")
+        .expect("stored");
+    assert_eq!(stored, rotated);
+    // The callback function's projection holds the previous pair too.
+    assert_eq!(
+        settings(store, &tenant).await,
+        rotated.profile.callback_settings()
+    );
+
+    let mut dropped = rotated.clone();
+    dropped.version = 3;
+    dropped.profile.previous_callback = None;
+    store
+        .put_profile(&tenant, &dropped, Some(&rotated))
+        .await
+        .expect("store available");
+    assert_eq!(settings(store, &tenant).await.previous, None);
+}
+
+async fn settings<S: crate::tenants::CallbackSettingsSource>(
+    store: &S,
+    tenant: &TenantId,
+) -> crate::tenants::CallbackSettings {
+    store
+        .callback_settings(tenant)
+        .await
+        .expect("store available")
+        .expect("the tenant's settings")
+}

@@ -28,6 +28,20 @@ impl TenantProfiles for InMemoryStore {
 }
 
 #[async_trait::async_trait]
+impl crate::tenants::CallbackSettingsSource for InMemoryStore {
+    async fn callback_settings(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Option<crate::tenants::CallbackSettings>, StoreError> {
+        Ok(self
+            .available()?
+            .profiles
+            .get(tenant)
+            .map(TenantProfile::callback_settings))
+    }
+}
+
+#[async_trait::async_trait]
 impl CodeFacts for InMemoryStore {
     async fn snapshot(
         &self,

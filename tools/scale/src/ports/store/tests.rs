@@ -58,6 +58,7 @@ fn profile() -> TenantProfile {
         corp_id: CORP.into(),
         callback_token: TOKEN.into(),
         encoding_aes_key: KEY.into(),
+        previous_callback: None,
         corp_secret: "secret".into(),
         timezone: Timezone::default(),
         company_daily_cap: None,
