@@ -33,12 +33,13 @@ async fn wecom_calls(world: &World, corp_id: &str) -> Result<Vec<Value>> {
         .collect())
 }
 
+/// Rotates the tenant's callback token, dropping the pair an earlier rotation kept.
 async fn set_token(world: &World, tenant: &str, token: &str) -> Result<()> {
     let answer = world
         .admin()
         .put(
             &format!("/tenants/{tenant}"),
-            json!({"callback_token": token}),
+            json!({"callback_token": token, "previous_callback_keys": null}),
         )
         .await?;
     ensure!(answer.get("code").is_none(), "token not set: {answer}");
@@ -94,7 +95,10 @@ async fn callbacks_parked_under_an_older_rule_are_reported_by_a_dry_run_and_conv
         live.deliver_add(staff[0], &code, "wmReplayA1").await?;
         live.deliver_add(staff[0], &code, "wmReplayA2").await?;
         live.deliver_add(staff[1], &code, "wmReplayB1").await?;
-        // The older rule: the stored callbacks no longer verify.
+        // The older rule: the stored callbacks no longer verify. A rotation keeps the pair it
+        // replaces (issue 33 item 6), so the tenant's token is rotated twice, each time dropping
+        // the pair kept before: the one the callbacks were signed with is gone.
+        set_token(&world, &tenant, &random_id(24)).await?;
         set_token(&world, &tenant, &random_id(24)).await?;
         world
             .set_consumer_enabled("RecordFactsFunctionName", true)
