@@ -439,10 +439,9 @@ async fn a_tenant_wide_fan_out_lists_its_codes_from_gsi1_keys_only_not_their_ite
     assert_eq!(store.meter().peaks().get(TABLE), None, "no table read");
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_request_still_throttled_after_the_sdks_attempts_fails_the_call_and_writes_nothing() {
-    let store = store();
-    load_code(&store, members());
+/// `store`'s data behind a meter whose requests are tried once (no SDK retries) and served
+/// at once: a throttled request fails its call.
+fn without_retries(store: &MeteredStore) -> MeteredStore {
     let config = DynamoConfig {
         request_latency: Duration::ZERO,
         retry: crate::services::dynamodb::RetryPolicy {
@@ -451,11 +450,18 @@ async fn a_request_still_throttled_after_the_sdks_attempts_fails_the_call_and_wr
         },
         ..DynamoConfig::default()
     };
-    let throttled = MeteredStore::new(
+    MeteredStore::new(
         store.data().clone(),
         Arc::new(DynamoDb::new(config, 1)),
         Arc::new(Trace::default()),
-    );
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_still_throttled_after_the_sdks_attempts_fails_the_call_and_writes_nothing() {
+    let store = store();
+    load_code(&store, members());
+    let throttled = without_retries(&store);
     // A partition takes 1,000 write units a second: releases of a lease the code does not
     // have spend all of the record's.
     let stale = Lease {
@@ -481,19 +487,7 @@ async fn a_request_still_throttled_after_the_sdks_attempts_fails_the_call_and_wr
 async fn a_busy_codes_visits_spend_nothing_of_its_records_partition() {
     let store = store();
     load_code(&store, members());
-    let config = DynamoConfig {
-        request_latency: Duration::ZERO,
-        retry: crate::services::dynamodb::RetryPolicy {
-            max_attempts: 1,
-            ..Default::default()
-        },
-        ..DynamoConfig::default()
-    };
-    let metered = MeteredStore::new(
-        store.data().clone(),
-        Arc::new(DynamoDb::new(config, 1)),
-        Arc::new(Trace::default()),
-    );
+    let metered = without_retries(&store);
     let Acquired::LeasedRefresh(lease) =
         CodeLeases::acquire(&metered, &tenant(), &code(), "me", START_MS, 8_000, None)
             .await
