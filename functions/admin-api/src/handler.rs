@@ -882,6 +882,7 @@ mod contract_tests {
                 corp_id: "c".into(),
             },
             AdminError::Conflict { what: "t".into() },
+            AdminError::PreviousKeysHeld { kept_until_ms: 1 },
             AdminError::WeCom(WeComError::Throttled { errcode: 45009 }),
             AdminError::WeCom(WeComError::StaffUnusable {
                 errcode: 60111,

@@ -533,6 +533,9 @@ fn rate(expression: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(count * unit_seconds))
 }
 
+/// The template's resource id of the platform's table.
+const PLATFORM_TABLE: &str = "Table";
+
 fn account(template: &Template) -> Result<Account, TemplateError> {
     let count = |kind: &str| {
         u32::try_from(template.resources.iter().filter(|r| r.kind == kind).count())
@@ -543,18 +546,34 @@ fn account(template: &Template) -> Result<Account, TemplateError> {
         .iter()
         .filter(|r| r.kind == "AWS::DynamoDB::Table")
         .collect();
-    let table = match tables.as_slice() {
-        [one] => View::new(&one.properties, format!("Resources.{}.Properties", one.id)),
-        _ => {
-            return Err(error(
-                "Resources",
-                format!(
-                    "the simulation models one table; the template has {}",
-                    tables.len()
-                ),
-            ))
-        }
+    // The platform's table (`Table`) is the one the simulation models; the landing page's own
+    // tables (pages and their visit counters) are metered as partitions of their own in it
+    // (`ports::store::page_touch`), so they must bill as it does.
+    let Some(platform) = tables.iter().find(|r| r.id == PLATFORM_TABLE) else {
+        return Err(error(
+            "Resources",
+            format!(
+                "no {PLATFORM_TABLE} among the template's {} tables",
+                tables.len()
+            ),
+        ));
     };
+    for other in tables.iter().filter(|r| r.id != PLATFORM_TABLE) {
+        let props = View::new(
+            &other.properties,
+            format!("Resources.{}.Properties", other.id),
+        );
+        if props.key("BillingMode")?.text()? != "PAY_PER_REQUEST" {
+            return Err(error(
+                &format!("Resources.{}.Properties.BillingMode", other.id),
+                "the simulation meters every table on demand, as the platform's",
+            ));
+        }
+    }
+    let table = View::new(
+        &platform.properties,
+        format!("Resources.{}.Properties", platform.id),
+    );
     // Each resource of `kind`'s properties, as a view that names where a bad value is.
     let properties_of = |kind: &'static str| {
         template
