@@ -17,12 +17,12 @@ use domain::codes::{CodeFacts, CodeSnapshot, PushedList, StoredCode};
 use domain::facts::StaffLedger;
 use domain::ids::TenantId;
 use domain::ids::{CodeId, DepartmentId, StaffId};
-use domain::landing::PageWrite;
 use domain::lanes::{CodeAge, Lane};
 use domain::membership::{
     candidates, AddCounts, CodeConfig, RotationSlot, MAX_DEPARTMENT_CANDIDATES,
 };
 use domain::owed::replan;
+use domain::refresh::PageWrite;
 use domain::refresh::{AfterRecord, CodeRecords, FencedWrite, Lease, PushRecord, Tally};
 use domain::tenants::tenant_day;
 use domain::wecom::acquisition::AcquisitionLink;

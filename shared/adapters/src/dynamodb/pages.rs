@@ -10,8 +10,9 @@ use super::{corrupt, get_bool, get_n, get_s, keys, n, s, unavailable, DynamoStor
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValue, TransactWriteItem, Update};
 use domain::ids::{CodeId, TenantId};
-use domain::landing::{Counted, OrderKey, PageWrite, RotationCounter};
+use domain::landing::{Counted, OrderKey, RotationCounter};
 use domain::membership::RotationSlot;
+use domain::refresh::PageWrite;
 use domain::StoreError;
 use std::collections::HashMap;
 

@@ -3,7 +3,7 @@
 //!
 //! - **The page's home.** A code's page (its rotation, the round's id and order key, a starved
 //!   mark) lives apart from the platform's table, written only by the code's single writer in
-//!   one transaction with the code's record (`PageWrite`: never one without the other, never
+//!   one transaction with the code's record (`refresh::PageWrite`: never one without the other, never
 //!   under a lost lease). `RotationCounter::count_visit` reads the page and adds one to its
 //!   round's counter: so once the record without a member has landed, no visit that starts
 //!   later is counted against a rotation naming them.
@@ -42,24 +42,6 @@ use crate::ids::{CodeId, InvalidCodeId, StaffId};
 use crate::ids::{InvalidTenantId, TenantId};
 use crate::membership::RotationSlot;
 use crate::StoreError;
-
-/// What a record write of the code's single writer does to the code's page: the page (the
-/// rotation visitors are sent by, its round and order key) lives in a home of its own, which
-/// the landing function may read and nothing else of the platform's, and it is written only in
-/// the same transaction as the code's record, fenced on the writer's lease: never one without
-/// the other (docs/design/landing-page.md, "The page's home").
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PageWrite {
-    /// A new round of the rotation (a push): its visits counted from one, under a fresh order key.
-    NewRound(Vec<RotationSlot>),
-    /// The same round with a changed rotation (a quota member's share shrank with an add): its
-    /// counter and order key stay.
-    SameRound(Vec<RotationSlot>),
-    /// Nobody is eligible and there is no fallback: visitors are told nobody is available.
-    Starved,
-    /// The code no longer rotates (edited to native): visitors are told to scan it in WeChat.
-    NotServed,
-}
 
 /// What the one write of a visit found.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,7 +20,6 @@ use crate::codes::{CodeFacts, CodeSnapshot, PushedList};
 use crate::dirty::{DirtyMarks, DirtyWhy};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
-use crate::landing::PageWrite;
 use crate::lanes::{Lane, LanePolicy};
 use crate::membership::{Membership, RotationSlot};
 use crate::reasons::{Cause, FanOut, FanOutQueue, Source};
@@ -53,6 +52,24 @@ pub struct PushRecord {
     /// The lane the push ran as (`Refresher::lane_of`): slow for a quiet code, whichever
     /// queue delivered its reasons.
     pub lane: Lane,
+}
+
+/// What a record write of the code's single writer does to the code's page: the page (the
+/// rotation visitors are sent by, its round and order key) lives in a home of its own, which
+/// the landing function may read and nothing else of the platform's, and it is written only in
+/// the same transaction as the code's record, fenced on the writer's lease: never one without
+/// the other (docs/design/landing-page.md, "The page's home").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PageWrite {
+    /// A new round of the rotation (a push): its visits counted from one, under a fresh order key.
+    NewRound(Vec<RotationSlot>),
+    /// The same round with a changed rotation (a quota member's share shrank with an add): its
+    /// counter and order key stay.
+    SameRound(Vec<RotationSlot>),
+    /// Nobody is eligible and there is no fallback: visitors are told nobody is available.
+    Starved,
+    /// The code no longer rotates (edited to native): visitors are told to scan it in WeChat.
+    NotServed,
 }
 
 impl PushRecord {

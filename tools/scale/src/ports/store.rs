@@ -91,12 +91,13 @@ use domain::fakes::{scrambled, FakeBudget, InMemoryStore};
 use domain::fanout::CodeIndex;
 use domain::ids::{CodeId, DepartmentId, StaffId, TenantId};
 use domain::intake::{InboxMessage, MessageGroup};
-use domain::landing::{Counted, OrderKey, PageWrite, RotationCounter};
+use domain::landing::{Counted, OrderKey, RotationCounter};
 use domain::membership::{
     candidates, AddCounts, CodeConfig, Employment, RotationSlot, StaffFacts, WeeklySchedule,
     MAX_DEPARTMENT_CANDIDATES,
 };
 use domain::reasons::{FanOut, Source};
+use domain::refresh::PageWrite;
 use domain::refresh::{
     Acquired, AfterRecord, CodeLeases, CodeRecords, FailureMarks, FencedWrite, Lease, PushRecord,
     Tally,

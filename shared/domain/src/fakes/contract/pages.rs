@@ -1,4 +1,4 @@
-//! The landing page's home (`crate::landing::PageWrite`): a landing code's page is written
+//! The landing page's home (`crate::refresh::PageWrite`): a landing code's page is written
 //! with its record, under the record's fence, and a visit counts on the page's round.
 
 use super::{code, now_ms, staff, Fixture};

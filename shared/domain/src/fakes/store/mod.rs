@@ -24,10 +24,10 @@ use crate::dirty::DirtyWhy;
 use crate::facts::{AddFact, LimitClaim};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, DepartmentId, StaffId};
-use crate::landing::PageWrite;
 use crate::lanes::CodeAge;
 use crate::membership::{AddCounts, CodeConfig, Employment, StaffFacts, WeeklySchedule};
 use crate::owed::{Owed, WRITES_PER_TRANSACTION};
+use crate::refresh::PageWrite;
 use crate::refresh::{Lease, PushRecord, Tally};
 use crate::schedules::{LimitReached, Minute, Subject};
 use crate::tenants::{TenantProfile, Timezone};
@@ -96,7 +96,7 @@ struct Tables {
     /// When each code was created and last edited (`CodeRecords::age`).
     ages: HashMap<CodeKey, CodeAge>,
     pushed: HashMap<CodeKey, PushedList>,
-    /// Each landing code's page (`crate::landing::PageWrite`), written with its record.
+    /// Each landing code's page (`crate::refresh::PageWrite`), written with its record.
     pages: HashMap<CodeKey, pages::Page>,
     /// Each staff member's acquisition link (`CodeRecords::keep_link`).
     links: HashMap<StaffKey, AcquisitionLink>,

@@ -4,8 +4,9 @@
 use super::InMemoryStore;
 use crate::ids::CodeId;
 use crate::ids::TenantId;
-use crate::landing::{Counted, OrderKey, PageWrite, RotationCounter};
+use crate::landing::{Counted, OrderKey, RotationCounter};
 use crate::membership::RotationSlot;
+use crate::refresh::PageWrite;
 use crate::StoreError;
 
 /// A code's page as the rotation table keeps it; `visits` is the counter of its round (a new

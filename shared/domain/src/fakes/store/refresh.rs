@@ -5,8 +5,8 @@ use crate::codes::PushedList;
 use crate::dirty::{DirtyMarks, DirtyWhy};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
-use crate::landing::PageWrite;
 use crate::membership::RotationSlot;
+use crate::refresh::PageWrite;
 use crate::refresh::{
     Acquired, AfterRecord, CodeLeases, CodeRecords, FailureMarks, FencedWrite, Lease, PushRecord,
     Tally,
