@@ -16,6 +16,7 @@ mod pages;
 mod replay;
 mod retiring_links;
 mod run_lease;
+mod sealed;
 mod staff;
 mod sweep;
 mod tenants;
@@ -50,6 +51,8 @@ pub struct DynamoStore {
     /// The landing page's own tables, for the functions that write or read pages.
     pages: Option<PageTables>,
     requests: RequestCounter,
+    /// Seals and opens secret attributes (`sealed`); `None` in tools run without the keys.
+    secrets: Option<std::sync::Arc<domain::secrets::Envelope>>,
 }
 
 impl DynamoStore {
@@ -66,6 +69,7 @@ impl DynamoStore {
             table,
             pages: None,
             requests,
+            secrets: None,
         }
     }
 
