@@ -16,6 +16,7 @@ mod pages;
 mod replay;
 mod retiring_links;
 mod run_lease;
+mod seal_migration;
 mod sealed;
 mod staff;
 mod sweep;
@@ -25,6 +26,7 @@ mod tokens;
 pub use budget::DynamoBudget;
 pub use codes::{CodeRecord, SeatChange};
 pub use pages::{PageSeen, PageTables};
+pub use seal_migration::SealedCount;
 pub use tenants::CALLBACK_PROJECTION;
 
 use aws_sdk_dynamodb::types::AttributeValue;
