@@ -54,10 +54,11 @@ async fn drive_and_search(world: &World) -> Result<()> {
     world.wait_until_drained().await?;
     // The admin API stored it sealed: opened here with the stack's keys, as a WeCom caller
     // would.
-    let access_token = adapters::wecom::TokenStore::load(&world.sealing_store(), &live.tenant.corp_id)
-        .await?
-        .context("the admin API stored the access token it fetched")?
-        .value;
+    let access_token =
+        adapters::wecom::TokenStore::load(&world.sealing_store(), &live.tenant.corp_id)
+            .await?
+            .context("the admin API stored the access token it fetched")?
+            .value;
     let secrets = [
         ("corp secret", live.tenant.corp_secret.as_str()),
         ("callback token", live.tenant.token.as_str()),

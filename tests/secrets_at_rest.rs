@@ -18,16 +18,22 @@ use std::collections::HashMap;
 /// What each function's role may do with each purpose's key: (open, seal).
 const ROLES: [(&str, [(Purpose, bool, bool); 3]); 10] = {
     use Purpose::{AccessToken as T, CallbackKeys as K, CorpSecret as C};
-    const NONE: [(Purpose, bool, bool); 3] = [(C, false, false), (T, false, false), (K, false, false)];
-    const WECOM: [(Purpose, bool, bool); 3] = [(C, true, false), (T, true, true), (K, false, false)];
-    const VERIFIES: [(Purpose, bool, bool); 3] = [(C, false, false), (T, false, false), (K, true, false)];
+    const NONE: [(Purpose, bool, bool); 3] =
+        [(C, false, false), (T, false, false), (K, false, false)];
+    const WECOM: [(Purpose, bool, bool); 3] =
+        [(C, true, false), (T, true, true), (K, false, false)];
+    const VERIFIES: [(Purpose, bool, bool); 3] =
+        [(C, false, false), (T, false, false), (K, true, false)];
     [
         ("CallbackFunctionName", VERIFIES),
         ("RecordFactsFunctionName", VERIFIES),
         ("ReplayFunctionName", VERIFIES),
         ("RefreshCodesFunctionName", WECOM),
         ("SweepFunctionName", WECOM),
-        ("AdminApiFunctionName", [(C, true, true), (T, true, true), (K, true, true)]),
+        (
+            "AdminApiFunctionName",
+            [(C, true, true), (T, true, true), (K, true, true)],
+        ),
         ("FanOutFunctionName", NONE),
         ("ScheduleTickFunctionName", NONE),
         ("LandingPageFunctionName", NONE),
@@ -84,12 +90,29 @@ async fn each_role_opens_and_seals_only_the_secrets_its_function_uses() -> Resul
     )
     .await?;
     let profile = raw_item(&world, keys::home(&id, keys::PROFILE), keys::PROFILE).await?;
-    let token = raw_item(&world, keys::wecom_token(&tenant.corp_id), keys::WECOM_TOKEN_SK).await?;
+    let token = raw_item(
+        &world,
+        keys::wecom_token(&tenant.corp_id),
+        keys::WECOM_TOKEN_SK,
+    )
+    .await?;
     let keys_of = world.secret_keys();
     let wrapped = [
-        (Purpose::CorpSecret, wrapped_key(&profile, "corp_secret")?, ("tenant", tenant.id.clone())),
-        (Purpose::AccessToken, wrapped_key(&token, "token")?, ("corp_id", tenant.corp_id.clone())),
-        (Purpose::CallbackKeys, wrapped_key(&profile, "callback_token")?, ("tenant", tenant.id.clone())),
+        (
+            Purpose::CorpSecret,
+            wrapped_key(&profile, "corp_secret")?,
+            ("tenant", tenant.id.clone()),
+        ),
+        (
+            Purpose::AccessToken,
+            wrapped_key(&token, "token")?,
+            ("corp_id", tenant.corp_id.clone()),
+        ),
+        (
+            Purpose::CallbackKeys,
+            wrapped_key(&profile, "callback_token")?,
+            ("tenant", tenant.id.clone()),
+        ),
     ];
 
     let mut wrong = Vec::new();
@@ -120,14 +143,41 @@ async fn each_role_opens_and_seals_only_the_secrets_its_function_uses() -> Resul
                 ("open", may_open, denied(&opened), opened.is_ok()),
                 ("seal", may_seal, denied(&sealed), sealed.is_ok()),
             ] {
-                println!("{function}: {what} {purpose}: {}", if ok { "allowed" } else if result_denied { "denied" } else { "failed" });
+                println!(
+                    "{function}: {what} {purpose}: {}",
+                    if ok {
+                        "allowed"
+                    } else if result_denied {
+                        "denied"
+                    } else {
+                        "failed"
+                    }
+                );
                 if allowed != ok || (!allowed && !result_denied) {
-                    wrong.push(format!("{function} {what} {purpose}: expected {}, got {}", if allowed { "allowed" } else { "denied" }, if ok { "allowed".to_owned() } else { format!("{:?}", if what == "open" { opened.as_ref().err().map(|e| format!("{e:?}")) } else { sealed.as_ref().err().map(|e| format!("{e:?}")) }) }));
+                    wrong.push(format!(
+                        "{function} {what} {purpose}: expected {}, got {}",
+                        if allowed { "allowed" } else { "denied" },
+                        if ok {
+                            "allowed".to_owned()
+                        } else {
+                            format!(
+                                "{:?}",
+                                if what == "open" {
+                                    opened.as_ref().err().map(|e| format!("{e:?}"))
+                                } else {
+                                    sealed.as_ref().err().map(|e| format!("{e:?}"))
+                                }
+                            )
+                        }
+                    ));
                 }
             }
         }
     }
-    assert!(wrong.is_empty(), "roles with the wrong permissions: {wrong:#?}");
+    assert!(
+        wrong.is_empty(),
+        "roles with the wrong permissions: {wrong:#?}"
+    );
     Ok(())
 }
 
@@ -144,7 +194,10 @@ async fn a_sealed_secret_opens_only_under_its_own_tenants_context() -> Result<()
         ("encoding_aes_key", &tenant.aes_key),
     ] {
         let stored = profile.get(name).context("stored")?;
-        let bytes = stored.as_b().map(|b| b.as_ref().to_vec()).unwrap_or_default();
+        let bytes = stored
+            .as_b()
+            .map(|b| b.as_ref().to_vec())
+            .unwrap_or_default();
         assert!(
             !bytes.windows(value.len()).any(|w| w == value.as_bytes()),
             "{name} is not in the item in the clear"
@@ -161,7 +214,10 @@ async fn a_sealed_secret_opens_only_under_its_own_tenants_context() -> Result<()
             .encryption_context("tenant", owner)
             .send()
     };
-    assert!(decrypt(tenant.id.clone()).await.is_ok(), "its own context opens it");
+    assert!(
+        decrypt(tenant.id.clone()).await.is_ok(),
+        "its own context opens it"
+    );
     let refused = decrypt(other.id.clone()).await;
     assert!(
         format!("{refused:?}").contains("InvalidCiphertext"),
@@ -187,16 +243,25 @@ async fn the_robot_webhook_url_is_in_no_functions_configuration() -> Result<()> 
         .await?
         .secret_string
         .context("the secret holds the URL")?;
-    assert!(url.contains("key="), "the secret holds the robot's webhook URL");
+    assert!(
+        url.contains("key="),
+        "the secret holds the robot's webhook URL"
+    );
     let key = url.rsplit("key=").next().unwrap_or(&url).to_owned();
     let mut holding = Vec::new();
     for (function, _) in ROLES {
         let environment = world.function_environment(function).await?;
-        if environment.values().any(|v| v.contains(&url) || v.contains(&key)) {
+        if environment
+            .values()
+            .any(|v| v.contains(&url) || v.contains(&key))
+        {
             holding.push(function);
         }
     }
-    assert!(holding.is_empty(), "functions whose configuration holds the robot's key: {holding:?}");
+    assert!(
+        holding.is_empty(),
+        "functions whose configuration holds the robot's key: {holding:?}"
+    );
     // Only the functions that post to the robot may read the secret.
     for (function, may_read) in [
         ("AlarmRobotFunctionName", true),
@@ -209,7 +274,11 @@ async fn the_robot_webhook_url_is_in_no_functions_configuration() -> Result<()> 
             .secret_id(&secret_arn)
             .send()
             .await;
-        assert_eq!(read.is_ok(), may_read, "{function} reading the robot's secret: {read:?}");
+        assert_eq!(
+            read.is_ok(),
+            may_read,
+            "{function} reading the robot's secret: {read:?}"
+        );
     }
     Ok(())
 }
@@ -240,7 +309,11 @@ async fn a_plaintext_profile_keeps_working_and_the_migration_seals_it_once() -> 
     // Served as stored before sealing...
     let legacy = TestTenant::random();
     world.register_plaintext(&legacy).await?;
-    assert_eq!(verify_url(&world, &legacy).await?, 200, "a plaintext profile still verifies");
+    assert_eq!(
+        verify_url(&world, &legacy).await?,
+        200,
+        "a plaintext profile still verifies"
+    );
 
     // ...and a second one migrated before the callback ever reads it.
     let tenant = TestTenant::random();
@@ -248,21 +321,40 @@ async fn a_plaintext_profile_keeps_working_and_the_migration_seals_it_once() -> 
     let id = TenantId::parse(&tenant.id)?;
     let store = world.sealing_store();
     let dry = store.seal_plaintext_secrets(&id, true).await?;
-    assert_eq!((dry.plaintext, dry.already_sealed), (3, 0), "a dry run counts");
+    assert_eq!(
+        (dry.plaintext, dry.already_sealed),
+        (3, 0),
+        "a dry run counts"
+    );
     let profile = raw_item(&world, keys::home(&id, keys::PROFILE), keys::PROFILE).await?;
-    assert!(profile["corp_secret"].as_s().is_ok(), "a dry run writes nothing");
+    assert!(
+        profile["corp_secret"].as_s().is_ok(),
+        "a dry run writes nothing"
+    );
 
     let applied = store.seal_plaintext_secrets(&id, false).await?;
-    assert_eq!((applied.plaintext, applied.raced), (3, 0), "corp secret and both callback keys sealed");
+    assert_eq!(
+        (applied.plaintext, applied.raced),
+        (3, 0),
+        "corp secret and both callback keys sealed"
+    );
     let profile = raw_item(&world, keys::home(&id, keys::PROFILE), keys::PROFILE).await?;
     for name in ["corp_secret", "callback_token", "encoding_aes_key"] {
         assert!(profile[name].as_b().is_ok(), "{name} is sealed");
     }
     let again = store.seal_plaintext_secrets(&id, false).await?;
-    assert_eq!((again.plaintext, again.already_sealed), (0, 3), "a rerun has nothing left");
+    assert_eq!(
+        (again.plaintext, again.already_sealed),
+        (0, 3),
+        "a rerun has nothing left"
+    );
 
     // The callback function opens the sealed keys under its own role.
-    assert_eq!(verify_url(&world, &tenant).await?, 200, "a sealed profile verifies");
+    assert_eq!(
+        verify_url(&world, &tenant).await?,
+        200,
+        "a sealed profile verifies"
+    );
     let read = domain::admin::AdminStore::stored_profile(&store, &id)
         .await?
         .context("the profile")?;

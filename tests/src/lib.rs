@@ -17,6 +17,7 @@ pub use sandbox::Sandbox;
 pub use tenant_setup::LiveTenant;
 
 use adapters::dynamodb::{keys, DynamoStore};
+use adapters::secrets::KmsDataKeys;
 use anyhow::{anyhow, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
@@ -24,7 +25,6 @@ use domain::admin::{AdminStore, ProfileWrite, SecretsChanged, StoredProfile};
 use domain::ids::TenantId;
 use domain::intake::InboxMessage;
 use domain::secrets::{CacheLimits, Envelope as SecretEnvelope, Purpose};
-use adapters::secrets::KmsDataKeys;
 use domain::tenants::TenantProfile;
 use domain::wecom::callback::{write_flat_xml, Envelope};
 use domain::wecom::crypto::CallbackCrypto;
@@ -385,9 +385,9 @@ impl World {
         Ok(self
             .aws
             .to_builder()
-            .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(
-                credentials,
-            ))
+            .credentials_provider(
+                aws_credential_types::provider::SharedCredentialsProvider::new(credentials),
+            )
             .build())
     }
 

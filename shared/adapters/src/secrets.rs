@@ -93,7 +93,11 @@ impl DataKeys for KmsDataKeys {
         Ok(DataKey { plaintext, wrapped })
     }
 
-    async fn unwrap(&self, context: &SecretContext, wrapped: &[u8]) -> Result<[u8; 32], StoreError> {
+    async fn unwrap(
+        &self,
+        context: &SecretContext,
+        wrapped: &[u8],
+    ) -> Result<[u8; 32], StoreError> {
         let mut request = self
             .client
             .decrypt()

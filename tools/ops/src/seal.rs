@@ -34,9 +34,12 @@ fn keys(ops: &Ops) -> Result<BTreeMap<Purpose, String>> {
                 Purpose::AccessToken => "AccessTokenKeyArn",
                 Purpose::CallbackKeys => "CallbackKeysKeyArn",
             };
-            let arn = ops
-                .output(output)
-                .map_err(|e| anyhow!("{e} (the stack predates sealing? {} unset)", key_variable(purpose)))?;
+            let arn = ops.output(output).map_err(|e| {
+                anyhow!(
+                    "{e} (the stack predates sealing? {} unset)",
+                    key_variable(purpose)
+                )
+            })?;
             Ok((purpose, arn.to_owned()))
         })
         .collect()
@@ -44,7 +47,10 @@ fn keys(ops: &Ops) -> Result<BTreeMap<Purpose, String>> {
 
 pub async fn run(ops: &Ops, args: Args) -> Result<()> {
     let envelope = Envelope::new(
-        Arc::new(KmsDataKeys::new(aws_sdk_kms::Client::new(&ops.aws), keys(ops)?)),
+        Arc::new(KmsDataKeys::new(
+            aws_sdk_kms::Client::new(&ops.aws),
+            keys(ops)?,
+        )),
         CacheLimits::default(),
     );
     let store = DynamoStore::new(ops.dynamodb.clone(), ops.table()?.to_owned())
@@ -53,9 +59,15 @@ pub async fn run(ops: &Ops, args: Args) -> Result<()> {
     let mut total = SealedCount::default();
     let mut tenants_seen = 0usize;
     let progress = bar(0, ops.json);
-    progress.set_message(if args.apply { "sealing" } else { "counting (dry run)" });
+    progress.set_message(if args.apply {
+        "sealing"
+    } else {
+        "counting (dry run)"
+    });
     loop {
-        let page = store.tenants_after(after.as_deref(), args.page.max(1)).await?;
+        let page = store
+            .tenants_after(after.as_deref(), args.page.max(1))
+            .await?;
         if page.is_empty() {
             break;
         }
@@ -65,16 +77,28 @@ pub async fn run(ops: &Ops, args: Args) -> Result<()> {
             let count = store
                 .seal_plaintext_secrets(&tenant, !args.apply)
                 .await
-                .map_err(|e| anyhow!("{e} (resume with --after {})", after.as_deref().unwrap_or("")))?;
+                .map_err(|e| {
+                    anyhow!(
+                        "{e} (resume with --after {})",
+                        after.as_deref().unwrap_or("")
+                    )
+                })?;
             total += count;
             tenants_seen += 1;
             after = Some(id.clone());
             progress.inc(1);
         }
-        progress.println(format!("done through tenant {}", after.as_deref().unwrap_or("")));
+        progress.println(format!(
+            "done through tenant {}",
+            after.as_deref().unwrap_or("")
+        ));
     }
     progress.finish_and_clear();
-    let verb = if args.apply { "sealed" } else { "to seal (dry run: --apply seals them)" };
+    let verb = if args.apply {
+        "sealed"
+    } else {
+        "to seal (dry run: --apply seals them)"
+    };
     if ops.json {
         println!(
             "{}",

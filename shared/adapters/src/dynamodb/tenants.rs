@@ -157,8 +157,10 @@ impl DynamoStore {
         let callback_token = secret("callback_token").await?;
         let encoding_aes_key = secret("encoding_aes_key").await?;
         let previous = match (
-            self.reveal(item, "previous_callback_token", &context).await?,
-            self.reveal(item, "previous_encoding_aes_key", &context).await?,
+            self.reveal(item, "previous_callback_token", &context)
+                .await?,
+            self.reveal(item, "previous_encoding_aes_key", &context)
+                .await?,
             get_n(item, "callback_keys_replaced_at_ms"),
         ) {
             (Some(callback_token), Some(encoding_aes_key), Some(replaced_at_ms)) => {
