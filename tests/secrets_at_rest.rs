@@ -15,15 +15,15 @@ use domain::secrets::Purpose;
 use integration_tests::{now_secs, TestTenant, World};
 use std::collections::HashMap;
 
-/// What each function's role may do with each purpose's key: (open, seal).
-const ROLES: [(&str, [(Purpose, bool, bool); 3]); 10] = {
+/// What a role may do with a purpose's key: (purpose, open, seal).
+type Reach = (Purpose, bool, bool);
+
+/// What each function's role may do with each purpose's key.
+const ROLES: [(&str, [Reach; 3]); 10] = {
     use Purpose::{AccessToken as T, CallbackKeys as K, CorpSecret as C};
-    const NONE: [(Purpose, bool, bool); 3] =
-        [(C, false, false), (T, false, false), (K, false, false)];
-    const WECOM: [(Purpose, bool, bool); 3] =
-        [(C, true, false), (T, true, true), (K, false, false)];
-    const VERIFIES: [(Purpose, bool, bool); 3] =
-        [(C, false, false), (T, false, false), (K, true, false)];
+    const NONE: [Reach; 3] = [(C, false, false), (T, false, false), (K, false, false)];
+    const WECOM: [Reach; 3] = [(C, true, false), (T, true, true), (K, false, false)];
+    const VERIFIES: [Reach; 3] = [(C, false, false), (T, false, false), (K, true, false)];
     [
         ("CallbackFunctionName", VERIFIES),
         ("RecordFactsFunctionName", VERIFIES),
