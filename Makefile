@@ -229,7 +229,7 @@ FUZZ_SHARD := 3
 SHARD_1 := admin_contract admin_lifecycle callback_reconfigured callback_route edits \
 	least_privilege logs_hold_no_secrets path sandbox staff_lifecycle landing_page store_contract \
 	refresh_limits
-SHARD_2 := schedules fan_out path_faults scale_fidelity
+SHARD_2 := schedules fan_out path_faults scale_fidelity secrets_at_rest
 SHARD_3 := operator_metrics quota_loop refresh_deadline refresh_lanes replay ops tenant_pause \
 	callback_key_rotation
 SHARD_4 := sweep egress_window egress_relay

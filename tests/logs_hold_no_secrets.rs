@@ -3,10 +3,8 @@
 //! creation (an access token fetched and used) and a delivered callback (the settings read
 //! back from the table), and their CloudWatch logs are searched for every secret.
 
-use adapters::dynamodb::keys;
 use adapters::logging::LOG_LEVEL_VAR;
 use anyhow::{ensure, Context, Result};
-use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::{eventually, now_ms, LiveTenant, World};
 use serde_json::json;
 use std::time::Duration;
@@ -54,23 +52,13 @@ async fn drive_and_search(world: &World) -> Result<()> {
         "{scan}"
     );
     world.wait_until_drained().await?;
-    let token_item = world
-        .dynamodb
-        .get_item()
-        .table_name(world.output("TableName"))
-        .key(
-            keys::PK,
-            AttributeValue::S(keys::wecom_token(&live.tenant.corp_id)),
-        )
-        .key(keys::SK, AttributeValue::S(keys::WECOM_TOKEN_SK.into()))
-        .send()
-        .await?;
-    let access_token = token_item
-        .item()
-        .and_then(|i| i.get("token"))
-        .and_then(|t| t.as_s().ok())
-        .context("the admin API stored the access token it fetched")?
-        .clone();
+    // The admin API stored it sealed: opened here with the stack's keys, as a WeCom caller
+    // would.
+    let access_token =
+        adapters::wecom::TokenStore::load(&world.sealing_store(), &live.tenant.corp_id)
+            .await?
+            .context("the admin API stored the access token it fetched")?
+            .value;
     let secrets = [
         ("corp secret", live.tenant.corp_secret.as_str()),
         ("callback token", live.tenant.token.as_str()),

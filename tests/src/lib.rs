@@ -17,12 +17,14 @@ pub use sandbox::Sandbox;
 pub use tenant_setup::LiveTenant;
 
 use adapters::dynamodb::{keys, DynamoStore};
+use adapters::secrets::KmsDataKeys;
 use anyhow::{anyhow, Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use domain::admin::{AdminStore, ProfileWrite, SecretsChanged, StoredProfile};
 use domain::ids::TenantId;
 use domain::intake::InboxMessage;
+use domain::secrets::{CacheLimits, Envelope as SecretEnvelope, Purpose};
 use domain::tenants::TenantProfile;
 use domain::wecom::callback::{write_flat_xml, Envelope};
 use domain::wecom::crypto::CallbackCrypto;
@@ -327,16 +329,87 @@ impl World {
         Ok(tenant)
     }
 
-    /// Stores the tenant's profile (and its corp id's claim) as the admin API does.
+    /// The stack's keys, from its outputs (`CorpSecretKeyArn`...).
+    pub fn secret_keys(&self) -> std::collections::BTreeMap<Purpose, String> {
+        Purpose::ALL
+            .into_iter()
+            .map(|purpose| {
+                let output = match purpose {
+                    Purpose::CorpSecret => "CorpSecretKeyArn",
+                    Purpose::AccessToken => "AccessTokenKeyArn",
+                    Purpose::CallbackKeys => "CallbackKeysKeyArn",
+                };
+                (purpose, self.output(output).to_owned())
+            })
+            .collect()
+    }
+
+    /// The table as the admin API writes it: every secret sealed with the stack's keys (the
+    /// harness signs as the account's root, which the keys' policies let use them).
+    pub fn sealing_store(&self) -> DynamoStore {
+        let keys = KmsDataKeys::new(aws_sdk_kms::Client::new(&self.aws), self.secret_keys());
+        DynamoStore::new(self.dynamodb.clone(), self.output("TableName").to_owned()).with_secrets(
+            std::sync::Arc::new(SecretEnvelope::new(
+                std::sync::Arc::new(keys),
+                CacheLimits::default(),
+            )),
+        )
+    }
+
+    /// The AWS configuration of the execution role of the function named by `output`
+    /// (MiniStack lets the root caller assume it: docs/local-world.md).
+    pub async fn as_role_of(&self, output: &str) -> Result<aws_config::SdkConfig> {
+        let function = self
+            .lambda
+            .get_function_configuration()
+            .function_name(self.output(output))
+            .send()
+            .await?;
+        let role = function.role().context("the function has a role")?;
+        let assumed = aws_sdk_sts::Client::new(&self.aws)
+            .assume_role()
+            .role_arn(role)
+            .role_session_name("secrets-test")
+            .send()
+            .await?;
+        let credentials = assumed
+            .credentials()
+            .context("AssumeRole answers credentials")?;
+        let credentials = aws_credential_types::Credentials::new(
+            credentials.access_key_id(),
+            credentials.secret_access_key(),
+            Some(credentials.session_token().to_owned()),
+            None,
+            "function-role",
+        );
+        Ok(self
+            .aws
+            .to_builder()
+            .credentials_provider(
+                aws_credential_types::provider::SharedCredentialsProvider::new(credentials),
+            )
+            .build())
+    }
+
+    /// Stores the tenant's profile (and its corp id's claim) as the admin API does: sealed.
     pub async fn register(&self, tenant: &TestTenant) -> Result<()> {
+        self.register_with(&self.sealing_store(), tenant).await
+    }
+
+    /// Stores the tenant's profile as a stack before sealing did: every secret plaintext.
+    pub async fn register_plaintext(&self, tenant: &TestTenant) -> Result<()> {
         let store = DynamoStore::new(self.dynamodb.clone(), self.output("TableName").to_owned());
+        self.register_with(&store, tenant).await
+    }
+
+    async fn register_with(&self, store: &DynamoStore, tenant: &TestTenant) -> Result<()> {
         let profile = StoredProfile {
             profile: tenant.profile(),
             version: 1,
             secrets_changed_at_ms: SecretsChanged::default(),
         };
         let written =
-            AdminStore::put_profile(&store, &TenantId::parse(&tenant.id)?, &profile, None).await?;
+            AdminStore::put_profile(store, &TenantId::parse(&tenant.id)?, &profile, None).await?;
         anyhow::ensure!(
             written == ProfileWrite::Stored,
             "tenant {} not registered: {written:?}",
@@ -367,7 +440,7 @@ impl World {
             return self.register(tenant).await;
         };
         tenant.id = holder.clone();
-        let store = DynamoStore::new(self.dynamodb.clone(), self.output("TableName").to_owned());
+        let store = self.sealing_store();
         let id = TenantId::parse(&tenant.id)?;
         let previous = AdminStore::stored_profile(&store, &id).await?;
         let next = StoredProfile {

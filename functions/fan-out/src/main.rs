@@ -14,7 +14,8 @@ async fn main() -> Result<(), Error> {
     let metrics = adapters::metrics::init("fan-out")?;
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
-    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name)
+        .with_secrets(adapters::secrets::envelope_from_env(&aws));
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let continuations = SqsFanOutQueue::new(sqs.clone(), config.fan_out_queue_url);
     let expander = Expander::new(

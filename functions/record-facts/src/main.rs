@@ -30,7 +30,8 @@ async fn main() -> Result<(), Error> {
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
     let sqs = aws_sdk_sqs::Client::new(&aws);
-    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name)
+        .with_secrets(adapters::secrets::envelope_from_env(&aws));
     let recorder = FactRecorder::new(
         store.clone(),
         store.clone(),

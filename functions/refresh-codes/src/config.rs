@@ -34,9 +34,6 @@ pub struct Config {
     pub lease_times: LeaseTimes,
     /// The refresh queues' `maxReceiveCount`: on that receive a code is marked dirty first.
     pub max_receives: u32,
-    /// The team's group robot, told once when a tenant is paused (its URL holds the robot's
-    /// key: never logged); `None` when `AlarmRobotWebhookUrl` is empty.
-    pub robot_webhook_url: Option<String>,
 }
 
 impl Config {
@@ -85,9 +82,6 @@ impl Config {
             wecom_api_base_url: required("WECOM_API_BASE_URL")?,
             wecom_timeout,
             egress_relays,
-            robot_webhook_url: std::env::var("ALARM_ROBOT_WEBHOOK_URL")
-                .ok()
-                .filter(|url| !url.trim().is_empty()),
             budget: budget_layers(BudgetLimits {
                 per_minute: parsed("WECOM_BUDGET_PER_MINUTE")?,
                 per_hour: parsed("WECOM_BUDGET_PER_HOUR")?,

@@ -28,7 +28,8 @@ async fn main() -> Result<(), Error> {
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name)
-        .with_pages(config.pages);
+        .with_pages(config.pages)
+        .with_secrets(adapters::secrets::envelope_from_env(&aws));
     // One client per container: its access-token cache is shared by every invocation, and
     // through the table with every other container.
     let wecom = WeComClient::new(config.wecom_api_base_url, config.wecom_timeout)
@@ -45,7 +46,9 @@ async fn main() -> Result<(), Error> {
         config.lease_times,
     )
     .with_fan_outs(SqsFanOutQueue::new(sqs.clone(), config.fan_out_queue_url));
-    if let Some(url) = config.robot_webhook_url {
+    // The team's group robot, told once when a tenant is paused: its URL (which holds the
+    // robot's key) is read from its secret once per container, never from the configuration.
+    if let Some(url) = adapters::secrets::robot_webhook_url(&aws).await? {
         refresher = refresher.with_robot(WeComRobot::new(url, config.wecom_timeout));
     }
     let inlets = QueueInlets::new(

@@ -14,7 +14,8 @@ async fn main() -> Result<(), Error> {
     let metrics = adapters::metrics::init("schedule-tick")?;
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
-    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name)
+        .with_secrets(adapters::secrets::envelope_from_env(&aws));
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let reasons = SqsReasonQueue::new(sqs.clone(), config.refresh_queue_url);
     let fan_outs = SqsFanOutQueue::new(sqs, config.fan_out_queue_url);

@@ -28,7 +28,8 @@ async fn main() -> Result<(), Error> {
     let metrics = adapters::metrics::init("sweep")?;
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
-    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name);
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name)
+        .with_secrets(adapters::secrets::envelope_from_env(&aws));
     let wecom = WeComClient::new(config.wecom_api_base_url, config.wecom_timeout)
         .with_token_store(std::sync::Arc::new(store.clone()))
         .routed(

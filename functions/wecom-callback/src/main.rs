@@ -18,7 +18,8 @@ async fn main() -> Result<(), Error> {
     let config = config::Config::from_env()?;
     let aws = adapters::aws::load_config().await;
     let tenants = CachedCallbackSettings::new(
-        DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name),
+        DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table_name)
+            .with_secrets(adapters::secrets::envelope_from_env(&aws)),
         config.tenant_cache_ttl,
     );
     // WeCom gives up after 5 s; answering 503 in time lets its retry start sooner than a

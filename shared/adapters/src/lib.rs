@@ -10,5 +10,6 @@ pub mod env;
 pub mod eventbridge;
 pub mod logging;
 pub mod metrics;
+pub mod secrets;
 pub mod sqs;
 pub mod wecom;

@@ -47,6 +47,7 @@ pub mod reasons;
 pub mod refresh;
 pub mod replay;
 pub mod schedules;
+pub mod secrets;
 mod store_error;
 pub mod sweep;
 pub mod telemetry;

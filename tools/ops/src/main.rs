@@ -8,6 +8,7 @@ mod dead_letters;
 mod ops;
 mod plan;
 mod replay;
+mod seal;
 mod status;
 
 use anyhow::Result;
@@ -59,6 +60,9 @@ enum Command {
     /// One signed request to the admin API (`admin PUT /tenants/acme --body tenant.json`):
     /// prints the status and the answer; fails on any status but 2xx.
     Admin(admin::Args),
+    /// Seals the secrets stored before sealing (corp secrets, callback keys, access tokens):
+    /// a dry run unless --apply; idempotent, resumable with --after.
+    SealSecrets(seal::Args),
 }
 
 #[derive(clap::Args)]
@@ -81,6 +85,7 @@ async fn main() -> Result<()> {
         Command::Replay(args) => replay::run(&connect().await?, args).await,
         Command::Drift(args) => drift(&connect().await?, args).await,
         Command::Admin(args) => admin::run(&connect().await?, args).await,
+        Command::SealSecrets(args) => seal::run(&connect().await?, args).await,
         // A synthetic or bench plan needs no stack: only --tenant connects.
         Command::Plan(args) => plan::run(*args, &cli.stack, cli.api_url.as_deref(), cli.json).await,
     }

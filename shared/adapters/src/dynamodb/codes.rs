@@ -623,7 +623,7 @@ impl DynamoStore {
         if get_n::<u64>(code_item, "wecom_gone_at_ms").is_some() {
             return Ok(None);
         }
-        let profile = Self::profile_from(profile)?;
+        let profile = self.profile_from(tenant, profile).await?;
         let tenant_paused = first
             .get(tenant, keys::PAUSE)
             .map(super::tenants::pause_from)

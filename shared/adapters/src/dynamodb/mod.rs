@@ -16,6 +16,8 @@ mod pages;
 mod replay;
 mod retiring_links;
 mod run_lease;
+mod seal_migration;
+mod sealed;
 mod staff;
 mod sweep;
 mod tenants;
@@ -24,6 +26,7 @@ mod tokens;
 pub use budget::DynamoBudget;
 pub use codes::{CodeRecord, SeatChange};
 pub use pages::{PageSeen, PageTables};
+pub use seal_migration::SealedCount;
 pub use tenants::CALLBACK_PROJECTION;
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -50,6 +53,8 @@ pub struct DynamoStore {
     /// The landing page's own tables, for the functions that write or read pages.
     pages: Option<PageTables>,
     requests: RequestCounter,
+    /// Seals and opens secret attributes (`sealed`); `None` in tools run without the keys.
+    secrets: Option<std::sync::Arc<domain::secrets::Envelope>>,
 }
 
 impl DynamoStore {
@@ -66,6 +71,7 @@ impl DynamoStore {
             table,
             pages: None,
             requests,
+            secrets: None,
         }
     }
 

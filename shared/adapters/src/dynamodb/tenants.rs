@@ -6,6 +6,7 @@ use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use domain::admin::{ProfileWrite, SecretsChanged, StoredProfile};
 use domain::facts::TenantProfiles;
 use domain::ids::TenantId;
+use domain::secrets::{Purpose, SecretContext};
 use domain::tenants::{CallbackSettings, PreviousCallbackKeys, TenantProfile};
 use domain::tenants::{CallbackSettingsSource, TenantPause, TenantPauses};
 use domain::StoreError;
@@ -30,7 +31,7 @@ impl DynamoStore {
         };
         let at = |name: &str| get_n(&item, name).unwrap_or(0);
         Ok(Some(StoredProfile {
-            profile: Self::profile_from(&item)?,
+            profile: self.profile_from(tenant, &item).await?,
             version: at("version"),
             secrets_changed_at_ms: SecretsChanged {
                 corp_secret: at("corp_secret_changed_at_ms"),
@@ -51,7 +52,7 @@ impl DynamoStore {
         let profile = &next.profile;
         let profile_put = Put::builder()
             .table_name(&self.table)
-            .set_item(Some(profile_item(tenant, next)));
+            .set_item(Some(self.profile_item(tenant, next).await?));
         let profile_put = match previous {
             None => profile_put.condition_expression("attribute_not_exists(pk)"),
             // Stored before profiles had versions.
@@ -107,18 +108,28 @@ impl DynamoStore {
         }
     }
 
-    pub(crate) fn profile_from(item: &super::Item) -> Result<TenantProfile, StoreError> {
+    /// A profile item's settings, its secrets opened where this process may open them.
+    pub(crate) async fn profile_from(
+        &self,
+        tenant: &TenantId,
+        item: &super::Item,
+    ) -> Result<TenantProfile, StoreError> {
         let field = |name: &'static str| {
             get_s(item, name)
                 .map(str::to_owned)
                 .ok_or_else(|| super::corrupt(name))
         };
+        let keys = self.callback_keys_from(tenant, item).await?;
+        let corp_secret = SecretContext::tenant(Purpose::CorpSecret, tenant);
         Ok(TenantProfile {
             corp_id: field("corp_id")?,
-            callback_token: field("callback_token")?,
-            encoding_aes_key: field("encoding_aes_key")?,
-            previous_callback: previous_callback_from(item),
-            corp_secret: field("corp_secret")?,
+            callback_token: keys.callback_token,
+            encoding_aes_key: keys.encoding_aes_key,
+            previous_callback: keys.previous,
+            corp_secret: self
+                .reveal(item, "corp_secret", &corp_secret)
+                .await?
+                .ok_or_else(|| super::corrupt("corp_secret"))?,
             timezone: get_s(item, "timezone")
                 .map(str::parse)
                 .transpose()
@@ -126,6 +137,105 @@ impl DynamoStore {
                 .unwrap_or_default(),
             company_daily_cap: get_n(item, "company_daily_cap"),
         })
+    }
+
+    /// The callback keys of a profile item (whole or projected), opened where this process may.
+    async fn callback_keys_from(
+        &self,
+        tenant: &TenantId,
+        item: &super::Item,
+    ) -> Result<CallbackSettings, StoreError> {
+        let context = SecretContext::tenant(Purpose::CallbackKeys, tenant);
+        let secret = |name: &'static str| {
+            let context = &context;
+            async move {
+                self.reveal(item, name, context)
+                    .await?
+                    .ok_or_else(|| super::corrupt(name))
+            }
+        };
+        let callback_token = secret("callback_token").await?;
+        let encoding_aes_key = secret("encoding_aes_key").await?;
+        let previous = match (
+            self.reveal(item, "previous_callback_token", &context)
+                .await?,
+            self.reveal(item, "previous_encoding_aes_key", &context)
+                .await?,
+            get_n(item, "callback_keys_replaced_at_ms"),
+        ) {
+            (Some(callback_token), Some(encoding_aes_key), Some(replaced_at_ms)) => {
+                Some(PreviousCallbackKeys {
+                    callback_token,
+                    encoding_aes_key,
+                    replaced_at_ms,
+                })
+            }
+            _ => None,
+        };
+        Ok(CallbackSettings {
+            corp_id: get_s(item, "corp_id")
+                .map(str::to_owned)
+                .ok_or_else(|| super::corrupt("corp_id"))?,
+            callback_token,
+            encoding_aes_key,
+            previous,
+        })
+    }
+
+    /// The profile's item as stored: settings, version, when each secret changed, and its
+    /// place in the registry the sweep walks (`keys::TENANTS_INDEX`). Its secrets are sealed
+    /// (`sealed`).
+    async fn profile_item(
+        &self,
+        tenant: &TenantId,
+        next: &StoredProfile,
+    ) -> Result<super::Item, StoreError> {
+        let profile = &next.profile;
+        let callback = SecretContext::tenant(Purpose::CallbackKeys, tenant);
+        let corp_secret = SecretContext::tenant(Purpose::CorpSecret, tenant);
+        let mut item = tenant_key(tenant, keys::PROFILE.to_owned());
+        item.insert("corp_id".into(), s(&profile.corp_id));
+        item.insert(
+            "callback_token".into(),
+            self.conceal(&callback, &profile.callback_token).await?,
+        );
+        item.insert(
+            "encoding_aes_key".into(),
+            self.conceal(&callback, &profile.encoding_aes_key).await?,
+        );
+        if let Some(previous) = &profile.previous_callback {
+            item.insert(
+                "previous_callback_token".into(),
+                self.conceal(&callback, &previous.callback_token).await?,
+            );
+            item.insert(
+                "previous_encoding_aes_key".into(),
+                self.conceal(&callback, &previous.encoding_aes_key).await?,
+            );
+            item.insert(
+                "callback_keys_replaced_at_ms".into(),
+                n(previous.replaced_at_ms),
+            );
+        }
+        item.insert(
+            "corp_secret".into(),
+            self.conceal(&corp_secret, &profile.corp_secret).await?,
+        );
+        item.insert("timezone".into(), s(profile.timezone.name()));
+        if let Some(cap) = profile.company_daily_cap {
+            item.insert("company_daily_cap".into(), n(cap));
+        }
+        item.insert("version".into(), n(next.version));
+        item.insert(keys::GSI1_PK.into(), s(keys::TENANTS_INDEX));
+        item.insert(keys::GSI1_SK.into(), s(tenant.as_str()));
+        let at = next.secrets_changed_at_ms;
+        item.insert("corp_secret_changed_at_ms".into(), n(at.corp_secret));
+        item.insert("callback_token_changed_at_ms".into(), n(at.callback_token));
+        item.insert(
+            "encoding_aes_key_changed_at_ms".into(),
+            n(at.encoding_aes_key),
+        );
+        Ok(item)
     }
 }
 
@@ -158,72 +268,13 @@ impl CallbackSettingsSource for DynamoStore {
         let Some(item) = output.item else {
             return Ok(None);
         };
-        let field = |name: &'static str| {
-            get_s(&item, name)
-                .map(str::to_owned)
-                .ok_or_else(|| super::corrupt(name))
-        };
-        Ok(Some(CallbackSettings {
-            corp_id: field("corp_id")?,
-            callback_token: field("callback_token")?,
-            encoding_aes_key: field("encoding_aes_key")?,
-            previous: previous_callback_from(&item),
-        }))
+        self.callback_keys_from(tenant, &item).await.map(Some)
     }
 }
 
 /// The attributes the callback function reads, and all it may read (`template.yaml`,
 /// `ReadCallbackSettingsOnly`; `tests/least_privilege.rs`).
 pub const CALLBACK_PROJECTION: &str = "corp_id, callback_token, encoding_aes_key, previous_callback_token, previous_encoding_aes_key, callback_keys_replaced_at_ms";
-
-/// The callback keys a rotation replaced, when the item holds them whole.
-fn previous_callback_from(item: &super::Item) -> Option<PreviousCallbackKeys> {
-    Some(PreviousCallbackKeys {
-        callback_token: get_s(item, "previous_callback_token")?.to_owned(),
-        encoding_aes_key: get_s(item, "previous_encoding_aes_key")?.to_owned(),
-        replaced_at_ms: get_n(item, "callback_keys_replaced_at_ms")?,
-    })
-}
-
-/// The profile's item as stored: settings, version, when each secret changed, and its place
-/// in the registry the sweep walks (`keys::TENANTS_INDEX`).
-fn profile_item(tenant: &TenantId, next: &StoredProfile) -> super::Item {
-    let profile = &next.profile;
-    let mut item = tenant_key(tenant, keys::PROFILE.to_owned());
-    item.insert("corp_id".into(), s(&profile.corp_id));
-    item.insert("callback_token".into(), s(&profile.callback_token));
-    item.insert("encoding_aes_key".into(), s(&profile.encoding_aes_key));
-    if let Some(previous) = &profile.previous_callback {
-        item.insert(
-            "previous_callback_token".into(),
-            s(&previous.callback_token),
-        );
-        item.insert(
-            "previous_encoding_aes_key".into(),
-            s(&previous.encoding_aes_key),
-        );
-        item.insert(
-            "callback_keys_replaced_at_ms".into(),
-            n(previous.replaced_at_ms),
-        );
-    }
-    item.insert("corp_secret".into(), s(&profile.corp_secret));
-    item.insert("timezone".into(), s(profile.timezone.name()));
-    if let Some(cap) = profile.company_daily_cap {
-        item.insert("company_daily_cap".into(), n(cap));
-    }
-    item.insert("version".into(), n(next.version));
-    item.insert(keys::GSI1_PK.into(), s(keys::TENANTS_INDEX));
-    item.insert(keys::GSI1_SK.into(), s(tenant.as_str()));
-    let at = next.secrets_changed_at_ms;
-    item.insert("corp_secret_changed_at_ms".into(), n(at.corp_secret));
-    item.insert("callback_token_changed_at_ms".into(), n(at.callback_token));
-    item.insert(
-        "encoding_aes_key_changed_at_ms".into(),
-        n(at.encoding_aes_key),
-    );
-    item
-}
 
 /// A pause as stored: the pause as JSON (it holds no secret), its start on its own for the
 /// conditions, and its entry in the registry of paused tenants.

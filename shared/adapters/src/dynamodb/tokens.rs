@@ -4,6 +4,7 @@
 use super::conditions::ConditionalWriteError;
 use super::{get_n, get_s, key, keys, n, s, unavailable, DynamoStore};
 use crate::wecom::{SharedToken, TokenStore};
+use domain::secrets::{Purpose, SecretContext};
 use domain::StoreError;
 
 #[async_trait::async_trait]
@@ -25,12 +26,16 @@ impl TokenStore for DynamoStore {
             return Ok(None);
         };
         // A lock item without a token yet (its holder is fetching) reads as no token.
-        let (Some(value), Some(digest)) = (get_s(&item, "token"), get_s(&item, "secret_digest"))
-        else {
+        // The token is sealed for its corp (`sealed`); one stored before sealing is plaintext.
+        let context = SecretContext::corp(Purpose::AccessToken, corp_id);
+        let (Some(value), Some(digest)) = (
+            self.reveal(&item, "token", &context).await?,
+            get_s(&item, "secret_digest"),
+        ) else {
             return Ok(None);
         };
         Ok(Some(SharedToken {
-            value: value.to_owned(),
+            value,
             secret_digest: digest.to_owned(),
             refresh_at_ms: get_n(&item, "refresh_at_ms").unwrap_or(0),
             expires_at_ms: get_n(&item, "expires_at_ms").unwrap_or(0),
@@ -68,7 +73,8 @@ impl TokenStore for DynamoStore {
     /// Replaces the item: the new token, and no lock.
     async fn save(&self, corp_id: &str, token: &SharedToken) -> Result<(), StoreError> {
         let mut item = key(keys::wecom_token(corp_id), keys::WECOM_TOKEN_SK.to_owned());
-        item.insert("token".into(), s(&token.value));
+        let context = SecretContext::corp(Purpose::AccessToken, corp_id);
+        item.insert("token".into(), self.conceal(&context, &token.value).await?);
         item.insert("secret_digest".into(), s(&token.secret_digest));
         item.insert("refresh_at_ms".into(), n(token.refresh_at_ms));
         item.insert("expires_at_ms".into(), n(token.expires_at_ms));

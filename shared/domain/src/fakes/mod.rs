@@ -6,6 +6,7 @@
 //! - `FakeWeCom`: contact ways created, deleted and their lists replaced;
 //! - `FakeBudget`: the tenants' WeCom budget;
 //! - `InMemoryCallbackSettings` and `InMemoryInbox`: the callback's ports (`intake`);
+//! - `FakeKms`: the data keys that seal secrets at rest (`secrets`);
 //! - `InMemoryRotations`: the landing page's rotation records (`landing`);
 //! - `AdminWorld`: the admin commands on the fakes above;
 //! - `contract`: the cases every store must answer alike, run against these fakes and the
@@ -19,6 +20,7 @@ pub mod contract;
 mod intake;
 mod landing;
 mod queues;
+mod secrets;
 mod store;
 mod wecom;
 
@@ -40,5 +42,6 @@ pub use budget::{scrambled, FakeBudget};
 pub use intake::{InMemoryCallbackSettings, InMemoryInbox};
 pub use landing::InMemoryRotations;
 pub use queues::InMemoryQueues;
+pub use secrets::FakeKms;
 pub use store::{InMemoryStore, Marks};
 pub use wecom::FakeWeCom;
