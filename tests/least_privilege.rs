@@ -16,35 +16,9 @@ async fn as_callback_role(world: &World) -> Result<aws_sdk_dynamodb::Client> {
 
 /// A DynamoDB client signing as the execution role of the function named by `output`.
 async fn as_role_of(world: &World, output: &str) -> Result<aws_sdk_dynamodb::Client> {
-    let function = world
-        .lambda
-        .get_function_configuration()
-        .function_name(world.output(output))
-        .send()
-        .await?;
-    let role = function
-        .role()
-        .context("the callback function has a role")?;
-    let assumed = aws_sdk_sts::Client::new(&world.aws)
-        .assume_role()
-        .role_arn(role)
-        .role_session_name("least-privilege-test")
-        .send()
-        .await?;
-    let credentials = assumed
-        .credentials()
-        .context("AssumeRole answers credentials")?;
-    let credentials = aws_credential_types::Credentials::new(
-        credentials.access_key_id(),
-        credentials.secret_access_key(),
-        Some(credentials.session_token().to_owned()),
-        None,
-        "callback-role",
-    );
-    let config = aws_sdk_dynamodb::config::Builder::from(&world.aws)
-        .credentials_provider(credentials)
-        .build();
-    Ok(aws_sdk_dynamodb::Client::from_conf(config))
+    Ok(aws_sdk_dynamodb::Client::new(
+        &world.as_role_of(output).await?,
+    ))
 }
 
 fn key(pk: String, sk: &str) -> HashMap<String, AttributeValue> {
