@@ -1,8 +1,11 @@
 //! What happens to the platform, second by second, outside qrsync: customers scanning codes
 //! (the background spread over every tenant by its codes, the campaign's spikes on its
 //! tenants' printed codes), admins sending staff on a break and back, staff resigning and
-//! moving departments. Drawn from the profile with one seeded stream, so a seed gives the
-//! same stretch every time. The simulation turns each into what reaches qrsync (a callback,
+//! moving departments. Drawn from the profile with seeded streams, so a seed gives the same
+//! stretch every time: the campaign's scans from a stream of their own and everything else from
+//! another, so the same seed on a quiet day (`Profile::quiet_day`) gives every tenant the same
+//! happenings at the same instants, less the campaign's (what `qrsync-scale compare` needs to
+//! put a tenant's staleness beside its own). The simulation turns each into what reaches qrsync (a callback,
 //! an admin call); qrsync's own reactions (the tick's shift waves and midnights, refreshes,
 //! sweeps) are not here: the domain decides those.
 
@@ -20,8 +23,9 @@ pub const BREAK_MS: u64 = 30 * 60 * 1_000;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Happening {
-    /// A customer scans code `code` of tenant `tenant` (indexes into the population).
-    Scan { tenant: u32, code: u32 },
+    /// A customer scans code `code` of tenant `tenant` (indexes into the population); `pick`,
+    /// uniform in [0, 1), is WeCom's choice among the members the code lists.
+    Scan { tenant: u32, code: u32, pick: f64 },
     /// An admin marks the staff member offline now and online `BREAK_MS` later.
     Break { tenant: u32, staff: u32 },
     /// The staff member leaves the company (WeCom's `delete_user`).
@@ -74,6 +78,7 @@ struct Zone {
 
 pub struct Happenings {
     rng: ChaCha8Rng,
+    campaign_rng: ChaCha8Rng,
     curve: DayCurve,
     campaign_zone: Tz,
     campaign: Weighted,
@@ -116,6 +121,7 @@ impl Happenings {
         let staff = &profile.staff;
         Self {
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x4841_5050_454e_494e),
+            campaign_rng: ChaCha8Rng::seed_from_u64(seed ^ 0x4341_4d50_4149_474e),
             curve: DayCurve::new(profile, population),
             campaign_zone: profile.campaign.timezone,
             campaign: Weighted::new(
@@ -144,12 +150,13 @@ impl Happenings {
         let campaign_rate = self
             .curve
             .campaign_rate(local_second(self.campaign_zone, at));
-        for _ in 0..poisson(&mut self.rng, campaign_rate) {
-            if let Some(tenant) = self.campaign.draw(&mut self.rng) {
+        for _ in 0..poisson(&mut self.campaign_rng, campaign_rate) {
+            if let Some(tenant) = self.campaign.draw(&mut self.campaign_rng) {
                 let codes = self.tenants[tenant as usize].0;
                 let hot = ((f64::from(codes) * self.hot_code_share).ceil() as u32).clamp(1, codes);
-                let code = self.rng.gen_range(0..hot);
-                happening.push(Happening::Scan { tenant, code });
+                let code = self.campaign_rng.gen_range(0..hot);
+                let pick = self.campaign_rng.gen();
+                happening.push(Happening::Scan { tenant, code, pick });
             }
         }
         for zone in 0..self.zones.len() {
@@ -160,7 +167,8 @@ impl Happenings {
                     let code = self
                         .rng
                         .gen_range(0..self.tenants[tenant as usize].0.max(1));
-                    happening.push(Happening::Scan { tenant, code });
+                    let pick = self.rng.gen();
+                    happening.push(Happening::Scan { tenant, code, pick });
                 }
             }
             if !(self.active.0..self.active.1).contains(&local) {
@@ -192,11 +200,6 @@ impl Happenings {
         let tenant = self.zones[zone].by_staff.draw(&mut self.rng)?;
         let staff = self.tenants[tenant as usize].1;
         (staff > 0).then(|| (tenant, self.rng.gen_range(0..staff)))
-    }
-
-    /// A uniform draw for whoever needs one (WeCom's pick of a member).
-    pub fn uniform(&mut self) -> f64 {
-        self.rng.gen()
     }
 }
 
@@ -272,6 +275,51 @@ mod tests {
         }
         let off = (scans as f64 - expected).abs() / expected;
         assert!(off < 0.03, "{scans} scans against {expected:.0} expected");
+    }
+
+    #[test]
+    fn a_quiet_day_gives_every_tenant_outside_the_campaign_the_same_happenings_at_the_same_instants(
+    ) {
+        let (profile, population) = world();
+        let quiet = profile
+            .clone()
+            .quiet_day()
+            .expect("the quiet day validates");
+        let quiet_population = Population::generate(&quiet, 30);
+        let campaign_tenants: std::collections::HashSet<u32> = population
+            .tenants
+            .iter()
+            .filter(|t| t.campaign_scan_share > 0.0)
+            .map(|t| t.index)
+            .collect();
+        assert!(!campaign_tenants.is_empty());
+        // 10:00 to 10:01 in Shanghai: the morning spike has begun.
+        let from = Utc
+            .with_ymd_and_hms(2026, 11, 11, 2, 0, 0)
+            .single()
+            .expect("valid");
+        let mut day = Happenings::new(&profile, &population, 30);
+        let mut quiet_day = Happenings::new(&quiet, &quiet_population, 30);
+        let (mut campaign_scans, mut compared) = (0, 0);
+        for s in 0..60 {
+            let at = from + chrono::Duration::seconds(s);
+            let (on_day, on_quiet): (Vec<_>, Vec<_>) = (day.second(at), quiet_day.second(at));
+            campaign_scans += on_day.len() - on_quiet.len();
+            let outside = |h: &&Happening| match h {
+                Happening::Scan { tenant, code, .. } => {
+                    let hot = (f64::from(population.tenants[*tenant as usize].codes)
+                        * profile.campaign.hot_code_share)
+                        .ceil() as u32;
+                    !campaign_tenants.contains(tenant) || *code >= hot
+                }
+                _ => true,
+            };
+            let kept: Vec<&Happening> = on_day.iter().filter(outside).collect();
+            assert_eq!(kept, on_quiet.iter().collect::<Vec<_>>(), "at {at}");
+            compared += on_quiet.len();
+        }
+        assert!(campaign_scans > 1_000, "{campaign_scans} campaign scans");
+        assert!(compared > 50, "{compared} happenings compared");
     }
 
     #[test]

@@ -15,7 +15,7 @@
 mod tenants;
 mod truth;
 
-pub use tenants::{compare, parse_csv, tenants_csv, TenantRow, TenantStaleness};
+pub use tenants::{compare, parse_csv, tenants_csv, TenantLine, TenantRow, TenantStaleness};
 pub use truth::TrueAdds;
 
 use crate::observe::Seen;

@@ -77,16 +77,31 @@ impl TenantStaleness {
     }
 }
 
-/// One line per tenant: `tenant,class,over_budget,facts,waiting,p50_ms,p99_ms,max_ms,lists_landed`.
-pub fn tenants_csv<'a>(
-    rows: impl Iterator<Item = (&'a str, &'a str, bool, &'a TenantStaleness)>,
-) -> String {
-    let mut out =
-        String::from("tenant,class,over_budget,facts,waiting,p50_ms,p99_ms,max_ms,lists_landed\n");
-    for (tenant, class, over, t) in rows {
+/// What one tenant's line of `tenants.csv` says.
+pub struct TenantLine<'a> {
+    pub tenant: &'a str,
+    pub class: &'a str,
+    pub over_budget: bool,
+    /// The campaign's scans go to this tenant.
+    pub campaign: bool,
+    pub staleness: &'a TenantStaleness,
+}
+
+const CSV_HEADER: &str =
+    "tenant,class,over_budget,campaign,facts,waiting,p50_ms,p99_ms,max_ms,lists_landed";
+
+/// One line per tenant: `tenant,class,over_budget,campaign,facts,waiting,p50_ms,p99_ms,max_ms,lists_landed`.
+pub fn tenants_csv<'a>(rows: impl Iterator<Item = TenantLine<'a>>) -> String {
+    let mut out = format!("{CSV_HEADER}\n");
+    for line in rows {
+        let t = line.staleness;
         let _ = writeln!(
             out,
-            "{tenant},{class},{over},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{}",
+            line.tenant,
+            line.class,
+            line.over_budget,
+            line.campaign,
             t.facts,
             t.waiting,
             t.quantile_ms(0.50),
@@ -104,25 +119,34 @@ pub struct TenantRow {
     pub tenant: String,
     pub class: String,
     pub over_budget: bool,
+    pub campaign: bool,
     pub facts: u64,
     pub p99_ms: u64,
 }
 
-/// Reads a `csv` file back; a line that does not parse is an error naming it.
+/// Reads a `csv` file back; a header other than `tenants_csv`'s (a file of an older run) or a
+/// line that does not parse is an error naming it.
 pub fn parse_csv(text: &str) -> Result<Vec<TenantRow>, String> {
+    let header = text.lines().next().unwrap_or_default();
+    if header != CSV_HEADER {
+        return Err(format!(
+            "line 1: `{header}` is not `{CSV_HEADER}` (a file of an older run: run it again)"
+        ));
+    }
     let mut rows = Vec::new();
     for (n, line) in text.lines().enumerate().skip(1) {
         let fields: Vec<&str> = line.split(',').collect();
         let parsed = (|| {
-            if fields.len() != 9 {
+            if fields.len() != 10 {
                 return None;
             }
             Some(TenantRow {
                 tenant: fields[0].to_owned(),
                 class: fields[1].to_owned(),
                 over_budget: fields[2].parse().ok()?,
-                facts: fields[3].parse().ok()?,
-                p99_ms: fields[6].parse().ok()?,
+                campaign: fields[3].parse().ok()?,
+                facts: fields[4].parse().ok()?,
+                p99_ms: fields[7].parse().ok()?,
             })
         })();
         rows.push(parsed.ok_or_else(|| format!("line {}: `{line}` is not a tenant row", n + 1))?);
@@ -149,7 +173,8 @@ pub fn compare(day: &[TenantRow], quiet: &[TenantRow]) -> String {
             .filter(|(d, q)| d.p99_ms * 10 <= q.p99_ms * 11)
             .count()
     };
-    let in_budget: Vec<_> = both
+    let (campaign, others): (Vec<_>, Vec<_>) = both.iter().copied().partition(|(d, _)| d.campaign);
+    let in_budget: Vec<_> = others
         .iter()
         .copied()
         .filter(|(d, _)| !d.over_budget)
@@ -157,13 +182,19 @@ pub fn compare(day: &[TenantRow], quiet: &[TenantRow]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "tenants with facts on both days: {}; p99 within 10% of the quiet day's: {} ({} of the {} within their budget)",
-        both.len(),
-        within(&both),
+        "tenants outside the campaign with facts on both days: {}; p99 within 10% of the quiet day's: {} ({} of the {} within their budget)",
+        others.len(),
+        within(&others),
         within(&in_budget),
         in_budget.len()
     );
-    let mut furthest = both.clone();
+    let _ = writeln!(
+        out,
+        "the campaign's own tenants (slowed by their own campaign, not judged): {}, {} within 10%",
+        campaign.len(),
+        within(&campaign)
+    );
+    let mut furthest = others;
     furthest.sort_by(|a, b| {
         let ratio = |(d, q): &(&TenantRow, &TenantRow)| d.p99_ms as f64 / q.p99_ms.max(1) as f64;
         ratio(b).total_cmp(&ratio(a))
@@ -215,14 +246,26 @@ mod tests {
         let mut t = TenantStaleness::default();
         t.add(2_000);
         t.add_waiting(60_000);
-        let text = tenants_csv([("acme", "small", false, &t)].into_iter());
+        let line = TenantLine {
+            tenant: "acme",
+            class: "small",
+            over_budget: false,
+            campaign: true,
+            staleness: &t,
+        };
+        let text = tenants_csv([line].into_iter());
         let rows = parse_csv(&text).expect("parses");
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].tenant, "acme");
+        assert!(rows[0].campaign);
         assert_eq!(rows[0].facts, 2);
         assert_eq!(rows[0].p99_ms, 60_000);
-        let error = parse_csv("header\nacme,small,maybe,1,0,1,1,1,0").expect_err("refused");
+        let error = parse_csv(&format!("{CSV_HEADER}\nacme,small,maybe,false,1,0,1,1,1,0"))
+            .expect_err("refused");
         assert!(error.contains("line 2"), "{error}");
+        let error = parse_csv("tenant,class,over_budget,facts,waiting,p50_ms,p99_ms,max_ms,lists_landed\nacme,small,false,1,0,1,1,1,0")
+            .expect_err("an older file is refused");
+        assert!(error.contains("line 1"), "{error}");
     }
 
     fn row(tenant: &str, p99_ms: u64) -> TenantRow {
@@ -230,21 +273,27 @@ mod tests {
             tenant: tenant.into(),
             class: "small".into(),
             over_budget: false,
+            campaign: false,
             facts: 10,
             p99_ms,
         }
     }
 
     #[test]
-    fn a_tenant_is_within_ten_percent_of_its_quiet_day_or_named_among_the_furthest() {
-        let day = [row("a", 1_100), row("b", 3_000), row("c", 500)];
-        let quiet = [row("a", 1_000), row("b", 1_000)];
+    fn a_tenant_outside_the_campaign_is_within_ten_percent_of_its_quiet_day_or_named_among_the_furthest(
+    ) {
+        let running = TenantRow {
+            campaign: true,
+            ..row("d", 9_000)
+        };
+        let day = [row("a", 1_100), row("b", 3_000), row("c", 500), running];
+        let quiet = [row("a", 1_000), row("b", 1_000), row("d", 1_000)];
         let text = compare(&day, &quiet);
         assert!(
-            text.starts_with("tenants with facts on both days: 2; p99 within 10% of the quiet day's: 1 (1 of the 2 within their budget)"),
+            text.starts_with("tenants outside the campaign with facts on both days: 2; p99 within 10% of the quiet day's: 1 (1 of the 2 within their budget)\nthe campaign's own tenants (slowed by their own campaign, not judged): 1, 0 within 10%"),
             "{text}"
         );
-        let furthest = text.lines().nth(1).expect("a furthest line");
+        let furthest = text.lines().nth(2).expect("a furthest line");
         assert!(
             furthest.contains("b (small): p99 3.0 s, quiet day 1.0 s"),
             "{text}"

@@ -433,12 +433,13 @@ pub fn tenants_csv(o: &Outcome) -> String {
             .class_of(tenant)
             .and_then(|c| o.class_names.get(c))
             .map_or("?", String::as_str);
-        (
-            tenant.as_str(),
+        crate::measure::TenantLine {
+            tenant: tenant.as_str(),
             class,
-            o.measure.is_over_budget(tenant),
+            over_budget: o.measure.is_over_budget(tenant),
+            campaign: o.campaign_tenants.contains(tenant),
             staleness,
-        )
+        }
     }))
 }
 

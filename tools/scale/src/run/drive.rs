@@ -54,6 +54,8 @@ pub struct Outcome {
     pub codes: u64,
     pub staff: u64,
     pub class_names: Vec<String>,
+    /// The tenants the campaign's scans go to (the others are judged beside their quiet day).
+    pub campaign_tenants: HashSet<TenantId>,
     pub measure: Measure,
     pub waiting_at_end: u64,
     /// Codes checked at the end, and those whose WeCom list differs from the recompute.
@@ -313,8 +315,7 @@ pub(super) async fn drive(
             }
         }
         for happening in happenings.second(at) {
-            let draw = happenings.uniform();
-            happen(happening, draw, &world, &data, &tenants, &shared, options).await;
+            happen(happening, &world, &data, &tenants, &shared, options).await;
         }
         settle_ended(&world, &data, &shared).await;
         now_ms += 1_000;
@@ -440,6 +441,12 @@ pub(super) async fn drive(
         codes,
         staff,
         class_names: profile.size_class.iter().map(|c| c.name.clone()).collect(),
+        campaign_tenants: population
+            .tenants
+            .iter()
+            .filter(|t| t.campaign_scan_share > 0.0)
+            .map(platform::tenant_id)
+            .collect(),
         measure,
         waiting_at_end,
         checked,
@@ -704,7 +711,6 @@ fn holds(recomputed: &Membership, held: &[StaffId]) -> bool {
 #[allow(clippy::too_many_arguments)]
 async fn happen(
     happening: Happening,
-    draw: f64,
     world: &Arc<World<MeteredStore>>,
     data: &InMemoryStore,
     tenants: &Arc<Vec<TenantView>>,
@@ -712,13 +718,13 @@ async fn happen(
     options: &RunOptions,
 ) {
     match happening {
-        Happening::Scan { tenant, code } => {
+        Happening::Scan { tenant, code, pick } => {
             let view = &tenants[tenant as usize];
             let code_id = platform::code_id(code);
             let config_id = platform::config_id_of(tenant, code);
             let held = held(world, data, &view.id, &code_id, &config_id);
             lock(&shared.happened).scans += 1;
-            let Some(member) = routed_member(&held, draw).cloned() else {
+            let Some(member) = routed_member(&held, pick).cloned() else {
                 lock(&shared.happened).scans_nowhere += 1;
                 return;
             };
