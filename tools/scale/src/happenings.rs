@@ -34,6 +34,14 @@ pub enum Happening {
     DepartmentMove { tenant: u32, staff: u32, to: u32 },
 }
 
+/// A happening and when in its second it happens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timed {
+    /// Milliseconds into the second (0 to 999).
+    pub after_ms: u32,
+    pub happening: Happening,
+}
+
 /// Tenants weighted for one kind of draw, by cumulative weight.
 struct Weighted {
     tenants: Vec<u32>,
@@ -144,8 +152,10 @@ impl Happenings {
         }
     }
 
-    /// Everything that happens in the second starting at `at`, in order.
-    pub fn second(&mut self, at: DateTime<Utc>) -> Vec<Happening> {
+    /// Everything that happens in the second starting at `at`, in the order it happens. A
+    /// Poisson process's arrivals, given how many fall in a second, are spread uniformly over
+    /// it: each happening draws its instant from the stream that drew it.
+    pub fn second(&mut self, at: DateTime<Utc>) -> Vec<Timed> {
         let mut happening = Vec::new();
         let campaign_rate = self
             .curve
@@ -156,7 +166,11 @@ impl Happenings {
                 let hot = ((f64::from(codes) * self.hot_code_share).ceil() as u32).clamp(1, codes);
                 let code = self.campaign_rng.gen_range(0..hot);
                 let pick = self.campaign_rng.gen();
-                happening.push(Happening::Scan { tenant, code, pick });
+                let after_ms = self.campaign_rng.gen_range(0..1_000);
+                happening.push(Timed {
+                    after_ms,
+                    happening: Happening::Scan { tenant, code, pick },
+                });
             }
         }
         for zone in 0..self.zones.len() {
@@ -168,7 +182,11 @@ impl Happenings {
                         .rng
                         .gen_range(0..self.tenants[tenant as usize].0.max(1));
                     let pick = self.rng.gen();
-                    happening.push(Happening::Scan { tenant, code, pick });
+                    let after_ms = self.rng.gen_range(0..1_000);
+                    happening.push(Timed {
+                        after_ms,
+                        happening: Happening::Scan { tenant, code, pick },
+                    });
                 }
             }
             if !(self.active.0..self.active.1).contains(&local) {
@@ -177,22 +195,36 @@ impl Happenings {
             let staff = self.zones[zone].by_staff.total();
             for _ in 0..poisson(&mut self.rng, staff * self.break_rate) {
                 if let Some((tenant, staff)) = self.staff_member(zone) {
-                    happening.push(Happening::Break { tenant, staff });
+                    let after_ms = self.rng.gen_range(0..1_000);
+                    happening.push(Timed {
+                        after_ms,
+                        happening: Happening::Break { tenant, staff },
+                    });
                 }
             }
             for _ in 0..poisson(&mut self.rng, staff * self.resignation_rate) {
                 if let Some((tenant, staff)) = self.staff_member(zone) {
-                    happening.push(Happening::Resignation { tenant, staff });
+                    let after_ms = self.rng.gen_range(0..1_000);
+                    happening.push(Timed {
+                        after_ms,
+                        happening: Happening::Resignation { tenant, staff },
+                    });
                 }
             }
             for _ in 0..poisson(&mut self.rng, staff * self.move_rate) {
                 if let Some((tenant, staff)) = self.staff_member(zone) {
                     let departments = self.tenants[tenant as usize].2.max(1);
                     let to = self.rng.gen_range(0..departments);
-                    happening.push(Happening::DepartmentMove { tenant, staff, to });
+                    let after_ms = self.rng.gen_range(0..1_000);
+                    happening.push(Timed {
+                        after_ms,
+                        happening: Happening::DepartmentMove { tenant, staff, to },
+                    });
                 }
             }
         }
+        // Stable: two happenings of one instant keep the order they were drawn in.
+        happening.sort_by_key(|timed| timed.after_ms);
         happening
     }
 
@@ -270,7 +302,7 @@ mod tests {
             scans += happenings
                 .second(at)
                 .iter()
-                .filter(|h| matches!(h, Happening::Scan { .. }))
+                .filter(|h| matches!(h.happening, Happening::Scan { .. }))
                 .count();
         }
         let off = (scans as f64 - expected).abs() / expected;
@@ -305,7 +337,7 @@ mod tests {
             let at = from + chrono::Duration::seconds(s);
             let (on_day, on_quiet): (Vec<_>, Vec<_>) = (day.second(at), quiet_day.second(at));
             campaign_scans += on_day.len() - on_quiet.len();
-            let outside = |h: &&Happening| match h {
+            let outside = |h: &&Timed| match &h.happening {
                 Happening::Scan { tenant, code, .. } => {
                     let hot = (f64::from(population.tenants[*tenant as usize].codes)
                         * profile.campaign.hot_code_share)
@@ -314,12 +346,34 @@ mod tests {
                 }
                 _ => true,
             };
-            let kept: Vec<&Happening> = on_day.iter().filter(outside).collect();
+            let kept: Vec<&Timed> = on_day.iter().filter(outside).collect();
             assert_eq!(kept, on_quiet.iter().collect::<Vec<_>>(), "at {at}");
             compared += on_quiet.len();
         }
         assert!(campaign_scans > 1_000, "{campaign_scans} campaign scans");
         assert!(compared > 50, "{compared} happenings compared");
+    }
+
+    #[test]
+    fn a_seconds_happenings_are_spread_over_it_in_order() {
+        let (profile, population) = world();
+        let mut happenings = Happenings::new(&profile, &population, 30);
+        // 10:10 in Shanghai, near the spike's peak: hundreds of scans a second.
+        let at = Utc
+            .with_ymd_and_hms(2026, 11, 11, 2, 10, 0)
+            .single()
+            .expect("valid");
+        let second = happenings.second(at);
+        assert!(second.len() > 100, "{} happenings", second.len());
+        assert!(second.windows(2).all(|w| w[0].after_ms <= w[1].after_ms));
+        let first_half = second.iter().filter(|h| h.after_ms < 500).count();
+        let share = first_half as f64 / second.len() as f64;
+        assert!(
+            (0.4..0.6).contains(&share),
+            "{first_half} of {} in the first half",
+            second.len()
+        );
+        assert!(second.iter().all(|h| h.after_ms < 1_000));
     }
 
     #[test]

@@ -16,10 +16,11 @@ use crate::run::{Outcome, ReasonsMade, UsageSoFar};
 use chrono::{TimeZone, Utc};
 use chrono_tz::Tz;
 
-/// Bytes CloudWatch Logs ingests per invocation and per message handled [assumption: the
-/// functions log a start and an end line per invocation and one line per message, ~300 bytes
-/// each as JSON].
+/// Bytes of one log line CloudWatch Logs ingests [assumption: ~300 bytes as JSON].
 const LOG_BYTES_PER_LINE: f64 = 300.0;
+/// Lines each invocation writes whatever it does: Lambda's start and report lines and the
+/// metrics' one embedded-metric-format line.
+const LOG_LINES_PER_INVOCATION: f64 = 3.0;
 /// The table's bytes per code: the code, its pushed list, its index entries [assumption].
 const TABLE_BYTES_PER_CODE: f64 = 3_000.0;
 /// With no retention set, the logs kept are every earlier month's too: a year's worth on
@@ -340,6 +341,7 @@ fn counted(outcome: &Outcome) -> Vec<UsageSoFar> {
     counted.push(UsageSoFar {
         at_ms: outcome.settled_ms.max(outcome.start_ms),
         happened: outcome.happened.clone(),
+        wecom_accepted: outcome.wecom.accepted,
         queues: outcome.queues.clone(),
         functions: outcome.functions.clone(),
     });
@@ -388,8 +390,23 @@ pub fn month_parts(outcome: &Outcome, scale: &MonthScale) -> MonthParts {
         let mb_ms = of(|c| c.mb_ms as f64);
         let handled = of(|c| c.messages_deleted as f64);
         wave_messages_handled += handled[1] + handled[2];
+        // The refresh logs at `info` only what changed WeCom, one line a push (a put-off, an
+        // unchanged list are `debug`: docs/design/refresh.md, "Logs"); the other functions are
+        // counted a line per message they handled (an overstatement for the recorder, whose
+        // counted adds log nothing at `info`).
+        let info_lines = if *name == scale.refresh_function {
+            month(
+                attribution.split(
+                    function.driver,
+                    &line(&|u: &UsageSoFar| u.wecom_accepted as f64),
+                ),
+                function.driver,
+            )
+        } else {
+            handled
+        };
         for (part, usage) in parts.iter_mut().enumerate() {
-            log_lines[part] += 2.0 * invocations[part] + handled[part];
+            log_lines[part] += LOG_LINES_PER_INVOCATION * invocations[part] + info_lines[part];
             usage.functions.push(FunctionUsage {
                 function: name.clone(),
                 arm64: function.arm64,

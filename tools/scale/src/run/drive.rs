@@ -138,6 +138,8 @@ impl ReasonsMade {
 pub struct UsageSoFar {
     pub at_ms: u64,
     pub happened: Happened,
+    /// WeCom calls accepted so far: the refresh logs one `info` line per push.
+    pub wecom_accepted: u64,
     pub queues: Vec<(String, QueueCounters)>,
     pub functions: Vec<(String, FunctionCounters)>,
 }
@@ -314,8 +316,14 @@ pub(super) async fn drive(
                 break;
             }
         }
-        for happening in happenings.second(at) {
-            happen(happening, &world, &data, &tenants, &shared, options).await;
+        for timed in happenings.second(at) {
+            let instant_ms = now_ms + u64::from(timed.after_ms);
+            tokio::time::sleep_until(
+                tokio::time::Instant::now()
+                    + Duration::from_millis(instant_ms.saturating_sub(clock::now_ms())),
+            )
+            .await;
+            happen(timed.happening, &world, &data, &tenants, &shared, options).await;
         }
         settle_ended(&world, &data, &shared).await;
         now_ms += 1_000;
@@ -532,6 +540,7 @@ fn usage_so_far(world: &World<MeteredStore>, shared: &Shared, now_ms: u64) -> Us
     UsageSoFar {
         at_ms: now_ms,
         happened: lock(&shared.happened).clone(),
+        wecom_accepted: world.wecom.service().counters().accepted,
         queues: world
             .settings
             .queues
