@@ -43,7 +43,8 @@ async fn main() -> Result<(), Error> {
         adapters::clock::system_clock,
     )
     .with_owner_lease(config.claim_owner_lease_ms)
-    .with_key_rotation(config.key_rotation);
+    .with_key_rotation(config.key_rotation)
+    .waiting_with(|wait| Box::pin(tokio::time::sleep(wait)));
     let exits = InboxExits {
         dead_letters: SqsDeadLetters::new(sqs, config.dead_letter_queue_url),
         max_receives: config.max_receives,

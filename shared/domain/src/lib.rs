@@ -58,3 +58,7 @@ pub use store_error::StoreError;
 
 /// Milliseconds since the epoch. Domain code takes a `Clock` so tests can fix time.
 pub type Clock = fn() -> u64;
+
+/// Waits for a while (`tokio::time::sleep` in the functions and in the simulation, which runs
+/// it in virtual time). Domain code that waits takes a `Pause` so tests need not.
+pub type Pause = fn(std::time::Duration) -> futures::future::BoxFuture<'static, ()>;

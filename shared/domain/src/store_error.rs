@@ -11,6 +11,9 @@ pub struct StoreError {
     pub what: &'static str,
     #[source]
     pub source: Box<dyn std::error::Error + Send + Sync>,
+    /// The write met another write of the same item at the same moment and was not applied
+    /// (DynamoDB's transaction conflicts): at once again it is likely to go through.
+    conflict: bool,
 }
 
 /// An error and its sources, joined by ": ", each distinct text once (SDK errors often
@@ -36,7 +39,25 @@ impl StoreError {
         Self {
             what,
             source: source.into(),
+            conflict: false,
         }
+    }
+
+    /// A write that met another write of the same item and was not applied.
+    pub fn conflict(
+        what: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self {
+            conflict: true,
+            ..Self::new(what, source)
+        }
+    }
+
+    /// Whether the write met another write of the same item (and wrote nothing): a caller
+    /// whose write is idempotent may try again at once instead of failing its message.
+    pub fn is_conflict(&self) -> bool {
+        self.conflict
     }
 }
 

@@ -44,6 +44,9 @@ macro_rules! single_item_writes {
             fn refused_or_unavailable(self) -> Result<Self::Refused, StoreError> {
                 match self.into_service_error() {
                     $operation_error::ConditionalCheckFailedException(refused) => Ok(refused),
+                    conflict @ $operation_error::TransactionConflictException(_) => {
+                        Err(StoreError::conflict("table", conflict))
+                    }
                     other => Err(unavailable(other)),
                 }
             }
@@ -59,7 +62,8 @@ where
 {
     type Refused = RefusedTransaction;
 
-    /// A transaction cancelled for other reasons only (a conflict, throttling) is unavailable.
+    /// A transaction cancelled for other reasons only is unavailable; one cancelled for a
+    /// conflict with another write of one of its items says so (`StoreError::is_conflict`).
     fn refused_or_unavailable(self) -> Result<RefusedTransaction, StoreError> {
         match self.into_service_error() {
             TransactWriteItemsError::TransactionCanceledException(cancelled) => {
@@ -68,6 +72,12 @@ where
                         cancelled,
                         first_refused,
                     }),
+                    None if cancelled.cancellation_reasons().iter().any(is_conflict) => {
+                        Err(StoreError::conflict(
+                            "table",
+                            TransactWriteItemsError::TransactionCanceledException(cancelled),
+                        ))
+                    }
                     None => Err(unavailable(
                         TransactWriteItemsError::TransactionCanceledException(cancelled),
                     )),
@@ -116,6 +126,13 @@ impl RefusedTransaction {
 
 fn is_refused(reason: &CancellationReason) -> bool {
     reason.code() == Some(REFUSED_REASON)
+}
+
+/// The reason code of a transaction item another write of the same item held at that moment.
+const CONFLICT_REASON: &str = "TransactionConflict";
+
+fn is_conflict(reason: &CancellationReason) -> bool {
+    reason.code() == Some(CONFLICT_REASON)
 }
 
 /// The first item whose condition was refused, from a cancellation's per-item reasons (one per
@@ -259,11 +276,15 @@ mod tests {
     }
 
     #[test]
-    fn a_transaction_cancelled_for_a_conflict_only_is_the_table_unavailable() {
-        let cancelled = cancelled_transaction(vec![reason("None"), reason("TransactionConflict")]);
+    fn a_transaction_cancelled_for_a_conflict_only_is_the_table_unavailable_and_says_so() {
+        let cancelled = cancelled_transaction(vec![reason("None"), reason(CONFLICT_REASON)]);
         let error = cancelled.refused_or_unavailable().expect_err("unavailable");
         assert_eq!(error.what, "table");
+        assert!(error.is_conflict());
         assert!(error.to_string().contains("Transaction cancelled"));
+        let throttled = cancelled_transaction(vec![reason("None"), reason("ThrottlingError")]);
+        let error = throttled.refused_or_unavailable().expect_err("unavailable");
+        assert!(!error.is_conflict(), "a throttled item is no conflict");
     }
 
     #[test]

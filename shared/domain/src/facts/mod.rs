@@ -26,8 +26,8 @@ use crate::reasons::{Cause, Fact, FanOut, ReasonQueue, RefreshReason, Source};
 use crate::tenants::{tenant_day, TenantProfile};
 use crate::wecom::callback::{CallbackEvent, Envelope};
 use crate::wecom::crypto::CryptoError;
-use crate::Clock;
 use crate::StoreError;
+use crate::{Clock, Pause};
 use sha2::{Digest, Sha256};
 
 /// A customer added a staff member through a code.
@@ -117,7 +117,15 @@ pub struct FactRecorder<T, L, Q, N> {
     owner_lease_ms: u64,
     /// How long after a rotation a stored callback signed with the previous keys still opens.
     stored_key_window_ms: u64,
+    /// How an add whose count met another write of one of its items waits before trying again.
+    conflict_pause: Option<Pause>,
 }
+
+/// How many times an add's count is tried when each try meets another write of one of its
+/// items (`StoreError::is_conflict`), and how long it waits before the second: each wait is
+/// twice the one before (25, 50, 100 ms).
+const COUNT_TRIES: u32 = 4;
+const FIRST_CONFLICT_WAIT: std::time::Duration = std::time::Duration::from_millis(25);
 
 impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRecorder<T, L, Q, N> {
     pub fn new(tenants: T, ledger: L, reasons: Q, notifier: N, clock: Clock) -> Self {
@@ -129,6 +137,7 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
             clock,
             owner_lease_ms: OWNER_LEASE_MS,
             stored_key_window_ms: crate::tenants::KeyRotation::default().stored_ms,
+            conflict_pause: None,
         }
     }
 
@@ -147,6 +156,14 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
         profile: &TenantProfile,
     ) -> Result<CallbackEvent, FactsError> {
         open(message, profile, (self.clock)(), self.stored_key_window_ms)
+    }
+
+    /// How an add whose count met another write waits before trying again (without one it
+    /// tries again at once).
+    #[must_use]
+    pub fn waiting_with(mut self, pause: Pause) -> Self {
+        self.conflict_pause = Some(pause);
+        self
     }
 
     /// How long the add that makes a limit claim owns it before the sweep may take it over.
@@ -242,6 +259,31 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
         Ok(FactOutcome::Ignored { kind })
     }
 
+    /// Counts the add, trying again when the count met another write of one of its items: two
+    /// adds of one staff member on two codes (two message groups, recorded side by side) write
+    /// the member's company-cap counter in transactions of their own, and DynamoDB cancels a
+    /// transaction that meets another on the same item (docs/aws-semantics.md §3). The claim
+    /// makes a count idempotent, so trying again is safe; failing the message instead would
+    /// leave the add uncounted for the inbox's visibility timeout, and its member routed past
+    /// a limit the add reached.
+    async fn count_add(&self, fact: &AddFact) -> Result<CountOutcome, StoreError> {
+        let mut wait = FIRST_CONFLICT_WAIT;
+        let mut tries = 1;
+        loop {
+            match self.ledger.count_add(fact, (self.clock)()).await {
+                Err(error) if error.is_conflict() && tries < COUNT_TRIES => {
+                    tracing::debug!(tries, error = %error, "add count met another write; trying again");
+                    if let Some(pause) = self.conflict_pause {
+                        pause(wait).await;
+                    }
+                    wait *= 2;
+                    tries += 1;
+                }
+                counted => return counted,
+            }
+        }
+    }
+
     async fn record_add(
         &self,
         fact: AddFact,
@@ -257,7 +299,7 @@ impl<T: TenantProfiles, L: FactLedger, Q: ReasonQueue, N: QuotaNotifier> FactRec
             self.ledger.record_ignored(&fact.tenant, &kind).await?;
             return Ok(FactOutcome::Ignored { kind });
         }
-        let outcome = self.ledger.count_add(&fact, (self.clock)()).await?;
+        let outcome = self.count_add(&fact).await?;
         // Sent even when the add was already counted: the attempt that counted it may have
         // failed before sending, and a duplicate reason is harmless (same dedupe id).
         self.reasons

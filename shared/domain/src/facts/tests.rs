@@ -175,6 +175,42 @@ async fn a_redelivered_add_is_counted_once_and_its_reason_is_the_same_reason() {
 }
 
 #[tokio::test]
+async fn an_add_whose_count_meets_another_write_is_tried_again_and_counted_once() {
+    let fakes = Fakes::default();
+    fakes.seat("zhangsan", &on_codes(2)).await;
+    fakes.store.conflict_next_adds(3);
+    let outcome = fakes
+        .recorder()
+        .record(&add("wm1"))
+        .await
+        .expect("recorded");
+    assert!(matches!(
+        outcome,
+        FactOutcome::Add {
+            outcome: CountOutcome::Counted { .. },
+            ..
+        }
+    ));
+    assert_eq!(fakes.counters().values().sum::<u32>(), 1);
+    assert_eq!(fakes.queues.sends().len(), 1);
+}
+
+#[tokio::test]
+async fn an_add_that_meets_other_writes_four_times_fails_its_message_and_counts_nothing() {
+    let fakes = Fakes::default();
+    fakes.seat("zhangsan", &on_codes(2)).await;
+    fakes.store.conflict_next_adds(4);
+    let recorder = fakes.recorder();
+    let failed = recorder.record(&add("wm1")).await;
+    assert!(failed.is_err(), "{failed:?}");
+    assert_eq!(fakes.counters().values().sum::<u32>(), 0);
+    assert!(fakes.queues.sends().is_empty());
+    // Redelivered, it is counted.
+    recorder.record(&add("wm1")).await.expect("recorded");
+    assert_eq!(fakes.counters().values().sum::<u32>(), 1);
+}
+
+#[tokio::test]
 async fn the_add_counts_toward_the_tenants_day_of_the_add() {
     let fakes = Fakes::default();
     fakes.seat("zhangsan", &on_codes(2)).await;

@@ -64,9 +64,8 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
 
-/// Waits for a while: how a run waits for the next minute's grace to pass (`tokio::time::sleep`
-/// in the function and in the simulation, which runs it in virtual time).
-pub type Pause = fn(Duration) -> futures::future::BoxFuture<'static, ()>;
+/// How a run waits for the next minute's grace to pass.
+pub use crate::Pause;
 
 const MS_PER_MINUTE: u64 = 60_000;
 

@@ -747,7 +747,13 @@ impl MeteredStore {
             Err(_) => 1,
         };
         self.log.count(kind, attempts);
-        served.map(|_| ()).map_err(unavailable)
+        served.map(|_| ()).map_err(|error| match error {
+            // The adapter tells a conflict apart (`StoreError::is_conflict`), as here.
+            DynamoError::TransactionConflict(_) | DynamoError::TransactionCanceled(_) => {
+                StoreError::conflict("table", error)
+            }
+            DynamoError::Throttled { .. } => unavailable(error),
+        })
     }
 
     async fn get(&self, touch: Touch, consistency: Consistency) -> Result<(), StoreError> {

@@ -211,7 +211,8 @@ fn record_facts<S: SimStore>(world: &World<S>) -> anyhow::Result<Handler> {
         world.quota_events.clone(),
         clock::now_ms,
     )
-    .with_owner_lease(millis(settings.claim_owner_lease));
+    .with_owner_lease(millis(settings.claim_owner_lease))
+    .waiting_with(|wait| Box::pin(tokio::time::sleep(wait)));
     let dead_letters = world.queue_of(&settings.function, "DEAD_LETTER_QUEUE_URL")?;
     let exits = InboxExits {
         dead_letters: SimDeadLetters::new(Arc::clone(sqs), &dead_letters),

@@ -14,6 +14,13 @@ use std::collections::BTreeSet;
 impl AddLedger for InMemoryStore {
     async fn count_add(&self, add: &AddFact, now_ms: u64) -> Result<CountOutcome, StoreError> {
         let mut tables = self.available()?;
+        if tables.add_conflicts_left > 0 {
+            tables.add_conflicts_left -= 1;
+            return Err(StoreError::conflict(
+                "table",
+                "the fake table cancelled the add's transaction: TransactionConflict",
+            ));
+        }
         if let Some(at_ms) = tables.add_claims.get(&add.business_key()) {
             return Ok(CountOutcome::AlreadyCounted { at_ms: *at_ms });
         }

@@ -126,6 +126,8 @@ struct Tables {
     /// Transactions written, and how many more succeed before every one fails.
     transactions: usize,
     transactions_left: Option<usize>,
+    /// Adds whose count is refused as meeting another write (`conflict_next_adds`).
+    add_conflicts_left: usize,
     unavailable: bool,
     /// Staff whose codes cannot be read, and codes whose snapshot cannot be read (a storage
     /// failure for that item only).
@@ -330,6 +332,12 @@ impl InMemoryStore {
     /// Every read and write fails while the table is switched off.
     pub fn set_unavailable(&self, unavailable: bool) {
         self.tables().unavailable = unavailable;
+    }
+
+    /// The next `adds` counts of an add are refused as having met another write of one of
+    /// their items (DynamoDB's `TransactionConflict`), each writing nothing.
+    pub fn conflict_next_adds(&self, adds: usize) {
+        self.tables().add_conflicts_left = adds;
     }
 
     /// After `transactions` more successful transactions every transaction fails (as a
