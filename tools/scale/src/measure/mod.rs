@@ -25,11 +25,21 @@ use std::collections::{BTreeMap, HashMap};
 
 type CodeKey = (TenantId, CodeId);
 
+/// A fact waiting for WeCom, in milliseconds since the stretch began: when it happened, and
+/// from when qrsync's store holds it (a snapshot read before cannot reflect it). A fact
+/// qrsync learns from a callback (an add that crossed a limit) is held from when the add
+/// is counted; until then it waits on its gate, and no read resolves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Waiting {
+    at: u32,
+    held_from: u32,
+    gate: Option<u32>,
+}
+
 /// One code's facts waiting for WeCom, and the refresh in progress.
 #[derive(Default)]
 struct Track {
-    /// Fact times, milliseconds since the stretch began.
-    waiting: Vec<u32>,
+    waiting: Vec<Waiting>,
     /// When the refresh holding the code read its facts, if one is in progress.
     read_at: Option<u32>,
     landed_since_read: bool,
@@ -89,6 +99,9 @@ pub struct Measure {
     code_of_config: fn(&str) -> Option<CodeKey>,
     codes: HashMap<CodeKey, Track>,
     ended: Vec<EndedWithoutPush>,
+    /// The facts waiting for an add to be counted, by the add's customer: their gate and codes.
+    gates: HashMap<String, (u32, Vec<CodeKey>)>,
+    next_gate: u32,
     /// Every waiting fact's time, counted: the oldest is the first key.
     waiting: BTreeMap<u32, u32>,
     waiting_count: u64,
@@ -111,6 +124,8 @@ impl Measure {
             code_of_config,
             codes: HashMap::new(),
             ended: Vec::new(),
+            gates: HashMap::new(),
+            next_gate: 0,
             waiting: BTreeMap::new(),
             waiting_count: 0,
             classes: vec![ClassFigures::default(); classes],
@@ -160,14 +175,54 @@ impl Measure {
         u32::try_from(at_ms.saturating_sub(self.start_ms)).unwrap_or(u32::MAX)
     }
 
-    /// A fact at `at_ms` that the code's list must reflect.
+    /// A fact at `at_ms` that the code's list must reflect, in qrsync's store at once (an
+    /// admin's write).
     pub fn fact(&mut self, tenant: &TenantId, code: &CodeId, at_ms: u64) {
         let at = self.offset(at_ms);
-        self.codes
-            .entry((tenant.clone(), code.clone()))
-            .or_default()
-            .waiting
-            .push(at);
+        self.wait(
+            (tenant.clone(), code.clone()),
+            Waiting {
+                at,
+                held_from: at,
+                gate: None,
+            },
+        );
+    }
+
+    /// A fact at `at_ms` that qrsync learns when the add of `customer` is counted (a limit the
+    /// add crossed): a snapshot read before the count cannot reflect it.
+    pub fn fact_once_counted(
+        &mut self,
+        tenant: &TenantId,
+        code: &CodeId,
+        at_ms: u64,
+        customer: &str,
+    ) {
+        let at = self.offset(at_ms);
+        let key = (tenant.clone(), code.clone());
+        let next = self.next_gate;
+        let (gate, codes) = self
+            .gates
+            .entry(customer.to_owned())
+            .or_insert_with(|| (next, Vec::new()));
+        if *gate == next {
+            self.next_gate += 1;
+        }
+        let gate = *gate;
+        codes.push(key.clone());
+        self.wait(
+            key,
+            Waiting {
+                at,
+                held_from: u32::MAX,
+                gate: Some(gate),
+            },
+        );
+    }
+
+    fn wait(&mut self, key: CodeKey, fact: Waiting) {
+        let at = fact.at;
+        self.codes.entry(key).or_default().waiting.push(fact);
         *self.waiting.entry(at).or_default() += 1;
         self.waiting_count += 1;
         self.facts += 1;
@@ -228,6 +283,20 @@ impl Measure {
                     }
                 }
             }
+            Seen::AddCounted { customer, at_ms } => {
+                let held_from = self.offset(at_ms);
+                let Some((gate, codes)) = self.gates.remove(&customer) else {
+                    return;
+                };
+                for key in codes {
+                    if let Some(track) = self.codes.get_mut(&key) {
+                        for fact in track.waiting.iter_mut().filter(|f| f.gate == Some(gate)) {
+                            fact.held_from = held_from;
+                            fact.gate = None;
+                        }
+                    }
+                }
+            }
             Seen::Tallied { tenant, tally } => {
                 if let Some(figures) = self.class_figures(&tenant) {
                     figures.refreshes.absorb(&tally);
@@ -270,10 +339,10 @@ impl Measure {
             return;
         };
         let mut resolved = Vec::new();
-        track.waiting.retain(|&fact| {
-            let covered = fact <= read_at;
+        track.waiting.retain(|fact| {
+            let covered = fact.held_from <= read_at;
             if covered {
-                resolved.push(held_at.saturating_sub(fact));
+                resolved.push(held_at.saturating_sub(fact.at));
             }
             !covered
         });
@@ -320,7 +389,7 @@ impl Measure {
             let ages: Vec<u32> = track
                 .waiting
                 .drain(..)
-                .map(|f| end.saturating_sub(f))
+                .map(|f| end.saturating_sub(f.at))
                 .collect();
             waiting += ages.len() as u64;
             let tenant = self.tenant_figures(&key.0);
@@ -452,6 +521,40 @@ mod tests {
         measure.held_at_read(&ended[0]);
         assert_eq!(measure.classes[0].staleness_ms, vec![300]);
         assert!(measure.take_ended().is_empty());
+    }
+
+    #[test]
+    fn a_crossing_is_not_reflected_by_a_read_before_its_add_was_counted() {
+        let (tenant, code) = ids();
+        let mut measure = measure();
+        measure.fact_once_counted(&tenant, &code, 1_000_500, "wm1");
+        // A refresh for another reason reads the code before the add is counted, and pushes.
+        read_then_landed(&mut measure, 1_000_600, 1_000_700);
+        assert!(measure.classes[0].staleness_ms.is_empty(), "still waiting");
+        measure.scan(&tenant, &code, false);
+        assert_eq!(
+            measure.classes[0].misrouted_after_push, 0,
+            "no push for it yet"
+        );
+        measure.seen(Seen::AddCounted {
+            customer: "wm1".into(),
+            at_ms: 1_000_800,
+        });
+        read_then_landed(&mut measure, 1_000_750, 1_000_900);
+        assert!(
+            measure.classes[0].staleness_ms.is_empty(),
+            "read before the count"
+        );
+        read_then_landed(&mut measure, 1_001_000, 1_001_500);
+        assert_eq!(measure.classes[0].staleness_ms, vec![1_000]);
+        // Another customer's count opens no gate of this one.
+        measure.fact_once_counted(&tenant, &code, 1_002_000, "wm2");
+        measure.seen(Seen::AddCounted {
+            customer: "wm3".into(),
+            at_ms: 1_002_100,
+        });
+        read_then_landed(&mut measure, 1_002_200, 1_002_300);
+        assert_eq!(measure.classes[0].staleness_ms.len(), 1);
     }
 
     #[test]

@@ -30,6 +30,9 @@ pub enum Seen {
         code: CodeId,
         at_ms: u64,
     },
+    /// `AddLedger::count_add` counted the add of this customer (its external user id): from
+    /// `at_ms` a snapshot reads it.
+    AddCounted { customer: String, at_ms: u64 },
 }
 
 /// Where the ports report what they saw. `Trace::default()` keeps nothing until a consumer is
@@ -76,6 +79,13 @@ impl Trace {
         self.see(|| Seen::LeaseReleased {
             tenant: tenant.clone(),
             code: code.clone(),
+            at_ms,
+        });
+    }
+
+    pub fn add_counted(&self, customer: &str, at_ms: u64) {
+        self.see(|| Seen::AddCounted {
+            customer: customer.to_owned(),
             at_ms,
         });
     }

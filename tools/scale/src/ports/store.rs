@@ -1692,7 +1692,11 @@ impl AddLedger for MeteredStore {
             Touch::new(key, bytes)
         }));
         self.transact(touches).await?;
-        self.data.count_add(add, now_ms_at).await
+        let outcome = self.data.count_add(add, now_ms_at).await?;
+        if matches!(outcome, CountOutcome::Counted { .. }) {
+            self.trace.add_counted(&add.external_user, now_ms());
+        }
+        Ok(outcome)
     }
 
     async fn record_ignored(&self, tenant: &TenantId, kind: &str) -> Result<(), StoreError> {

@@ -623,7 +623,8 @@ async fn shift_edges(
             for shift in &edges {
                 for staff in &tenant.by_shift[*shift] {
                     let staff = platform::staff_id(*staff);
-                    facts_on_codes_of(data, shared, &tenant.id, &staff, now_ms, true).await;
+                    facts_on_codes_of(data, shared, &tenant.id, &staff, now_ms, true, Gate::AtOnce)
+                        .await;
                 }
             }
         }
@@ -632,6 +633,13 @@ async fn shift_edges(
 
 /// A fact at `at_ms` on every code `staff` sits on (only those with the offline check on, if
 /// `offline_check_only`); how many.
+/// When qrsync's store holds a fact: at once (an admin's write), or once an add is counted.
+#[derive(Clone, Copy)]
+enum Gate<'a> {
+    AtOnce,
+    OnceCounted(&'a str),
+}
+
 async fn facts_on_codes_of(
     data: &InMemoryStore,
     shared: &Shared,
@@ -639,6 +647,7 @@ async fn facts_on_codes_of(
     staff: &StaffId,
     at_ms: u64,
     offline_check_only: bool,
+    gate: Gate<'_>,
 ) -> u64 {
     let Ok(codes) = StaffLedger::codes_of_staff(data, tenant, staff).await else {
         return 0;
@@ -660,7 +669,10 @@ async fn facts_on_codes_of(
     }
     let mut measure = lock(&shared.measure);
     for code in &affected {
-        measure.fact(tenant, code, at_ms);
+        match gate {
+            Gate::AtOnce => measure.fact(tenant, code, at_ms),
+            Gate::OnceCounted(customer) => measure.fact_once_counted(tenant, code, at_ms, customer),
+        }
     }
     affected.len() as u64
 }
@@ -783,8 +795,11 @@ async fn happen(
             lock(&shared.truth)
                 .resigned
                 .insert((view.id.clone(), staff.clone()));
+            // Held from the resignation's instant, though qrsync learns it from the callback
+            // after: a snapshot read in between resolves it early (one or two a stretch).
+            let now = clock::now_ms();
             let facts =
-                facts_on_codes_of(data, shared, &view.id, &staff, clock::now_ms(), false).await;
+                facts_on_codes_of(data, shared, &view.id, &staff, now, false, Gate::AtOnce).await;
             lock(&shared.happened).reasons.by_resignations += facts;
             let message = contact_callback(
                 view,
@@ -846,11 +861,14 @@ async fn add(
             .collect::<Vec<_>>()
     };
     let now = clock::now_ms();
-    // The add's own reason on its code, and the facts of the limits it crossed.
+    let customer = format!("wm{}x{}", clock::now_ms(), member.as_str());
+    // The add's own reason on its code, and the facts of the limits it crossed: qrsync learns
+    // them once the add's callback is counted.
     let crossing_facts = if crossed.iter().any(|limit| limit.company_wide()) {
-        facts_on_codes_of(data, shared, &view.id, member, now, false).await
+        let gate = Gate::OnceCounted(&customer);
+        facts_on_codes_of(data, shared, &view.id, member, now, false, gate).await
     } else if !crossed.is_empty() {
-        lock(&shared.measure).fact(&view.id, code, now);
+        lock(&shared.measure).fact_once_counted(&view.id, code, now, &customer);
         1
     } else {
         0
@@ -860,7 +878,6 @@ async fn add(
         happened.adds += 1;
         happened.reasons.by_adds += 1 + crossing_facts;
     }
-    let customer = format!("wm{}x{}", clock::now_ms(), member.as_str());
     let message = add_callback(view, code, member, &customer);
     spawn_callback(world, shared, message);
 }
@@ -873,7 +890,16 @@ async fn set_online(
     staff: &StaffId,
     online: bool,
 ) {
-    let facts = facts_on_codes_of(data, shared, &view.id, staff, clock::now_ms(), true).await;
+    let facts = facts_on_codes_of(
+        data,
+        shared,
+        &view.id,
+        staff,
+        clock::now_ms(),
+        true,
+        Gate::AtOnce,
+    )
+    .await;
     {
         let mut happened = lock(&shared.happened);
         happened.staff_flips += 1;
