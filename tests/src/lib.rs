@@ -334,11 +334,7 @@ impl World {
         Purpose::ALL
             .into_iter()
             .map(|purpose| {
-                let output = match purpose {
-                    Purpose::CorpSecret => "CorpSecretKeyArn",
-                    Purpose::AccessToken => "AccessTokenKeyArn",
-                    Purpose::CallbackKeys => "CallbackKeysKeyArn",
-                };
+                let output = adapters::secrets::key_output(purpose);
                 (purpose, self.output(output).to_owned())
             })
             .collect()

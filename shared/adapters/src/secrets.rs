@@ -20,6 +20,23 @@ pub fn key_variable(purpose: Purpose) -> &'static str {
     }
 }
 
+/// The stack output naming `purpose`'s key, for tools outside the functions (the operator's
+/// `seal-secrets`, the tests).
+pub fn key_output(purpose: Purpose) -> &'static str {
+    match purpose {
+        Purpose::CorpSecret => "CorpSecretKeyArn",
+        Purpose::AccessToken => "AccessTokenKeyArn",
+        Purpose::CallbackKeys => "CallbackKeysKeyArn",
+    }
+}
+
+/// The 32-byte key KMS answered in `blob`, or the store unavailable saying what `operation`
+/// answered instead.
+fn data_key(blob: Option<Blob>, operation: &str) -> Result<[u8; 32], StoreError> {
+    blob.and_then(|blob| <[u8; 32]>::try_from(blob.into_inner()).ok())
+        .ok_or_else(|| StoreError::new("kms", format!("{operation} answered no 32-byte key")))
+}
+
 /// Data keys from KMS: `GenerateDataKey` and `Decrypt` on the purpose's key, with the secret's
 /// encryption context.
 pub struct KmsDataKeys {
@@ -82,10 +99,7 @@ impl DataKeys for KmsDataKeys {
             .send()
             .await
             .map_err(|e| StoreError::new("kms", e.into_service_error()))?;
-        let plaintext = output
-            .plaintext
-            .and_then(|blob| <[u8; 32]>::try_from(blob.into_inner()).ok())
-            .ok_or_else(|| StoreError::new("kms", "GenerateDataKey answered no 32-byte key"))?;
+        let plaintext = data_key(output.plaintext, "GenerateDataKey")?;
         let wrapped = output
             .ciphertext_blob
             .map(Blob::into_inner)
@@ -110,10 +124,7 @@ impl DataKeys for KmsDataKeys {
             .send()
             .await
             .map_err(|e| StoreError::new("kms", e.into_service_error()))?;
-        output
-            .plaintext
-            .and_then(|blob| <[u8; 32]>::try_from(blob.into_inner()).ok())
-            .ok_or_else(|| StoreError::new("kms", "Decrypt answered no 32-byte key"))
+        data_key(output.plaintext, "Decrypt")
     }
 }
 

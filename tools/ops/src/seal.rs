@@ -29,11 +29,7 @@ fn keys(ops: &Ops) -> Result<BTreeMap<Purpose, String>> {
     Purpose::ALL
         .into_iter()
         .map(|purpose| {
-            let output = match purpose {
-                Purpose::CorpSecret => "CorpSecretKeyArn",
-                Purpose::AccessToken => "AccessTokenKeyArn",
-                Purpose::CallbackKeys => "CallbackKeysKeyArn",
-            };
+            let output = adapters::secrets::key_output(purpose);
             let arn = ops.output(output).map_err(|e| {
                 anyhow!(
                     "{e} (the stack predates sealing? {} unset)",
