@@ -4,23 +4,38 @@ use super::conditions::ConditionalWriteError;
 use super::{get_n, key, keys, n, tenant_key, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use domain::budget::{
-    hold_sharded, refusal, spend_layered, BudgetLayers, BudgetLimits, BudgetSlot, Holder, Spend,
-    Throttled, WeComBudget,
+    hold_sharded, minute_of, refusal, spend_layered, BudgetLayers, BudgetLimits, BudgetSlot,
+    Holder, RosterMemo, ShardSpend, Spend, Throttled, WeComBudget,
 };
 use domain::ids::TenantId;
 use domain::StoreError;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The shared budget on the table: one item per holder (a tenant, or an egress address its
-/// tenants share), API, UTC hour and shard.
+/// tenants share), API, UTC hour and shard, and the addresses' rosters
+/// (`domain::budget::fairness`).
 #[derive(Clone)]
 pub struct DynamoBudget {
     store: DynamoStore,
     layers: BudgetLayers,
+    /// What this container counted and read of the rosters this minute.
+    rosters: Arc<Mutex<RosterMemo>>,
 }
 
 impl DynamoBudget {
     pub fn new(store: DynamoStore, layers: BudgetLayers) -> Self {
-        Self { store, layers }
+        Self {
+            store,
+            layers,
+            rosters: Arc::default(),
+        }
+    }
+
+    fn rosters(&self) -> MutexGuard<'_, RosterMemo> {
+        // A panic while holding the memo leaves it whole (each call is one insert or read).
+        self.rosters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The key of `holder`'s item for `api`, `shard` and UTC hour `hour`: a tenant's under
@@ -49,7 +64,7 @@ impl DynamoBudget {
         shard: u32,
         share: BudgetLimits,
         now_ms: u64,
-    ) -> Result<Spend, StoreError> {
+    ) -> Result<ShardSpend, StoreError> {
         let slot = BudgetSlot::at(now_ms);
         let result = self
             .store
@@ -78,7 +93,8 @@ impl DynamoBudget {
             Ok(output) => {
                 let new: Item = output.attributes.unwrap_or_default();
                 let hour = get_n::<u64>(&new, "spent").unwrap_or(0) as f64;
-                let minute = get_n::<u64>(&new, &slot.minute_counter).unwrap_or(0) as f64;
+                let minute_spent = get_n::<u32>(&new, &slot.minute_counter).unwrap_or(0);
+                let minute = f64::from(minute_spent);
                 // The shard's share spent stands for the tenant's: spends are spread evenly.
                 let used = (minute / share.per_minute as f64).max(hour / share.per_hour as f64);
                 match holder {
@@ -87,16 +103,121 @@ impl DynamoBudget {
                         domain::telemetry::address_budget_used(address, used * 100.0)
                     }
                 }
-                Ok(Spend::Granted)
+                Ok(ShardSpend::Granted { minute_spent })
             }
             Err(error) => {
                 let refused = error.refused_or_unavailable()?;
                 let old: Item = refused.item.unwrap_or_default();
                 let hour_total = get_n(&old, "spent").unwrap_or(0);
                 let minute_total = get_n(&old, &slot.minute_counter).unwrap_or(0);
-                Ok(refusal(share, hour_total, minute_total, now_ms))
+                Ok(ShardSpend::Refused(refusal(
+                    share,
+                    hour_total,
+                    minute_total,
+                    now_ms,
+                )))
             }
         }
+    }
+
+    /// Counts `tenant` on `address`'s roster for `api` this minute, unless this container
+    /// already did, and answers how many tenants asked of the address in the minute before
+    /// (`domain::budget::fairness`), read once a minute per container.
+    async fn asking(
+        &self,
+        tenant: &TenantId,
+        address: &str,
+        api: &str,
+        now_ms: u64,
+    ) -> Result<u32, StoreError> {
+        let minute = minute_of(now_ms);
+        if self.rosters().to_count(tenant, api, minute) {
+            self.count_on_roster(tenant, address, api, now_ms).await?;
+        }
+        if let Some(asked) = self.rosters().asked_before(address, api, minute) {
+            return Ok(asked);
+        }
+        let asked = self
+            .read_roster(address, api, now_ms.saturating_sub(60_000))
+            .await?;
+        self.rosters()
+            .remember_asked_before(address, api, minute, asked);
+        Ok(asked)
+    }
+
+    /// One conditional `UpdateItem` on the tenant's mark (the minute it was last counted, set
+    /// only when older), and, when it was, one `ADD` to the minute's counter on the address's
+    /// roster: each tenant counted once a minute however many containers spend for it.
+    async fn count_on_roster(
+        &self,
+        tenant: &TenantId,
+        address: &str,
+        api: &str,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let slot = BudgetSlot::at(now_ms);
+        let minute = minute_of(now_ms);
+        let marked = self
+            .store
+            .client
+            .update_item()
+            .table_name(&self.store.table)
+            .set_key(Some(tenant_key(tenant, keys::asking_mark(api))))
+            .update_expression("SET #minute = :minute, #expires = :expires")
+            .condition_expression("attribute_not_exists(#minute) OR #minute < :minute")
+            .expression_attribute_names("#minute", "minute")
+            .expression_attribute_names("#expires", keys::EXPIRES_AT)
+            .expression_attribute_values(":minute", n(minute))
+            .expression_attribute_values(":expires", n(slot.expires_at_secs()))
+            .send()
+            .await;
+        if let Err(error) = marked {
+            // Refused: another container counted the tenant this minute.
+            error.refused_or_unavailable()?;
+            return Ok(());
+        }
+        self.store
+            .client
+            .update_item()
+            .table_name(&self.store.table)
+            .set_key(Some(key(
+                keys::address_roster_home(address, api),
+                keys::budget_roster_hour(slot.hour),
+            )))
+            .update_expression("ADD #minute :one SET #expires = :expires")
+            .expression_attribute_names("#minute", &slot.minute_counter)
+            .expression_attribute_names("#expires", keys::EXPIRES_AT)
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":expires", n(slot.expires_at_secs()))
+            .send()
+            .await
+            .map_err(|e| super::unavailable(e.into_service_error()))?;
+        Ok(())
+    }
+
+    /// One eventually consistent `GetItem` of the address's roster: how many tenants asked of
+    /// it in the minute of `at_ms`. A count a second stale changes a share by one tenant.
+    async fn read_roster(&self, address: &str, api: &str, at_ms: u64) -> Result<u32, StoreError> {
+        let slot = BudgetSlot::at(at_ms);
+        let output = self
+            .store
+            .client
+            .get_item()
+            .table_name(&self.store.table)
+            .set_key(Some(key(
+                keys::address_roster_home(address, api),
+                keys::budget_roster_hour(slot.hour),
+            )))
+            .projection_expression("#minute")
+            .expression_attribute_names("#minute", &slot.minute_counter)
+            .send()
+            .await
+            .map_err(|e| super::unavailable(e.into_service_error()))?;
+        Ok(output
+            .item
+            .as_ref()
+            .and_then(|item| get_n::<u32>(item, &slot.minute_counter))
+            .unwrap_or(0))
     }
 
     /// One `UpdateItem`, 1 WCU: gives back the unit a spend took from shard `shard`'s item
@@ -132,7 +253,9 @@ impl WeComBudget for DynamoBudget {
     /// One `UpdateItem` on a tenant's shard drawn at random (a second on another shard only
     /// when the first is spent), then the same on the shards of the tenant's address, and one
     /// more to give the tenant's unit back when the address refuses
-    /// (`domain::budget::spend_layered`): 2 WCU a granted spend.
+    /// (`domain::budget::spend_layered`): 2 WCU a granted spend. Once a minute per tenant and
+    /// container, the roster's mark and count (2 WCU, 1 when another container counted the
+    /// tenant), and once a minute per address, its read (0.5 RCU).
     async fn spend(&self, tenant: &TenantId, api: &str, now_ms: u64) -> Result<Spend, StoreError> {
         spend_layered(
             &self.layers,
@@ -140,6 +263,7 @@ impl WeComBudget for DynamoBudget {
             rand::random(),
             |holder, shard, share| self.spend_shard(holder, api, shard, share, now_ms),
             |holder, shard| self.refund_shard(holder, api, shard, now_ms),
+            |address| self.asking(tenant, address, api, now_ms),
         )
         .await
     }

@@ -315,6 +315,22 @@ pub fn address_budget_home(address: &str, api: &str, shard: u32) -> String {
     format!("EGRESS#{address}#BUDGET#{api}#{shard}")
 }
 
+/// A tenant's mark that it is on its address's roster for `api` in a minute
+/// (`domain::budget::fairness`): the minute it was last counted.
+pub fn asking_mark(api: &str) -> String {
+    format!("ASKING#{api}")
+}
+
+/// An address's roster for `api`: one item per UTC hour (`budget_roster_hour`), a counter per
+/// minute of the tenants that asked of the address in it.
+pub fn address_roster_home(address: &str, api: &str) -> String {
+    format!("EGRESS#{address}#ASKING#{api}")
+}
+
+pub fn budget_roster_hour(hour: u64) -> String {
+    format!("HOUR#{hour}")
+}
+
 /// The code's dirty mark (`domain::dirty`): one item per code, found by the sweep through
 /// `gsi1` by when its next resync is due.
 pub fn dirty(code: &CodeId) -> String {

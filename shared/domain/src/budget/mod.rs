@@ -23,14 +23,20 @@
 //! leave from, shared by every tenant behind that address (`BudgetLayers`, `spend_layered`).
 //! Each layer's item is charged by its own conditional write, so neither is ever overspent;
 //! when the address refuses, the tenant's unit is given back, so nothing is lost to a refusal
-//! (the note on `spend_layered` says why this is two writes and not one transaction). This
-//! module holds the pure arithmetic; the adapter is `adapters::dynamodb::budget`
+//! (the note on `spend_layered` says why this is two writes and not one transaction). Of
+//! the address's minute, the last fifth goes only to tenants within their fair share of it
+//! (`fairness`), so one tenant's wave does not hold back every other tenant behind the
+//! address. This module holds the pure arithmetic; the adapter is `adapters::dynamodb::budget`
 //! (`DynamoBudget`).
 
 mod egress;
+mod fairness;
 mod ports;
 
 pub use egress::{EgressAddresses, MOST_ADDRESSES, SHARED_ADDRESS};
+pub use fairness::{
+    calls_this_minute, fair_share, open_part, within_fair_share, RosterMemo, OPEN_FIFTHS,
+};
 pub use ports::WeComBudget;
 
 use crate::ids::TenantId;
@@ -147,6 +153,14 @@ pub fn shards_to_try(limits: BudgetLimits, pick: u64) -> Vec<u32> {
     }
 }
 
+/// One shard's answer to a spend: granted, with the shard's minute counter after it (the
+/// store's write answers it at no extra cost), or refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardSpend {
+    Granted { minute_spent: u32 },
+    Refused(Spend),
+}
+
 /// A spend from `limits`' shards, as every store of the budget makes it: the shards
 /// `shards_to_try` names, in order, until one grants; `spend_shard(shard, share)` is one
 /// atomic check-and-charge of that shard's item against its share. Refused, it says the
@@ -158,7 +172,7 @@ pub async fn spend_sharded<F, Fut>(
 ) -> Result<Spend, StoreError>
 where
     F: FnMut(u32, BudgetLimits) -> Fut,
-    Fut: std::future::Future<Output = Result<Spend, StoreError>>,
+    Fut: std::future::Future<Output = Result<ShardSpend, StoreError>>,
 {
     Ok(match granting_shard(limits, pick, spend_shard).await? {
         Ok(_) => Spend::Granted,
@@ -166,21 +180,35 @@ where
     })
 }
 
+/// A shard that granted a spend, and its minute counter after it.
+#[derive(Debug, Clone, Copy)]
+struct Granted {
+    shard: u32,
+    minute_spent: u32,
+}
+
 /// `spend_sharded`, naming the shard that granted (`Ok`) or the refusal (`Err`).
 async fn granting_shard<F, Fut>(
     limits: BudgetLimits,
     pick: u64,
     mut spend_shard: F,
-) -> Result<Result<u32, Spend>, StoreError>
+) -> Result<Result<Granted, Spend>, StoreError>
 where
     F: FnMut(u32, BudgetLimits) -> Fut,
-    Fut: std::future::Future<Output = Result<Spend, StoreError>>,
+    Fut: std::future::Future<Output = Result<ShardSpend, StoreError>>,
 {
     let mut refused: Option<Spend> = None;
     for shard in shards_to_try(limits, pick) {
         match spend_shard(shard, limits.share(shard)).await? {
-            Spend::Granted => return Ok(Ok(shard)),
-            refusal => refused = Some(refused.map_or(refusal, |r| sooner(r, refusal))),
+            ShardSpend::Granted { minute_spent } => {
+                return Ok(Ok(Granted {
+                    shard,
+                    minute_spent,
+                }))
+            }
+            ShardSpend::Refused(refusal) => {
+                refused = Some(refused.map_or(refusal, |r| sooner(r, refusal)))
+            }
         }
     }
     // `shards_to_try` names at least one shard, so a refusal was seen.
@@ -195,6 +223,13 @@ where
 /// the tenant is charged to; when the address refuses, `refund_shard` gives the tenant's unit
 /// back to the shard that granted it, and the address's refusal is the answer.
 ///
+/// Of the address's minute, a tenant past its fair share may take only the part open to all
+/// (`fairness`): `asking(address)` counts the tenant on the address's roster for this minute
+/// and answers how many tenants asked of it in the minute before. A roster that cannot be
+/// read or written is logged and taken as one tenant: the whole minute is open, as it was
+/// before the rule, and the spend goes on (the roster decides only who may take the last
+/// fifth; neither layer can be overspent without it).
+///
 /// Why two conditional writes and not one `TransactWriteItems`: each write's condition keeps
 /// its own layer within its limits, which is all "never overspent" needs, and the refund
 /// means a refusal costs the tenant nothing. A transaction would add only that no unit is
@@ -208,40 +243,57 @@ where
 ///
 /// The tenant goes first because its own budget is the one a campaign fills: a tenant
 /// refused there touches the shared items not at all.
-pub async fn spend_layered<'a, S, SFut, R, RFut>(
+pub async fn spend_layered<'a, S, SFut, R, RFut, A, AFut>(
     layers: &'a BudgetLayers,
     tenant: &'a TenantId,
     pick: u64,
     mut spend_shard: S,
     refund_shard: R,
+    asking: A,
 ) -> Result<Spend, StoreError>
 where
     S: FnMut(Holder<'a>, u32, BudgetLimits) -> SFut,
-    SFut: std::future::Future<Output = Result<Spend, StoreError>>,
+    SFut: std::future::Future<Output = Result<ShardSpend, StoreError>>,
     R: FnOnce(Holder<'a>, u32) -> RFut,
     RFut: std::future::Future<Output = Result<(), StoreError>>,
+    A: FnOnce(&'a str) -> AFut,
+    AFut: std::future::Future<Output = Result<u32, StoreError>>,
 {
-    let tenants_shard = match granting_shard(layers.tenant, pick, |shard, share| {
+    let tenants = match granting_shard(layers.tenant, pick, |shard, share| {
         spend_shard(Holder::Tenant(tenant), shard, share)
     })
     .await?
     {
-        Ok(shard) => shard,
+        Ok(granted) => granted,
         Err(refusal) => return Ok(refusal),
     };
-    let address = Holder::Address(layers.egress.address_for(tenant));
+    let address_name = layers.egress.address_for(tenant);
+    let asked = asking(address_name).await.unwrap_or_else(|error| {
+        tracing::warn!(address = address_name, error = %error, "the address's roster was not read; its whole minute is open to every tenant");
+        1
+    });
+    let within = within_fair_share(
+        calls_this_minute(tenants.minute_spent, layers.tenant),
+        layers.address,
+        asked,
+    );
+    let address = Holder::Address(address_name);
     let addressed = granting_shard(layers.address, pick.rotate_left(32), |shard, share| {
-        spend_shard(address, shard, share)
+        spend_shard(
+            address,
+            shard,
+            if within { share } else { open_part(share) },
+        )
     })
     .await;
     match addressed {
         Ok(Ok(_)) => Ok(Spend::Granted),
         Ok(Err(refusal)) => {
-            refund(refund_shard, tenant, tenants_shard).await;
+            refund(refund_shard, tenant, tenants.shard).await;
             Ok(refusal)
         }
         Err(error) => {
-            refund(refund_shard, tenant, tenants_shard).await;
+            refund(refund_shard, tenant, tenants.shard).await;
             Err(error)
         }
     }

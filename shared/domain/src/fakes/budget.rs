@@ -1,12 +1,12 @@
 //! The tenants' shared WeCom budget.
 
 use crate::budget::{
-    hold_sharded, refusal, reopens_in, spend_layered, BudgetLayers, BudgetLimits, BudgetSlot,
-    Holder, Spend, Throttled, WeComBudget, Window,
+    hold_sharded, minute_of, refusal, reopens_in, spend_layered, BudgetLayers, BudgetLimits,
+    BudgetSlot, Holder, ShardSpend, Spend, Throttled, WeComBudget, Window,
 };
 use crate::ids::TenantId;
 use crate::StoreError;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// One hour's item of a shard: the hour's total and each minute's counter.
@@ -28,6 +28,8 @@ struct Left {
     spends: u64,
     /// Each tenant's and API's last 45009 (`hold`).
     throttled: HashMap<(TenantId, String), Throttled>,
+    /// The tenants that asked of each address for each API in each minute (the roster).
+    asking: HashMap<(String, String, u64), HashSet<TenantId>>,
 }
 
 impl Left {
@@ -103,7 +105,7 @@ impl FakeBudget {
         shard: u32,
         share: BudgetLimits,
         now_ms: u64,
-    ) -> Spend {
+    ) -> ShardSpend {
         let mut left = self.left();
         let slot = BudgetSlot::at(now_ms);
         let (hour, minutes) = left.item(holder, api, &slot, shard);
@@ -111,9 +113,46 @@ impl FakeBudget {
         if *hour < share.per_hour && *minute < share.per_minute {
             *hour += 1;
             *minute += 1;
-            return Spend::Granted;
+            return ShardSpend::Granted {
+                minute_spent: *minute,
+            };
         }
-        refusal(share, *hour, *minute, now_ms)
+        ShardSpend::Refused(refusal(share, *hour, *minute, now_ms))
+    }
+
+    /// Counts `tenant` on `address`'s roster for `api` in the minute of `now_ms`, as
+    /// `DynamoBudget` does, and answers how many tenants asked of the address in the minute
+    /// before (`crate::budget::fair_share`).
+    pub fn asking(&self, tenant: &TenantId, address: &str, api: &str, now_ms: u64) -> u32 {
+        self.count_on_roster(tenant, address, api, now_ms);
+        self.asked_in(address, api, minute_of(now_ms).saturating_sub(1))
+    }
+
+    /// Counts `tenant` on `address`'s roster for `api` in the minute of `now_ms`; answers
+    /// whether it was not counted yet (the roster's count went up).
+    pub fn count_on_roster(
+        &self,
+        tenant: &TenantId,
+        address: &str,
+        api: &str,
+        now_ms: u64,
+    ) -> bool {
+        let mut left = self.left();
+        let minute = minute_of(now_ms);
+        // Only this minute's rosters and the one before are ever asked for.
+        left.asking.retain(|(_, _, kept), _| kept + 1 >= minute);
+        left.asking
+            .entry((address.to_owned(), api.to_owned(), minute))
+            .or_default()
+            .insert(tenant.clone())
+    }
+
+    /// How many tenants asked of `address` for `api` in `minute` (minutes since the epoch).
+    pub fn asked_in(&self, address: &str, api: &str, minute: u64) -> u32 {
+        self.left()
+            .asking
+            .get(&(address.to_owned(), api.to_owned(), minute))
+            .map_or(0, |asked| asked.len() as u32)
     }
 
     /// Gives one unit back to shard `shard` of `holder`'s item at `now_ms`, as `DynamoBudget`
@@ -194,6 +233,7 @@ impl WeComBudget for FakeBudget {
                     self.refund_shard(holder, api, shard, now_ms);
                     Ok(())
                 },
+                |address| async move { Ok(self.asking(tenant, address, api, now_ms)) },
             )
             .await;
         }

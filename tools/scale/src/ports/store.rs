@@ -80,7 +80,9 @@ use crate::observe::Trace;
 use crate::services::clock::now_ms;
 use crate::services::dynamodb::{Consistency, DynamoDb, DynamoError, ItemKey, Request, Touch};
 use adapters::dynamodb::keys;
-use domain::budget::{spend_layered, BudgetLayers, BudgetSlot, Holder, Spend, WeComBudget};
+use domain::budget::{
+    minute_of, spend_layered, BudgetLayers, BudgetSlot, Holder, RosterMemo, Spend, WeComBudget,
+};
 use domain::codes::{CodeFacts, CodeSnapshot, PushedList, StoredCode};
 use domain::dirty::{DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
 use domain::facts::{
@@ -1552,12 +1554,16 @@ impl RotationCounter for MeteredStore {
 /// shard tried, both windows in it, the tenant's layer and then its address's, a refund when
 /// the address refuses; `FakeBudget::layered` keeps each shard's windows as the table does,
 /// and the store contract holds the two to it), each spend and refund metered as its
-/// `UpdateItem`.
+/// `UpdateItem`. The rosters (`domain::budget::fairness`) are metered as `DynamoBudget`
+/// sends them, with one memo for the whole function where each of its containers keeps its
+/// own: a tenant's mark is written once a minute here, at most once a minute per container
+/// there (a refused write for all but the first).
 #[derive(Clone)]
 pub struct MeteredBudget {
     store: MeteredStore,
     layers: BudgetLayers,
     windows: FakeBudget,
+    rosters: Arc<Mutex<RosterMemo>>,
 }
 
 impl MeteredBudget {
@@ -1566,7 +1572,60 @@ impl MeteredBudget {
             store,
             windows: FakeBudget::layered(layers.clone()),
             layers,
+            rosters: Arc::default(),
         }
+    }
+
+    fn rosters(&self) -> std::sync::MutexGuard<'_, RosterMemo> {
+        self.rosters.lock().expect("roster memo lock")
+    }
+
+    /// `DynamoBudget::asking`, metered: the tenant's mark and the roster's count once a
+    /// minute, the roster's eventually consistent read once a minute per address.
+    async fn asking(
+        &self,
+        tenant: &TenantId,
+        address: &str,
+        api: &str,
+        now_ms_at: u64,
+    ) -> Result<u32, StoreError> {
+        let minute = minute_of(now_ms_at);
+        let roster = |at_ms: u64| {
+            let slot = BudgetSlot::at(at_ms);
+            let key = ItemKey::new(
+                keys::address_roster_home(address, api),
+                keys::budget_roster_hour(slot.hour),
+            );
+            let bytes = budget_bytes(&key, at_ms);
+            Touch::new(key, bytes)
+        };
+        if self.rosters().to_count(tenant, api, minute) {
+            self.store
+                .write(
+                    Kind::UpdateItem,
+                    Touch::new(ItemKey::of(tenant, keys::asking_mark(api)), 60),
+                )
+                .await?;
+            if self
+                .windows
+                .count_on_roster(tenant, address, api, now_ms_at)
+            {
+                self.store
+                    .write(Kind::UpdateItem, roster(now_ms_at))
+                    .await?;
+            }
+        }
+        if let Some(asked) = self.rosters().asked_before(address, api, minute) {
+            return Ok(asked);
+        }
+        let before = now_ms_at.saturating_sub(60_000);
+        self.store
+            .get(roster(before), Consistency::Eventual)
+            .await?;
+        let asked = self.windows.asked_in(address, api, minute_of(before));
+        self.rosters()
+            .remember_asked_before(address, api, minute, asked);
+        Ok(asked)
     }
 }
 
@@ -1613,6 +1672,7 @@ impl WeComBudget for MeteredBudget {
                 self.windows.refund_shard(holder, api, shard, now_ms_at);
                 Ok(())
             },
+            |address| self.asking(tenant, address, api, now_ms_at),
         )
         .await
     }

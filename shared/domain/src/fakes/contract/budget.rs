@@ -207,6 +207,95 @@ pub async fn tenants_behind_one_address_share_its_window_and_a_refusal_there_cos
     );
 }
 
+pub async fn a_tenant_past_its_fair_share_of_a_busy_address_leaves_the_last_fifth_to_tenants_within_theirs<
+    F: Fixture,
+>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    // An address of 10 a minute: 8 open to every tenant, the last 2 only to tenants within
+    // their fair share. Each tenant may make 10 a minute itself.
+    let own = BudgetLimits {
+        per_minute: 10,
+        per_hour: 1_000,
+    };
+    let budget = fixture.budget(BudgetLayers {
+        tenant: own,
+        address: BudgetLimits {
+            per_minute: 10,
+            per_hour: 1_000,
+        },
+        egress: fresh_address(),
+    });
+    let neighbour = super::fresh_tenant();
+    let at = next_hour();
+    assert_eq!(spend(&budget, &tenant, "api", at).await, Spend::Granted);
+    assert_eq!(
+        spend(&budget, &neighbour, "api", at + 1).await,
+        Spend::Granted
+    );
+    // The next minute: two tenants asked in the one before, so a fair share is 5.
+    let next = at + MINUTE_MS;
+    for i in 0..8 {
+        assert_eq!(
+            spend(&budget, &tenant, "api", next + i).await,
+            Spend::Granted,
+            "call {} of the tenant: 5 within its share, then the open part",
+            i + 1
+        );
+    }
+    assert_eq!(
+        spend(&budget, &tenant, "api", next + 8).await,
+        refused(Window::Minute, next + 8),
+        "the tenant is past its share of 5 and the open 8 are spent"
+    );
+    for i in 9..11 {
+        assert_eq!(
+            spend(&budget, &neighbour, "api", next + i).await,
+            Spend::Granted,
+            "the neighbour, within its share, takes the last fifth"
+        );
+    }
+    assert_eq!(
+        spend(&budget, &neighbour, "api", next + 11).await,
+        refused(Window::Minute, next + 11),
+        "the address's whole minute is spent"
+    );
+}
+
+pub async fn a_tenant_alone_behind_an_address_may_use_all_of_its_minute<F: Fixture>(
+    fixture: &F,
+    tenant: TenantId,
+) {
+    let budget = fixture.budget(BudgetLayers {
+        tenant: BudgetLimits {
+            per_minute: 20,
+            per_hour: 1_000,
+        },
+        address: BudgetLimits {
+            per_minute: 10,
+            per_hour: 1_000,
+        },
+        egress: fresh_address(),
+    });
+    let at = next_hour();
+    assert_eq!(spend(&budget, &tenant, "api", at).await, Spend::Granted);
+    let next = at + MINUTE_MS;
+    for i in 0..10 {
+        assert_eq!(
+            spend(&budget, &tenant, "api", next + i).await,
+            Spend::Granted,
+            "call {} of the only tenant that asked: its share is the whole minute",
+            i + 1
+        );
+    }
+    assert_eq!(
+        spend(&budget, &tenant, "api", next + 10).await,
+        refused(Window::Minute, next + 10),
+        "the address's minute, not the tenant's 20"
+    );
+}
+
 pub async fn a_unit_the_address_refused_is_given_back_to_the_tenants_hour<F: Fixture>(
     fixture: &F,
     tenant: TenantId,

@@ -169,6 +169,8 @@ macro_rules! store_contract {
             each_tenant_and_each_api_spends_its_own_budget,
             a_budget_kept_in_shards_never_grants_more_than_its_hour_in_all,
             tenants_behind_one_address_share_its_window_and_a_refusal_there_costs_the_tenant_nothing,
+            a_tenant_past_its_fair_share_of_a_busy_address_leaves_the_last_fifth_to_tenants_within_theirs,
+            a_tenant_alone_behind_an_address_may_use_all_of_its_minute,
             a_unit_the_address_refused_is_given_back_to_the_tenants_hour,
             an_addresses_spent_hour_refuses_every_tenant_behind_it_until_the_hour,
             a_45009_holds_the_tenants_minute_and_one_in_the_next_minute_its_hour,

@@ -214,26 +214,67 @@ async fn a_snapshot_reads_only_the_add_counters_of_the_limits_the_code_has() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_push_sends_seven_requests_its_record_one_conditional_write_that_frees_the_lease() {
+async fn a_push_sends_seven_requests_and_the_minutes_first_spend_three_more_for_the_roster() {
     let store = store();
     load_code(&store, members()[..14].to_vec());
     let outcome = refresh(&refresher(&store, BudgetLimits::default())).await;
     assert_eq!(outcome, Outcome::Pushed(members()));
+    // The tenant's first spend of the minute in this function also counts it on its
+    // address's roster (its mark, the count) and reads the roster once: 2 `UpdateItem`s and
+    // the `GetItem` (`a_tenants_later_spends_in_a_minute_ask_nothing_of_the_roster`).
     assert_eq!(
         store.requests().by_kind(),
         sent(&[
             (Kind::BatchGetItem, 2),
-            (Kind::UpdateItem, 5),
+            (Kind::UpdateItem, 5 + 2),
             (Kind::PutItem, 1),
+            (Kind::GetItem, 1),
         ])
     );
     // Lease, the spend's two layers (the tenant's budget, then its address's), the record (one
     // update of the item that holds the lease, fenced on it and freeing it), the push log
     // entry after it, tally: each item under 1 KB and none in a transaction, so 5 write units
     // for the push (8 when the lease was an item of its own, fenced in a transaction), 1 for
-    // the tally.
+    // the tally; and the roster's 2, once a minute.
     let usage = store.meter().total();
-    assert_eq!(usage.write_units, 1 + 2 + 1 + 1 + 1);
+    assert_eq!(usage.write_units, 1 + 2 + 1 + 1 + 1 + 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tenants_later_spends_in_a_minute_ask_nothing_of_the_roster() {
+    let store = store();
+    let budget = MeteredBudget::new(
+        store.clone(),
+        BudgetLayers::behind_one_address(BudgetLimits::default()),
+    );
+    let spend = |at_ms: u64| {
+        let budget = budget.clone();
+        async move {
+            budget
+                .spend(&tenant(), "api", at_ms)
+                .await
+                .expect("store available")
+        }
+    };
+    let minute_start = START_MS - START_MS % 60_000;
+    assert_eq!(spend(minute_start + 1_000).await, Spend::Granted);
+    assert_eq!(
+        store.requests().by_kind(),
+        sent(&[(Kind::UpdateItem, 2 + 2), (Kind::GetItem, 1)]),
+        "the two layers, the mark and the count, the roster's read"
+    );
+    assert_eq!(spend(minute_start + 2_000).await, Spend::Granted);
+    assert_eq!(
+        store.requests().by_kind(),
+        sent(&[(Kind::UpdateItem, 4 + 2), (Kind::GetItem, 1)]),
+        "the two layers only"
+    );
+    assert_eq!(spend(minute_start + 61_000).await, Spend::Granted);
+    assert_eq!(
+        store.requests().by_kind(),
+        sent(&[(Kind::UpdateItem, 6 + 4), (Kind::GetItem, 2)]),
+        "a new minute: counted and read again"
+    );
 }
 
 /// The local world measured 7 at a commit before the refresh counted its put-off refreshes
