@@ -75,8 +75,21 @@ pub struct ClassFigures {
     /// the measure knows of, and still routed there (the issue's "after the push for that
     /// change landed", which the rules make 0).
     pub misrouted_after_push: u64,
+    /// Scans of a code the true recompute leaves starved (nobody eligible, no fallback): WeCom
+    /// cannot hold an empty list, so the rules leave the last one and raise the code's alert;
+    /// whoever it routes to is counted here, neither listed nor misrouted.
+    pub on_starved: u64,
     /// What the refresh invocations did for the class's tenants, summed.
     pub refreshes: Tally,
+}
+
+/// What the true recompute of a scanned code makes of the member WeCom routed the scan to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routed {
+    Listed,
+    NotListed,
+    /// Nobody is eligible and there is no fallback: no list to be on.
+    Starved,
 }
 
 pub struct Measure {
@@ -228,19 +241,22 @@ impl Measure {
         self.facts += 1;
     }
 
-    /// A scan of `code` WeCom routed; `listed` is whether the true recompute lists the member.
+    /// A scan of `code` WeCom routed, and what the true recompute makes of its member.
     /// Misrouted while a fact of the code waits is the staleness window; with none waiting, the
-    /// list WeCom holds was pushed after every change known, so it is counted apart.
-    pub fn scan(&mut self, tenant: &TenantId, code: &CodeId, listed: bool) {
-        let after_push = !listed
+    /// list WeCom holds was pushed after every change known, so it is counted apart. A scan of
+    /// a code the true recompute leaves starved is counted apart again (`on_starved`).
+    pub fn scan(&mut self, tenant: &TenantId, code: &CodeId, routed: Routed) {
+        let misrouted = routed == Routed::NotListed;
+        let after_push = misrouted
             && self
                 .codes
                 .get(&(tenant.clone(), code.clone()))
                 .is_none_or(|track| track.waiting.is_empty());
         if let Some(figures) = self.class_figures(tenant) {
             figures.scans += 1;
-            figures.misrouted += u64::from(!listed);
+            figures.misrouted += u64::from(misrouted);
             figures.misrouted_after_push += u64::from(after_push);
+            figures.on_starved += u64::from(routed == Routed::Starved);
         }
     }
 
@@ -531,7 +547,7 @@ mod tests {
         // A refresh for another reason reads the code before the add is counted, and pushes.
         read_then_landed(&mut measure, 1_000_600, 1_000_700);
         assert!(measure.classes[0].staleness_ms.is_empty(), "still waiting");
-        measure.scan(&tenant, &code, false);
+        measure.scan(&tenant, &code, Routed::NotListed);
         assert_eq!(
             measure.classes[0].misrouted_after_push, 0,
             "no push for it yet"
@@ -561,11 +577,29 @@ mod tests {
     fn scans_count_by_class_and_a_scan_to_an_unlisted_member_is_misrouted() {
         let (tenant, code) = ids();
         let mut measure = measure();
-        measure.scan(&tenant, &code, true);
-        measure.scan(&tenant, &code, false);
+        measure.scan(&tenant, &code, Routed::Listed);
+        measure.scan(&tenant, &code, Routed::NotListed);
         assert_eq!(
             (measure.classes[0].scans, measure.classes[0].misrouted),
             (2, 1)
+        );
+    }
+
+    #[test]
+    fn a_scan_of_a_starved_code_is_counted_apart_and_never_as_misrouted() {
+        let (tenant, code) = ids();
+        let mut measure = measure();
+        measure.scan(&tenant, &code, Routed::Starved);
+        measure.scan(&tenant, &code, Routed::NotListed);
+        let figures = &measure.classes[0];
+        assert_eq!(
+            (
+                figures.scans,
+                figures.on_starved,
+                figures.misrouted,
+                figures.misrouted_after_push
+            ),
+            (2, 1, 1, 1)
         );
     }
 
@@ -574,10 +608,10 @@ mod tests {
         let (tenant, code) = ids();
         let mut measure = measure();
         measure.fact(&tenant, &code, 1_000_500);
-        measure.scan(&tenant, &code, false);
+        measure.scan(&tenant, &code, Routed::NotListed);
         assert_eq!(measure.classes[0].misrouted_after_push, 0, "a fact waits");
         read_then_landed(&mut measure, 1_002_000, 1_003_000);
-        measure.scan(&tenant, &code, false);
+        measure.scan(&tenant, &code, Routed::NotListed);
         assert_eq!(
             (
                 measure.classes[0].misrouted,

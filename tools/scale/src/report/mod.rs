@@ -92,20 +92,26 @@ pub fn render(outcome: &Outcome, scale: &MonthScale, chart: Option<&str>, about:
     let _ = writeln!(out, "## Routing\n");
     let _ = writeln!(
         out,
-        "{:<8} {:>11} {:>30} {:>8} {:>22}",
-        "class", "scans", "to staff no longer eligible", "share", "of them after the push"
+        "{:<8} {:>11} {:>30} {:>8} {:>22} {:>16}",
+        "class",
+        "scans",
+        "to staff no longer eligible",
+        "share",
+        "of them after the push",
+        "on starved codes"
     );
     let mut all = crate::measure::ClassFigures::default();
     for (name, figures) in o.class_names.iter().zip(&o.measure.classes) {
         all.scans += figures.scans;
         all.misrouted += figures.misrouted;
         all.misrouted_after_push += figures.misrouted_after_push;
+        all.on_starved += figures.on_starved;
         routing_row(&mut out, name, figures);
     }
     routing_row(&mut out, "all", &all);
     let _ = writeln!(
         out,
-        "(after the push: no fact of the code was waiting, so WeCom held a list pushed after every change)"
+        "(after the push: no fact of the code was waiting, so WeCom held a list pushed after every change;\n on starved codes: nobody eligible and no fallback, so WeCom keeps the last list, as it cannot hold none)"
     );
     let _ = writeln!(
         out,
@@ -534,12 +540,13 @@ fn routing_row(out: &mut String, name: &str, figures: &crate::measure::ClassFigu
     };
     let _ = writeln!(
         out,
-        "{:<8} {:>11} {:>30} {:>7.2}% {:>22}",
+        "{:<8} {:>11} {:>30} {:>7.2}% {:>22} {:>16}",
         name,
         thousands(figures.scans),
         thousands(figures.misrouted),
         share,
-        thousands(figures.misrouted_after_push)
+        thousands(figures.misrouted_after_push),
+        thousands(figures.on_starved)
     );
 }
 

@@ -2,7 +2,7 @@
 
 use super::RunOptions;
 use crate::happenings::{Happening, Happenings, BREAK_MS};
-use crate::measure::{routed_member, EndedWithoutPush, Measure, TrueAdds};
+use crate::measure::{routed_member, EndedWithoutPush, Measure, Routed, TrueAdds};
 use crate::memory;
 use crate::observe::Trace;
 use crate::platform::{self, code_of_config};
@@ -749,14 +749,16 @@ async fn happen(
                 lock(&shared.happened).scans_nowhere += 1;
                 return;
             };
-            let listed = true_recompute(data, shared, &view.id, &code_id)
+            let routed = match true_recompute(data, shared, &view.id, &code_id)
                 .await
-                .is_some_and(|recomputed| {
-                    recomputed
-                        .users()
-                        .is_some_and(|users| users.contains(&member))
-                });
-            lock(&shared.measure).scan(&view.id, &code_id, listed);
+                .as_ref()
+                .map(Membership::users)
+            {
+                Some(None) => Routed::Starved,
+                Some(Some(users)) if users.contains(&member) => Routed::Listed,
+                _ => Routed::NotListed,
+            };
+            lock(&shared.measure).scan(&view.id, &code_id, routed);
             let (world, data, tenants, shared) = (
                 Arc::clone(world),
                 data.clone(),
