@@ -329,6 +329,38 @@ mod tests {
         );
         assert!(fakes.wecom.pushes().is_empty());
         assert!(fakes.queues.parked().is_empty());
+        assert_eq!(
+            fakes.queues.requeue_calls(),
+            [2],
+            "the batch's requeues leave in one send"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_requeue_that_cannot_be_sent_redelivers_its_own_codes_messages_and_no_others() {
+        let fakes = Fakes {
+            budget: FakeBudget::spent_for(40_000),
+            ..Fakes::default()
+        };
+        fakes.queues.refuse_requeues_of("code-1");
+        let consumer = consumer(&fakes);
+        let response = handle(&consumer, &inlets(), sample())
+            .await
+            .expect("handled");
+        assert_eq!(
+            failed_ids(&response),
+            [
+                "7b2e0d3f-0002-4a1b-8c2d-000000000001",
+                "7b2e0d3f-0002-4a1b-8c2d-000000000003"
+            ],
+            "code-1's two messages"
+        );
+        let delayed = fakes.queues.delayed();
+        let codes: Vec<&str> = delayed
+            .iter()
+            .map(|(r, _)| r.reason.code.as_str())
+            .collect();
+        assert_eq!(codes, ["code-2"]);
     }
 
     #[tokio::test]

@@ -9,7 +9,7 @@ use domain::reasons::ReasonQueue;
 use domain::reasons::RefreshReason;
 use domain::refresh::consumer::Inlet;
 use domain::refresh::retry::{RetriedReason, RetryDelay};
-use domain::refresh::RetryQueues;
+use domain::refresh::{Destination, Requeue, RetryQueues, Unsent};
 use domain::StoreError;
 
 /// A record of an SQS batch as a consumer reads it. A missing attribute reads as empty, and a
@@ -95,46 +95,76 @@ impl ReasonQueue for SqsReasonQueue {
 }
 
 impl SqsReasonQueue {
-    /// One `SendMessageBatch` of at most ten reasons; entries SQS refused are sent again once,
-    /// then reported.
+    /// One `SendMessageBatch` of at most ten reasons (`send_fifo_batch`).
     async fn send_batch(&self, chunk: &[RefreshReason]) -> Result<(), StoreError> {
-        let unavailable = |e: String| StoreError::new("refresh queue", e);
-        let mut pending: Vec<(usize, &RefreshReason)> = chunk.iter().enumerate().collect();
-        for attempt in 0..2 {
-            let entries = pending
-                .iter()
-                .map(|(index, reason)| {
-                    aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
-                        .id(index.to_string())
-                        .message_group_id(reason.group_id())
-                        .message_deduplication_id(reason.deduplication_id())
-                        .message_body(reason.to_json())
-                        .build()
-                        .map_err(|e| unavailable(e.to_string()))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let output = self
-                .client
-                .send_message_batch()
-                .queue_url(&self.queue_url)
-                .set_entries(Some(entries))
-                .send()
-                .await
-                .map_err(|e| unavailable(e.into_service_error().to_string()))?;
-            let failed: Vec<String> = output.failed.iter().map(|f| f.id.clone()).collect();
-            pending.retain(|(index, _)| failed.contains(&index.to_string()));
-            if pending.is_empty() {
-                break;
-            }
-            if attempt == 1 {
-                return Err(unavailable(format!(
-                    "{} reasons refused by SendMessageBatch",
-                    pending.len()
-                )));
-            }
-        }
-        Ok(())
+        let entries = chunk
+            .iter()
+            .enumerate()
+            .map(|(index, reason)| FifoEntry {
+                index,
+                group: reason.group_id(),
+                deduplication_id: reason.deduplication_id(),
+                body: reason.to_json(),
+            })
+            .collect();
+        send_fifo_batch(&self.client, &self.queue_url, entries)
+            .await
+            .map_err(|(_, why)| StoreError::new("refresh queue", why))
     }
+}
+
+/// One message of a `SendMessageBatch` to a FIFO queue; `index` names it to the caller.
+struct FifoEntry {
+    index: usize,
+    group: String,
+    deduplication_id: String,
+    body: String,
+}
+
+/// One `SendMessageBatch` of at most ten entries to a FIFO queue; entries SQS refused are sent
+/// again once. `Err` names the entries not sent, and why.
+async fn send_fifo_batch(
+    client: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    mut pending: Vec<FifoEntry>,
+) -> Result<(), (Vec<usize>, String)> {
+    let unsent = |pending: &[FifoEntry], why: String| {
+        (pending.iter().map(|entry| entry.index).collect(), why)
+    };
+    for attempt in 0..2 {
+        let entries = pending.iter().map(|entry| {
+            aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                .id(entry.index.to_string())
+                .message_group_id(&entry.group)
+                .message_deduplication_id(&entry.deduplication_id)
+                .message_body(&entry.body)
+                .build()
+        });
+        let entries = match entries.collect::<Result<Vec<_>, _>>() {
+            Ok(entries) => entries,
+            Err(error) => return Err(unsent(&pending, error.to_string())),
+        };
+        let sent = client
+            .send_message_batch()
+            .queue_url(queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await;
+        let output = match sent {
+            Ok(output) => output,
+            Err(error) => return Err(unsent(&pending, error.into_service_error().to_string())),
+        };
+        let failed: Vec<&str> = output.failed.iter().map(|f| f.id.as_str()).collect();
+        pending.retain(|entry| failed.contains(&entry.index.to_string().as_str()));
+        if pending.is_empty() {
+            return Ok(());
+        }
+        if attempt == 1 {
+            let why = format!("{} messages refused by SendMessageBatch", pending.len());
+            return Err(unsent(&pending, why));
+        }
+    }
+    Ok(())
 }
 
 /// `FanOutQueue` on a standard queue: fan-outs need no order, and a repeat only resends
@@ -258,17 +288,36 @@ impl SqsRetryQueues {
         }
     }
 
-    async fn send(&self, queue_url: &str, reason: &RetriedReason) -> Result<(), StoreError> {
-        self.client
-            .send_message()
-            .queue_url(queue_url)
-            .message_group_id(reason.reason.group_id())
-            .message_deduplication_id(reason.deduplication_id())
-            .message_body(reason.to_json())
-            .send()
+    fn url_of(&self, to: Destination) -> Option<&str> {
+        match to {
+            Destination::RefreshQueue => Some(&self.refresh_queue_url),
+            Destination::SlowLane => Some(&self.slow_queue_url),
+            Destination::Retry(delay) => self
+                .retry_queue_urls
+                .iter()
+                .find(|(d, _)| *d == delay)
+                .map(|(_, url)| url.as_str()),
+        }
+    }
+
+    /// One `SendMessageBatch` of at most ten reasons to `queue_url` (`send_fifo_batch`).
+    async fn send_batch(
+        &self,
+        queue_url: &str,
+        chunk: &[(usize, &RetriedReason)],
+    ) -> Result<(), (Vec<usize>, StoreError)> {
+        let entries = chunk
+            .iter()
+            .map(|(index, reason)| FifoEntry {
+                index: *index,
+                group: reason.reason.group_id(),
+                deduplication_id: reason.deduplication_id(),
+                body: reason.to_json(),
+            })
+            .collect();
+        send_fifo_batch(&self.client, queue_url, entries)
             .await
-            .map_err(|e| StoreError::new("retry queue", e.into_service_error()))?;
-        Ok(())
+            .map_err(|(indices, why)| (indices, StoreError::new("retry queue", why)))
     }
 }
 
@@ -315,23 +364,44 @@ impl QueueInlets {
 
 #[async_trait::async_trait]
 impl RetryQueues for SqsRetryQueues {
-    #[tracing::instrument(skip_all, fields(code = %reason.reason.code, delay_s = delay.seconds(), attempt = reason.attempt))]
-    async fn delay(&self, reason: &RetriedReason, delay: RetryDelay) -> Result<(), StoreError> {
-        let url = self
-            .retry_queue_urls
-            .iter()
-            .find(|(d, _)| *d == delay)
-            .map(|(_, url)| url.as_str())
-            .ok_or_else(|| StoreError::new("retry queue", "no queue for this delay"))?;
-        self.send(url, reason).await
-    }
-
-    async fn forward(&self, reason: &RetriedReason) -> Result<(), StoreError> {
-        self.send(&self.refresh_queue_url, reason).await
-    }
-
-    async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError> {
-        self.send(&self.slow_queue_url, reason).await
+    /// Grouped by queue, ten to a `SendMessageBatch`, the batches side by side: each reason is
+    /// its own code's message group, so nothing orders two of them, and a batch's entries keep
+    /// their order within a group. Entries SQS refused are sent again once.
+    #[tracing::instrument(skip_all, fields(requeues = requeues.len()))]
+    async fn send_all(&self, requeues: &[Requeue]) -> Result<(), Unsent> {
+        let mut by_queue: Vec<(&str, Vec<(usize, &RetriedReason)>)> = Vec::new();
+        let mut unsent = Vec::new();
+        for (index, requeue) in requeues.iter().enumerate() {
+            let Some(url) = self.url_of(requeue.to) else {
+                unsent.push(index);
+                continue;
+            };
+            match by_queue.iter_mut().find(|(queue, _)| *queue == url) {
+                Some((_, entries)) => entries.push((index, &requeue.reason)),
+                None => by_queue.push((url, vec![(index, &requeue.reason)])),
+            }
+        }
+        let batches = by_queue.iter().flat_map(|(url, entries)| {
+            entries
+                .chunks(10)
+                .map(move |chunk| self.send_batch(url, chunk))
+        });
+        let mut error = None;
+        for result in futures::future::join_all(batches).await {
+            if let Err((indices, why)) = result {
+                unsent.extend(indices);
+                error = Some(why);
+            }
+        }
+        if unsent.is_empty() {
+            return Ok(());
+        }
+        unsent.sort_unstable();
+        Err(Unsent {
+            indices: unsent,
+            error: error
+                .unwrap_or_else(|| StoreError::new("retry queue", "no queue for this delay")),
+        })
     }
 }
 

@@ -7,7 +7,7 @@ use crate::facts::{QuotaNotifier, StaffQuotaReached};
 use crate::fanout::Expander;
 use crate::reasons::{FanOut, FanOutQueue, ReasonQueue, RefreshReason};
 use crate::refresh::retry::{RetriedReason, RetryDelay};
-use crate::refresh::RetryQueues;
+use crate::refresh::{Destination, Requeue, RetryQueues, Unsent};
 use crate::StoreError;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,6 +28,10 @@ struct Queued {
     delayed: Vec<(RetriedReason, RetryDelay)>,
     forwarded: Vec<RetriedReason>,
     slowed: Vec<RetriedReason>,
+    /// How many requeues each `RetryQueues::send_all` carried.
+    requeue_calls: Vec<usize>,
+    /// Requeues of these codes are not sent.
+    requeues_refused_for: HashSet<String>,
     parked: Vec<(String, String)>,
     published: Vec<StaffQuotaReached>,
     replay_pages: Vec<crate::replay::Page>,
@@ -126,6 +130,16 @@ impl InMemoryQueues {
         self.queued().slowed.clone()
     }
 
+    /// How many requeues each `RetryQueues::send_all` carried, call by call.
+    pub fn requeue_calls(&self) -> Vec<usize> {
+        self.queued().requeue_calls.clone()
+    }
+
+    /// Requeues of `code` are refused from now on (the others of the same call are sent).
+    pub fn refuse_requeues_of(&self, code: &str) {
+        self.queued().requeues_refused_for.insert(code.to_owned());
+    }
+
     /// Messages moved to a dead-letter queue: their id and failure class.
     /// Replay pages queued (`replay::ReplayPages`).
     pub fn replay_pages(&self) -> Vec<crate::replay::Page> {
@@ -213,19 +227,32 @@ impl FanOutQueue for InMemoryQueues {
 
 #[async_trait::async_trait]
 impl RetryQueues for InMemoryQueues {
-    async fn delay(&self, reason: &RetriedReason, delay: RetryDelay) -> Result<(), StoreError> {
-        self.queued().delayed.push((reason.clone(), delay));
-        Ok(())
-    }
-
-    async fn forward(&self, reason: &RetriedReason) -> Result<(), StoreError> {
-        self.queued().forwarded.push(reason.clone());
-        Ok(())
-    }
-
-    async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError> {
-        self.queued().slowed.push(reason.clone());
-        Ok(())
+    async fn send_all(&self, requeues: &[Requeue]) -> Result<(), Unsent> {
+        let mut queued = self.queued();
+        queued.requeue_calls.push(requeues.len());
+        let mut refused = Vec::new();
+        for (index, Requeue { to, reason }) in requeues.iter().enumerate() {
+            if queued
+                .requeues_refused_for
+                .contains(reason.reason.code.as_str())
+            {
+                refused.push(index);
+                continue;
+            }
+            let reason = reason.clone();
+            match to {
+                Destination::Retry(delay) => queued.delayed.push((reason, *delay)),
+                Destination::RefreshQueue => queued.forwarded.push(reason),
+                Destination::SlowLane => queued.slowed.push(reason),
+            }
+        }
+        if refused.is_empty() {
+            return Ok(());
+        }
+        Err(Unsent {
+            indices: refused,
+            error: StoreError::new("retry queue", "the fake queue refused these requeues"),
+        })
     }
 }
 

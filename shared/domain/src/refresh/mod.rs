@@ -11,7 +11,8 @@ pub mod retry;
 
 pub use lease::{Acquired, AfterRecord, FencedWrite, Lease, LeaseTimes};
 pub use ports::{
-    AcquisitionLinks, CodeLeases, CodeRecords, ContactWayPusher, FailureMarks, RetryQueues,
+    AcquisitionLinks, CodeLeases, CodeRecords, ContactWayPusher, Destination, FailureMarks,
+    Requeue, RetryQueues, Unsent,
 };
 
 use crate::alerts::GroupRobot;

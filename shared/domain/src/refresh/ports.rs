@@ -141,10 +141,35 @@ pub trait CodeLeases: Send + Sync {
 /// The retry queues and the way back to refresh.fifo.
 #[async_trait::async_trait]
 pub trait RetryQueues: Send + Sync {
-    /// Sends `reason` to the retry queue that delays it by `delay`.
-    async fn delay(&self, reason: &RetriedReason, delay: RetryDelay) -> Result<(), StoreError>;
-    /// Sends `reason` (its delay served) back to refresh.fifo, in its code's message group.
-    async fn forward(&self, reason: &RetriedReason) -> Result<(), StoreError>;
-    /// Republishes `reason` to the slow lane's queue, in its code's message group.
-    async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError>;
+    /// Sends every requeue of a batch, at most ten to a request per queue (SQS bills a
+    /// request, not a message, and the batch's sends take one round trip, not one each).
+    /// `Err` names the requeues that were not sent; every other one was.
+    async fn send_all(&self, requeues: &[Requeue]) -> Result<(), Unsent>;
+}
+
+/// Which queue a requeued reason goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Destination {
+    /// The retry queue that delays it by this much.
+    Retry(RetryDelay),
+    /// refresh.fifo, in its code's message group (a retry queue's delay served, or no time
+    /// left in the invocation).
+    RefreshQueue,
+    /// The slow lane's queue, in its code's message group.
+    SlowLane,
+}
+
+/// One reason on its way to a queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requeue {
+    pub to: Destination,
+    pub reason: RetriedReason,
+}
+
+/// The requeues of a `RetryQueues::send_all` that were not sent (their index in the slice
+/// given), and why.
+#[derive(Debug)]
+pub struct Unsent {
+    pub indices: Vec<usize>,
+    pub error: StoreError,
 }

@@ -13,9 +13,10 @@ use crate::services::sqs::{Outgoing, Sqs, SqsError, MAX_BATCH};
 use domain::facts::{QuotaNotifier, StaffQuotaReached};
 use domain::intake::{Inbox, InboxMessage};
 use domain::reasons::{FanOut, FanOutQueue, ReasonQueue, RefreshReason};
-use domain::refresh::retry::{RetriedReason, RetryDelay};
-use domain::refresh::RetryQueues;
+use domain::refresh::retry::RetryDelay;
+use domain::refresh::{Destination, Requeue, RetryQueues, Unsent};
 use domain::StoreError;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -174,35 +175,77 @@ impl SimRetryQueues {
         }
     }
 
-    async fn send(&self, queue: &str, reason: &RetriedReason) -> Result<(), StoreError> {
+    fn queue_of(&self, to: Destination) -> Option<&str> {
+        match to {
+            Destination::RefreshQueue => Some(&self.refresh_queue),
+            Destination::SlowLane => Some(&self.slow_queue),
+            Destination::Retry(delay) => self
+                .retry_queues
+                .iter()
+                .find(|(d, _)| *d == delay)
+                .map(|(_, queue)| queue.as_str()),
+        }
+    }
+
+    /// One `SendMessageBatch` (one API call's time) of at most ten requeues to `queue`.
+    async fn send_batch(
+        &self,
+        queue: &str,
+        chunk: &[(usize, &Requeue)],
+    ) -> Result<(), (Vec<usize>, StoreError)> {
+        let messages: Vec<Outgoing> = chunk
+            .iter()
+            .map(|(_, requeue)| {
+                let reason = &requeue.reason;
+                Outgoing::new(&reason.reason.group_id(), &reason.to_json())
+                    .deduplicated_by(&reason.deduplication_id())
+            })
+            .collect();
         call().await;
-        let message = Outgoing::new(&reason.reason.group_id(), &reason.to_json())
-            .deduplicated_by(&reason.deduplication_id());
-        self.sqs
-            .send(queue, message)
-            .map_err(unavailable("retry queue"))?;
-        Ok(())
+        match self.sqs.send_batch(queue, &messages) {
+            Ok(_) => Ok(()),
+            Err(error) => Err((
+                chunk.iter().map(|(index, _)| *index).collect(),
+                unavailable("retry queue")(error),
+            )),
+        }
     }
 }
 
 #[async_trait::async_trait]
 impl RetryQueues for SimRetryQueues {
-    async fn delay(&self, reason: &RetriedReason, delay: RetryDelay) -> Result<(), StoreError> {
-        let queue = self
-            .retry_queues
-            .iter()
-            .find(|(d, _)| *d == delay)
-            .map(|(_, queue)| queue.as_str())
-            .ok_or_else(|| StoreError::new("retry queue", "no queue for this delay"))?;
-        self.send(queue, reason).await
-    }
-
-    async fn forward(&self, reason: &RetriedReason) -> Result<(), StoreError> {
-        self.send(&self.refresh_queue, reason).await
-    }
-
-    async fn to_slow_lane(&self, reason: &RetriedReason) -> Result<(), StoreError> {
-        self.send(&self.slow_queue, reason).await
+    /// As `adapters::sqs::SqsRetryQueues::send_all`: grouped by queue, ten to a request, the
+    /// requests side by side.
+    async fn send_all(&self, requeues: &[Requeue]) -> Result<(), Unsent> {
+        let mut by_queue: BTreeMap<&str, Vec<(usize, &Requeue)>> = BTreeMap::new();
+        let mut unsent = Vec::new();
+        let mut error = None;
+        for (index, requeue) in requeues.iter().enumerate() {
+            match self.queue_of(requeue.to) {
+                Some(queue) => by_queue.entry(queue).or_default().push((index, requeue)),
+                None => unsent.push(index),
+            }
+        }
+        let batches = by_queue.iter().flat_map(|(queue, entries)| {
+            entries
+                .chunks(MAX_BATCH)
+                .map(move |chunk| self.send_batch(queue, chunk))
+        });
+        for result in futures::future::join_all(batches).await {
+            if let Err((indices, why)) = result {
+                unsent.extend(indices);
+                error = Some(why);
+            }
+        }
+        if unsent.is_empty() {
+            return Ok(());
+        }
+        unsent.sort_unstable();
+        Err(Unsent {
+            indices: unsent,
+            error: error
+                .unwrap_or_else(|| StoreError::new("retry queue", "no queue for this delay")),
+        })
     }
 }
 

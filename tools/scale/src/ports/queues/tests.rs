@@ -4,6 +4,7 @@ use domain::batch::DeadLetters;
 use domain::ids::{CodeId, StaffId, TenantId};
 use domain::membership::Limit;
 use domain::reasons::{Cause, Fact, Source};
+use domain::refresh::retry::RetriedReason;
 use tokio::time::Duration;
 
 const VISIBILITY: Duration = Duration::from_secs(60);
@@ -46,6 +47,13 @@ fn retries(sqs: &Arc<Sqs>) -> SimRetryQueues {
         "slow.fifo",
         vec![(RetryDelay::Seconds15, "retry-15s.fifo".to_owned())],
     )
+}
+
+fn requeue(delay: RetryDelay, reason: &RetriedReason) -> Requeue {
+    Requeue {
+        to: Destination::Retry(delay),
+        reason: reason.clone(),
+    }
 }
 
 fn drain(sqs: &Sqs, queue: &str) -> Vec<Delivered> {
@@ -116,7 +124,7 @@ async fn a_delayed_reason_waits_in_the_queue_of_its_delay_and_is_then_in_its_cod
     let sqs = sqs();
     let retried = RetriedReason::requeued(fact("add:2").reason_for(&code(2)), 1, "m7");
     retries(&sqs)
-        .delay(&retried, RetryDelay::Seconds15)
+        .send_all(&[requeue(RetryDelay::Seconds15, &retried)])
         .await
         .expect("sent");
     tokio::time::sleep(Duration::from_secs(14)).await;
@@ -129,13 +137,20 @@ async fn a_delayed_reason_waits_in_the_queue_of_its_delay_and_is_then_in_its_cod
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_delay_without_its_queue_is_an_error_like_the_adapters() {
+async fn a_delay_without_its_queue_is_an_error_like_the_adapters_and_the_rest_are_sent() {
     let sqs = sqs();
-    let retried = RetriedReason::requeued(fact("add:3").reason_for(&code(3)), 0, "m8");
-    assert!(retries(&sqs)
-        .delay(&retried, RetryDelay::Seconds900)
+    let missing = RetriedReason::requeued(fact("add:3").reason_for(&code(3)), 0, "m8");
+    let kept = RetriedReason::requeued(fact("add:4").reason_for(&code(4)), 0, "m9");
+    let unsent = retries(&sqs)
+        .send_all(&[
+            requeue(RetryDelay::Seconds15, &kept),
+            requeue(RetryDelay::Seconds900, &missing),
+        ])
         .await
-        .is_err());
+        .expect_err("no 900 s queue");
+    assert_eq!(unsent.indices, vec![1]);
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    assert_eq!(drain(&sqs, "retry-15s.fifo")[0].body, kept.to_json());
 }
 
 #[tokio::test(start_paused = true)]
@@ -144,10 +159,48 @@ async fn forwarded_and_slowed_reasons_go_to_refresh_fifo_and_the_slow_lane() {
     let retries = retries(&sqs);
     let forwarded = RetriedReason::requeued(fact("a").reason_for(&code(4)), 1, "m1");
     let slowed = RetriedReason::requeued(fact("b").reason_for(&code(5)), 0, "m2");
-    retries.forward(&forwarded).await.expect("sent");
-    retries.to_slow_lane(&slowed).await.expect("sent");
+    let requeues = [
+        Requeue {
+            to: Destination::RefreshQueue,
+            reason: forwarded.clone(),
+        },
+        Requeue {
+            to: Destination::SlowLane,
+            reason: slowed.clone(),
+        },
+    ];
+    retries.send_all(&requeues).await.expect("sent");
     assert_eq!(drain(&sqs, "refresh.fifo")[0].body, forwarded.to_json());
     assert_eq!(drain(&sqs, "slow.fifo")[0].body, slowed.to_json());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batchs_requeues_are_ten_to_a_request_per_queue_sent_side_by_side() {
+    let sqs = sqs();
+    let reasons: Vec<RetriedReason> = (0..25)
+        .map(|n| RetriedReason::requeued(fact("shifts:2").reason_for(&code(n)), 0, "m"))
+        .collect();
+    let requeues: Vec<Requeue> = reasons
+        .iter()
+        .enumerate()
+        .map(|(n, reason)| match n % 5 {
+            0 => Requeue {
+                to: Destination::RefreshQueue,
+                reason: reason.clone(),
+            },
+            _ => requeue(RetryDelay::Seconds15, reason),
+        })
+        .collect();
+    let started = tokio::time::Instant::now();
+    retries(&sqs).send_all(&requeues).await.expect("sent");
+    assert_eq!(started.elapsed(), crate::services::sqs::REQUEST_LATENCY);
+    let sends = |queue| sqs.counters(queue).map(|c| c.send_requests);
+    // 5 forwards in one request, 20 delays in two.
+    assert_eq!(
+        (sends("refresh.fifo"), sends("retry-15s.fifo")),
+        (Ok(1), Ok(2))
+    );
+    assert_eq!(drain(&sqs, "refresh.fifo").len(), 5);
 }
 
 #[tokio::test(start_paused = true)]
