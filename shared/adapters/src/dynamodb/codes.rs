@@ -23,7 +23,7 @@ use domain::membership::{
 };
 use domain::owed::replan;
 use domain::refresh::PageWrite;
-use domain::refresh::{AfterRecord, CodeRecords, FencedWrite, Lease, PushRecord, Tally};
+use domain::refresh::{AfterRecord, CodeRecords, FencedWrite, Lease, PushRecord, Requeues, Tally};
 use domain::tenants::tenant_day;
 use domain::wecom::acquisition::AcquisitionLink;
 use domain::StoreError;
@@ -1079,18 +1079,12 @@ impl CodeRecords for DynamoStore {
             .send()
             .await
             .map_err(|e| unavailable(e.into_service_error()))?;
-        if tally.requeued_budget + tally.requeued_throttled > 0 {
-            self.record_requeues(tally).await?;
-        }
         Ok(())
     }
-}
 
-impl DynamoStore {
-    /// The minute's platform-wide count of refreshes put off by the budget or a throttle
-    /// (only when there were any): the operator's "throttled requeues in the last hour".
-    async fn record_requeues(&self, tally: &Tally) -> Result<(), StoreError> {
-        let now_ms = crate::clock::system_clock();
+    /// The minute's platform-wide count of refreshes put off by the budget or a throttle: the
+    /// operator's "throttled requeues in the last hour".
+    async fn record_requeues(&self, now_ms: u64, requeues: Requeues) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.table)
@@ -1101,8 +1095,8 @@ impl DynamoStore {
             .update_expression(
                 "ADD requeued_budget :rb, requeued_throttled :rt SET expires_at = :exp",
             )
-            .expression_attribute_values(":rb", n(tally.requeued_budget))
-            .expression_attribute_values(":rt", n(tally.requeued_throttled))
+            .expression_attribute_values(":rb", n(requeues.budget))
+            .expression_attribute_values(":rt", n(requeues.throttled))
             .expression_attribute_values(":exp", n(now_ms / 1000 + 2 * 24 * 3600))
             .send()
             .await

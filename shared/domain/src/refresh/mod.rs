@@ -105,18 +105,24 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// Nothing counted: no write is owed.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
     /// Adds `other`'s counts to these (a day's total of many refreshes).
     pub fn absorb(&mut self, other: &Tally) {
-        self.reasons += other.reasons;
-        self.recomputes += other.recomputes;
-        self.pushes += other.pushes;
-        self.unchanged += other.unchanged;
-        self.starved += other.starved;
-        self.requeued_budget += other.requeued_budget;
-        self.requeued_throttled += other.requeued_throttled;
-        self.requeued_lease += other.requeued_lease;
-        self.to_slow_lane += other.to_slow_lane;
-        self.slow_interval_waits += other.slow_interval_waits;
+        let add = |mine: &mut u32, theirs: u32| *mine = mine.saturating_add(theirs);
+        add(&mut self.reasons, other.reasons);
+        add(&mut self.recomputes, other.recomputes);
+        add(&mut self.pushes, other.pushes);
+        add(&mut self.unchanged, other.unchanged);
+        add(&mut self.starved, other.starved);
+        add(&mut self.requeued_budget, other.requeued_budget);
+        add(&mut self.requeued_throttled, other.requeued_throttled);
+        add(&mut self.requeued_lease, other.requeued_lease);
+        add(&mut self.to_slow_lane, other.to_slow_lane);
+        add(&mut self.slow_interval_waits, other.slow_interval_waits);
     }
 }
 
@@ -124,23 +130,52 @@ impl Tally {
 /// each tenant's daily tally when the batch is done (`Refresher::record_tallies`), not one per
 /// code: a tenant whose codes are refreshed a thousand times a second would otherwise write
 /// its tally as often (DynamoDB serves one key at most 1,000 write units a second; the store
-/// also spreads a tenant's tally over shards).
+/// also spreads a tenant's tally over shards). The batch's put-offs for budget or throttling,
+/// every tenant's together, are the platform's minute count: one write per batch.
 #[derive(Debug, Default)]
-pub struct Tallies(Mutex<BTreeMap<(TenantId, String), Tally>>);
+pub struct Tallies(Mutex<Counted>);
+
+#[derive(Debug, Default)]
+struct Counted {
+    days: BTreeMap<(TenantId, String), Tally>,
+    requeues: Requeues,
+}
+
+/// Refreshes put off because a budget was spent or WeCom throttled, platform-wide: the
+/// operator's "throttled requeues" (`CodeRecords::record_requeues`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Requeues {
+    pub budget: u32,
+    pub throttled: u32,
+}
 
 impl Tallies {
     fn add(&self, tenant: &TenantId, day: String, tally: &Tally) {
+        if tally.is_empty() {
+            return;
+        }
         let mut tallies = self
             .0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         tallies
+            .days
             .entry((tenant.clone(), day))
             .or_default()
             .absorb(tally);
     }
 
-    fn into_days(self) -> BTreeMap<(TenantId, String), Tally> {
+    fn add_requeues(&self, requeues: Requeues) {
+        let mut tallies = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let total = &mut tallies.requeues;
+        total.budget = total.budget.saturating_add(requeues.budget);
+        total.throttled = total.throttled.saturating_add(requeues.throttled);
+    }
+
+    fn into_counted(self) -> Counted {
         self.0
             .into_inner()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -487,6 +522,10 @@ where
                 (metric::SLOW_LANE_REPUBLISHES, tally.to_slow_lane),
             ],
         );
+        tallies.add_requeues(Requeues {
+            budget: tally.requeued_budget,
+            throttled: tally.requeued_throttled,
+        });
         // Put off before the snapshot (slow lane, lease busy), the tenant's day is unknown and
         // nothing is counted.
         let Some(timezone) = timezone else {
@@ -501,12 +540,19 @@ where
     }
 
     /// Adds what `tallies` counted to each tenant's daily tally item, one write per tenant and
-    /// day.
+    /// day, and the batch's put-offs to the platform's minute, one write.
     pub async fn record_tallies(&self, tallies: Tallies) {
-        for ((tenant, day), tally) in tallies.into_days() {
-            // Counters are for people; a failure to count must not fail (and so repeat) a push.
+        let Counted { days, requeues } = tallies.into_counted();
+        // Counters are for people; a failure to count must not fail (and so repeat) a push.
+        for ((tenant, day), tally) in days {
             if let Err(error) = self.facts.record_tally(&tenant, &day, &tally).await {
                 tracing::warn!(tenant = %tenant, error = %error, "refresh tally not recorded");
+            }
+        }
+        if requeues != Requeues::default() {
+            let now_ms = self.now_ms();
+            if let Err(error) = self.facts.record_requeues(now_ms, requeues).await {
+                tracing::warn!(error = %error, "requeue count not recorded");
             }
         }
     }

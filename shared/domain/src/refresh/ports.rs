@@ -4,7 +4,7 @@
 
 use super::lease::{Acquired, AfterRecord, FencedWrite, Lease};
 use super::retry::{RetriedReason, RetryDelay};
-use super::{PushRecord, Tally};
+use super::{PushRecord, Requeues, Tally};
 use crate::ids::TenantId;
 use crate::ids::{CodeId, StaffId};
 use crate::membership::RotationSlot;
@@ -65,6 +65,9 @@ pub trait CodeRecords: Send + Sync {
         day: &str,
         tally: &Tally,
     ) -> Result<(), StoreError>;
+    /// Adds refreshes put off for budget or throttling to the platform's count for the minute
+    /// of `now_ms`.
+    async fn record_requeues(&self, now_ms: u64, requeues: Requeues) -> Result<(), StoreError>;
 }
 
 /// Replaces the user list of a WeCom contact way.

@@ -589,7 +589,49 @@ async fn after_a_budget_refusal_the_tenants_other_codes_are_put_off_unread_until
         reads,
         "not read again"
     );
-    assert_eq!(refresher.facts.tally().requeued_budget, 2);
+    let (requeues, _) = refresher.facts.requeues();
+    assert_eq!(requeues.budget, 2, "the platform's minute counts both");
+}
+
+#[tokio::test]
+async fn a_batchs_put_offs_are_one_write_of_the_platforms_minute_whatever_their_tenants() {
+    let refresher = refresher(snapshot(&[("a", true), ("b", true)]));
+    refresher.budget.set_left(Some(0));
+    let (other, code) = (TenantId::parse("t2").expect("valid"), code());
+    refresher
+        .facts
+        .load_snapshot(&other, &code, &snapshot(&[("a", true)]));
+    let tenant = tenant();
+    let asks = [&tenant, &other].map(|tenant| RefreshRequest {
+        tenant,
+        code: &code,
+        fact_at_ms: &[1],
+        lane: Lane::Fast,
+        resync: false,
+        deadline_ms: u64::MAX,
+    });
+    let tallies = Tallies::default();
+    let outcomes = refresher.refresh_batch(&asks, &tallies).await;
+    assert!(outcomes.iter().all(|o| matches!(
+        o,
+        Ok(Outcome::PutOff {
+            cause: PutOffCause::Budget,
+            ..
+        })
+    )));
+    refresher.record_tallies(tallies).await;
+    assert_eq!(refresher.facts.tally_writes(), 2, "one per tenant");
+    assert_eq!(
+        refresher.facts.requeues(),
+        (
+            Requeues {
+                budget: 2,
+                throttled: 0
+            },
+            1
+        ),
+        "both put-offs, in one write"
+    );
 }
 
 #[tokio::test]

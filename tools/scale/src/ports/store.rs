@@ -102,7 +102,7 @@ use domain::reasons::{FanOut, Source};
 use domain::refresh::PageWrite;
 use domain::refresh::{
     Acquired, AfterRecord, CodeLeases, CodeRecords, FailureMarks, FencedWrite, Lease, PushRecord,
-    Tally,
+    Requeues, Tally,
 };
 use domain::replay::{ArchivedCallback, CallbackArchive, Selection};
 use domain::schedules::{CursorLease, Due, DueIndex, LimitReached, Minute, ScheduleFacts, Subject};
@@ -1322,21 +1322,23 @@ impl CodeRecords for MeteredStore {
         self.write(Kind::UpdateItem, Touch::new(key, bytes)).await?;
         self.data.record_tally(tenant, day, tally).await?;
         self.trace.tallied(tenant, tally);
-        if tally.requeued_budget + tally.requeued_throttled > 0 {
-            // The platform's per-minute count of put-off refreshes (`record_requeues`).
-            let minute = now_ms() / 60_000;
-            let key = ItemKey::new(
-                keys::requeues(((draw >> 32) % u64::from(keys::REQUEUE_SHARDS)) as u32),
-                keys::requeues_minute(minute),
-            );
-            let bytes = Size::of(&key)
-                .n("requeued_budget", 10_000)
-                .n("requeued_throttled", 10_000)
-                .n(keys::EXPIRES_AT, SECS)
-                .bytes();
-            self.write(Kind::UpdateItem, Touch::new(key, bytes)).await?;
-        }
         Ok(())
+    }
+
+    /// The platform's per-minute count of put-off refreshes, on one of its shards.
+    async fn record_requeues(&self, now_ms: u64, requeues: Requeues) -> Result<(), StoreError> {
+        let draw = scrambled(self.tallies.fetch_add(1, Ordering::Relaxed));
+        let key = ItemKey::new(
+            keys::requeues((draw % u64::from(keys::REQUEUE_SHARDS)) as u32),
+            keys::requeues_minute(now_ms / 60_000),
+        );
+        let bytes = Size::of(&key)
+            .n("requeued_budget", 10_000)
+            .n("requeued_throttled", 10_000)
+            .n(keys::EXPIRES_AT, SECS)
+            .bytes();
+        self.write(Kind::UpdateItem, Touch::new(key, bytes)).await?;
+        self.data.record_requeues(now_ms, requeues).await
     }
 }
 

@@ -163,6 +163,8 @@ struct Tables {
     tally: Tally,
     /// How many tally writes added up to it.
     tally_writes: usize,
+    /// The platform's requeue counts, added up, and how many writes they took.
+    requeues: (crate::refresh::Requeues, usize),
     marks: Marks,
     /// The dirty set as the table keeps it: each marked code's latest mark (time, why,
     /// resyncs sent, next due), and the drift repairs counted per tenant-day.
@@ -952,6 +954,11 @@ impl InMemoryStore {
     /// How many writes of a tally there were.
     pub fn tally_writes(&self) -> usize {
         self.tables().tally_writes
+    }
+
+    /// The platform's requeue counts, added up, and how many writes they took.
+    pub fn requeues(&self) -> (crate::refresh::Requeues, usize) {
+        self.tables().requeues
     }
 
     pub fn marks(&self) -> Marks {

@@ -9,7 +9,7 @@ use crate::membership::RotationSlot;
 use crate::refresh::PageWrite;
 use crate::refresh::{
     Acquired, AfterRecord, CodeLeases, CodeRecords, FailureMarks, FencedWrite, Lease, PushRecord,
-    Tally,
+    Requeues, Tally,
 };
 use crate::wecom::acquisition::AcquisitionLink;
 use crate::StoreError;
@@ -136,6 +136,15 @@ impl CodeRecords for InMemoryStore {
         let mut tables = self.available()?;
         tables.tally.absorb(tally);
         tables.tally_writes += 1;
+        Ok(())
+    }
+
+    async fn record_requeues(&self, _: u64, requeues: Requeues) -> Result<(), StoreError> {
+        let mut tables = self.available()?;
+        let (total, writes) = &mut tables.requeues;
+        total.budget += requeues.budget;
+        total.throttled += requeues.throttled;
+        *writes += 1;
         Ok(())
     }
 }
