@@ -4,12 +4,12 @@ use super::conditions::ConditionalWriteError;
 use super::{get_n, key, keys, n, tenant_key, DynamoStore, Item};
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use domain::budget::{
-    hold_sharded, minute_of, refusal, spend_layered, BudgetLayers, BudgetLimits, BudgetSlot,
-    Holder, RosterMemo, ShardSpend, Spend, Throttled, WeComBudget,
+    asking_through, hold_sharded, minute_of, refusal, spend_layered, BudgetLayers, BudgetLimits,
+    BudgetSlot, Holder, RosterMemo, ShardSpend, Spend, Throttled, WeComBudget,
 };
 use domain::ids::TenantId;
 use domain::StoreError;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// The shared budget on the table: one item per holder (a tenant, or an egress address its
 /// tenants share), API, UTC hour and shard, and the addresses' rosters
@@ -29,13 +29,6 @@ impl DynamoBudget {
             layers,
             rosters: Arc::default(),
         }
-    }
-
-    fn rosters(&self) -> MutexGuard<'_, RosterMemo> {
-        // A panic while holding the memo leaves it whole (each call is one insert or read).
-        self.rosters
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The key of `holder`'s item for `api`, `shard` and UTC hour `hour`: a tenant's under
@@ -130,19 +123,14 @@ impl DynamoBudget {
         api: &str,
         now_ms: u64,
     ) -> Result<u32, StoreError> {
-        let minute = minute_of(now_ms);
-        if self.rosters().to_count(tenant, api, minute) {
-            self.count_on_roster(tenant, address, api, now_ms).await?;
-        }
-        if let Some(asked) = self.rosters().asked_before(address, api, minute) {
-            return Ok(asked);
-        }
-        let asked = self
-            .read_roster(address, api, now_ms.saturating_sub(60_000))
-            .await?;
-        self.rosters()
-            .remember_asked_before(address, api, minute, asked);
-        Ok(asked)
+        asking_through(
+            &self.rosters,
+            (tenant, address, api),
+            minute_of(now_ms),
+            || self.count_on_roster(tenant, address, api, now_ms),
+            || self.read_roster(address, api, now_ms.saturating_sub(60_000)),
+        )
+        .await
     }
 
     /// One conditional `UpdateItem` on the tenant's mark (the minute it was last counted, set

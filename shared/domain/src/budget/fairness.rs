@@ -21,7 +21,10 @@
 
 use super::BudgetLimits;
 use crate::ids::TenantId;
+use crate::StoreError;
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Mutex, MutexGuard};
 
 /// Fifths of each minute of an address open to every tenant behind it.
 pub const OPEN_FIFTHS: u32 = 4;
@@ -97,6 +100,42 @@ impl RosterMemo {
             .asked_before
             .insert((address.to_owned(), api.to_owned()), asking);
     }
+}
+
+/// How many tenants asked of `address` for `api` in the minute before `minute`, as a store
+/// answers `WeComBudget::asking` through its container's `memo`: `count` (the store counts
+/// `tenant` on the address's roster) at most once a minute per tenant and API, `read` (the
+/// store reads the roster's count of the minute before) at most once a minute per address.
+///
+/// A tenant is remembered as counted before `count` runs, so a count that fails is not tried
+/// again this minute: the roster then misses the tenant for a minute, which only widens every
+/// share (the first-come order of before the roster, for that minute), and never lets a grant
+/// past a limit.
+pub async fn asking_through<Count, Read>(
+    memo: &Mutex<RosterMemo>,
+    (tenant, address, api): (&TenantId, &str, &str),
+    minute: u64,
+    count: impl FnOnce() -> Count,
+    read: impl FnOnce() -> Read,
+) -> Result<u32, StoreError>
+where
+    Count: Future<Output = Result<(), StoreError>>,
+    Read: Future<Output = Result<u32, StoreError>>,
+{
+    // A panic while holding the memo leaves it whole (each use is one insert or read).
+    let lock = || -> MutexGuard<'_, RosterMemo> {
+        memo.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    if lock().to_count(tenant, api, minute) {
+        count().await?;
+    }
+    if let Some(asked) = lock().asked_before(address, api, minute) {
+        return Ok(asked);
+    }
+    let asked = read().await?;
+    lock().remember_asked_before(address, api, minute, asked);
+    Ok(asked)
 }
 
 #[cfg(test)]

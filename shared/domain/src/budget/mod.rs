@@ -35,7 +35,8 @@ mod ports;
 
 pub use egress::{EgressAddresses, MOST_ADDRESSES, SHARED_ADDRESS};
 pub use fairness::{
-    calls_this_minute, fair_share, open_part, within_fair_share, RosterMemo, OPEN_FIFTHS,
+    asking_through, calls_this_minute, fair_share, open_part, within_fair_share, RosterMemo,
+    OPEN_FIFTHS,
 };
 pub use ports::WeComBudget;
 

@@ -81,7 +81,8 @@ use crate::services::clock::now_ms;
 use crate::services::dynamodb::{Consistency, DynamoDb, DynamoError, ItemKey, Request, Touch};
 use adapters::dynamodb::keys;
 use domain::budget::{
-    minute_of, spend_layered, BudgetLayers, BudgetSlot, Holder, RosterMemo, Spend, WeComBudget,
+    asking_through, minute_of, spend_layered, BudgetLayers, BudgetSlot, Holder, RosterMemo, Spend,
+    WeComBudget,
 };
 use domain::codes::{CodeFacts, CodeSnapshot, PushedList, StoredCode};
 use domain::dirty::{DirtyMark, DirtyMarks, DirtyWhy, FanOutMark, FanOutMarks, StaleSuspect};
@@ -1578,10 +1579,6 @@ impl MeteredBudget {
         }
     }
 
-    fn rosters(&self) -> std::sync::MutexGuard<'_, RosterMemo> {
-        self.rosters.lock().expect("roster memo lock")
-    }
-
     /// `DynamoBudget::asking`, metered: the tenant's mark and the roster's count once a
     /// minute, the roster's eventually consistent read once a minute per address.
     async fn asking(
@@ -1591,7 +1588,6 @@ impl MeteredBudget {
         api: &str,
         now_ms_at: u64,
     ) -> Result<u32, StoreError> {
-        let minute = minute_of(now_ms_at);
         let roster = |at_ms: u64| {
             let slot = BudgetSlot::at(at_ms);
             let key = ItemKey::new(
@@ -1601,13 +1597,9 @@ impl MeteredBudget {
             let bytes = budget_bytes(&key, at_ms);
             Touch::new(key, bytes)
         };
-        if self.rosters().to_count(tenant, api, minute) {
-            self.store
-                .write(
-                    Kind::UpdateItem,
-                    Touch::new(ItemKey::of(tenant, keys::asking_mark(api)), 60),
-                )
-                .await?;
+        let count = || async {
+            let mark = Touch::new(ItemKey::of(tenant, keys::asking_mark(api)), 60);
+            self.store.write(Kind::UpdateItem, mark).await?;
             if self
                 .windows
                 .count_on_roster(tenant, address, api, now_ms_at)
@@ -1616,18 +1608,17 @@ impl MeteredBudget {
                     .write(Kind::UpdateItem, roster(now_ms_at))
                     .await?;
             }
-        }
-        if let Some(asked) = self.rosters().asked_before(address, api, minute) {
-            return Ok(asked);
-        }
-        let before = now_ms_at.saturating_sub(60_000);
-        self.store
-            .get(roster(before), Consistency::Eventual)
-            .await?;
-        let asked = self.windows.asked_in(address, api, minute_of(before));
-        self.rosters()
-            .remember_asked_before(address, api, minute, asked);
-        Ok(asked)
+            Ok(())
+        };
+        let read = || async {
+            let before = now_ms_at.saturating_sub(60_000);
+            self.store
+                .get(roster(before), Consistency::Eventual)
+                .await?;
+            Ok(self.windows.asked_in(address, api, minute_of(before)))
+        };
+        let asking = (tenant, address, api);
+        asking_through(&self.rosters, asking, minute_of(now_ms_at), count, read).await
     }
 }
 
