@@ -8,8 +8,8 @@ use domain::intake::InboxMessage;
 use domain::reasons::ReasonQueue;
 use domain::reasons::RefreshReason;
 use domain::refresh::consumer::Inlet;
-use domain::refresh::retry::{RetriedReason, RetryDelay};
-use domain::refresh::{Destination, Requeue, RetryQueues, Unsent};
+use domain::refresh::retry::{RequeueQueues, RetryDelay};
+use domain::refresh::{Requeue, RetryQueues, Unsent};
 use domain::StoreError;
 
 /// A record of an SQS batch as a consumer reads it. A missing attribute reads as empty, and a
@@ -268,9 +268,8 @@ impl domain::batch::DeadLetters for SqsDeadLetters {
 /// FIFO queues refuse per-message delays) and refresh.fifo.
 pub struct SqsRetryQueues {
     client: aws_sdk_sqs::Client,
-    refresh_queue_url: String,
-    slow_queue_url: String,
-    retry_queue_urls: Vec<(RetryDelay, String)>,
+    /// The queues' URLs.
+    queues: RequeueQueues,
 }
 
 impl SqsRetryQueues {
@@ -280,36 +279,24 @@ impl SqsRetryQueues {
         slow_queue_url: String,
         retry_queue_urls: Vec<(RetryDelay, String)>,
     ) -> Self {
-        Self {
-            client,
-            refresh_queue_url,
-            slow_queue_url,
-            retry_queue_urls,
-        }
-    }
-
-    fn url_of(&self, to: Destination) -> Option<&str> {
-        match to {
-            Destination::RefreshQueue => Some(&self.refresh_queue_url),
-            Destination::SlowLane => Some(&self.slow_queue_url),
-            Destination::Retry(delay) => self
-                .retry_queue_urls
-                .iter()
-                .find(|(d, _)| *d == delay)
-                .map(|(_, url)| url.as_str()),
-        }
+        let queues = RequeueQueues {
+            refresh: refresh_queue_url,
+            slow_lane: slow_queue_url,
+            retries: retry_queue_urls,
+        };
+        Self { client, queues }
     }
 
     /// One `SendMessageBatch` of at most ten reasons to `queue_url` (`send_fifo_batch`).
     async fn send_batch(
         &self,
         queue_url: &str,
-        chunk: &[(usize, &RetriedReason)],
+        chunk: Vec<(usize, &Requeue)>,
     ) -> Result<(), (Vec<usize>, StoreError)> {
         let entries = chunk
-            .iter()
-            .map(|(index, reason)| FifoEntry {
-                index: *index,
+            .into_iter()
+            .map(|(index, Requeue { reason, .. })| FifoEntry {
+                index,
                 group: reason.reason.group_id(),
                 deduplication_id: reason.deduplication_id(),
                 body: reason.to_json(),
@@ -369,39 +356,11 @@ impl RetryQueues for SqsRetryQueues {
     /// their order within a group. Entries SQS refused are sent again once.
     #[tracing::instrument(skip_all, fields(requeues = requeues.len()))]
     async fn send_all(&self, requeues: &[Requeue]) -> Result<(), Unsent> {
-        let mut by_queue: Vec<(&str, Vec<(usize, &RetriedReason)>)> = Vec::new();
-        let mut unsent = Vec::new();
-        for (index, requeue) in requeues.iter().enumerate() {
-            let Some(url) = self.url_of(requeue.to) else {
-                unsent.push(index);
-                continue;
-            };
-            match by_queue.iter_mut().find(|(queue, _)| *queue == url) {
-                Some((_, entries)) => entries.push((index, &requeue.reason)),
-                None => by_queue.push((url, vec![(index, &requeue.reason)])),
-            }
-        }
-        let batches = by_queue.iter().flat_map(|(url, entries)| {
-            entries
-                .chunks(10)
-                .map(move |chunk| self.send_batch(url, chunk))
-        });
-        let mut error = None;
-        for result in futures::future::join_all(batches).await {
-            if let Err((indices, why)) = result {
-                unsent.extend(indices);
-                error = Some(why);
-            }
-        }
-        if unsent.is_empty() {
-            return Ok(());
-        }
-        unsent.sort_unstable();
-        Err(Unsent {
-            indices: unsent,
-            error: error
-                .unwrap_or_else(|| StoreError::new("retry queue", "no queue for this delay")),
-        })
+        self.queues
+            .send_all(requeues, |queue_url, chunk| {
+                self.send_batch(queue_url, chunk)
+            })
+            .await
     }
 }
 

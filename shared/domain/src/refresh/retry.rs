@@ -6,9 +6,12 @@
 //! the single writer; the retry queues never refresh a code themselves, so two of them can
 //! never write one code at the same moment.
 
+use super::{Destination, Requeue, Unsent};
 use crate::reasons::RefreshReason;
 use crate::wecom::errors::FailureClass;
+use crate::StoreError;
 use sha2::{Digest, Sha256};
+use std::future::Future;
 
 /// The retry queues' fixed delays, shortest first (`template.yaml`'s `RefreshRetry*Queue`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -37,6 +40,80 @@ impl RetryDelay {
             .into_iter()
             .find(|d| d.seconds() * 1000 >= wait_ms)
             .unwrap_or(Self::Seconds900)
+    }
+}
+
+/// Where each `Destination` is: a queue's URL, or its name in the simulation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequeueQueues {
+    pub refresh: String,
+    pub slow_lane: String,
+    pub retries: Vec<(RetryDelay, String)>,
+}
+
+/// Sending at most this many messages is one `SendMessageBatch` (SQS's limit).
+pub const REQUEUES_PER_SEND: usize = 10;
+
+impl RequeueQueues {
+    pub fn of(&self, to: Destination) -> Option<&str> {
+        match to {
+            Destination::RefreshQueue => Some(&self.refresh),
+            Destination::SlowLane => Some(&self.slow_lane),
+            Destination::Retry(delay) => self
+                .retries
+                .iter()
+                .find(|(d, _)| *d == delay)
+                .map(|(_, queue)| queue.as_str()),
+        }
+    }
+
+    /// `RetryQueues::send_all` over `send`, one `SendMessageBatch` of at most ten requeues to
+    /// one queue (`Err`: the indices it did not send, and why). The requeues are grouped by
+    /// queue in their order, ten to a send, and the sends go side by side: each reason is its
+    /// own code's message group, so nothing orders two of them. A destination without a queue
+    /// is not sent.
+    pub async fn send_all<'s, 'r, Send, Sent>(
+        &'s self,
+        requeues: &'r [Requeue],
+        send: Send,
+    ) -> Result<(), Unsent>
+    where
+        Send: Fn(&'s str, Vec<(usize, &'r Requeue)>) -> Sent,
+        Sent: Future<Output = Result<(), (Vec<usize>, StoreError)>>,
+    {
+        let mut by_queue: Vec<(&str, Vec<(usize, &Requeue)>)> = Vec::new();
+        let mut unsent = Vec::new();
+        for (index, requeue) in requeues.iter().enumerate() {
+            let Some(queue) = self.of(requeue.to) else {
+                unsent.push(index);
+                continue;
+            };
+            match by_queue.iter_mut().find(|(q, _)| *q == queue) {
+                Some((_, entries)) => entries.push((index, requeue)),
+                None => by_queue.push((queue, vec![(index, requeue)])),
+            }
+        }
+        let sends = by_queue.iter().flat_map(|(queue, entries)| {
+            entries
+                .chunks(REQUEUES_PER_SEND)
+                .map(|chunk| send(queue, chunk.to_vec()))
+        });
+        let mut error = None;
+        for result in futures::future::join_all(sends).await {
+            if let Err((indices, why)) = result {
+                unsent.extend(indices);
+                error = Some(why);
+            }
+        }
+        if unsent.is_empty() {
+            return Ok(());
+        }
+        unsent.sort_unstable();
+        Err(Unsent {
+            indices: unsent,
+            error: error
+                .unwrap_or_else(|| StoreError::new("retry queue", "no queue for this delay")),
+        })
     }
 }
 
@@ -160,6 +237,43 @@ mod tests {
     use crate::ids::CodeId;
     use crate::ids::TenantId;
     use crate::reasons::Cause;
+    use std::sync::Mutex;
+
+    #[tokio::test]
+    async fn requeues_go_ten_to_a_send_per_queue_and_one_whose_queue_is_missing_is_unsent() {
+        let queues = RequeueQueues {
+            refresh: "refresh".into(),
+            slow_lane: "slow".into(),
+            retries: vec![(RetryDelay::Seconds60, "retry-60".into())],
+        };
+        let to = |n: usize| match n % 4 {
+            0 => Destination::RefreshQueue,
+            3 => Destination::Retry(RetryDelay::Seconds900),
+            _ => Destination::Retry(RetryDelay::Seconds60),
+        };
+        let requeues: Vec<Requeue> = (0..24)
+            .map(|n| Requeue {
+                to: to(n),
+                reason: RetriedReason::first(reason()),
+            })
+            .collect();
+        let sends = Mutex::new(Vec::new());
+        let unsent = queues
+            .send_all(&requeues, |queue, chunk| {
+                let indices: Vec<usize> = chunk.iter().map(|(index, _)| *index).collect();
+                sends
+                    .lock()
+                    .expect("lock")
+                    .push((queue.to_owned(), indices));
+                async { Ok(()) }
+            })
+            .await
+            .expect_err("no 900 s queue");
+        let sends = sends.into_inner().expect("lock");
+        let sizes: Vec<(&str, usize)> = sends.iter().map(|(q, i)| (q.as_str(), i.len())).collect();
+        assert_eq!(sizes, [("refresh", 6), ("retry-60", 10), ("retry-60", 2)]);
+        assert_eq!(unsent.indices, [3, 7, 11, 15, 19, 23]);
+    }
 
     fn reason() -> RefreshReason {
         RefreshReason {

@@ -13,10 +13,9 @@ use crate::services::sqs::{Outgoing, Sqs, SqsError, MAX_BATCH};
 use domain::facts::{QuotaNotifier, StaffQuotaReached};
 use domain::intake::{Inbox, InboxMessage};
 use domain::reasons::{FanOut, FanOutQueue, ReasonQueue, RefreshReason};
-use domain::refresh::retry::RetryDelay;
-use domain::refresh::{Destination, Requeue, RetryQueues, Unsent};
+use domain::refresh::retry::{RequeueQueues, RetryDelay};
+use domain::refresh::{Requeue, RetryQueues, Unsent};
 use domain::StoreError;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -155,9 +154,8 @@ impl domain::batch::DeadLetters for SimDeadLetters {
 #[derive(Clone)]
 pub struct SimRetryQueues {
     sqs: Arc<Sqs>,
-    refresh_queue: String,
-    slow_queue: String,
-    retry_queues: Vec<(RetryDelay, String)>,
+    /// The queues' names.
+    queues: Arc<RequeueQueues>,
 }
 
 impl SimRetryQueues {
@@ -167,23 +165,14 @@ impl SimRetryQueues {
         slow_queue: &str,
         retry_queues: Vec<(RetryDelay, String)>,
     ) -> Self {
+        let queues = RequeueQueues {
+            refresh: refresh_queue.to_owned(),
+            slow_lane: slow_queue.to_owned(),
+            retries: retry_queues,
+        };
         Self {
             sqs,
-            refresh_queue: refresh_queue.to_owned(),
-            slow_queue: slow_queue.to_owned(),
-            retry_queues,
-        }
-    }
-
-    fn queue_of(&self, to: Destination) -> Option<&str> {
-        match to {
-            Destination::RefreshQueue => Some(&self.refresh_queue),
-            Destination::SlowLane => Some(&self.slow_queue),
-            Destination::Retry(delay) => self
-                .retry_queues
-                .iter()
-                .find(|(d, _)| *d == delay)
-                .map(|(_, queue)| queue.as_str()),
+            queues: Arc::new(queues),
         }
     }
 
@@ -191,61 +180,33 @@ impl SimRetryQueues {
     async fn send_batch(
         &self,
         queue: &str,
-        chunk: &[(usize, &Requeue)],
+        chunk: Vec<(usize, &Requeue)>,
     ) -> Result<(), (Vec<usize>, StoreError)> {
         let messages: Vec<Outgoing> = chunk
             .iter()
-            .map(|(_, requeue)| {
-                let reason = &requeue.reason;
+            .map(|(_, Requeue { reason, .. })| {
                 Outgoing::new(&reason.reason.group_id(), &reason.to_json())
                     .deduplicated_by(&reason.deduplication_id())
             })
             .collect();
         call().await;
-        match self.sqs.send_batch(queue, &messages) {
-            Ok(_) => Ok(()),
-            Err(error) => Err((
-                chunk.iter().map(|(index, _)| *index).collect(),
-                unavailable("retry queue")(error),
-            )),
-        }
+        self.sqs
+            .send_batch(queue, &messages)
+            .map(|_| ())
+            .map_err(|error| {
+                let indices = chunk.iter().map(|(index, _)| *index).collect();
+                (indices, unavailable("retry queue")(error))
+            })
     }
 }
 
 #[async_trait::async_trait]
 impl RetryQueues for SimRetryQueues {
-    /// As `adapters::sqs::SqsRetryQueues::send_all`: grouped by queue, ten to a request, the
-    /// requests side by side.
+    /// As `adapters::sqs::SqsRetryQueues::send_all`.
     async fn send_all(&self, requeues: &[Requeue]) -> Result<(), Unsent> {
-        let mut by_queue: BTreeMap<&str, Vec<(usize, &Requeue)>> = BTreeMap::new();
-        let mut unsent = Vec::new();
-        let mut error = None;
-        for (index, requeue) in requeues.iter().enumerate() {
-            match self.queue_of(requeue.to) {
-                Some(queue) => by_queue.entry(queue).or_default().push((index, requeue)),
-                None => unsent.push(index),
-            }
-        }
-        let batches = by_queue.iter().flat_map(|(queue, entries)| {
-            entries
-                .chunks(MAX_BATCH)
-                .map(move |chunk| self.send_batch(queue, chunk))
-        });
-        for result in futures::future::join_all(batches).await {
-            if let Err((indices, why)) = result {
-                unsent.extend(indices);
-                error = Some(why);
-            }
-        }
-        if unsent.is_empty() {
-            return Ok(());
-        }
-        unsent.sort_unstable();
-        Err(Unsent {
-            indices: unsent,
-            error: error
-                .unwrap_or_else(|| StoreError::new("retry queue", "no queue for this delay")),
-        })
+        self.queues
+            .send_all(requeues, |queue, chunk| self.send_batch(queue, chunk))
+            .await
     }
 }
 

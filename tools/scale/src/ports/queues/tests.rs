@@ -5,6 +5,7 @@ use domain::ids::{CodeId, StaffId, TenantId};
 use domain::membership::Limit;
 use domain::reasons::{Cause, Fact, Source};
 use domain::refresh::retry::RetriedReason;
+use domain::refresh::Destination;
 use tokio::time::Duration;
 
 const VISIBILITY: Duration = Duration::from_secs(60);
